@@ -1,0 +1,198 @@
+//! Batch: gather decoded messages into batches, flushed by size or by age, whichever first.
+//!
+//! The policy ([`Batcher`]) is pure; [`run`] is the small task that feeds it from the subscriber
+//! and hands full batches to the writer. The hand-over channel holds one batch, so one batch
+//! fills while the previous one commits.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
+
+use crate::ack::AckToken;
+use crate::decode::Decoded;
+
+/// One MQTT message, decoded, waiting for its outcome to commit.
+#[derive(Debug)]
+pub struct Message {
+    pub ack: AckToken,
+    pub topic: String,
+    /// The raw payload, kept only when part of it was rejected (it goes to `rejected`).
+    pub payload: Option<Bytes>,
+    /// Size of the payload as received.
+    pub payload_bytes: usize,
+    /// Wall clock at receipt: `future_timestamp`'s reference and `received_at` in the tables.
+    pub received_at: DateTime<Utc>,
+    /// Monotonic clock at receipt, for arrival-to-ack timing.
+    pub arrived: Instant,
+    /// What the message holds: at least one item, so every message is accounted for.
+    pub items: Vec<Decoded>,
+    /// This message's share of the unacked budget, given back when the message is dropped.
+    pub permit: Option<OwnedSemaphorePermit>,
+}
+
+/// Messages whose outcomes are written in one transaction.
+#[derive(Debug, Default)]
+pub struct Batch {
+    pub messages: Vec<Message>,
+    /// Items (readings and rejections) in all the messages.
+    pub items: usize,
+}
+
+/// The flush policy: at `max_items` items, or `max_wait` after the batch's first message.
+#[derive(Debug)]
+pub struct Batcher {
+    max_items: usize,
+    max_wait: Duration,
+    current: Batch,
+    opened: Option<Instant>,
+}
+
+impl Batcher {
+    pub fn new(max_items: usize, max_wait: Duration) -> Self {
+        Batcher {
+            max_items,
+            max_wait,
+            current: Batch::default(),
+            opened: None,
+        }
+    }
+
+    /// Adds a message; returns the batch when it is full. A message is never split, so a batch
+    /// may pass `max_items` by at most one message's worth.
+    pub fn push(&mut self, m: Message, now: Instant) -> Option<Batch> {
+        self.opened.get_or_insert(now);
+        self.current.items += m.items.len();
+        self.current.messages.push(m);
+        if self.current.items >= self.max_items {
+            self.take()
+        } else {
+            None
+        }
+    }
+
+    /// When the open batch must be flushed, if one is open.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.opened.map(|t| t + self.max_wait)
+    }
+
+    /// Takes the open batch, if it holds anything.
+    pub fn take(&mut self) -> Option<Batch> {
+        self.opened = None;
+        if self.current.messages.is_empty() {
+            None
+        } else {
+            Some(std::mem::take(&mut self.current))
+        }
+    }
+}
+
+/// Feeds the batcher until the subscriber hangs up, then flushes what is left.
+pub async fn run(
+    mut rx: mpsc::UnboundedReceiver<Message>,
+    tx: mpsc::Sender<Batch>,
+    mut batcher: Batcher,
+) {
+    loop {
+        let deadline = batcher.deadline();
+        let full = tokio::select! {
+            m = rx.recv() => match m {
+                Some(m) => batcher.push(m, Instant::now()),
+                None => break,
+            },
+            _ = sleep_until(deadline), if deadline.is_some() => batcher.take(),
+        };
+        if let Some(b) = full {
+            if tx.send(b).await.is_err() {
+                return;
+            }
+        }
+    }
+    if let Some(b) = batcher.take() {
+        let _ = tx.send(b).await;
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    if let Some(d) = deadline {
+        tokio::time::sleep_until(d.into()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::{RejectReason, Rejection};
+    use proptest::prelude::*;
+    use rumqttc::v5::mqttbytes::QoS;
+
+    fn msg(items: usize) -> Message {
+        Message {
+            ack: AckToken {
+                epoch: 1,
+                pkid: 1,
+                qos: QoS::AtLeastOnce,
+            },
+            topic: "t".into(),
+            payload: None,
+            payload_bytes: 0,
+            received_at: Utc::now(),
+            arrived: Instant::now(),
+            items: vec![
+                Decoded::Rejected(Rejection {
+                    reason: RejectReason::Malformed,
+                    detail: String::new(),
+                    element: None
+                });
+                items
+            ],
+            permit: None,
+        }
+    }
+
+    #[test]
+    fn flushes_at_size() {
+        let mut b = Batcher::new(3, Duration::from_millis(100));
+        let t = Instant::now();
+        assert!(b.push(msg(1), t).is_none());
+        assert!(b.push(msg(1), t).is_none());
+        let full = b.push(msg(2), t).expect("full at 4 ≥ 3");
+        assert_eq!((full.messages.len(), full.items), (3, 4));
+        assert!(b.deadline().is_none(), "nothing open after a flush");
+        assert!(b.take().is_none());
+    }
+
+    #[test]
+    fn deadline_counts_from_the_first_message() {
+        let mut b = Batcher::new(100, Duration::from_millis(100));
+        let t0 = Instant::now();
+        b.push(msg(1), t0);
+        b.push(msg(1), t0 + Duration::from_millis(50));
+        assert_eq!(b.deadline(), Some(t0 + Duration::from_millis(100)));
+        assert_eq!(b.take().unwrap().messages.len(), 2);
+    }
+
+    proptest! {
+        /// Whatever the sizes, every message comes out exactly once, in order, and only the last
+        /// message of a batch can take it past the limit.
+        #[test]
+        fn every_message_once_in_order(sizes in proptest::collection::vec(1usize..20, 0..100), max in 1usize..50) {
+            let mut b = Batcher::new(max, Duration::from_secs(1));
+            let t = Instant::now();
+            let mut out = Vec::new();
+            for (i, s) in sizes.iter().enumerate() {
+                let mut m = msg(*s);
+                m.ack.pkid = i as u16;
+                if let Some(batch) = b.push(m, t) {
+                    prop_assert!(batch.items >= max);
+                    prop_assert!(batch.items - batch.messages.last().unwrap().items.len() < max);
+                    out.push(batch);
+                }
+            }
+            out.extend(b.take());
+            let ids: Vec<u16> = out.iter().flat_map(|b| b.messages.iter().map(|m| m.ack.pkid)).collect();
+            prop_assert_eq!(ids, (0..sizes.len() as u16).collect::<Vec<_>>());
+        }
+    }
+}

@@ -1,0 +1,425 @@
+//! Configuration: embedded defaults, then an optional TOML file, then `GALEWATCH_*` variables.
+//!
+//! Every setting is a flat key, so its environment variable is `GALEWATCH_` and the key in upper
+//! case (`batch_max_readings` ↔ `GALEWATCH_BATCH_MAX_READINGS`). An unknown key, in the file or
+//! in the environment, is an error: a typo must not silently leave a default in place.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+use crate::decode::{self, Range, Rules};
+
+/// The environment prefix of every setting.
+pub const ENV_PREFIX: &str = "GALEWATCH_";
+
+/// The settings as an operator writes them. See `config/galewatch.toml` for each one's why.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// libpq-style URL of the database that holds `readings`.
+    pub database_url: String,
+    /// Broker URL, `mqtt://host[:port]`.
+    pub mqtt_url: String,
+    /// Fixed per instance: the broker keeps the persistent session under it.
+    pub mqtt_client_id: String,
+    /// Subscription filter; the level matched by its first `+` is the turbine id.
+    pub mqtt_topic: String,
+    /// How long the broker keeps the session (and queues messages) while the daemon is away.
+    #[serde(with = "humantime_serde")]
+    pub mqtt_session_expiry: Duration,
+    #[serde(with = "humantime_serde")]
+    pub mqtt_keep_alive: Duration,
+    /// Receive Maximum advertised to the broker: messages it may send before the first ack.
+    pub mqtt_receive_maximum: u16,
+    /// Largest packet advertised to the broker. The broker silently drops larger messages for
+    /// this client, so it is generous; Galewatch's own limit is `max_message_bytes`.
+    pub mqtt_max_packet_bytes: u32,
+    /// Address of the Prometheus endpoint (`/metrics`).
+    pub metrics_listen: String,
+    /// Flush a batch at this many readings...
+    pub batch_max_readings: usize,
+    /// ...or this long after its first reading, whichever comes first.
+    #[serde(with = "humantime_serde")]
+    pub batch_max_wait: Duration,
+    /// The daemon's own memory bound: readings held unacknowledged before intake pauses.
+    pub max_unacked_readings: usize,
+    /// Larger messages are rejected `too_large`.
+    pub max_message_bytes: usize,
+    /// A reading stamped further ahead of its receipt than this is quarantined `future_timestamp`.
+    #[serde(with = "humantime_serde")]
+    pub max_clock_skew: Duration,
+    pub power_kw_min: f64,
+    pub power_kw_max: f64,
+    pub wind_speed_ms_min: f64,
+    pub wind_speed_ms_max: f64,
+    pub rotor_rpm_min: f64,
+    pub rotor_rpm_max: f64,
+    /// Bound on one batch's whole transaction; past it the connection is dropped and the batch
+    /// retried (COPY has no timeout of its own).
+    #[serde(with = "humantime_serde")]
+    pub db_write_timeout: Duration,
+    /// On SIGTERM, how long to spend committing and acknowledging what is in hand.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        let rules = Rules::for_filter(DEFAULT_TOPIC);
+        Settings {
+            database_url: "postgresql://postgres@127.0.0.1:5432/galewatch".into(),
+            mqtt_url: "mqtt://127.0.0.1:1883".into(),
+            mqtt_client_id: "galewatch".into(),
+            mqtt_topic: DEFAULT_TOPIC.into(),
+            mqtt_session_expiry: Duration::from_secs(7 * 24 * 3600),
+            mqtt_keep_alive: Duration::from_secs(30),
+            mqtt_receive_maximum: 20_000,
+            mqtt_max_packet_bytes: MQTT_MAX_PACKET,
+            metrics_listen: "127.0.0.1:9187".into(),
+            batch_max_readings: 5_000,
+            batch_max_wait: Duration::from_millis(100),
+            max_unacked_readings: 50_000,
+            max_message_bytes: rules.max_message_bytes,
+            max_clock_skew: Duration::from_secs(300),
+            power_kw_min: rules.power_kw.min,
+            power_kw_max: rules.power_kw.max,
+            wind_speed_ms_min: rules.wind_speed_ms.min,
+            wind_speed_ms_max: rules.wind_speed_ms.max,
+            rotor_rpm_min: rules.rotor_rpm.min,
+            rotor_rpm_max: rules.rotor_rpm.max,
+            db_write_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+const DEFAULT_TOPIC: &str = "turbines/+/readings";
+/// The largest packet MQTT can carry (a four-byte variable length).
+const MQTT_MAX_PACKET: u32 = 268_435_455;
+
+/// A setting that cannot be used, named, with what is wrong with it. `run` exits with status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid setting `{setting}` ({env}): {problem}")]
+pub struct ConfigError {
+    pub setting: String,
+    pub env: String,
+    pub problem: String,
+}
+
+impl ConfigError {
+    fn new(setting: &str, problem: impl Into<String>) -> Self {
+        ConfigError {
+            setting: setting.to_string(),
+            env: format!("{ENV_PREFIX}{}", setting.to_uppercase()),
+            problem: problem.into(),
+        }
+    }
+}
+
+/// Where the broker is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerAddr {
+    pub host: String,
+    pub port: u16,
+}
+
+/// Settings checked and turned into the types the stages use.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub settings: Settings,
+    pub db: tokio_postgres::Config,
+    pub broker: BrokerAddr,
+    pub metrics_listen: SocketAddr,
+    pub rules: Rules,
+}
+
+/// Loads the settings: defaults, then `file` if given (it must exist), then the environment.
+pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+    let mut fig = Figment::from(Serialized::defaults(Settings::default()));
+    if let Some(path) = file {
+        if !path.is_file() {
+            return Err(ConfigError {
+                setting: "--config".into(),
+                env: format!("{ENV_PREFIX}CONFIG"),
+                problem: format!("{} is not a readable file", path.display()),
+            });
+        }
+        fig = fig.merge(Toml::file_exact(path));
+    }
+    fig = fig.merge(Env::prefixed(ENV_PREFIX).ignore(&["config"]));
+    let settings: Settings = fig.extract().map_err(from_figment)?;
+    settings.validate()
+}
+
+fn from_figment(e: figment::Error) -> ConfigError {
+    let setting = e.path.last().cloned().unwrap_or_else(|| "(file)".into());
+    let source = e
+        .metadata
+        .as_ref()
+        .map(|m| m.name.to_string())
+        .unwrap_or_default();
+    let mut err = ConfigError::new(&setting, format!("{} (from {source})", e.kind));
+    if let figment::error::Kind::UnknownField(field, _) = &e.kind {
+        err = ConfigError::new(field, format!("unknown setting (from {source})"));
+    }
+    err
+}
+
+impl Settings {
+    /// Checks every setting and derives the typed configuration.
+    pub fn validate(self) -> Result<Config, ConfigError> {
+        let db: tokio_postgres::Config = self
+            .database_url
+            .parse()
+            .map_err(|e| ConfigError::new("database_url", format!("not a libpq URL: {e}")))?;
+        if db.get_dbname().is_none() {
+            return Err(ConfigError::new(
+                "database_url",
+                "names no database (add /DBNAME to the URL)",
+            ));
+        }
+        let broker = parse_mqtt_url(&self.mqtt_url)?;
+        if self.mqtt_client_id.is_empty() || self.mqtt_client_id.len() > 65_535 {
+            return Err(ConfigError::new(
+                "mqtt_client_id",
+                "must be 1 to 65535 bytes",
+            ));
+        }
+        if decode::turbine_level(&self.mqtt_topic).is_none() {
+            return Err(ConfigError::new(
+                "mqtt_topic",
+                format!(
+                    "{:?} has no `+` level to name the turbine (e.g. turbines/+/readings)",
+                    self.mqtt_topic
+                ),
+            ));
+        }
+        let metrics_listen = self.metrics_listen.parse().map_err(|e| {
+            ConfigError::new(
+                "metrics_listen",
+                format!("not an address like 127.0.0.1:9187: {e}"),
+            )
+        })?;
+        positive("batch_max_readings", self.batch_max_readings)?;
+        positive("max_unacked_readings", self.max_unacked_readings)?;
+        positive("max_message_bytes", self.max_message_bytes)?;
+        positive(
+            "mqtt_receive_maximum",
+            usize::from(self.mqtt_receive_maximum),
+        )?;
+        if self.max_unacked_readings < self.batch_max_readings {
+            return Err(ConfigError::new(
+                "max_unacked_readings",
+                format!(
+                    "{} is smaller than batch_max_readings ({}): a batch could never fill",
+                    self.max_unacked_readings, self.batch_max_readings
+                ),
+            ));
+        }
+        if self.mqtt_session_expiry.as_secs() == 0 {
+            return Err(ConfigError::new(
+                "mqtt_session_expiry",
+                "must be at least 1s, or the broker forgets the session (and what it queued) on every disconnect",
+            ));
+        }
+        if self.mqtt_keep_alive < Duration::from_secs(5) {
+            return Err(ConfigError::new("mqtt_keep_alive", "must be at least 5s"));
+        }
+        if self.batch_max_wait.is_zero() {
+            return Err(ConfigError::new("batch_max_wait", "must be more than 0"));
+        }
+        if self.db_write_timeout < Duration::from_secs(1) {
+            return Err(ConfigError::new("db_write_timeout", "must be at least 1s"));
+        }
+        let range = |name: &str, min: f64, max: f64| {
+            if min.is_finite() && max.is_finite() && min <= max {
+                Ok(Range { min, max })
+            } else {
+                Err(ConfigError::new(
+                    &format!("{name}_min"),
+                    format!("[{min}, {max}] is not a range (min ≤ max, both finite)"),
+                ))
+            }
+        };
+        let max_clock_skew = chrono::Duration::from_std(self.max_clock_skew)
+            .map_err(|_| ConfigError::new("max_clock_skew", "too large"))?;
+        let rules = Rules {
+            turbine_level: decode::turbine_level(&self.mqtt_topic),
+            max_message_bytes: self.max_message_bytes,
+            max_clock_skew,
+            power_kw: range("power_kw", self.power_kw_min, self.power_kw_max)?,
+            wind_speed_ms: range(
+                "wind_speed_ms",
+                self.wind_speed_ms_min,
+                self.wind_speed_ms_max,
+            )?,
+            rotor_rpm: range("rotor_rpm", self.rotor_rpm_min, self.rotor_rpm_max)?,
+            ..Rules::for_filter(&self.mqtt_topic)
+        };
+        Ok(Config {
+            settings: self,
+            db,
+            broker,
+            metrics_listen,
+            rules,
+        })
+    }
+}
+
+fn positive(setting: &str, v: usize) -> Result<(), ConfigError> {
+    if v == 0 {
+        Err(ConfigError::new(setting, "must be more than 0"))
+    } else {
+        Ok(())
+    }
+}
+
+fn parse_mqtt_url(s: &str) -> Result<BrokerAddr, ConfigError> {
+    let bad = |p: String| ConfigError::new("mqtt_url", p);
+    let url = url::Url::parse(s).map_err(|e| bad(format!("{s:?} is not a URL: {e}")))?;
+    match url.scheme() {
+        "mqtt" | "tcp" => {}
+        "mqtts" | "ssl" => return Err(bad(
+            "mqtts:// (TLS) is not supported by this build yet; use mqtt:// on a trusted network"
+                .into(),
+        )),
+        other => return Err(bad(format!("unknown scheme {other:?}; expected mqtt://"))),
+    }
+    let host = url
+        .host_str()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| bad(format!("{s:?} names no host")))?;
+    Ok(BrokerAddr {
+        host: host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
+        port: url.port().unwrap_or(1883),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        let c = Settings::default().validate().expect("defaults validate");
+        assert_eq!(
+            c.broker,
+            BrokerAddr {
+                host: "127.0.0.1".into(),
+                port: 1883
+            }
+        );
+        assert_eq!(c.db.get_dbname(), Some("galewatch"));
+        assert_eq!(c.rules.turbine_level, Some(1));
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let cases: Vec<(Settings, &str, &str)> = vec![
+            (
+                Settings {
+                    mqtt_url: "http://x".into(),
+                    ..Settings::default()
+                },
+                "mqtt_url",
+                "unknown scheme",
+            ),
+            (
+                Settings {
+                    mqtt_topic: "turbines/#".into(),
+                    ..Settings::default()
+                },
+                "mqtt_topic",
+                "no `+` level",
+            ),
+            (
+                Settings {
+                    metrics_listen: "nowhere".into(),
+                    ..Settings::default()
+                },
+                "metrics_listen",
+                "not an address",
+            ),
+            (
+                Settings {
+                    batch_max_readings: 0,
+                    ..Settings::default()
+                },
+                "batch_max_readings",
+                "more than 0",
+            ),
+            (
+                Settings {
+                    max_unacked_readings: 10,
+                    ..Settings::default()
+                },
+                "max_unacked_readings",
+                "never fill",
+            ),
+            (
+                Settings {
+                    power_kw_min: 5.0,
+                    power_kw_max: 1.0,
+                    ..Settings::default()
+                },
+                "power_kw_min",
+                "not a range",
+            ),
+            (
+                Settings {
+                    database_url: "postgresql://h:notaport/db".into(),
+                    ..Settings::default()
+                },
+                "database_url",
+                "not a libpq URL",
+            ),
+        ];
+        for (s, setting, problem) in cases {
+            let e = s.validate().expect_err(setting);
+            assert_eq!(e.setting, setting);
+            assert!(e.to_string().contains(problem), "{e}");
+            assert!(
+                e.to_string()
+                    .contains(&format!("GALEWATCH_{}", setting.to_uppercase())),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn mqtt_urls() {
+        assert_eq!(
+            parse_mqtt_url("mqtt://broker.example:1884").unwrap(),
+            BrokerAddr {
+                host: "broker.example".into(),
+                port: 1884
+            }
+        );
+        assert!(parse_mqtt_url("mqtts://x")
+            .unwrap_err()
+            .problem
+            .contains("TLS"));
+    }
+
+    #[test]
+    fn the_example_file_is_the_defaults() {
+        // config/galewatch.toml documents every setting with its default value: keep them true.
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/galewatch.toml");
+        let from_file: Settings = Figment::new()
+            .merge(Toml::file_exact(&path))
+            .extract()
+            .expect("config/galewatch.toml parses with every setting");
+        assert_eq!(
+            serde_json::to_value(&from_file).unwrap(),
+            serde_json::to_value(Settings::default()).unwrap()
+        );
+    }
+}

@@ -1,0 +1,145 @@
+//! Daemon: wire the stages together (subscribe → decode → batch → write → ack) and shut them
+//! down in order.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::time::{timeout_at, Instant};
+
+use crate::ack::{Acker, Epoch};
+use crate::backoff::Backoff;
+use crate::batch::{self, Batcher};
+use crate::config::Config;
+use crate::error::Error;
+use crate::subscribe::Subscriber;
+use crate::write::{self, Writer};
+use crate::{migrate, telemetry};
+
+/// Runs the daemon until `shutdown` turns true, then commits and acknowledges what is in hand
+/// within the configured grace period.
+pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(), Error> {
+    telemetry::install(cfg.metrics_listen)?;
+    tracing::info!(metrics = %cfg.metrics_listen, "serving /metrics");
+    if !migrate_when_reachable(&cfg, &mut shutdown).await? {
+        return Ok(());
+    }
+
+    let s = &cfg.settings;
+    let epoch = Epoch::default();
+    let budget = Arc::new(Semaphore::new(s.max_unacked_readings));
+    let (msg_tx, msg_rx) = mpsc::unbounded_channel();
+    // One batch waits while the previous one commits.
+    let (batch_tx, batch_rx) = mpsc::channel(1);
+    let (hard_stop_tx, hard_stop) = watch::channel(false);
+    let (subscriber, client) = Subscriber::new(&cfg, epoch.clone(), budget, msg_tx);
+    let acker = Acker::new(client.clone(), epoch);
+
+    let mut subscriber = tokio::spawn(subscriber.run(shutdown.clone()));
+    let batcher = tokio::spawn(batch::run(
+        msg_rx,
+        batch_tx,
+        Batcher::new(s.batch_max_readings, s.batch_max_wait),
+    ));
+    let mut writer = tokio::spawn(write::run(
+        Writer::new(cfg.db.clone(), s.db_write_timeout),
+        batch_rx,
+        acker,
+        hard_stop,
+    ));
+    tracing::info!(
+        broker = %format!("{}:{}", cfg.broker.host, cfg.broker.port),
+        client_id = %s.mqtt_client_id,
+        topic = %s.mqtt_topic,
+        "galewatch running"
+    );
+
+    // A stage that ends before shutdown was asked for is a bug: stop loudly rather than sit
+    // there taking no messages. (On shutdown the stages end by themselves, maybe before this
+    // select sees the flag, so a finished task is judged by the flag.)
+    let mut writer_done = false;
+    let mut asked = shutdown.clone();
+    tokio::select! {
+        biased;
+        _ = asked.wait_for(|s| *s) => {}
+        r = &mut writer => {
+            writer_done = true;
+            if !*shutdown.borrow() {
+                return Err(Error::other("the writer task", format!("stopped unexpectedly: {r:?}")));
+            }
+        }
+        r = &mut subscriber => {
+            if !*shutdown.borrow() {
+                return Err(Error::other("the subscriber task", format!("stopped unexpectedly: {r:?}")));
+            }
+            // It only ends on shutdown when it was never connected: nothing to ack, nothing
+            // more to wait for from it.
+            subscriber = tokio::spawn(async {});
+        }
+    }
+    let deadline = Instant::now() + s.shutdown_grace;
+    tracing::info!(grace = ?s.shutdown_grace, "shutting down: committing and acknowledging what is in hand");
+    // The subscriber stops handing messages on; the batcher flushes its last batch; the writer
+    // commits and acks everything, then ends.
+    let _ = timeout_at(deadline, batcher).await;
+    if !writer_done && timeout_at(deadline, &mut writer).await.is_err() {
+        let _ = hard_stop_tx.send(true);
+        let _ = writer.await;
+    }
+    // The DISCONNECT queues behind the last acks, so the subscriber sends them before it.
+    let _ = client.try_disconnect();
+    if timeout_at(
+        deadline.max(Instant::now()) + Duration::from_secs(2),
+        &mut subscriber,
+    )
+    .await
+    .is_err()
+    {
+        subscriber.abort();
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Applies migrations, waiting (with backoff) while the database is unreachable. Returns false
+/// if shutdown came first.
+async fn migrate_when_reachable(
+    cfg: &Config,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<bool, Error> {
+    let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
+    loop {
+        match apply_migrations(cfg).await {
+            Ok(()) => return Ok(true),
+            Err(e) if e.is_retryable() => {
+                let wait = backoff.next_delay();
+                tracing::warn!(error = %e, retry_in = ?wait, "database not reachable yet");
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = shutdown.wait_for(|s| *s) => return Ok(false),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Connects, applies pending migrations, disconnects.
+pub async fn apply_migrations(cfg: &Config) -> Result<(), Error> {
+    let (mut client, connection) = cfg
+        .db
+        .connect(tokio_postgres::NoTls)
+        .await
+        .map_err(|e| Error::db("connecting to the database", e))?;
+    let conn = tokio::spawn(connection);
+    let applied = migrate::run(&mut client).await;
+    drop(client);
+    let _ = conn.await;
+    let applied = applied?;
+    if applied.is_empty() {
+        tracing::info!("schema up to date");
+    } else {
+        tracing::info!(applied = ?applied, "migrations applied");
+    }
+    Ok(())
+}

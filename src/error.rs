@@ -1,0 +1,162 @@
+//! The one error type of the pipeline, which answers the question that matters: retry or not.
+
+use std::fmt;
+
+/// What failed, and whether trying the same work again can succeed.
+#[derive(Debug, thiserror::Error)]
+pub struct Error {
+    /// What Galewatch was doing, e.g. "writing a batch".
+    context: &'static str,
+    kind: Kind,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kind {
+    /// A database error; `code` is the SQLSTATE when the server sent one.
+    Database { code: Option<String>, closed: bool },
+    /// The database did not answer within the configured time.
+    Timeout,
+    /// Anything else (I/O at start, the metrics listener, a migration).
+    Other,
+}
+
+impl Error {
+    pub fn db(context: &'static str, e: tokio_postgres::Error) -> Self {
+        Error {
+            context,
+            kind: Kind::Database {
+                code: e.code().map(|c| c.code().to_string()),
+                closed: e.is_closed() || e.code().is_none(),
+            },
+            source: Some(Box::new(e)),
+        }
+    }
+
+    pub fn timeout(context: &'static str) -> Self {
+        Error {
+            context,
+            kind: Kind::Timeout,
+            source: None,
+        }
+    }
+
+    pub fn other(
+        context: &'static str,
+        e: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Error {
+            context,
+            kind: Kind::Other,
+            source: Some(e.into()),
+        }
+    }
+
+    /// The SQLSTATE the server sent, if any.
+    pub fn sqlstate(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::Database { code, .. } => code.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// True when the same work may succeed if tried again (after a reconnect): the connection
+    /// was lost or timed out, the server is shutting down or out of resources, or the transaction
+    /// lost a serialization race or a deadlock. False for errors the data or the schema causes
+    /// (SQLSTATE classes 22, 23, 42...), which the same batch would hit again.
+    pub fn is_retryable(&self) -> bool {
+        match &self.kind {
+            Kind::Timeout => true,
+            Kind::Other => false,
+            Kind::Database { code: None, .. } => true,
+            Kind::Database {
+                code: Some(code),
+                closed,
+            } => {
+                *closed
+                    || matches!(&code[..2], "08" | "40" | "53" | "57" | "58")
+                    // 55000: "database is not currently accepting connections"; 55P03: lock timeout.
+                    || code == "55000"
+                    || code == "55P03"
+            }
+        }
+    }
+
+    /// True when the connection must be dropped and made anew before the next try.
+    pub fn needs_reconnect(&self) -> bool {
+        match &self.kind {
+            Kind::Timeout => true,
+            Kind::Database { closed, code } => {
+                *closed
+                    || code
+                        .as_deref()
+                        .is_some_and(|c| c.starts_with("08") || c.starts_with("57"))
+            }
+            Kind::Other => false,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.context)?;
+        match (&self.kind, &self.source) {
+            (Kind::Timeout, _) => f.write_str(": timed out"),
+            (
+                Kind::Database {
+                    code: Some(code), ..
+                },
+                Some(s),
+            ) => {
+                // tokio-postgres's Display says only "db error"; the source carries the message.
+                let detail = s
+                    .downcast_ref::<tokio_postgres::Error>()
+                    .and_then(|e| e.as_db_error())
+                    .map(|d| d.message().to_string())
+                    .unwrap_or_else(|| s.to_string());
+                write!(f, ": {detail} (SQLSTATE {code})")
+            }
+            (_, Some(s)) => {
+                write!(f, ": {s}")?;
+                let mut next = s.source();
+                while let Some(inner) = next {
+                    write!(f, ": {inner}")?;
+                    next = inner.source();
+                }
+                Ok(())
+            }
+            (_, None) => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_code(code: &str) -> Error {
+        Error {
+            context: "test",
+            kind: Kind::Database {
+                code: Some(code.into()),
+                closed: false,
+            },
+            source: None,
+        }
+    }
+
+    #[test]
+    fn retryable_by_sqlstate_class() {
+        for code in ["08006", "40001", "40P01", "57P01", "53300", "55000"] {
+            assert!(with_code(code).is_retryable(), "{code}");
+        }
+        for code in ["22003", "23505", "42P01", "42703"] {
+            assert!(!with_code(code).is_retryable(), "{code}");
+        }
+        assert!(Error::timeout("x").is_retryable());
+        assert!(Error::timeout("x").needs_reconnect());
+        assert!(with_code("57P01").needs_reconnect());
+        assert!(!with_code("40001").needs_reconnect());
+    }
+}

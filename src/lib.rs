@@ -1,0 +1,21 @@
+//! Galewatch: a telemetry ingest daemon. MQTT v5 in, PostgreSQL out, every reading accounted for.
+//!
+//! The pipeline, one file a stage: [`subscribe`] → [`decode`] → [`batch`] (with [`classify`]) →
+//! [`write`] → [`ack`]. [`daemon`] wires them; [`config`] reads the settings.
+
+pub mod ack;
+pub mod backoff;
+pub mod batch;
+pub mod classify;
+pub mod config;
+pub mod daemon;
+pub mod decode;
+pub mod error;
+pub mod migrate;
+pub mod reading;
+pub mod simulate;
+pub mod subscribe;
+pub mod telemetry;
+pub mod write;
+
+pub use error::Error;

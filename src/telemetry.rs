@@ -1,0 +1,111 @@
+//! Telemetry: the Prometheus endpoint and the names of every metric Galewatch exports.
+//!
+//! Reading counters move when a batch's transaction commits, never before, so at every scrape
+//! `received = inserted + duplicate + quarantined + rejected` holds exactly.
+
+use std::net::SocketAddr;
+
+use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+
+use crate::error::Error;
+
+pub const READINGS_RECEIVED: &str = "galewatch_readings_received_total";
+pub const READINGS_INSERTED: &str = "galewatch_readings_inserted_total";
+pub const READINGS_DUPLICATE: &str = "galewatch_readings_duplicate_total";
+pub const READINGS_QUARANTINED: &str = "galewatch_readings_quarantined_total";
+pub const READINGS_REJECTED: &str = "galewatch_readings_rejected_total";
+pub const MESSAGES_RECEIVED: &str = "galewatch_messages_received_total";
+pub const BATCHES_COMMITTED: &str = "galewatch_batches_committed_total";
+pub const DB_ERRORS: &str = "galewatch_db_errors_total";
+pub const BROKER_RECONNECTS: &str = "galewatch_broker_reconnects_total";
+pub const ACKS_SENT: &str = "galewatch_acks_sent_total";
+pub const ACKS_DROPPED_STALE: &str = "galewatch_acks_dropped_stale_total";
+pub const BATCH_READINGS: &str = "galewatch_batch_readings";
+pub const BATCH_WRITE_SECONDS: &str = "galewatch_batch_write_duration_seconds";
+pub const ARRIVAL_TO_ACK_SECONDS: &str = "galewatch_arrival_to_ack_seconds";
+pub const BROKER_CONNECTED: &str = "galewatch_broker_connected";
+pub const DB_CONNECTED: &str = "galewatch_db_connected";
+pub const MESSAGES_UNACKED: &str = "galewatch_messages_unacked";
+pub const BUILD_INFO: &str = "galewatch_build_info";
+
+/// Starts the `/metrics` listener and describes every family (HELP text and unit).
+pub fn install(listen: SocketAddr) -> Result<(), Error> {
+    PrometheusBuilder::new()
+        .with_http_listener(listen)
+        .set_buckets_for_metric(
+            Matcher::Full(BATCH_READINGS.into()),
+            &[1.0, 10.0, 100.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0],
+        )
+        .and_then(|b| {
+            b.set_buckets_for_metric(
+                Matcher::Suffix("_seconds".into()),
+                &[
+                    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                    30.0,
+                ],
+            )
+        })
+        .map_err(|e| Error::other("configuring the metrics exporter", e))?
+        .install()
+        .map_err(|e| Error::other("starting the metrics endpoint", e))?;
+    describe();
+    metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    Ok(())
+}
+
+fn describe() {
+    describe_counter!(READINGS_RECEIVED, "Readings whose outcome committed: each decoded reading once, and each message that could not be split into readings once.");
+    describe_counter!(
+        READINGS_INSERTED,
+        "Readings stored in the readings table (key not seen before)."
+    );
+    describe_counter!(READINGS_DUPLICATE, "Readings dropped as exact duplicates (same key, same values), including resends of quarantined or rejected input.");
+    describe_counter!(
+        READINGS_QUARANTINED,
+        "Readings put in the quarantine table, by reason (collision, future_timestamp)."
+    );
+    describe_counter!(
+        READINGS_REJECTED,
+        "Readings or messages put in the rejected table, by reason."
+    );
+    describe_counter!(MESSAGES_RECEIVED, "MQTT messages whose outcome committed.");
+    describe_counter!(BATCHES_COMMITTED, "Batch transactions committed.");
+    describe_counter!(
+        DB_ERRORS,
+        "Database errors, by SQLSTATE class (class=\"none\" for a lost connection or a timeout)."
+    );
+    describe_counter!(
+        BROKER_RECONNECTS,
+        "Broker connections lost (each followed by a reconnect with backoff)."
+    );
+    describe_counter!(ACKS_SENT, "PUBACKs queued for the broker after commit.");
+    describe_counter!(ACKS_DROPPED_STALE, "Acks not sent because their message came on an earlier connection (the broker redelivers it).");
+    describe_histogram!(
+        BATCH_READINGS,
+        "Items (readings and rejections) per committed batch."
+    );
+    describe_histogram!(
+        BATCH_WRITE_SECONDS,
+        Unit::Seconds,
+        "Time from COPY start to COMMIT of a batch, retries included."
+    );
+    describe_histogram!(
+        ARRIVAL_TO_ACK_SECONDS,
+        Unit::Seconds,
+        "Time from a message's arrival to its ack being queued."
+    );
+    describe_gauge!(BROKER_CONNECTED, "1 while connected to the broker, else 0.");
+    describe_gauge!(
+        DB_CONNECTED,
+        "1 while the writer holds a database connection, else 0."
+    );
+    describe_gauge!(
+        MESSAGES_UNACKED,
+        "Messages received and not yet acknowledged."
+    );
+    describe_gauge!(
+        BUILD_INFO,
+        "Always 1; the version label says which build runs."
+    );
+}

@@ -1,0 +1,501 @@
+//! Write: land a batch in one transaction, then acknowledge its messages.
+//!
+//! Per batch: binary COPY of the first reading of each key into a temporary staging table, one
+//! `INSERT … SELECT … ON CONFLICT DO NOTHING` that reports the keys it did not insert, a look-up
+//! of the stored values of those keys, then the quarantine and rejected rows, then COMMIT. Only
+//! after COMMIT are the messages acknowledged.
+//!
+//! Why the look-up is its own statement: under READ COMMITTED each statement takes a fresh
+//! snapshot. When the INSERT skips a key because another daemon's transaction holds it, the
+//! INSERT first waits for that transaction to commit; the look-up that follows therefore sees the
+//! winning row, and the loser is quarantined instead of lost.
+
+use std::pin::pin;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch};
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
+use tokio_postgres::types::Type;
+use tokio_postgres::{Client, NoTls, Statement};
+
+use crate::ack::Acker;
+use crate::backoff::Backoff;
+use crate::batch::Batch;
+use crate::classify::{self, Fate};
+use crate::decode::{Decoded, RejectReason};
+use crate::error::Error;
+use crate::reading::{Reading, Values};
+use crate::telemetry;
+
+/// The staging table: one per connection, emptied by every commit.
+const STAGING_DDL: &str = "CREATE TEMP TABLE IF NOT EXISTS galewatch_staging (
+    seq int4 NOT NULL, turbine_id text NOT NULL, recorded_at timestamptz NOT NULL,
+    power_kw float8 NOT NULL, wind_speed_ms float8, rotor_rpm float8
+) ON COMMIT DELETE ROWS";
+
+const COPY_SQL: &str = "COPY galewatch_staging (seq, turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm) FROM STDIN BINARY";
+const COPY_TYPES: [Type; 6] = [
+    Type::INT4,
+    Type::TEXT,
+    Type::TIMESTAMPTZ,
+    Type::FLOAT8,
+    Type::FLOAT8,
+    Type::FLOAT8,
+];
+
+/// Inserts the staged readings (in key order, so two writers take row locks in the same order)
+/// and returns the `seq` of each staged reading that was not inserted.
+const INSERT_SQL: &str = "WITH ins AS (
+    INSERT INTO readings (turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm)
+    SELECT turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm
+      FROM galewatch_staging ORDER BY turbine_id, recorded_at
+    ON CONFLICT (turbine_id, recorded_at) DO NOTHING
+    RETURNING turbine_id, recorded_at)
+SELECT s.seq FROM galewatch_staging s
+ WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.turbine_id = s.turbine_id AND ins.recorded_at = s.recorded_at)";
+
+/// The stored values of the keys the INSERT skipped (a fresh snapshot: see the module comment).
+const EXISTING_SQL: &str = "SELECT s.seq, r.power_kw, r.wind_speed_ms, r.rotor_rpm
+  FROM unnest($1::int4[]) AS u(seq)
+  JOIN galewatch_staging s USING (seq)
+  JOIN readings r ON r.turbine_id = s.turbine_id AND r.recorded_at = s.recorded_at";
+
+const QUARANTINE_SQL: &str =
+    "INSERT INTO quarantine (turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm,
+    reason, existing_power_kw, existing_wind_speed_ms, existing_rotor_rpm, topic, received_at)
+SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::float8[], $4::float8[], $5::float8[],
+    $6::text[], $7::float8[], $8::float8[], $9::float8[], $10::text[], $11::timestamptz[])
+ON CONFLICT DO NOTHING RETURNING reason";
+
+const REJECTED_SQL: &str = "INSERT INTO rejected (received_at, topic, payload, payload_bytes, element, reason, detail)
+SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::bytea[], $4::int4[], $5::int4[], $6::text[], $7::text[])
+ON CONFLICT DO NOTHING RETURNING reason";
+
+/// A too-large payload is kept in `rejected` only up to this many bytes.
+pub const REJECTED_PAYLOAD_KEEP: usize = 64 * 1024;
+
+/// What one committed batch did, for the counters.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Tally {
+    pub messages: u64,
+    pub received: u64,
+    pub inserted: u64,
+    pub duplicate: u64,
+    pub collision: u64,
+    pub future_timestamp: u64,
+    /// Indexed like [`RejectReason::ALL`].
+    pub rejected: [u64; 4],
+}
+
+impl Tally {
+    /// Moves the counters; called once the batch has committed.
+    fn record(&self) {
+        use metrics::counter;
+        counter!(telemetry::MESSAGES_RECEIVED).increment(self.messages);
+        counter!(telemetry::READINGS_RECEIVED).increment(self.received);
+        counter!(telemetry::READINGS_INSERTED).increment(self.inserted);
+        counter!(telemetry::READINGS_DUPLICATE).increment(self.duplicate);
+        counter!(telemetry::READINGS_QUARANTINED, "reason" => "collision")
+            .increment(self.collision);
+        counter!(telemetry::READINGS_QUARANTINED, "reason" => "future_timestamp")
+            .increment(self.future_timestamp);
+        for (reason, n) in RejectReason::ALL.iter().zip(self.rejected) {
+            counter!(telemetry::READINGS_REJECTED, "reason" => reason.as_str()).increment(n);
+        }
+        counter!(telemetry::BATCHES_COMMITTED).increment(1);
+    }
+}
+
+/// A live connection with its statements prepared.
+struct Conn {
+    client: Client,
+    insert: Statement,
+    existing: Statement,
+    quarantine: Statement,
+    rejected: Statement,
+}
+
+/// Owns the database connection and writes batches, one transaction each.
+pub struct Writer {
+    db: tokio_postgres::Config,
+    conn: Option<Conn>,
+    /// Bound on one batch's transaction (COPY has no timeout of its own).
+    timeout: Duration,
+}
+
+impl Writer {
+    pub fn new(db: tokio_postgres::Config, timeout: Duration) -> Self {
+        Writer {
+            db,
+            conn: None,
+            timeout,
+        }
+    }
+
+    async fn connect(&self) -> Result<Conn, Error> {
+        let (client, connection) = self
+            .db
+            .connect(NoTls)
+            .await
+            .map_err(|e| Error::db("connecting to the database", e))?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::warn!(error = %Error::db("database connection", e), "database connection ended");
+            }
+        });
+        client
+            .batch_execute(STAGING_DDL)
+            .await
+            .map_err(|e| Error::db("creating the staging table", e))?;
+        let prepare = |sql| client.prepare(sql);
+        let err = |e| Error::db("preparing statements", e);
+        let insert = prepare(INSERT_SQL).await.map_err(err)?;
+        let existing = prepare(EXISTING_SQL).await.map_err(err)?;
+        let quarantine = prepare(QUARANTINE_SQL).await.map_err(err)?;
+        let rejected = prepare(REJECTED_SQL).await.map_err(err)?;
+        Ok(Conn {
+            client,
+            insert,
+            existing,
+            quarantine,
+            rejected,
+        })
+    }
+
+    /// One attempt at landing the batch, bounded by the timeout. On an error that leaves the
+    /// connection in doubt, the connection is dropped and the next attempt makes a new one.
+    pub async fn write(&mut self, batch: &Batch) -> Result<Tally, Error> {
+        let result = match tokio::time::timeout(self.timeout, self.try_write(batch)).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::timeout("writing a batch")),
+        };
+        if let Err(e) = &result {
+            if e.needs_reconnect() || self.conn.as_ref().is_some_and(|c| c.client.is_closed()) {
+                self.conn = None;
+            }
+        }
+        metrics::gauge!(telemetry::DB_CONNECTED).set(if self.conn.is_some() { 1.0 } else { 0.0 });
+        result
+    }
+
+    async fn try_write(&mut self, batch: &Batch) -> Result<Tally, Error> {
+        if self.conn.as_ref().is_none_or(|c| c.client.is_closed()) {
+            self.conn = None;
+            self.conn = Some(self.connect().await?);
+            metrics::gauge!(telemetry::DB_CONNECTED).set(1.0);
+        }
+        let conn = self.conn.as_mut().expect("connected above");
+        write_batch(conn, batch).await
+    }
+}
+
+/// The readings of a batch, in order, with where each came from.
+struct Parts<'a> {
+    readings: Vec<&'a Reading>,
+    /// For each reading, the index of its message in the batch.
+    reading_msg: Vec<usize>,
+    /// Future-stamped readings with their message index.
+    future: Vec<(&'a Reading, usize)>,
+    /// Rejections with their message index.
+    rejected: Vec<(&'a crate::decode::Rejection, usize)>,
+}
+
+fn split(batch: &Batch) -> Parts<'_> {
+    let mut p = Parts {
+        readings: Vec::with_capacity(batch.items),
+        reading_msg: Vec::with_capacity(batch.items),
+        future: Vec::new(),
+        rejected: Vec::new(),
+    };
+    for (m, msg) in batch.messages.iter().enumerate() {
+        for item in &msg.items {
+            match item {
+                Decoded::Reading(r) => {
+                    p.readings.push(r);
+                    p.reading_msg.push(m);
+                }
+                Decoded::Future(r) => p.future.push((r, m)),
+                Decoded::Rejected(r) => p.rejected.push((r, m)),
+            }
+        }
+    }
+    p
+}
+
+/// Quarantine rows in column order, ready for `unnest`.
+#[derive(Default)]
+struct QuarantineRows<'a> {
+    turbine_id: Vec<&'a str>,
+    recorded_at: Vec<chrono::DateTime<chrono::Utc>>,
+    power_kw: Vec<f64>,
+    wind_speed_ms: Vec<Option<f64>>,
+    rotor_rpm: Vec<Option<f64>>,
+    reason: Vec<&'static str>,
+    existing_power_kw: Vec<Option<f64>>,
+    existing_wind_speed_ms: Vec<Option<f64>>,
+    existing_rotor_rpm: Vec<Option<f64>>,
+    topic: Vec<&'a str>,
+    received_at: Vec<chrono::DateTime<chrono::Utc>>,
+}
+
+impl<'a> QuarantineRows<'a> {
+    fn push(
+        &mut self,
+        r: &'a Reading,
+        reason: &'static str,
+        winner: Option<Values>,
+        msg: &'a crate::batch::Message,
+    ) {
+        self.turbine_id.push(&r.turbine_id);
+        self.recorded_at.push(r.recorded_at);
+        self.power_kw.push(r.values.power_kw);
+        self.wind_speed_ms.push(r.values.wind_speed_ms);
+        self.rotor_rpm.push(r.values.rotor_rpm);
+        self.reason.push(reason);
+        self.existing_power_kw.push(winner.map(|w| w.power_kw));
+        self.existing_wind_speed_ms
+            .push(winner.and_then(|w| w.wind_speed_ms));
+        self.existing_rotor_rpm
+            .push(winner.and_then(|w| w.rotor_rpm));
+        self.topic.push(&msg.topic);
+        self.received_at.push(msg.received_at);
+    }
+}
+
+async fn write_batch(conn: &mut Conn, batch: &Batch) -> Result<Tally, Error> {
+    let parts = split(batch);
+    let plan = classify::plan(&parts.readings);
+    let tx = conn
+        .client
+        .transaction()
+        .await
+        .map_err(|e| Error::db("beginning a transaction", e))?;
+
+    let mut existing: Vec<Option<Values>> = vec![None; plan.staged.len()];
+    if !plan.staged.is_empty() {
+        let sink = tx
+            .copy_in(COPY_SQL)
+            .await
+            .map_err(|e| Error::db("starting COPY", e))?;
+        let mut writer = pin!(BinaryCopyInWriter::new(sink, &COPY_TYPES));
+        for (seq, &i) in plan.staged.iter().enumerate() {
+            let r = parts.readings[i];
+            let seq = i32::try_from(seq).expect("a batch holds fewer than 2^31 readings");
+            writer
+                .as_mut()
+                .write(&[
+                    &seq,
+                    &r.turbine_id,
+                    &r.recorded_at,
+                    &r.values.power_kw,
+                    &r.values.wind_speed_ms,
+                    &r.values.rotor_rpm,
+                ])
+                .await
+                .map_err(|e| Error::db("copying readings", e))?;
+        }
+        writer
+            .finish()
+            .await
+            .map_err(|e| Error::db("finishing COPY", e))?;
+
+        let skipped: Vec<i32> = tx
+            .query(&conn.insert, &[])
+            .await
+            .map_err(|e| Error::db("inserting readings", e))?
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        if !skipped.is_empty() {
+            let rows = tx
+                .query(&conn.existing, &[&skipped])
+                .await
+                .map_err(|e| Error::db("reading the stored values of repeated keys", e))?;
+            for row in &rows {
+                let seq: i32 = row.get(0);
+                existing[seq as usize] = Some(Values {
+                    power_kw: row.get(1),
+                    wind_speed_ms: row.get(2),
+                    rotor_rpm: row.get(3),
+                });
+            }
+            if rows.len() != skipped.len() {
+                // A row the INSERT conflicted with is gone (deleted by retention meanwhile).
+                // Trying the batch again inserts or classifies those keys afresh.
+                return Err(Error::other(
+                    "classifying repeated keys",
+                    "a conflicting row vanished before it could be read; retrying the batch",
+                ));
+            }
+        }
+    }
+    let fates = classify::resolve(&parts.readings, &plan, &existing);
+
+    let mut tally = Tally {
+        messages: batch.messages.len() as u64,
+        received: batch.items as u64,
+        ..Tally::default()
+    };
+    let mut quarantine = QuarantineRows::default();
+    for (i, fate) in fates.iter().enumerate() {
+        match fate {
+            Fate::Inserted => tally.inserted += 1,
+            Fate::Duplicate => tally.duplicate += 1,
+            Fate::Collision { winner } => quarantine.push(
+                parts.readings[i],
+                "collision",
+                Some(*winner),
+                &batch.messages[parts.reading_msg[i]],
+            ),
+        }
+    }
+    for &(r, m) in &parts.future {
+        quarantine.push(r, "future_timestamp", None, &batch.messages[m]);
+    }
+    if !quarantine.reason.is_empty() {
+        let q = &quarantine;
+        let rows = tx
+            .query(
+                &conn.quarantine,
+                &[
+                    &q.turbine_id,
+                    &q.recorded_at,
+                    &q.power_kw,
+                    &q.wind_speed_ms,
+                    &q.rotor_rpm,
+                    &q.reason,
+                    &q.existing_power_kw,
+                    &q.existing_wind_speed_ms,
+                    &q.existing_rotor_rpm,
+                    &q.topic,
+                    &q.received_at,
+                ],
+            )
+            .await
+            .map_err(|e| Error::db("quarantining readings", e))?;
+        for row in &rows {
+            match row.get::<_, &str>(0) {
+                "collision" => tally.collision += 1,
+                _ => tally.future_timestamp += 1,
+            }
+        }
+        // Not inserted: this exact reading is already in quarantine (a resend).
+        tally.duplicate += (q.reason.len() - rows.len()) as u64;
+    }
+    if !parts.rejected.is_empty() {
+        let mut received_at = Vec::new();
+        let mut topic = Vec::new();
+        let mut payload: Vec<&[u8]> = Vec::new();
+        let mut payload_bytes = Vec::new();
+        let mut element = Vec::new();
+        let mut reason = Vec::new();
+        let mut detail = Vec::new();
+        for &(rej, m) in &parts.rejected {
+            let msg = &batch.messages[m];
+            received_at.push(msg.received_at);
+            topic.push(msg.topic.as_str());
+            payload.push(msg.payload.as_deref().unwrap_or_default());
+            payload_bytes.push(i32::try_from(msg.payload_bytes).unwrap_or(i32::MAX));
+            element.push(rej.element.map(|e| i32::try_from(e).unwrap_or(i32::MAX)));
+            reason.push(rej.reason.as_str());
+            detail.push(rej.detail.as_str());
+        }
+        let rows = tx
+            .query(
+                &conn.rejected,
+                &[
+                    &received_at,
+                    &topic,
+                    &payload,
+                    &payload_bytes,
+                    &element,
+                    &reason,
+                    &detail,
+                ],
+            )
+            .await
+            .map_err(|e| Error::db("recording rejected input", e))?;
+        for row in &rows {
+            let r: &str = row.get(0);
+            if let Some(i) = RejectReason::ALL.iter().position(|x| x.as_str() == r) {
+                tally.rejected[i] += 1;
+            }
+        }
+        // Not inserted: the same message was rejected before (a redelivery).
+        tally.duplicate += (parts.rejected.len() - rows.len()) as u64;
+    }
+    tx.commit()
+        .await
+        .map_err(|e| Error::db("committing a batch", e))?;
+    Ok(tally)
+}
+
+/// The writer's loop: take batches in order, land each (retrying what can be retried), then
+/// acknowledge its messages and give back their share of the budget.
+pub async fn run(
+    mut writer: Writer,
+    mut rx: mpsc::Receiver<Batch>,
+    mut acker: Acker,
+    mut hard_stop: watch::Receiver<bool>,
+) {
+    let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
+    loop {
+        let next = if acker.pending() > 0 {
+            tokio::select! {
+                b = rx.recv() => b,
+                _ = tokio::time::sleep(Duration::from_millis(2)) => { acker.flush(); continue; }
+            }
+        } else {
+            rx.recv().await
+        };
+        let Some(batch) = next else { break };
+        let started = Instant::now();
+        let tally = loop {
+            match writer.write(&batch).await {
+                Ok(t) => {
+                    backoff.reset();
+                    break Some(t);
+                }
+                Err(e) => {
+                    let class = e
+                        .sqlstate()
+                        .map(|c| c[..2].to_string())
+                        .unwrap_or_else(|| "none".into());
+                    metrics::counter!(telemetry::DB_ERRORS, "class" => class).increment(1);
+                    let wait = backoff.next_delay();
+                    if e.is_retryable() {
+                        tracing::warn!(error = %e, retry_in = ?wait, messages = batch.messages.len(), "batch not written; retrying");
+                    } else {
+                        tracing::error!(error = %e, retry_in = ?wait, messages = batch.messages.len(), "batch not written (not a transient error); retrying");
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = hard_stop.wait_for(|s| *s) => break None,
+                    }
+                }
+            }
+        };
+        let Some(tally) = tally else {
+            tracing::warn!(
+                messages = batch.messages.len(),
+                "shutdown grace ran out before the batch committed; the broker will redeliver its messages"
+            );
+            return;
+        };
+        metrics::histogram!(telemetry::BATCH_WRITE_SECONDS).record(started.elapsed().as_secs_f64());
+        metrics::histogram!(telemetry::BATCH_READINGS).record(batch.items as f64);
+        tally.record();
+        acker.ack(batch.messages.iter().map(|m| m.ack));
+        let now = Instant::now();
+        for m in &batch.messages {
+            metrics::histogram!(telemetry::ARRIVAL_TO_ACK_SECONDS)
+                .record((now - m.arrived).as_secs_f64());
+        }
+        metrics::gauge!(telemetry::MESSAGES_UNACKED).decrement(batch.messages.len() as f64);
+        // Dropping the batch gives its messages' budget back to the subscriber.
+    }
+    while acker.pending() > 0 && !*hard_stop.borrow() {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        acker.flush();
+    }
+}

@@ -1,0 +1,431 @@
+//! Test harness: a private Mosquitto from `config/mosquitto.conf`, a fresh database on the local
+//! PostgreSQL, and the `galewatch` binary run as a real process. No mocks: a test that cannot
+//! reach a service fails with a message that says which and how to start it.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use galewatch::config::BrokerAddr;
+use tokio_postgres::NoTls;
+
+/// Where the tests find PostgreSQL: a URL to its maintenance database.
+pub fn admin_url() -> String {
+    std::env::var("GALEWATCH_TEST_ADMIN_URL")
+        .unwrap_or_else(|_| "postgresql://postgres@127.0.0.1:5432/postgres".into())
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind an ephemeral port")
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A private Mosquitto on a free port, with its own persistence directory.
+pub struct Broker {
+    pub port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+    conf: PathBuf,
+}
+
+impl Broker {
+    /// From the project's `config/mosquitto.conf`, with only the port and the persistence
+    /// directory changed.
+    pub fn start() -> Broker {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("config/mosquitto.conf"),
+        )
+        .expect("read config/mosquitto.conf");
+        Broker::start_with(&text)
+    }
+
+    /// Mosquitto's own defaults (what a Debian install runs), on a private port with persistence.
+    pub fn start_default() -> Broker {
+        Broker::start_with("listener 1883 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location /var/lib/mosquitto/\nlog_dest stderr\n")
+    }
+
+    fn start_with(conf_text: &str) -> Broker {
+        let dir = tempfile::tempdir().expect("temp dir");
+        // Mosquitto started as root drops to the mosquitto user: let it write here.
+        set_mode(dir.path(), 0o777);
+        let port = free_port();
+        let conf = dir.path().join("mosquitto.conf");
+        let text: String = conf_text
+            .lines()
+            .map(|l| {
+                if l.starts_with("listener ") {
+                    format!("listener {port} 127.0.0.1")
+                } else if l.starts_with("persistence_location ") {
+                    format!("persistence_location {}/", dir.path().display())
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        std::fs::write(&conf, text).unwrap();
+        let mut b = Broker {
+            port,
+            dir,
+            child: None,
+            conf,
+        };
+        b.spawn();
+        b
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::File::create(self.dir.path().join("mosquitto.log")).unwrap();
+        let child = Command::new("mosquitto")
+            .arg("-c")
+            .arg(&self.conf)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect(
+                "mosquitto must be installed (apt-get install mosquitto) for the integration tests",
+            );
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "mosquitto did not listen on {}: {}",
+                self.port,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn addr(&self) -> BrokerAddr {
+        BrokerAddr {
+            host: "127.0.0.1".into(),
+            port: self.port,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("mqtt://127.0.0.1:{}", self.port)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("mosquitto.log")).unwrap_or_default()
+    }
+
+    /// Stops the broker (SIGTERM, so it saves its persistence file) and starts it again.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            signal(c.id(), "TERM");
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn set_mode(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+pub fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("run kill")
+        .success();
+    assert!(ok, "kill -{sig} {pid} failed");
+}
+
+static DB_SEQ: AtomicUsize = AtomicUsize::new(0);
+
+/// A fresh database, dropped at the end of the test.
+pub struct TestDb {
+    pub name: String,
+    pub url: String,
+}
+
+impl TestDb {
+    pub async fn create() -> TestDb {
+        let name = format!(
+            "galewatch_test_{}_{}",
+            std::process::id(),
+            DB_SEQ.fetch_add(1, Ordering::SeqCst)
+        );
+        let admin = admin_client().await;
+        for sql in [
+            format!("DROP DATABASE IF EXISTS {name}"),
+            format!("CREATE DATABASE {name}"),
+        ] {
+            admin
+                .batch_execute(&sql)
+                .await
+                .expect("create the test database");
+        }
+        let url = format!("postgresql://postgres@127.0.0.1:5432/{name}");
+        TestDb { name, url }
+    }
+
+    pub async fn client(&self) -> tokio_postgres::Client {
+        let (client, conn) = tokio_postgres::connect(&self.url, NoTls)
+            .await
+            .unwrap_or_else(|e| panic!("connect to {}: {e}", self.url));
+        tokio::spawn(conn);
+        client
+    }
+
+    pub async fn count(&self, sql: &str) -> i64 {
+        self.client()
+            .await
+            .query_one(sql, &[])
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .get(0)
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        // Drop runs outside any runtime guarantee: use a thread with its own.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                if let Ok((c, conn)) = tokio_postgres::connect(&admin_url(), NoTls).await {
+                    tokio::spawn(conn);
+                    let _ = c
+                        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .await;
+                }
+            })
+        })
+        .join();
+    }
+}
+
+pub async fn admin_client() -> tokio_postgres::Client {
+    let url = admin_url();
+    let (client, conn) = tokio_postgres::connect(&url, NoTls).await.unwrap_or_else(|e| {
+        panic!("PostgreSQL must be reachable at {url} for the integration tests (pg_ctlcluster ... main start): {e}")
+    });
+    tokio::spawn(conn);
+    client
+}
+
+/// The `galewatch` binary, run as a daemon process with settings from the environment only.
+pub struct Daemon {
+    child: Option<Child>,
+    pub metrics_port: u16,
+    pub env: BTreeMap<String, String>,
+    log: PathBuf,
+    _logdir: tempfile::TempDir,
+}
+
+impl Daemon {
+    /// Settings for a daemon against this broker and database; change `env` before `start`.
+    pub fn new(broker: &Broker, db: &TestDb, client_id: &str) -> Daemon {
+        let metrics_port = free_port();
+        let mut env = BTreeMap::new();
+        env.insert("GALEWATCH_DATABASE_URL".into(), db.url.clone());
+        env.insert("GALEWATCH_MQTT_URL".into(), broker.url());
+        env.insert("GALEWATCH_MQTT_CLIENT_ID".into(), client_id.into());
+        env.insert(
+            "GALEWATCH_METRICS_LISTEN".into(),
+            format!("127.0.0.1:{metrics_port}"),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        Daemon {
+            child: None,
+            metrics_port,
+            env,
+            log: dir.path().join("galewatch.log"),
+            _logdir: dir,
+        }
+    }
+
+    pub fn start(&mut self) {
+        assert!(self.child.is_none(), "already running");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_galewatch"))
+            .arg("run")
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("RUST_LOG", "info")
+            .envs(&self.env)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn galewatch");
+        self.child = Some(child);
+    }
+
+    /// Starts and waits until the daemon is subscribed (it logs "subscribed").
+    pub fn start_ready(&mut self) {
+        let before = self.log().matches("subscribed").count();
+        self.start();
+        self.wait_log(|l| l.matches("subscribed").count() > before, "subscribed");
+    }
+
+    pub fn wait_log(&mut self, cond: impl Fn(&str) -> bool, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if cond(&self.log()) {
+                return;
+            }
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().unwrap()) {
+                panic!("galewatch exited ({status}) before {what}:\n{}", self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "galewatch did not reach {what}:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().unwrap().is_none())
+    }
+
+    /// SIGTERM, then wait for the exit; returns the status and how long it took.
+    pub fn terminate(&mut self) -> (ExitStatus, Duration) {
+        let mut c = self.child.take().expect("running");
+        let t = Instant::now();
+        signal(c.id(), "TERM");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(s) = c.try_wait().unwrap() {
+                return (s, t.elapsed());
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                panic!(
+                    "galewatch did not exit within 30 s of SIGTERM:\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn kill9(&mut self) {
+        let mut c = self.child.take().expect("running");
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// GET /metrics, as text.
+    pub fn scrape(&self) -> String {
+        let mut s =
+            TcpStream::connect(("127.0.0.1", self.metrics_port)).expect("connect to /metrics");
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(s, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let (head, body) = out.split_once("\r\n\r\n").expect("an HTTP response");
+        assert!(
+            head.starts_with("HTTP/1.") && head.contains(" 200 "),
+            "{head}"
+        );
+        body.to_string()
+    }
+
+    /// The value of one sample (`name` with exactly these labels, e.g. `{reason="collision"}`),
+    /// 0 when the series has not appeared yet.
+    pub fn metric(&self, series: &str) -> f64 {
+        sample(&self.scrape(), series)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Finds one sample in an exposition. Good enough for exact series names; the metrics test
+/// parses the exposition properly.
+pub fn sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| {
+            let (name, value) = l.rsplit_once(' ')?;
+            (name == series).then(|| value.parse::<f64>().ok())?
+        })
+        .unwrap_or(0.0)
+}
+
+/// Polls `f` until it returns true or the time runs out; panics with `what` then.
+pub async fn eventually<F, Fut>(within: Duration, what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    while !f().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Publishes `(topic, payload)` messages at QoS 1 and waits for the broker's acks.
+pub async fn publish(broker: &Broker, messages: Vec<(String, Vec<u8>)>) {
+    static SEQ: AtomicUsize = AtomicUsize::new(0);
+    let id = format!(
+        "test-pub-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::SeqCst)
+    );
+    let n = messages.len() as u64;
+    let report = galewatch::simulate::publish_all(&broker.addr(), &id, messages)
+        .await
+        .expect("publish");
+    assert_eq!(report.acked, n, "the broker acknowledged every publish");
+}
+
+pub fn json(topic: &str, payload: &str) -> (String, Vec<u8>) {
+    (topic.to_string(), payload.as_bytes().to_vec())
+}

@@ -1,0 +1,168 @@
+//! The ingest core against a real Mosquitto and PostgreSQL: resends absorbed, the persistent
+//! session, a clean SIGTERM.
+
+mod common;
+
+use std::time::Duration;
+
+use chrono::{TimeZone, Utc};
+use common::*;
+use galewatch::simulate::Fleet;
+
+fn fleet(turbines: usize, readings: usize, batch: usize) -> Fleet {
+    Fleet {
+        turbines,
+        readings,
+        batch,
+        interval: Duration::from_secs(2),
+        start: Utc.with_ymd_and_hms(2026, 11, 29, 12, 0, 0).unwrap(),
+        prefix: "WTG-".into(),
+    }
+}
+
+fn bytes(f: &Fleet) -> Vec<(String, Vec<u8>)> {
+    f.messages().map(|(t, p)| (t, p.into_bytes())).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resends_land_once_and_are_counted_as_duplicates() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut d = Daemon::new(&broker, &db, "gw-resends");
+    d.start_ready();
+
+    // 900 turbines × 4 readings.
+    let f = fleet(900, 4, 1);
+    let all = bytes(&f);
+    publish(&broker, all.clone()).await;
+    // 600 of them again: 300 at once, 300 a few seconds later (a turbine's retry).
+    let resent: Vec<_> = all.iter().step_by(6).take(600).cloned().collect();
+    assert_eq!(resent.len(), 600);
+    publish(&broker, resent[..300].to_vec()).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    publish(&broker, resent[300..].to_vec()).await;
+
+    eventually(
+        Duration::from_secs(30),
+        "all 4,200 readings accounted",
+        || async { d.metric("galewatch_readings_received_total") >= 4200.0 },
+    )
+    .await;
+    assert_eq!(db.count("SELECT count(*) FROM readings").await, 3600);
+    assert_eq!(
+        db.count("SELECT count(*) FROM (SELECT DISTINCT turbine_id, recorded_at FROM readings) k")
+            .await,
+        3600
+    );
+    let m = d.scrape();
+    assert_eq!(sample(&m, "galewatch_readings_received_total"), 4200.0);
+    assert_eq!(sample(&m, "galewatch_readings_inserted_total"), 3600.0);
+    assert_eq!(sample(&m, "galewatch_readings_duplicate_total"), 600.0);
+    assert_eq!(sample(&m, "galewatch_messages_received_total"), 4200.0);
+    assert_eq!(db.count("SELECT count(*) FROM quarantine").await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM rejected").await, 0);
+    // Every message acked: nothing held.
+    eventually(Duration::from_secs(5), "acks sent", || async {
+        d.metric("galewatch_acks_sent_total") == 4200.0
+    })
+    .await;
+    let (status, _) = d.terminate();
+    assert!(status.success(), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reading_published_while_stopped_lands_after_restart() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut d = Daemon::new(&broker, &db, "gw-session");
+    d.start_ready();
+    let (status, _) = d.terminate();
+    assert!(status.success(), "{status}:\n{}", d.log());
+
+    // The daemon is away; its persistent session holds these at the broker.
+    publish(&broker, bytes(&fleet(50, 2, 1))).await;
+    assert_eq!(db.count("SELECT count(*) FROM readings").await, 0);
+
+    d.start();
+    eventually(Duration::from_secs(20), "the queued readings", || async {
+        db.count("SELECT count(*) FROM readings").await == 100
+    })
+    .await;
+    assert!(d.log().contains("session_present=true"), "{}", d.log());
+    let (status, _) = d.terminate();
+    assert!(status.success(), "{status}:\n{}", d.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_stream_loses_nothing_and_a_restart_doubles_nothing() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut d = Daemon::new(&broker, &db, "gw-sigterm");
+    d.env.insert("GALEWATCH_SHUTDOWN_GRACE".into(), "5s".into());
+    d.start_ready();
+
+    let f = fleet(1000, 30, 1); // 30,000 readings, one per message
+    let publisher = {
+        let msgs = bytes(&f);
+        let addr = broker.addr();
+        tokio::spawn(async move {
+            galewatch::simulate::publish_all(&addr, "gw-sigterm-pub", msgs).await
+        })
+    };
+    eventually(Duration::from_secs(30), "the first rows", || async {
+        db.count("SELECT count(*) FROM readings").await >= 2000
+    })
+    .await;
+    let (status, took) = d.terminate();
+    assert!(status.success(), "exit status {status}");
+    assert!(
+        took < Duration::from_secs(6),
+        "took {took:?} to stop with a 5 s grace"
+    );
+    let after_stop = db.count("SELECT count(*) FROM readings").await;
+    assert!(
+        after_stop < 30_000,
+        "stopped mid-stream ({after_stop} rows)"
+    );
+    let report = publisher.await.unwrap().expect("publish");
+    assert_eq!(report.acked, 30_000);
+
+    d.start();
+    eventually(
+        Duration::from_secs(60),
+        "every reading after restart",
+        || async { db.count("SELECT count(*) FROM readings").await == 30_000 },
+    )
+    .await;
+    // Whatever was committed but not acked before the stop came back and was absorbed.
+    let m = d.scrape();
+    let received = sample(&m, "galewatch_readings_received_total");
+    let inserted = sample(&m, "galewatch_readings_inserted_total");
+    let duplicate = sample(&m, "galewatch_readings_duplicate_total");
+    assert_eq!(
+        inserted as i64,
+        30_000 - after_stop,
+        "the restart inserted exactly the rest"
+    );
+    assert_eq!(received, inserted + duplicate);
+    let (status, _) = d.terminate();
+    assert!(status.success(), "{status}:\n{}", d.log());
+    assert_eq!(db.count("SELECT count(*) FROM readings").await, 30_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_arrays_of_100_readings_are_not_a_crash_loop() {
+    // 100 readings per message is ~13 KB: over rumqttc's 10 KiB default packet limit.
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut d = Daemon::new(&broker, &db, "gw-arrays");
+    d.start_ready();
+    publish(&broker, bytes(&fleet(20, 500, 100))).await;
+    eventually(Duration::from_secs(30), "10,000 rows", || async {
+        db.count("SELECT count(*) FROM readings").await == 10_000
+    })
+    .await;
+    assert_eq!(d.metric("galewatch_messages_received_total"), 100.0);
+    assert_eq!(d.metric("galewatch_broker_reconnects_total"), 0.0);
+    assert!(d.is_running());
+}
