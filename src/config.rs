@@ -22,12 +22,16 @@ pub const ENV_PREFIX: &str = "GALEWATCH_";
 #[serde(deny_unknown_fields)]
 pub struct Settings {
     /// libpq-style URL of the database that holds `readings`.
+    #[serde(deserialize_with = "scalar_string")]
     pub database_url: String,
     /// Broker URL, `mqtt://host[:port]`.
+    #[serde(deserialize_with = "scalar_string")]
     pub mqtt_url: String,
     /// Fixed per instance: the broker keeps the persistent session under it.
+    #[serde(deserialize_with = "scalar_string")]
     pub mqtt_client_id: String,
     /// Subscription filter; the level matched by its first `+` is the turbine id.
+    #[serde(deserialize_with = "scalar_string")]
     pub mqtt_topic: String,
     /// How long the broker keeps the session (and queues messages) while the daemon is away.
     #[serde(with = "humantime_serde")]
@@ -40,6 +44,7 @@ pub struct Settings {
     /// this client, so it is generous; Galewatch's own limit is `max_message_bytes`.
     pub mqtt_max_packet_bytes: u32,
     /// Address of the Prometheus endpoint (`/metrics`).
+    #[serde(deserialize_with = "scalar_string")]
     pub metrics_listen: String,
     /// Flush a batch at this many readings...
     pub batch_max_readings: usize,
@@ -269,6 +274,27 @@ impl Settings {
             rules,
         })
     }
+}
+
+/// A string setting that also takes what an environment variable's text parses as: a client id
+/// `123` arrives from `GALEWATCH_MQTT_CLIENT_ID=123` as a number and is still meant as text.
+fn scalar_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Scalar {
+        S(String),
+        U(u64),
+        I(i64),
+        F(f64),
+        B(bool),
+    }
+    Ok(match Scalar::deserialize(d)? {
+        Scalar::S(s) => s,
+        Scalar::U(u) => u.to_string(),
+        Scalar::I(i) => i.to_string(),
+        Scalar::F(f) => f.to_string(),
+        Scalar::B(b) => b.to_string(),
+    })
 }
 
 fn positive(setting: &str, v: usize) -> Result<(), ConfigError> {

@@ -175,7 +175,6 @@ fn report(r: Result<(), galewatch::Error>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "galewatch stopped");
-            eprintln!("galewatch: {e}");
             ExitCode::FAILURE
         }
     }
