@@ -10,6 +10,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use rumqttc::v5::mqttbytes::v5::Publish;
 use rumqttc::v5::mqttbytes::QoS;
@@ -114,5 +115,43 @@ impl Acker {
 
     pub fn pending(&self) -> usize {
         self.pending.len()
+    }
+}
+
+/// The arrival times of the messages handed on and not yet acknowledged, oldest first. Messages
+/// are acknowledged in the order they were handed on, so the writer removes from the front.
+#[derive(Debug, Clone, Default)]
+pub struct Unacked(Arc<Mutex<VecDeque<Instant>>>);
+
+impl Unacked {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<Instant>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn push(&self, arrived: Instant) {
+        let mut q = self.lock();
+        q.push_back(arrived);
+        metrics::gauge!(telemetry::MESSAGES_UNACKED).set(q.len() as f64);
+    }
+
+    /// The oldest `n` are done (acknowledged, or their acks dropped as stale).
+    pub fn done(&self, n: usize) {
+        let mut q = self.lock();
+        let n = n.min(q.len());
+        q.drain(..n);
+        metrics::gauge!(telemetry::MESSAGES_UNACKED).set(q.len() as f64);
+        drop(q);
+        self.publish_age(Instant::now());
+    }
+
+    /// Sets the oldest-unacked-age gauge.
+    pub fn publish_age(&self, now: Instant) {
+        let age = self
+            .lock()
+            .front()
+            .map_or(0.0, |t| (now - *t).as_secs_f64());
+        metrics::gauge!(telemetry::OLDEST_UNACKED_SECONDS).set(age);
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::time::{timeout_at, Instant};
 
-use crate::ack::{Acker, Epoch};
+use crate::ack::{Acker, Epoch, Unacked};
 use crate::backoff::Backoff;
 use crate::batch::{self, Batcher};
 use crate::config::Config;
@@ -32,7 +32,9 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
     // One batch waits while the previous one commits.
     let (batch_tx, batch_rx) = mpsc::channel(1);
     let (hard_stop_tx, hard_stop) = watch::channel(false);
-    let (subscriber, client) = Subscriber::new(&cfg, epoch.clone(), budget, msg_tx);
+    let unacked = Unacked::default();
+    let (subscriber, client) =
+        Subscriber::new(&cfg, epoch.clone(), budget, unacked.clone(), msg_tx);
     let acker = Acker::new(client.clone(), epoch);
 
     let mut subscriber = tokio::spawn(subscriber.run(shutdown.clone()));
@@ -45,8 +47,17 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         Writer::new(cfg.db.clone(), s.db_write_timeout),
         batch_rx,
         acker,
+        unacked.clone(),
         hard_stop,
     ));
+    // The oldest-unacked age grows while nothing commits, so refresh it on a clock too.
+    let ticker = tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            every.tick().await;
+            unacked.publish_age(std::time::Instant::now());
+        }
+    });
     tracing::info!(
         broker = %format!("{}:{}", cfg.broker.host, cfg.broker.port),
         client_id = %s.mqtt_client_id,
@@ -97,6 +108,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
     {
         subscriber.abort();
     }
+    ticker.abort();
     tracing::info!("stopped");
     Ok(())
 }

@@ -21,7 +21,7 @@ use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
 use rumqttc::Outgoing;
 use tokio::sync::{mpsc, watch, Semaphore};
 
-use crate::ack::{AckToken, Epoch};
+use crate::ack::{AckToken, Epoch, Unacked};
 use crate::backoff::Backoff;
 use crate::batch::Message;
 use crate::config::Config;
@@ -41,6 +41,8 @@ pub struct Subscriber {
     budget: Arc<Semaphore>,
     budget_max: usize,
     out: Option<mpsc::UnboundedSender<Message>>,
+    /// Arrival times of what is handed on and not yet acked, for the oldest-unacked gauge.
+    unacked: Unacked,
     /// Subscribe on the first connection of this process (the filter may have changed since the
     /// session was made) and on any connection where the broker kept no session.
     subscribed: bool,
@@ -53,6 +55,7 @@ impl Subscriber {
         cfg: &Config,
         epoch: Epoch,
         budget: Arc<Semaphore>,
+        unacked: Unacked,
         out: mpsc::UnboundedSender<Message>,
     ) -> (Subscriber, AsyncClient) {
         let s = &cfg.settings;
@@ -81,6 +84,7 @@ impl Subscriber {
             budget,
             budget_max: s.max_unacked_readings,
             out: Some(out),
+            unacked,
             subscribed: false,
             backoff: Backoff::new(Duration::from_millis(200), Duration::from_secs(30)),
         };
@@ -200,7 +204,7 @@ impl Subscriber {
             items,
             permit,
         };
-        metrics::gauge!(telemetry::MESSAGES_UNACKED).increment(1.0);
+        self.unacked.push(arrived);
         self.out.as_ref().is_some_and(|out| out.send(msg).is_ok())
     }
 }

@@ -21,12 +21,14 @@ pub const DB_ERRORS: &str = "galewatch_db_errors_total";
 pub const BROKER_RECONNECTS: &str = "galewatch_broker_reconnects_total";
 pub const ACKS_SENT: &str = "galewatch_acks_sent_total";
 pub const ACKS_DROPPED_STALE: &str = "galewatch_acks_dropped_stale_total";
-pub const BATCH_READINGS: &str = "galewatch_batch_readings";
+pub const BATCH_SIZE_READINGS: &str = "galewatch_batch_size_readings";
 pub const BATCH_WRITE_SECONDS: &str = "galewatch_batch_write_duration_seconds";
 pub const ARRIVAL_TO_ACK_SECONDS: &str = "galewatch_arrival_to_ack_seconds";
 pub const BROKER_CONNECTED: &str = "galewatch_broker_connected";
 pub const DB_CONNECTED: &str = "galewatch_db_connected";
 pub const MESSAGES_UNACKED: &str = "galewatch_messages_unacked";
+pub const OLDEST_UNACKED_SECONDS: &str = "galewatch_oldest_unacked_message_age_seconds";
+pub const INGEST_LAG_SECONDS: &str = "galewatch_ingest_lag_seconds";
 pub const BUILD_INFO: &str = "galewatch_build_info";
 
 /// Starts the `/metrics` listener and describes every family (HELP text and unit).
@@ -34,9 +36,20 @@ pub fn install(listen: SocketAddr) -> Result<(), Error> {
     PrometheusBuilder::new()
         .with_http_listener(listen)
         .set_buckets_for_metric(
-            Matcher::Full(BATCH_READINGS.into()),
+            Matcher::Full(BATCH_SIZE_READINGS.into()),
             &[1.0, 10.0, 100.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0],
         )
+        .and_then(|b| {
+            // From a turbine's clock to our commit: network, broker queue, resends a minute
+            // late, and clock skew all show here, so the buckets reach a day.
+            b.set_buckets_for_metric(
+                Matcher::Full(INGEST_LAG_SECONDS.into()),
+                &[
+                    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0,
+                    21600.0, 86400.0,
+                ],
+            )
+        })
         .and_then(|b| {
             b.set_buckets_for_metric(
                 Matcher::Suffix("_seconds".into()),
@@ -51,6 +64,11 @@ pub fn install(listen: SocketAddr) -> Result<(), Error> {
         .map_err(|e| Error::other("starting the metrics endpoint", e))?;
     describe();
     metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    metrics::gauge!(BROKER_CONNECTED).set(0.0);
+    metrics::gauge!(DB_CONNECTED).set(0.0);
+    metrics::gauge!(MESSAGES_UNACKED).set(0.0);
+    metrics::gauge!(OLDEST_UNACKED_SECONDS).set(0.0);
+    metrics::counter!(BROKER_RECONNECTS).increment(0);
     Ok(())
 }
 
@@ -82,7 +100,7 @@ fn describe() {
     describe_counter!(ACKS_SENT, "PUBACKs queued for the broker after commit.");
     describe_counter!(ACKS_DROPPED_STALE, "Acks not sent because their message came on an earlier connection (the broker redelivers it).");
     describe_histogram!(
-        BATCH_READINGS,
+        BATCH_SIZE_READINGS,
         "Items (readings and rejections) per committed batch."
     );
     describe_histogram!(
@@ -103,6 +121,16 @@ fn describe() {
     describe_gauge!(
         MESSAGES_UNACKED,
         "Messages received and not yet acknowledged."
+    );
+    describe_gauge!(
+        OLDEST_UNACKED_SECONDS,
+        Unit::Seconds,
+        "Age of the oldest message received and not yet acknowledged (0 when none)."
+    );
+    describe_histogram!(
+        INGEST_LAG_SECONDS,
+        Unit::Seconds,
+        "Commit time minus recorded_at, per inserted reading: delivery delay plus the turbine's clock offset (negative for a clock ahead)."
     );
     describe_gauge!(
         BUILD_INFO,

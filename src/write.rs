@@ -18,7 +18,7 @@ use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, NoTls, Statement};
 
-use crate::ack::Acker;
+use crate::ack::{Acker, Unacked};
 use crate::backoff::Backoff;
 use crate::batch::Batch;
 use crate::classify::{self, Fate};
@@ -85,6 +85,8 @@ pub struct Tally {
     pub future_timestamp: u64,
     /// Indexed like [`RejectReason::ALL`].
     pub rejected: [u64; 4],
+    /// `recorded_at` of each inserted reading, for the ingest-lag histogram.
+    pub inserted_at: Vec<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Tally {
@@ -121,6 +123,8 @@ pub struct Writer {
     conn: Option<Conn>,
     /// Bound on one batch's transaction (COPY has no timeout of its own).
     timeout: Duration,
+    /// What the log last said about the connection, so an outage logs once, not every check.
+    reported_up: Option<bool>,
 }
 
 impl Writer {
@@ -129,6 +133,37 @@ impl Writer {
             db,
             conn: None,
             timeout,
+            reported_up: None,
+        }
+    }
+
+    /// Connects if there is no live connection, and says so when the state changes. Called at
+    /// start and every few seconds while idle; batches connect on their own too.
+    pub async fn check_connection(&mut self) {
+        if self.conn.as_ref().is_some_and(|c| !c.client.is_closed()) {
+            return;
+        }
+        self.conn = None;
+        let up = match tokio::time::timeout(self.timeout, self.connect()).await {
+            Ok(Ok(c)) => {
+                self.conn = Some(c);
+                Ok(())
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(Error::timeout("connecting to the database")),
+        };
+        metrics::gauge!(telemetry::DB_CONNECTED).set(if up.is_ok() { 1.0 } else { 0.0 });
+        match (up, self.reported_up) {
+            (Ok(()), Some(true)) => {}
+            (Ok(()), _) => {
+                tracing::info!("connected to the database");
+                self.reported_up = Some(true);
+            }
+            (Err(_), Some(false)) => {}
+            (Err(e), _) => {
+                tracing::warn!(error = %e, "database unreachable; retrying every 5s while idle");
+                self.reported_up = Some(false);
+            }
         }
     }
 
@@ -334,12 +369,16 @@ async fn write_batch(conn: &mut Conn, batch: &Batch) -> Result<Tally, Error> {
     let mut tally = Tally {
         messages: batch.messages.len() as u64,
         received: batch.items as u64,
+        inserted_at: Vec::with_capacity(plan.staged.len()),
         ..Tally::default()
     };
     let mut quarantine = QuarantineRows::default();
     for (i, fate) in fates.iter().enumerate() {
         match fate {
-            Fate::Inserted => tally.inserted += 1,
+            Fate::Inserted => {
+                tally.inserted += 1;
+                tally.inserted_at.push(parts.readings[i].recorded_at);
+            }
             Fate::Duplicate => tally.duplicate += 1,
             Fate::Collision { winner } => quarantine.push(
                 parts.readings[i],
@@ -430,23 +469,39 @@ async fn write_batch(conn: &mut Conn, batch: &Batch) -> Result<Tally, Error> {
     Ok(tally)
 }
 
+/// Commit time minus `recorded_at`, for every reading the batch stored.
+fn record_ingest_lag(tally: &Tally) {
+    let now = chrono::Utc::now();
+    let lag = metrics::histogram!(telemetry::INGEST_LAG_SECONDS);
+    for at in &tally.inserted_at {
+        lag.record((now - *at).as_seconds_f64());
+    }
+}
+
 /// The writer's loop: take batches in order, land each (retrying what can be retried), then
 /// acknowledge its messages and give back their share of the budget.
 pub async fn run(
     mut writer: Writer,
     mut rx: mpsc::Receiver<Batch>,
     mut acker: Acker,
+    unacked: Unacked,
     mut hard_stop: watch::Receiver<bool>,
 ) {
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
+    let mut health = tokio::time::interval(Duration::from_secs(5));
+    health.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let next = if acker.pending() > 0 {
-            tokio::select! {
-                b = rx.recv() => b,
-                _ = tokio::time::sleep(Duration::from_millis(2)) => { acker.flush(); continue; }
+        let next = tokio::select! {
+            b = rx.recv() => b,
+            _ = tokio::time::sleep(Duration::from_millis(2)), if acker.pending() > 0 => {
+                acker.flush();
+                continue;
             }
-        } else {
-            rx.recv().await
+            // While idle, keep the connection (and galewatch_db_connected) honest.
+            _ = health.tick() => {
+                writer.check_connection().await;
+                continue;
+            }
         };
         let Some(batch) = next else { break };
         let started = Instant::now();
@@ -483,15 +538,16 @@ pub async fn run(
             return;
         };
         metrics::histogram!(telemetry::BATCH_WRITE_SECONDS).record(started.elapsed().as_secs_f64());
-        metrics::histogram!(telemetry::BATCH_READINGS).record(batch.items as f64);
+        metrics::histogram!(telemetry::BATCH_SIZE_READINGS).record(batch.items as f64);
         tally.record();
+        record_ingest_lag(&tally);
         acker.ack(batch.messages.iter().map(|m| m.ack));
         let now = Instant::now();
+        let to_ack = metrics::histogram!(telemetry::ARRIVAL_TO_ACK_SECONDS);
         for m in &batch.messages {
-            metrics::histogram!(telemetry::ARRIVAL_TO_ACK_SECONDS)
-                .record((now - m.arrived).as_secs_f64());
+            to_ack.record((now - m.arrived).as_secs_f64());
         }
-        metrics::gauge!(telemetry::MESSAGES_UNACKED).decrement(batch.messages.len() as f64);
+        unacked.done(batch.messages.len());
         // Dropping the batch gives its messages' budget back to the subscriber.
     }
     while acker.pending() > 0 && !*hard_stop.borrow() {

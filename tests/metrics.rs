@@ -1,0 +1,219 @@
+//! The Prometheus endpoint after a known mix of traffic: exact counters, a parseable exposition
+//! with HELP for every family, and promtool's lint.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use prometheus_parse::{Scrape, Value};
+
+const T: &str = "turbines/WTG-9/readings";
+
+fn parse(text: &str) -> Scrape {
+    Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).expect("the exposition parses")
+}
+
+/// The value of the sample named `name` whose labels are exactly `labels`.
+fn value(s: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let want: HashMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let found: Vec<_> = s
+        .samples
+        .iter()
+        .filter(|x| x.metric == name && *x.labels == want)
+        .collect();
+    assert_eq!(found.len(), 1, "{name}{labels:?}: {} samples", found.len());
+    match &found[0].value {
+        Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => *v,
+        other => panic!("{name}: not a single value: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scrape_parses_and_counts_exactly() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut d = Daemon::new(&broker, &db, "gw-metrics");
+    d.start_ready();
+    let r = |ts: &str, p: f64| json(T, &format!(r#"{{"recorded_at":"{ts}","power_kw":{p}}}"#));
+    publish(
+        &broker,
+        vec![
+            r("2026-11-30T00:00:00Z", 1.0),
+            r("2026-11-30T00:00:02Z", 2.0),
+            r("2026-11-30T00:00:04Z", 3.0),
+            r("2026-11-30T00:00:00Z", 1.0), // duplicate
+            r("2026-11-30T00:00:02Z", 9.0), // collision
+            json(T, "{oops"),               // malformed
+            json(
+                T,
+                r#"{"recorded_at":"2026-11-30T00:00:06Z","power_kw":-5000}"#,
+            ), // invalid_value
+        ],
+    )
+    .await;
+    eventually(Duration::from_secs(20), "7 readings counted", || async {
+        d.metric("galewatch_readings_received_total") >= 7.0
+    })
+    .await;
+    // Let the 1 s gauge refresher and the histogram upkeep run once more.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let text = d.scrape();
+    let s = parse(&text);
+
+    assert_eq!(value(&s, "galewatch_readings_received_total", &[]), 7.0);
+    assert_eq!(value(&s, "galewatch_readings_inserted_total", &[]), 3.0);
+    assert_eq!(value(&s, "galewatch_readings_duplicate_total", &[]), 1.0);
+    assert_eq!(
+        value(
+            &s,
+            "galewatch_readings_quarantined_total",
+            &[("reason", "collision")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &s,
+            "galewatch_readings_quarantined_total",
+            &[("reason", "future_timestamp")]
+        ),
+        0.0
+    );
+    assert_eq!(
+        value(
+            &s,
+            "galewatch_readings_rejected_total",
+            &[("reason", "malformed")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &s,
+            "galewatch_readings_rejected_total",
+            &[("reason", "invalid_value")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &s,
+            "galewatch_readings_rejected_total",
+            &[("reason", "identity_mismatch")]
+        ),
+        0.0
+    );
+    assert_eq!(
+        value(
+            &s,
+            "galewatch_readings_rejected_total",
+            &[("reason", "too_large")]
+        ),
+        0.0
+    );
+    assert_eq!(value(&s, "galewatch_messages_received_total", &[]), 7.0);
+    assert_eq!(value(&s, "galewatch_acks_sent_total", &[]), 7.0);
+    assert!(value(&s, "galewatch_batches_committed_total", &[]) >= 1.0);
+    assert_eq!(value(&s, "galewatch_broker_connected", &[]), 1.0);
+    assert_eq!(value(&s, "galewatch_db_connected", &[]), 1.0);
+    assert_eq!(value(&s, "galewatch_messages_unacked", &[]), 0.0);
+    assert_eq!(
+        value(&s, "galewatch_oldest_unacked_message_age_seconds", &[]),
+        0.0
+    );
+    assert_eq!(
+        value(
+            &s,
+            "galewatch_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))]
+        ),
+        1.0
+    );
+
+    // Histograms with buckets: the batch sizes add up to the readings, the lag counts inserts.
+    let histogram = |name: &str| {
+        s.samples
+            .iter()
+            .find_map(|x| match (&x.value, x.metric == name) {
+                (Value::Histogram(h), true) => Some(h.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{name} is a histogram"))
+    };
+    let sizes = histogram("galewatch_batch_size_readings");
+    assert!(sizes.len() >= 5, "explicit buckets");
+    assert_eq!(
+        sizes.last().unwrap().count,
+        value(&s, "galewatch_batches_committed_total", &[])
+    );
+    let lag = histogram("galewatch_ingest_lag_seconds");
+    assert_eq!(
+        lag.last().unwrap().count,
+        3.0,
+        "one lag sample per inserted reading"
+    );
+    let to_ack = histogram("galewatch_arrival_to_ack_seconds");
+    assert_eq!(to_ack.last().unwrap().count, 7.0);
+    histogram("galewatch_batch_write_duration_seconds");
+
+    // Every family has HELP text.
+    for name in [
+        "galewatch_readings_received_total",
+        "galewatch_readings_inserted_total",
+        "galewatch_readings_duplicate_total",
+        "galewatch_readings_quarantined_total",
+        "galewatch_readings_rejected_total",
+        "galewatch_messages_received_total",
+        "galewatch_batches_committed_total",
+        "galewatch_acks_sent_total",
+        "galewatch_batch_size_readings",
+        "galewatch_batch_write_duration_seconds",
+        "galewatch_ingest_lag_seconds",
+        "galewatch_arrival_to_ack_seconds",
+        "galewatch_broker_connected",
+        "galewatch_db_connected",
+        "galewatch_messages_unacked",
+        "galewatch_oldest_unacked_message_age_seconds",
+        "galewatch_build_info",
+    ] {
+        let help = s
+            .docs
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} has no HELP"));
+        assert!(help.len() > 10, "{name}: {help:?}");
+    }
+
+    // promtool's own lint of the exposition (Debian package prometheus; .ci/run installs it).
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool must be installed (apt-get install prometheus) for this test");
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = promtool.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Keep one scrape for the README and the CI log.
+    let _ = std::fs::write(
+        concat!(env!("CARGO_TARGET_TMPDIR"), "/metrics-scrape.txt"),
+        &text,
+    );
+}
