@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
 use crate::ack::AckToken;
 use crate::decode::Decoded;
@@ -18,8 +18,9 @@ use crate::decode::Decoded;
 pub struct Message {
     pub ack: AckToken,
     pub topic: String,
-    /// The raw payload, kept only when part of it was rejected (it goes to `rejected`).
-    pub payload: Option<Bytes>,
+    /// The raw payload, for `rejected` should any part of the message end there (a too-large
+    /// one cut to its first 64 KiB).
+    pub payload: Bytes,
     /// Size of the payload as received.
     pub payload_bytes: usize,
     /// Wall clock at receipt: `future_timestamp`'s reference and `received_at` in the tables.
@@ -88,15 +89,20 @@ impl Batcher {
     }
 }
 
-/// Feeds the batcher until the subscriber hangs up, then flushes what is left.
+/// Feeds the batcher until shutdown (or the subscriber hangs up), then flushes what it holds.
+/// Messages still in the channel at shutdown are dropped unacknowledged: the broker redelivers
+/// them to the next run.
 pub async fn run(
     mut rx: mpsc::UnboundedReceiver<Message>,
     tx: mpsc::Sender<Batch>,
     mut batcher: Batcher,
+    mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
         let deadline = batcher.deadline();
         let full = tokio::select! {
+            biased;
+            _ = shutdown.wait_for(|s| *s) => break,
             m = rx.recv() => match m {
                 Some(m) => batcher.push(m, Instant::now()),
                 None => break,
@@ -135,7 +141,7 @@ mod tests {
                 qos: QoS::AtLeastOnce,
             },
             topic: "t".into(),
-            payload: None,
+            payload: Bytes::new(),
             payload_bytes: 0,
             received_at: Utc::now(),
             arrived: Instant::now(),

@@ -42,6 +42,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         msg_rx,
         batch_tx,
         Batcher::new(s.batch_max_readings, s.batch_max_wait),
+        shutdown.clone(),
     ));
     let mut writer = tokio::spawn(write::run(
         Writer::new(cfg.db.clone(), s.db_write_timeout),

@@ -83,6 +83,13 @@ impl Error {
         }
     }
 
+    /// True when the database refused the data itself (SQLSTATE class 22, data exception, or
+    /// 23, integrity constraint violation): the same rows fail again, other rows need not.
+    pub fn is_data_error(&self) -> bool {
+        self.sqlstate()
+            .is_some_and(|c| c.starts_with("22") || c.starts_with("23"))
+    }
+
     /// True when the connection must be dropped and made anew before the next try.
     pub fn needs_reconnect(&self) -> bool {
         match &self.kind {
@@ -158,5 +165,7 @@ mod tests {
         assert!(Error::timeout("x").needs_reconnect());
         assert!(with_code("57P01").needs_reconnect());
         assert!(!with_code("40001").needs_reconnect());
+        assert!(with_code("23514").is_data_error() && with_code("22003").is_data_error());
+        assert!(!with_code("42P01").is_data_error() && !with_code("08006").is_data_error());
     }
 }

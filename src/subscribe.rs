@@ -93,24 +93,21 @@ impl Subscriber {
 
     /// Runs until shutdown and the final DISCONNECT. `shutdown` stops intake; after it the loop
     /// keeps polling so the writer's last acks go out, until the DISCONNECT that
-    /// `AsyncClient::try_disconnect` queues behind them has been sent.
+    /// `AsyncClient::try_disconnect` queues behind them has been sent. While disconnected it
+    /// returns as soon as shutdown is asked (nothing can be acked then).
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
-        let mut connected = false;
         loop {
+            // Never raced against anything: a poll cancelled half way can lose a PUBACK it had
+            // already taken from the request channel. Shutdown is noticed between events; the
+            // batcher watches for it itself, and the DISCONNECT the daemon queues at the end
+            // wakes this poll.
+            let event = self.eventloop.poll().await;
+            if *shutdown.borrow() {
+                self.out = None;
+            }
             let draining = self.out.is_none();
-            let event = tokio::select! {
-                _ = shutdown.wait_for(|s| *s), if !draining => {
-                    self.out = None;
-                    if !connected {
-                        return;
-                    }
-                    continue;
-                }
-                ev = self.eventloop.poll() => ev,
-            };
             match event {
                 Ok(Event::Incoming(Packet::ConnAck(ack))) => {
-                    connected = true;
                     self.backoff.reset();
                     metrics::gauge!(telemetry::BROKER_CONNECTED).set(1.0);
                     tracing::info!(
@@ -158,7 +155,6 @@ impl Subscriber {
                     if draining {
                         return;
                     }
-                    connected = false;
                     let eventloop = &mut self.eventloop;
                     // Under the epoch lock: drop any ack queued for the lost connection, so none
                     // reaches the next one (rumqttc cleared the channel once already; an ack may
@@ -184,7 +180,7 @@ impl Subscriber {
         let received_at = Utc::now();
         let topic = String::from_utf8_lossy(&p.topic).into_owned();
         let items = decode::decode(&topic, &p.payload, received_at, &self.rules);
-        let payload = rejected_payload(&items, &p.payload);
+        let payload = kept_payload(&items, &p.payload);
         let cost = u32::try_from(items.len().clamp(1, self.budget_max)).unwrap_or(u32::MAX);
         let permit = tokio::select! {
             permit = self.budget.clone().acquire_many_owned(cost) => permit.ok(),
@@ -209,18 +205,16 @@ impl Subscriber {
     }
 }
 
-/// The payload bytes to keep for the `rejected` table: none when nothing was rejected, the first
-/// 64 KiB of a too-large message, and the whole payload otherwise. Copied, so the network
-/// buffer it came in is not held.
-fn rejected_payload(items: &[Decoded], payload: &Bytes) -> Option<Bytes> {
-    let mut rejected = items.iter().filter_map(|d| match d {
-        Decoded::Rejected(r) => Some(r.reason),
-        _ => None,
-    });
-    match rejected.next()? {
-        RejectReason::TooLarge => Some(Bytes::copy_from_slice(
-            &payload[..payload.len().min(REJECTED_PAYLOAD_KEEP)],
-        )),
-        _ => Some(Bytes::copy_from_slice(payload)),
+/// The payload as it will be kept until the message is acknowledged (for a `rejected` row, should
+/// any part of it end there, at decode or when the database refuses a value). A too-large payload
+/// is cut to its first 64 KiB, copied so the large buffer is freed now.
+fn kept_payload(items: &[Decoded], payload: &Bytes) -> Bytes {
+    let too_large = items
+        .iter()
+        .any(|d| matches!(d, Decoded::Rejected(r) if r.reason == RejectReason::TooLarge));
+    if too_large {
+        Bytes::copy_from_slice(&payload[..payload.len().min(REJECTED_PAYLOAD_KEEP)])
+    } else {
+        payload.clone()
     }
 }

@@ -10,6 +10,8 @@
 //! INSERT first waits for that transaction to commit; the look-up that follows therefore sees the
 //! winning row, and the loser is quarantined instead of lost.
 
+use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::pin::pin;
 use std::time::{Duration, Instant};
 
@@ -20,9 +22,9 @@ use tokio_postgres::{Client, NoTls, Statement};
 
 use crate::ack::{Acker, Unacked};
 use crate::backoff::Backoff;
-use crate::batch::Batch;
+use crate::batch::{Batch, Message};
 use crate::classify::{self, Fate};
-use crate::decode::{Decoded, RejectReason};
+use crate::decode::{Decoded, RejectReason, Rejection};
 use crate::error::Error;
 use crate::reading::{Reading, Values};
 use crate::telemetry;
@@ -90,6 +92,19 @@ pub struct Tally {
 }
 
 impl Tally {
+    fn add(&mut self, other: Tally) {
+        self.messages += other.messages;
+        self.received += other.received;
+        self.inserted += other.inserted;
+        self.duplicate += other.duplicate;
+        self.collision += other.collision;
+        self.future_timestamp += other.future_timestamp;
+        for (a, b) in self.rejected.iter_mut().zip(other.rejected) {
+            *a += b;
+        }
+        self.inserted_at.extend(other.inserted_at);
+    }
+
     /// Moves the counters; called once the batch has committed.
     fn record(&self) {
         use metrics::counter;
@@ -197,10 +212,11 @@ impl Writer {
         })
     }
 
-    /// One attempt at landing the batch, bounded by the timeout. On an error that leaves the
-    /// connection in doubt, the connection is dropped and the next attempt makes a new one.
-    pub async fn write(&mut self, batch: &Batch) -> Result<Tally, Error> {
-        let result = match tokio::time::timeout(self.timeout, self.try_write(batch)).await {
+    /// One attempt at landing `items` in one transaction, bounded by the timeout. On an error
+    /// that leaves the connection in doubt, the connection is dropped and the next attempt makes
+    /// a new one.
+    async fn write(&mut self, items: &[ItemRef<'_>]) -> Result<Tally, Error> {
+        let result = match tokio::time::timeout(self.timeout, self.try_write(items)).await {
             Ok(r) => r,
             Err(_) => Err(Error::timeout("writing a batch")),
         };
@@ -213,45 +229,116 @@ impl Writer {
         result
     }
 
-    async fn try_write(&mut self, batch: &Batch) -> Result<Tally, Error> {
+    async fn try_write(&mut self, items: &[ItemRef<'_>]) -> Result<Tally, Error> {
         if self.conn.as_ref().is_none_or(|c| c.client.is_closed()) {
             self.conn = None;
             self.conn = Some(self.connect().await?);
             metrics::gauge!(telemetry::DB_CONNECTED).set(1.0);
         }
         let conn = self.conn.as_mut().expect("connected above");
-        write_batch(conn, batch).await
+        write_items(conn, items).await
+    }
+    /// Lands a whole batch, however long it takes: retryable errors are retried with backoff; a
+    /// batch the database refuses because of its data (SQLSTATE class 22 or 23) is split in
+    /// halves, each its own transaction, until the one refused reading is found, which then goes
+    /// to `rejected` as `invalid_value` with the database's words, and the rest commit. The
+    /// acks wait for all parts. Returns None if the hard stop came first.
+    pub async fn land(
+        &mut self,
+        batch: &Batch,
+        backoff: &mut Backoff,
+        hard_stop: &mut watch::Receiver<bool>,
+    ) -> Option<Tally> {
+        let mut parts: VecDeque<Vec<ItemRef<'_>>> = VecDeque::from([items_of(batch)]);
+        let mut total = Tally::default();
+        while let Some(part) = parts.front_mut() {
+            let e = match self.write(part).await {
+                Ok(t) => {
+                    backoff.reset();
+                    total.add(t);
+                    parts.pop_front();
+                    continue;
+                }
+                Err(e) => e,
+            };
+            let class = e.sqlstate().map_or("none", |c| &c[..2]).to_string();
+            metrics::counter!(telemetry::DB_ERRORS, "class" => class).increment(1);
+            if e.is_data_error() && part.len() > 1 {
+                tracing::warn!(error = %e, items = part.len(), "the database refused part of a batch; splitting it to find the reading");
+                let tail = part.split_off(part.len() / 2);
+                parts.insert(1, tail);
+                continue;
+            }
+            if e.is_data_error() {
+                if let Decoded::Reading(r) | Decoded::Future(r) = part[0].item.as_ref() {
+                    tracing::warn!(error = %e, turbine_id = %r.turbine_id, recorded_at = %r.recorded_at, "the database refused a reading; rejecting it");
+                    part[0].item = Cow::Owned(Decoded::Rejected(Rejection {
+                        reason: RejectReason::InvalidValue,
+                        detail: format!("the database refused it: {e}"),
+                        element: None,
+                    }));
+                    continue;
+                }
+            }
+            let wait = backoff.next_delay();
+            if e.is_retryable() {
+                tracing::warn!(error = %e, retry_in = ?wait, messages = batch.messages.len(), "batch not written; retrying");
+            } else {
+                tracing::error!(error = %e, retry_in = ?wait, messages = batch.messages.len(), "batch not written (not a transient error: check the schema and the role's rights); retrying");
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = hard_stop.wait_for(|s| *s) => return None,
+            }
+        }
+        total.messages = batch.messages.len() as u64;
+        Some(total)
     }
 }
 
-/// The readings of a batch, in order, with where each came from.
-struct Parts<'a> {
-    readings: Vec<&'a Reading>,
-    /// For each reading, the index of its message in the batch.
-    reading_msg: Vec<usize>,
-    /// Future-stamped readings with their message index.
-    future: Vec<(&'a Reading, usize)>,
-    /// Rejections with their message index.
-    rejected: Vec<(&'a crate::decode::Rejection, usize)>,
+/// One item of a batch with the message it came in. An item the database refused is replaced by
+/// an owned rejection, hence the `Cow`.
+#[derive(Clone)]
+struct ItemRef<'a> {
+    msg: &'a Message,
+    item: Cow<'a, Decoded>,
 }
 
-fn split(batch: &Batch) -> Parts<'_> {
+fn items_of(batch: &Batch) -> Vec<ItemRef<'_>> {
+    let mut out = Vec::with_capacity(batch.items);
+    for msg in &batch.messages {
+        out.extend(msg.items.iter().map(|d| ItemRef {
+            msg,
+            item: Cow::Borrowed(d),
+        }));
+    }
+    out
+}
+
+/// The items of one transaction sorted by kind, in order, each with its message.
+struct Parts<'a> {
+    readings: Vec<&'a Reading>,
+    /// For each reading, its message.
+    reading_msg: Vec<&'a Message>,
+    future: Vec<(&'a Reading, &'a Message)>,
+    rejected: Vec<(&'a Rejection, &'a Message)>,
+}
+
+fn split<'a>(items: &'a [ItemRef<'a>]) -> Parts<'a> {
     let mut p = Parts {
-        readings: Vec::with_capacity(batch.items),
-        reading_msg: Vec::with_capacity(batch.items),
+        readings: Vec::with_capacity(items.len()),
+        reading_msg: Vec::with_capacity(items.len()),
         future: Vec::new(),
         rejected: Vec::new(),
     };
-    for (m, msg) in batch.messages.iter().enumerate() {
-        for item in &msg.items {
-            match item {
-                Decoded::Reading(r) => {
-                    p.readings.push(r);
-                    p.reading_msg.push(m);
-                }
-                Decoded::Future(r) => p.future.push((r, m)),
-                Decoded::Rejected(r) => p.rejected.push((r, m)),
+    for it in items {
+        match it.item.as_ref() {
+            Decoded::Reading(r) => {
+                p.readings.push(r);
+                p.reading_msg.push(it.msg);
             }
+            Decoded::Future(r) => p.future.push((r, it.msg)),
+            Decoded::Rejected(r) => p.rejected.push((r, it.msg)),
         }
     }
     p
@@ -279,7 +366,7 @@ impl<'a> QuarantineRows<'a> {
         r: &'a Reading,
         reason: &'static str,
         winner: Option<Values>,
-        msg: &'a crate::batch::Message,
+        msg: &'a Message,
     ) {
         self.turbine_id.push(&r.turbine_id);
         self.recorded_at.push(r.recorded_at);
@@ -297,8 +384,9 @@ impl<'a> QuarantineRows<'a> {
     }
 }
 
-async fn write_batch(conn: &mut Conn, batch: &Batch) -> Result<Tally, Error> {
-    let parts = split(batch);
+/// Lands `items` in one transaction and says what became of each.
+async fn write_items(conn: &mut Conn, items: &[ItemRef<'_>]) -> Result<Tally, Error> {
+    let parts = split(items);
     let plan = classify::plan(&parts.readings);
     let tx = conn
         .client
@@ -367,8 +455,7 @@ async fn write_batch(conn: &mut Conn, batch: &Batch) -> Result<Tally, Error> {
     let fates = classify::resolve(&parts.readings, &plan, &existing);
 
     let mut tally = Tally {
-        messages: batch.messages.len() as u64,
-        received: batch.items as u64,
+        received: items.len() as u64,
         inserted_at: Vec::with_capacity(plan.staged.len()),
         ..Tally::default()
     };
@@ -384,12 +471,12 @@ async fn write_batch(conn: &mut Conn, batch: &Batch) -> Result<Tally, Error> {
                 parts.readings[i],
                 "collision",
                 Some(*winner),
-                &batch.messages[parts.reading_msg[i]],
+                parts.reading_msg[i],
             ),
         }
     }
-    for &(r, m) in &parts.future {
-        quarantine.push(r, "future_timestamp", None, &batch.messages[m]);
+    for &(r, msg) in &parts.future {
+        quarantine.push(r, "future_timestamp", None, msg);
     }
     if !quarantine.reason.is_empty() {
         let q = &quarantine;
@@ -429,11 +516,10 @@ async fn write_batch(conn: &mut Conn, batch: &Batch) -> Result<Tally, Error> {
         let mut element = Vec::new();
         let mut reason = Vec::new();
         let mut detail = Vec::new();
-        for &(rej, m) in &parts.rejected {
-            let msg = &batch.messages[m];
+        for &(rej, msg) in &parts.rejected {
             received_at.push(msg.received_at);
             topic.push(msg.topic.as_str());
-            payload.push(msg.payload.as_deref().unwrap_or_default());
+            payload.push(&msg.payload[..]);
             payload_bytes.push(i32::try_from(msg.payload_bytes).unwrap_or(i32::MAX));
             element.push(rej.element.map(|e| i32::try_from(e).unwrap_or(i32::MAX)));
             reason.push(rej.reason.as_str());
@@ -505,31 +591,7 @@ pub async fn run(
         };
         let Some(batch) = next else { break };
         let started = Instant::now();
-        let tally = loop {
-            match writer.write(&batch).await {
-                Ok(t) => {
-                    backoff.reset();
-                    break Some(t);
-                }
-                Err(e) => {
-                    let class = e
-                        .sqlstate()
-                        .map(|c| c[..2].to_string())
-                        .unwrap_or_else(|| "none".into());
-                    metrics::counter!(telemetry::DB_ERRORS, "class" => class).increment(1);
-                    let wait = backoff.next_delay();
-                    if e.is_retryable() {
-                        tracing::warn!(error = %e, retry_in = ?wait, messages = batch.messages.len(), "batch not written; retrying");
-                    } else {
-                        tracing::error!(error = %e, retry_in = ?wait, messages = batch.messages.len(), "batch not written (not a transient error); retrying");
-                    }
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = hard_stop.wait_for(|s| *s) => break None,
-                    }
-                }
-            }
-        };
+        let tally = writer.land(&batch, &mut backoff, &mut hard_stop).await;
         let Some(tally) = tally else {
             tracing::warn!(
                 messages = batch.messages.len(),
