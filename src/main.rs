@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 use tokio::sync::watch;
 
 use galewatch::config::{self, BrokerAddr};
-use galewatch::simulate::{self, Fleet};
+use galewatch::simulate::{self, Fleet, Knobs, Traffic};
 
 #[derive(Parser)]
 #[command(
@@ -34,34 +34,59 @@ enum Command {
         #[arg(long, env = "GALEWATCH_CONFIG")]
         config: Option<PathBuf>,
     },
-    /// Publish a simulated fleet's readings to a broker (QoS 1, as fast as it takes them).
-    Simulate {
-        /// Broker URL.
-        #[arg(
-            long,
-            env = "GALEWATCH_MQTT_URL",
-            default_value = "mqtt://127.0.0.1:1883"
-        )]
-        mqtt_url: String,
-        /// Number of turbines.
-        #[arg(long, default_value_t = 900)]
-        turbines: usize,
-        /// Readings per turbine.
-        #[arg(long, default_value_t = 10)]
-        readings: usize,
-        /// Readings per message (1 = one JSON object per message; more = a JSON array).
-        #[arg(long, default_value_t = 1)]
-        batch: usize,
-        /// Time between a turbine's readings, as stamped.
-        #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
-        interval: Duration,
-        /// Turbine id prefix.
-        #[arg(long, default_value = "WTG-")]
-        prefix: String,
-        /// Publish every message this many times (1 = no resends).
-        #[arg(long, default_value_t = 1)]
-        copies: usize,
-    },
+    /// Publish a simulated fleet's traffic at QoS 1, in real time or as a flood.
+    Simulate(SimulateArgs),
+}
+
+#[derive(clap::Args)]
+struct SimulateArgs {
+    /// Broker URL.
+    #[arg(
+        long,
+        env = "GALEWATCH_MQTT_URL",
+        default_value = "mqtt://127.0.0.1:1883"
+    )]
+    mqtt_url: String,
+    /// Number of turbines.
+    #[arg(long, default_value_t = 900)]
+    turbines: usize,
+    /// Time between a turbine's readings.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    interval: Duration,
+    /// Readings per turbine (default: until --duration, or until Ctrl-C).
+    #[arg(long, conflicts_with = "duration")]
+    readings: Option<usize>,
+    /// How much fleet time to send (readings per turbine = duration / interval).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    duration: Option<Duration>,
+    /// Readings per message (1 = one JSON object per message; more = a gateway's JSON array).
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
+    /// Fraction of messages sent again after --resend-delay (a turbine whose write timed out).
+    #[arg(long, default_value_t = 0.0)]
+    resend_rate: f64,
+    /// How long after the first copy a resend goes out (in a flood: how much fleet time later).
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    resend_delay: Duration,
+    /// Fraction of a drifting turbine's readings stamped with its previous reading's time but
+    /// other values (a collision).
+    #[arg(long, default_value_t = 0.0)]
+    drift_rate: f64,
+    /// Only the first N turbines have drifting clocks (default: any).
+    #[arg(long)]
+    drifting_turbines: Option<usize>,
+    /// Malformed messages, as a fraction of good ones, sent besides them.
+    #[arg(long, default_value_t = 0.0)]
+    bad_rate: f64,
+    /// As fast as the broker takes them (throughput runs); otherwise in real time.
+    #[arg(long)]
+    flood: bool,
+    /// Turbine id prefix.
+    #[arg(long, default_value = "WTG-")]
+    prefix: String,
+    /// Seed for the resend, drift and bad-message choices.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 fn main() -> ExitCode {
@@ -100,61 +125,71 @@ fn main() -> ExitCode {
             };
             runtime.block_on(async { report(galewatch::daemon::apply_migrations(&cfg).await) })
         }
-        Command::Simulate {
-            mqtt_url,
-            turbines,
-            readings,
-            batch,
-            interval,
-            prefix,
-            copies,
-        } => {
+        Command::Simulate(args) => {
             let settings = config::Settings {
-                mqtt_url,
+                mqtt_url: args.mqtt_url.clone(),
                 ..Default::default()
             };
             let broker = match settings.validate() {
                 Ok(c) => c.broker,
                 Err(e) => return config_error(e),
             };
-            runtime.block_on(simulate_cmd(
-                broker, turbines, readings, batch, interval, prefix, copies,
-            ))
+            runtime.block_on(simulate_cmd(broker, args))
         }
     }
 }
 
-async fn simulate_cmd(
-    broker: BrokerAddr,
-    turbines: usize,
-    readings: usize,
-    batch: usize,
-    interval: Duration,
-    prefix: String,
-    copies: usize,
-) -> ExitCode {
-    let fleet = Fleet {
-        turbines,
-        readings,
-        batch,
-        interval,
-        start: chrono::Utc::now()
-            - chrono::Duration::from_std(interval * readings as u32).unwrap_or_default(),
-        prefix,
+async fn simulate_cmd(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
+    let readings = match (a.readings, a.duration) {
+        (Some(n), _) => n,
+        (None, Some(d)) => (d.as_secs_f64() / a.interval.as_secs_f64()).ceil() as usize,
+        (None, None) if a.flood => {
+            eprintln!("galewatch simulate: --flood needs --readings or --duration");
+            return ExitCode::from(2);
+        }
+        (None, None) => usize::MAX,
     };
-    let messages =
-        (0..copies.max(1)).flat_map(|_| fleet.messages().map(|(t, p)| (t, p.into_bytes())));
+    let fleet = Fleet {
+        turbines: a.turbines,
+        readings,
+        batch: a.batch.max(1),
+        interval: a.interval,
+        // Flood: stamp the past, so the whole run is history; real time: stamp from now.
+        start: if a.flood {
+            chrono::Utc::now()
+                - chrono::Duration::from_std(a.interval * readings.min(1 << 20) as u32)
+                    .unwrap_or_default()
+        } else {
+            chrono::Utc::now()
+        },
+        prefix: a.prefix,
+    };
+    let knobs = Knobs {
+        resend_rate: a.resend_rate,
+        resend_delay: a.resend_delay,
+        drift_rate: a.drift_rate,
+        drifting_turbines: a.drifting_turbines,
+        bad_rate: a.bad_rate,
+        seed: a.seed,
+    };
+    let stop = shutdown_on_signal();
     let client_id = format!("galewatch-simulate-{}", std::process::id());
-    match simulate::publish_all(&broker, &client_id, messages).await {
-        Ok(r) => {
+    let started = std::time::Instant::now();
+    match simulate::run(
+        &broker,
+        &client_id,
+        Traffic::new(fleet, knobs),
+        a.flood,
+        stop,
+    )
+    .await
+    {
+        Ok(sent) => {
+            let secs = started.elapsed().as_secs_f64();
+            println!("{sent}");
             println!(
-                "published {} messages ({} readings, {} bytes) in {:.2}s: {:.0} readings/s; broker acknowledged {}",
-                r.messages,
-                turbines * readings * copies.max(1),
-                r.bytes,
-                r.elapsed.as_secs_f64(),
-                (turbines * readings * copies.max(1)) as f64 / r.elapsed.as_secs_f64(),
-                r.acked
+                "in {secs:.2}s: {:.0} readings/s; the broker acknowledged every message",
+                (sent.readings + sent.resent) as f64 / secs
             );
             ExitCode::SUCCESS
         }

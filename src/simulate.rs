@@ -1,26 +1,33 @@
-//! Simulate: publish a fleet's readings to a broker with QoS 1, as turbines and site gateways do.
+//! Simulate: publish a fleet's traffic to a broker with QoS 1, as turbines and site gateways do,
+//! with the faults real fleets have: resends, drifting clocks, malformed messages.
 //!
-//! Deterministic: turbine `i`'s reading `j` is stamped `start + j × interval` with values derived
-//! from `(i, j)`, so a resend of it is byte-for-byte the same reading. Flood mode (the only mode
-//! so far) publishes as fast as the broker acknowledges.
+//! The traffic is planned by a pure, seeded [`Traffic`] generator (tested without a broker) and
+//! sent by [`run`], in real time or as fast as the broker takes it. Turbine `i`'s reading `j` is
+//! stamped `start + j × interval` with values derived from `(i, j)`, so a resend is byte-for-byte
+//! the same reading; [`Sent`] says what was sent by kind and what the daemon should count.
 
-use std::time::{Duration, Instant};
+use std::collections::VecDeque;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::{AsyncClient, Event, MqttOptions};
 use rumqttc::Outgoing;
+use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::config::BrokerAddr;
 use crate::error::Error;
 
-/// What to publish.
+/// The fleet: who publishes, how often, how much.
 #[derive(Debug, Clone)]
 pub struct Fleet {
     pub turbines: usize,
-    /// Readings per turbine.
+    /// Readings per turbine (`usize::MAX`: until stopped).
     pub readings: usize,
-    /// Readings per message (1: one JSON object per message; more: a JSON array).
+    /// Readings per message (1: one JSON object per message; more: a gateway's JSON array).
     pub batch: usize,
     pub interval: Duration,
     pub start: DateTime<Utc>,
@@ -33,58 +40,305 @@ impl Fleet {
         format!("{}{i:05}", self.prefix)
     }
 
-    /// The JSON of turbine `i`'s reading `j`.
-    pub fn reading_json(&self, i: usize, j: usize) -> String {
-        let at =
-            self.start + chrono::Duration::from_std(self.interval * j as u32).unwrap_or_default();
-        let power = ((i * 7919 + j * 104_729) % 30_000) as f64 / 10.0;
+    fn stamp(&self, j: usize) -> DateTime<Utc> {
+        self.start + chrono::Duration::from_std(self.interval * j as u32).unwrap_or_default()
+    }
+
+    /// The JSON of turbine `i`'s reading `j`, stamped as reading `stamp_j` (a drifting clock
+    /// stamps a reading with an earlier one's time) and with values offset by `skew`.
+    fn json(&self, i: usize, j: usize, stamp_j: usize, skew: f64) -> String {
+        let power = ((i * 7919 + j * 104_729) % 30_000) as f64 / 10.0 + skew;
         let wind = ((i * 31 + j * 17) % 250) as f64 / 10.0;
         format!(
             r#"{{"turbine_id":"{}","recorded_at":"{}","power_kw":{power},"wind_speed_ms":{wind},"rotor_rpm":{}}}"#,
             self.turbine_id(i),
-            at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            self.stamp(stamp_j)
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             (j % 20) as f64
         )
     }
 
-    /// Every message of the fleet, in publish order: topic and payload. Reading `j` of every
-    /// turbine goes out before reading `j + batch`, as a fleet reporting in rounds would.
+    /// The JSON of turbine `i`'s reading `j`.
+    pub fn reading_json(&self, i: usize, j: usize) -> String {
+        self.json(i, j, j, 0.0)
+    }
+
+    /// Every message of a fault-free fleet, in publish order (round by round).
     pub fn messages(&self) -> impl Iterator<Item = (String, String)> + '_ {
-        let batch = self.batch.max(1);
-        (0..self.readings.div_ceil(batch)).flat_map(move |round| {
-            (0..self.turbines).map(move |i| {
-                let js = round * batch..((round + 1) * batch).min(self.readings);
-                let body: Vec<String> = js.map(|j| self.reading_json(i, j)).collect();
-                let payload = if batch == 1 {
-                    body.into_iter().next().unwrap_or_default()
-                } else {
-                    format!("[{}]", body.join(","))
-                };
-                (format!("turbines/{}/readings", self.turbine_id(i)), payload)
-            })
-        })
+        let mut t = Traffic::new(self.clone(), Knobs::default());
+        std::iter::from_fn(move || t.next_round())
+            .flatten()
+            .map(|m| (m.topic, m.payload))
+    }
+
+    fn topic(&self, i: usize) -> String {
+        format!("turbines/{}/readings", self.turbine_id(i))
     }
 }
 
-/// Publishes raw `(topic, payload)` messages with QoS 1 and returns once the broker has
-/// acknowledged every one.
-pub async fn publish_all<I>(
+/// The faults of a real fleet.
+#[derive(Debug, Clone)]
+pub struct Knobs {
+    /// Fraction of messages sent a second time after `resend_delay` (a turbine whose write
+    /// timed out although it had landed).
+    pub resend_rate: f64,
+    pub resend_delay: Duration,
+    /// Fraction of a drifting turbine's readings stamped with its previous reading's time but
+    /// other values: a collision.
+    pub drift_rate: f64,
+    /// Only the first this-many turbines drift (None: any may).
+    pub drifting_turbines: Option<usize>,
+    /// Malformed messages, as a fraction of good ones, sent besides them.
+    pub bad_rate: f64,
+    pub seed: u64,
+}
+
+impl Default for Knobs {
+    fn default() -> Self {
+        Knobs {
+            resend_rate: 0.0,
+            resend_delay: Duration::from_secs(60),
+            drift_rate: 0.0,
+            drifting_turbines: None,
+            bad_rate: 0.0,
+            seed: 1,
+        }
+    }
+}
+
+/// One message to publish, `due` after the start of the run (real time only).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    pub due: Duration,
+    pub topic: String,
+    pub payload: String,
+    /// What this one message counts for.
+    pub kind: Sent,
+}
+
+/// What was sent, by kind, and so what the daemon should count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sent {
+    pub messages: u64,
+    /// Distinct readings (first copies), drifted ones included.
+    pub readings: u64,
+    /// Readings in resent messages.
+    pub resent: u64,
+    /// Readings stamped with an earlier reading's time and other values.
+    pub drifted: u64,
+    /// Malformed messages.
+    pub bad: u64,
+}
+
+impl Sent {
+    fn add(&mut self, o: &Sent) {
+        self.messages += o.messages;
+        self.readings += o.readings;
+        self.resent += o.resent;
+        self.drifted += o.drifted;
+        self.bad += o.bad;
+    }
+
+    /// What the daemon should count for this traffic, as (received, inserted, duplicate,
+    /// quarantined, rejected): each drifted reading collides, each resent one is a duplicate,
+    /// each bad message is one rejected `malformed`.
+    pub fn expected(&self) -> (u64, u64, u64, u64, u64) {
+        let received = self.readings + self.resent + self.bad;
+        (
+            received,
+            self.readings - self.drifted,
+            self.resent,
+            self.drifted,
+            self.bad,
+        )
+    }
+}
+
+impl std::fmt::Display for Sent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (rx, ins, dup, q, rej) = self.expected();
+        write!(
+            f,
+            "sent {} messages: {} readings ({} with a drifted clock), {} resent, {} malformed messages\n\
+             expect: received {rx} = inserted {ins} + duplicate {dup} + quarantined {q} (collision) + rejected {rej} (malformed)",
+            self.messages, self.readings, self.drifted, self.resent, self.bad
+        )
+    }
+}
+
+/// Plans the traffic round by round: in round `r` every turbine sends readings
+/// `r×batch .. (r+1)×batch`, spread evenly over the round's time.
+pub struct Traffic {
+    fleet: Fleet,
+    knobs: Knobs,
+    rng: SmallRng,
+    round: usize,
+    /// Per turbine: whether its previous reading was stamped with its own time (only then may the
+    /// next one repeat it, so that every drifted reading really collides).
+    last_true: Vec<bool>,
+    resends: VecDeque<Planned>,
+    pub sent: Sent,
+}
+
+/// Malformed message number `n`: four kinds in turn, each unique (the daemon would count a
+/// repeat of the same bad bytes on one topic as a duplicate).
+fn bad_payload(n: u64) -> String {
+    match n % 4 {
+        0 => format!("{{\"recorded_at\":{n}"),
+        1 => format!("{{\"recorded_at\":\"2026-11-30T00:00:00Z\",\"seq\":{n}}}"),
+        2 => format!("{{\"recorded_at\":\"2026-11-30T00:00:00Z\",\"power_kw\":\"high {n}\"}}"),
+        _ => format!("\u{1}\u{2}garbage {n}"),
+    }
+}
+
+impl Traffic {
+    pub fn new(fleet: Fleet, knobs: Knobs) -> Self {
+        Traffic {
+            rng: SmallRng::seed_from_u64(knobs.seed),
+            last_true: vec![false; fleet.turbines],
+            fleet,
+            knobs,
+            round: 0,
+            resends: VecDeque::new(),
+            sent: Sent::default(),
+        }
+    }
+
+    fn rounds(&self) -> usize {
+        self.fleet.readings.div_ceil(self.fleet.batch.max(1))
+    }
+
+    /// The next round's messages (with resends that fell due), or None when all is sent.
+    /// Stopping early (Ctrl-C) leaves the resends still waiting unsent; [`run`] counts only what
+    /// went out.
+    pub fn next_round(&mut self) -> Option<Vec<Planned>> {
+        let batch = self.fleet.batch.max(1);
+        if self.round >= self.rounds() {
+            if self.resends.is_empty() {
+                return None;
+            }
+            return Some(self.resends.drain(..).collect());
+        }
+        let round_len = self.fleet.interval * batch as u32;
+        let round_start = round_len * self.round as u32;
+        let mut out = Vec::with_capacity(self.fleet.turbines + 1);
+        for i in 0..self.fleet.turbines {
+            let due = round_start + round_len.mul_f64(i as f64 / self.fleet.turbines as f64);
+            let js = self.round * batch..((self.round + 1) * batch).min(self.fleet.readings);
+            let n = js.len() as u64;
+            let mut kind = Sent {
+                messages: 1,
+                readings: n,
+                ..Sent::default()
+            };
+            let mut body = Vec::with_capacity(js.len());
+            for j in js {
+                let may_drift = self.knobs.drifting_turbines.is_none_or(|m| i < m)
+                    && j > 0
+                    && self.last_true[i];
+                if may_drift && self.rng.random_bool(self.knobs.drift_rate.clamp(0.0, 1.0)) {
+                    body.push(self.fleet.json(i, j, j - 1, 0.5));
+                    kind.drifted += 1;
+                    self.last_true[i] = false;
+                } else {
+                    body.push(self.fleet.json(i, j, j, 0.0));
+                    self.last_true[i] = true;
+                }
+            }
+            let payload = if batch == 1 {
+                body.pop().unwrap_or_default()
+            } else {
+                format!("[{}]", body.join(","))
+            };
+            let m = Planned {
+                due,
+                topic: self.fleet.topic(i),
+                payload,
+                kind,
+            };
+            self.sent.add(&kind);
+            if self.rng.random_bool(self.knobs.resend_rate.clamp(0.0, 1.0)) {
+                let kind = Sent {
+                    messages: 1,
+                    resent: n,
+                    ..Sent::default()
+                };
+                self.sent.add(&kind);
+                self.resends.push_back(Planned {
+                    due: due + self.knobs.resend_delay,
+                    kind,
+                    ..m.clone()
+                });
+            }
+            out.push(m);
+            if self.rng.random_bool(self.knobs.bad_rate.clamp(0.0, 1.0)) {
+                let kind = Sent {
+                    messages: 1,
+                    bad: 1,
+                    ..Sent::default()
+                };
+                self.sent.add(&kind);
+                out.push(Planned {
+                    due,
+                    topic: self.fleet.topic(i),
+                    payload: bad_payload(self.sent.bad),
+                    kind,
+                });
+            }
+        }
+        // Resends whose time has come go out with this round.
+        while self.resends.front().is_some_and(|r| r.due <= round_start) {
+            out.extend(self.resends.pop_front());
+        }
+        self.round += 1;
+        Some(out)
+    }
+}
+
+/// Publishes the planned traffic: in real time (each message at its due time) or, with `flood`,
+/// as fast as the broker acknowledges. Stops early when `stop` turns true. Returns what was sent.
+pub async fn run(
     broker: &BrokerAddr,
     client_id: &str,
-    messages: I,
-) -> Result<PublishReport, Error>
-where
-    I: IntoIterator<Item = (String, Vec<u8>)>,
-{
+    mut traffic: Traffic,
+    flood: bool,
+    mut stop: watch::Receiver<bool>,
+) -> Result<Sent, Error> {
+    let (client, poller, mut acked) = connect(broker, client_id);
+    let started = Instant::now();
+    let mut sent = Sent::default();
+    'rounds: while let Some(round) = traffic.next_round() {
+        for m in round {
+            if !flood {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(started + m.due) => {}
+                    _ = stop.wait_for(|s| *s) => break 'rounds,
+                }
+            } else if *stop.borrow() {
+                break 'rounds;
+            }
+            client
+                .publish(m.topic, QoS::AtLeastOnce, false, m.payload.into_bytes())
+                .await
+                .map_err(|e| Error::other("queueing a publish", e))?;
+            sent.add(&m.kind);
+        }
+    }
+    finish(client, poller, &mut acked, sent.messages).await?;
+    Ok(sent)
+}
+
+type Poller = tokio::task::JoinHandle<Result<(), Error>>;
+
+fn connect(broker: &BrokerAddr, client_id: &str) -> (AsyncClient, Poller, watch::Receiver<u64>) {
     let mut opts = MqttOptions::new(client_id, broker.host.clone(), broker.port);
     opts.set_keep_alive(Duration::from_secs(30))
         .set_clean_start(true)
         .set_max_packet_size(Some(268_435_455));
     let (client, mut eventloop) = AsyncClient::new(opts, 1024);
-    let started = Instant::now();
     // The poller counts the broker's PUBACKs; the publisher waits for all of them before it
     // disconnects, so "acked" means the broker has taken every message.
-    let (acked_tx, mut acked_rx) = tokio::sync::watch::channel(0u64);
+    let (acked_tx, acked_rx) = watch::channel(0u64);
     let poller = tokio::spawn(async move {
         let mut acked = 0u64;
         loop {
@@ -99,17 +353,16 @@ where
             }
         }
     });
-    let mut sent = 0u64;
-    let mut bytes = 0u64;
-    for (topic, payload) in messages {
-        bytes += payload.len() as u64;
-        client
-            .publish(topic, QoS::AtLeastOnce, false, payload)
-            .await
-            .map_err(|e| Error::other("queueing a publish", e))?;
-        sent += 1;
-    }
-    let waited = acked_rx.wait_for(|a| *a >= sent).await.map(|a| *a);
+    (client, poller, acked_rx)
+}
+
+async fn finish(
+    client: AsyncClient,
+    poller: Poller,
+    acked: &mut watch::Receiver<u64>,
+    sent: u64,
+) -> Result<u64, Error> {
+    let waited = acked.wait_for(|a| *a >= sent).await.map(|a| *a);
     let acked = match waited {
         Ok(a) => a,
         // The poller ended: it holds the error.
@@ -130,6 +383,32 @@ where
     poller
         .await
         .map_err(|e| Error::other("publisher task", e))??;
+    Ok(acked)
+}
+
+/// Publishes raw `(topic, payload)` messages with QoS 1 and returns once the broker has
+/// acknowledged every one.
+pub async fn publish_all<I>(
+    broker: &BrokerAddr,
+    client_id: &str,
+    messages: I,
+) -> Result<PublishReport, Error>
+where
+    I: IntoIterator<Item = (String, Vec<u8>)>,
+{
+    let (client, poller, mut acked) = connect(broker, client_id);
+    let started = std::time::Instant::now();
+    let mut sent = 0u64;
+    let mut bytes = 0u64;
+    for (topic, payload) in messages {
+        bytes += payload.len() as u64;
+        client
+            .publish(topic, QoS::AtLeastOnce, false, payload)
+            .await
+            .map_err(|e| Error::other("queueing a publish", e))?;
+        sent += 1;
+    }
+    let acked = finish(client, poller, &mut acked, sent).await?;
     Ok(PublishReport {
         messages: sent,
         acked,
@@ -150,8 +429,10 @@ pub struct PublishReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::classify;
     use crate::decode::{decode, Decoded, Rules};
     use chrono::TimeZone;
+    use std::collections::{HashMap, HashSet};
 
     fn fleet(batch: usize) -> Fleet {
         Fleet {
@@ -185,5 +466,103 @@ mod tests {
         let f = fleet(1);
         assert_eq!(f.reading_json(2, 3), f.reading_json(2, 3));
         assert_ne!(f.reading_json(2, 3), f.reading_json(2, 4));
+    }
+
+    /// Replays planned traffic through the decoder and the classifier (an empty table, every
+    /// message its own batch in order) and checks the simulator's expectation against it.
+    fn replay(all: &[Planned], start: DateTime<Utc>) -> (u64, u64, u64, u64, u64) {
+        let rules = Rules::for_filter("turbines/+/readings");
+        let mut stored: HashMap<(String, DateTime<Utc>), crate::reading::Values> = HashMap::new();
+        let mut quarantined: HashSet<String> = HashSet::new();
+        let (mut rx, mut ins, mut dup, mut q, mut rej) = (0, 0, 0, 0, 0);
+        for m in all {
+            for d in decode(&m.topic, m.payload.as_bytes(), start, &rules) {
+                rx += 1;
+                match d {
+                    Decoded::Reading(r) => {
+                        let key = (r.turbine_id.clone(), r.recorded_at);
+                        match stored.get(&key) {
+                            None => {
+                                stored.insert(key, r.values);
+                                ins += 1;
+                            }
+                            Some(v) if classify::same_values(v, &r.values) => dup += 1,
+                            Some(_) => {
+                                if quarantined.insert(format!("{r:?}")) {
+                                    q += 1
+                                } else {
+                                    dup += 1
+                                }
+                            }
+                        }
+                    }
+                    Decoded::Rejected(_) => rej += 1,
+                    Decoded::Future(_) => panic!("no future stamps planned"),
+                }
+            }
+        }
+        (rx, ins, dup, q, rej)
+    }
+
+    #[test]
+    fn the_expectation_matches_what_the_daemon_would_count() {
+        for (batch, seed) in [(1, 1), (1, 7), (4, 3), (10, 11)] {
+            let f = Fleet {
+                turbines: 40,
+                readings: 60,
+                batch,
+                ..fleet(batch)
+            };
+            let knobs = Knobs {
+                resend_rate: 0.1,
+                drift_rate: 0.2,
+                drifting_turbines: Some(5),
+                bad_rate: 0.05,
+                seed,
+                ..Knobs::default()
+            };
+            let mut t = Traffic::new(f.clone(), knobs);
+            let mut all = Vec::new();
+            while let Some(round) = t.next_round() {
+                all.extend(round);
+            }
+            assert!(
+                t.sent.drifted > 0 && t.sent.resent > 0 && t.sent.bad > 0,
+                "{:?}",
+                t.sent
+            );
+            assert_eq!(t.sent.messages as usize, all.len());
+            assert_eq!(
+                replay(&all, f.start),
+                t.sent.expected(),
+                "batch {batch} seed {seed}: {:?}",
+                t.sent
+            );
+        }
+    }
+
+    #[test]
+    fn real_time_spreads_a_round_over_the_interval() {
+        let f = Fleet {
+            turbines: 4,
+            readings: 2,
+            ..fleet(1)
+        };
+        let mut t = Traffic::new(f, Knobs::default());
+        let r0: Vec<u128> = t
+            .next_round()
+            .unwrap()
+            .iter()
+            .map(|m| m.due.as_millis())
+            .collect();
+        let r1: Vec<u128> = t
+            .next_round()
+            .unwrap()
+            .iter()
+            .map(|m| m.due.as_millis())
+            .collect();
+        assert_eq!(r0, vec![0, 500, 1000, 1500]);
+        assert_eq!(r1, vec![2000, 2500, 3000, 3500]);
+        assert!(t.next_round().is_none());
     }
 }
