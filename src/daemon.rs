@@ -189,3 +189,26 @@ async fn create_database(cfg: &Config) -> Result<(), Error> {
         Err(e) => Err(Error::db("creating the database", e)),
     }
 }
+
+/// A flag that turns true on SIGTERM or Ctrl-C. The handlers are installed before this returns,
+/// so a SIGTERM that comes early still shuts down cleanly.
+pub fn shutdown_on_signal() -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    let int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = term.recv() => tracing::info!("SIGTERM received"),
+                    _ = int.recv() => tracing::info!("interrupt received"),
+                }
+                let _ = tx.send(true);
+            });
+        }
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::error!(error = %e, "cannot listen for SIGTERM/SIGINT")
+        }
+    }
+    rx
+}

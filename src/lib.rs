@@ -10,12 +10,14 @@ pub mod classify;
 pub mod config;
 pub mod daemon;
 pub mod decode;
+pub mod demo;
 pub mod error;
 pub mod migrate;
 pub mod reading;
 pub mod simulate;
 pub mod subscribe;
 pub mod telemetry;
+pub mod view;
 pub mod write;
 
 pub use error::Error;

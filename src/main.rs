@@ -5,7 +5,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use tokio::sync::watch;
 
 use galewatch::config::{self, BrokerAddr};
 use galewatch::simulate::{self, Fleet, Knobs, Traffic};
@@ -33,6 +32,22 @@ enum Command {
         /// TOML file of settings; GALEWATCH_* variables override it.
         #[arg(long, env = "GALEWATCH_CONFIG")]
         config: Option<PathBuf>,
+    },
+    /// See Galewatch work: a broker, a database, the daemon and a simulated fleet (with resends,
+    /// drifting clocks and bad messages), a live view, and a final account.
+    Demo {
+        /// Number of turbines in the simulated fleet.
+        #[arg(long, default_value_t = 900)]
+        turbines: usize,
+        /// How long to run (default: until Ctrl-C).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        duration: Option<Duration>,
+        /// Start a throwaway PostgreSQL cluster even if a server answers at 127.0.0.1:5432.
+        #[arg(long)]
+        throwaway_db: bool,
+        /// Keep the demo's database at the end (on a server the demo did not start).
+        #[arg(long)]
+        keep_database: bool,
     },
     /// Publish a simulated fleet's traffic at QoS 1, in real time or as a flood.
     Simulate(SimulateArgs),
@@ -94,7 +109,16 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                // The demo draws on stdout: only warnings from the daemon inside it.
+                .unwrap_or_else(|_| {
+                    tracing_subscriber::EnvFilter::new(
+                        if matches!(cli.command, Command::Demo { .. }) {
+                            "warn"
+                        } else {
+                            "info"
+                        },
+                    )
+                }),
         )
         .with_writer(std::io::stderr)
         // Colour only on a terminal: journald and log files get plain text.
@@ -114,7 +138,7 @@ fn main() -> ExitCode {
                 Err(e) => return config_error(e),
             };
             runtime.block_on(async {
-                let shutdown = shutdown_on_signal();
+                let shutdown = galewatch::daemon::shutdown_on_signal();
                 report(galewatch::daemon::run(cfg, shutdown).await)
             })
         }
@@ -124,6 +148,27 @@ fn main() -> ExitCode {
                 Err(e) => return config_error(e),
             };
             runtime.block_on(async { report(galewatch::daemon::apply_migrations(&cfg).await) })
+        }
+        Command::Demo {
+            turbines,
+            duration,
+            throwaway_db,
+            keep_database,
+        } => {
+            let opts = galewatch::demo::Options {
+                turbines: turbines.max(1),
+                duration,
+                throwaway_db,
+                keep_database,
+            };
+            match runtime.block_on(galewatch::demo::run(opts)) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::FAILURE,
+                Err(missing) => {
+                    eprintln!("galewatch demo: {missing}");
+                    ExitCode::from(2)
+                }
+            }
         }
         Command::Simulate(args) => {
             let settings = config::Settings {
@@ -172,7 +217,7 @@ async fn simulate_cmd(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
         bad_rate: a.bad_rate,
         seed: a.seed,
     };
-    let stop = shutdown_on_signal();
+    let stop = galewatch::daemon::shutdown_on_signal();
     let client_id = format!("galewatch-simulate-{}", std::process::id());
     let started = std::time::Instant::now();
     match simulate::run(
@@ -213,27 +258,4 @@ fn report(r: Result<(), galewatch::Error>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// A flag that turns true on SIGTERM or Ctrl-C. The handlers are installed before this returns,
-/// so a SIGTERM that comes early still shuts down cleanly.
-fn shutdown_on_signal() -> watch::Receiver<bool> {
-    let (tx, rx) = watch::channel(false);
-    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
-    let int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
-    match (term, int) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::spawn(async move {
-                tokio::select! {
-                    _ = term.recv() => tracing::info!("SIGTERM received"),
-                    _ = int.recv() => tracing::info!("interrupt received"),
-                }
-                let _ = tx.send(true);
-            });
-        }
-        (Err(e), _) | (_, Err(e)) => {
-            tracing::error!(error = %e, "cannot listen for SIGTERM/SIGINT")
-        }
-    }
-    rx
 }

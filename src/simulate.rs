@@ -40,8 +40,14 @@ impl Fleet {
         format!("{}{i:05}", self.prefix)
     }
 
-    fn stamp(&self, j: usize) -> DateTime<Utc> {
-        self.start + chrono::Duration::from_std(self.interval * j as u32).unwrap_or_default()
+    /// Reading `j` of turbine `i`: turbines keep the same interval but not in step, turbine
+    /// `i` offset by `i / turbines` of an interval (as they publish in real time).
+    fn stamp(&self, i: usize, j: usize) -> DateTime<Utc> {
+        let phase = self
+            .interval
+            .mul_f64(i as f64 / self.turbines.max(1) as f64);
+        self.start
+            + chrono::Duration::from_std(self.interval * j as u32 + phase).unwrap_or_default()
     }
 
     /// The JSON of turbine `i`'s reading `j`, stamped as reading `stamp_j` (a drifting clock
@@ -52,7 +58,7 @@ impl Fleet {
         format!(
             r#"{{"turbine_id":"{}","recorded_at":"{}","power_kw":{power},"wind_speed_ms":{wind},"rotor_rpm":{}}}"#,
             self.turbine_id(i),
-            self.stamp(stamp_j)
+            self.stamp(i, stamp_j)
                 .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             (j % 20) as f64
         )

@@ -1,0 +1,597 @@
+//! Demo: one command shows Galewatch at work: a broker, a database, the daemon and a simulated
+//! fleet with resends, drifting clocks and bad messages, with a live view and a final account.
+//!
+//! It finds or starts what it needs: the database from `GALEWATCH_DATABASE_URL`, else a server at
+//! the default address, else a throwaway cluster from `initdb`/`pg_ctl`; the broker from
+//! `GALEWATCH_MQTT_URL`, else a private Mosquitto from the compiled-in `config/mosquitto.conf`. It
+//! always works in a database of its own, and stops and removes whatever it started.
+
+use std::io::{IsTerminal, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+use tokio_postgres::NoTls;
+
+use crate::config::Settings;
+use crate::simulate::{self, Fleet, Knobs, Sent, Traffic};
+use crate::view::{self, Snapshot};
+
+/// The broker configuration Galewatch needs, compiled in so the binary works outside the repo.
+pub const MOSQUITTO_CONF: &str = include_str!("../config/mosquitto.conf");
+
+/// What `galewatch demo` was asked for.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub turbines: usize,
+    /// None: until Ctrl-C.
+    pub duration: Option<Duration>,
+    /// Skip the server at the default address and start a throwaway cluster.
+    pub throwaway_db: bool,
+    /// Keep the demo's database at the end (on a server the demo did not start).
+    pub keep_database: bool,
+}
+
+/// Why the demo could not run: the message says what to install or set. Exit status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Missing(pub String);
+
+/// A child process stopped (and waited for) when dropped.
+struct Service {
+    name: &'static str,
+    child: Option<Child>,
+    stop: Option<Box<dyn FnOnce() + Send>>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Service {
+    fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            stop();
+        }
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(c.id().to_string())
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        tracing::debug!(service = self.name, "stopped");
+    }
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// A program on PATH, or in one of `extra` directories.
+fn find(program: &str, extra: &[PathBuf]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(extra.iter().cloned())
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+/// `/usr/lib/postgresql/*/bin`, newest version first.
+fn postgres_bins() -> Vec<PathBuf> {
+    let mut dirs: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path().join("bin"))))
+        .collect();
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.0));
+    dirs.into_iter().map(|(_, p)| p).collect()
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// Runs a PostgreSQL tool, as the `postgres` user when we are root (initdb refuses root).
+fn pg_command(program: &Path, root: bool) -> Command {
+    if root {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
+/// Starts a throwaway PostgreSQL cluster in a temporary directory on a free port.
+fn start_cluster() -> Result<(Service, String), Missing> {
+    let bins = postgres_bins();
+    let (Some(initdb), Some(pg_ctl)) = (find("initdb", &bins), find("pg_ctl", &bins)) else {
+        return Err(Missing(
+            "galewatch demo needs PostgreSQL: none answers at 127.0.0.1:5432 and initdb/pg_ctl were not found.\n\
+             Install it (apt-get install postgresql) or set GALEWATCH_DATABASE_URL."
+                .into(),
+        ));
+    };
+    let fail = |what: &str, e: String| {
+        Missing(format!(
+            "could not start a throwaway PostgreSQL ({what}): {e}"
+        ))
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("galewatch-demo-pg-")
+        .tempdir()
+        .map_err(|e| fail("temp dir", e.to_string()))?;
+    let root = is_root();
+    if root {
+        let _ = Command::new("chown")
+            .args(["-R", "postgres:"])
+            .arg(dir.path())
+            .status();
+    }
+    let data = dir.path().join("data");
+    let port = free_port().map_err(|e| fail("port", e.to_string()))?;
+    let out = pg_command(&initdb, root)
+        .args([
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+            "-D",
+        ])
+        .arg(&data)
+        .output()
+        .map_err(|e| fail("initdb", e.to_string()))?;
+    if !out.status.success() {
+        return Err(fail(
+            "initdb",
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ));
+    }
+    let opts = format!(
+        "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync=off",
+        dir.path().display()
+    );
+    let out = pg_command(&pg_ctl, root)
+        .arg("-D")
+        .arg(&data)
+        .args(["-o", &opts, "-l"])
+        .arg(dir.path().join("postgres.log"))
+        .args(["-w", "start"])
+        .output()
+        .map_err(|e| fail("pg_ctl start", e.to_string()))?;
+    if !out.status.success() {
+        return Err(fail(
+            "pg_ctl start",
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ));
+    }
+    let stop_data = data.clone();
+    let service = Service {
+        name: "postgresql",
+        child: None,
+        stop: Some(Box::new(move || {
+            let _ = pg_command(&pg_ctl, root)
+                .arg("-D")
+                .arg(&stop_data)
+                .args(["-m", "immediate", "-w", "stop"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        })),
+        _dir: Some(dir),
+    };
+    Ok((
+        service,
+        format!("postgresql://postgres@127.0.0.1:{port}/postgres"),
+    ))
+}
+
+/// Starts a private Mosquitto from the compiled-in configuration on a free port.
+fn start_mosquitto() -> Result<(Service, String), Missing> {
+    let Some(bin) = find("mosquitto", &[PathBuf::from("/usr/sbin")]) else {
+        return Err(Missing(
+            "galewatch demo needs an MQTT broker: mosquitto was not found.\n\
+             Install it (apt-get install mosquitto) or set GALEWATCH_MQTT_URL."
+                .into(),
+        ));
+    };
+    let fail = |e: String| Missing(format!("could not start a private Mosquitto: {e}"));
+    let dir = tempfile::Builder::new()
+        .prefix("galewatch-demo-mqtt-")
+        .tempdir()
+        .map_err(|e| fail(e.to_string()))?;
+    // Started as root, Mosquitto drops to its own user: let it write here.
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777));
+    let port = free_port().map_err(|e| fail(e.to_string()))?;
+    let conf: String = MOSQUITTO_CONF
+        .lines()
+        .map(|l| {
+            if l.starts_with("listener ") {
+                format!("listener {port} 127.0.0.1")
+            } else if l.starts_with("persistence_location ") {
+                format!("persistence_location {}/", dir.path().display())
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let conf_path = dir.path().join("mosquitto.conf");
+    std::fs::write(&conf_path, conf).map_err(|e| fail(e.to_string()))?;
+    let log =
+        std::fs::File::create(dir.path().join("mosquitto.log")).map_err(|e| fail(e.to_string()))?;
+    let child = Command::new(bin)
+        .arg("-c")
+        .arg(&conf_path)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| fail(e.to_string()))?;
+    let service = Service {
+        name: "mosquitto",
+        child: Some(child),
+        stop: None,
+        _dir: Some(dir),
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() > deadline {
+            return Err(fail("it did not start listening".into()));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok((service, format!("mqtt://127.0.0.1:{port}")))
+}
+
+async fn answers(url: &str) -> bool {
+    let Ok(mut cfg) = url.parse::<tokio_postgres::Config>() else {
+        return false;
+    };
+    cfg.connect_timeout(Duration::from_secs(2));
+    cfg.connect(NoTls).await.is_ok()
+}
+
+async fn admin(url: &str) -> Result<tokio_postgres::Client, String> {
+    let (c, conn) = tokio_postgres::connect(url, NoTls)
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    Ok(c)
+}
+
+/// The same server, another database: a URL with its path replaced, or a key=value string with
+/// `dbname` added.
+fn with_db(url: &str, db: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.has_host() => {
+            u.set_path(&format!("/{db}"));
+            u.to_string()
+        }
+        _ => format!("{url} dbname={db}"),
+    }
+}
+
+async fn scrape(addr: std::net::SocketAddr) -> Option<String> {
+    let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: galewatch\r\n\r\n")
+        .await
+        .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.ok()?;
+    out.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+}
+
+async fn top_colliders(db: &tokio_postgres::Client) -> Vec<(String, i64)> {
+    db.query(
+        "SELECT turbine_id, count(*) FROM quarantine WHERE reason = 'collision'
+          GROUP BY turbine_id ORDER BY count(*) DESC, turbine_id LIMIT 3",
+        &[],
+    )
+    .await
+    .map(|rows| rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    .unwrap_or_default()
+}
+
+/// Runs the demo. Returns whether the final counts add up; `Err(Missing)` when a service
+/// cannot be had.
+pub async fn run(opts: Options) -> Result<bool, Missing> {
+    let started = Instant::now();
+    let mut services: Vec<Service> = Vec::new();
+    let mut notes = Vec::new();
+
+    // The database server.
+    let (server_url, own_server) = match std::env::var("GALEWATCH_DATABASE_URL") {
+        Ok(url) => (with_db(&url, "postgres"), false),
+        Err(_) => {
+            let local = "postgresql://postgres@127.0.0.1:5432/postgres".to_string();
+            if !opts.throwaway_db && answers(&local).await {
+                (local, false)
+            } else {
+                let (svc, url) = tokio::task::spawn_blocking(start_cluster)
+                    .await
+                    .map_err(|e| Missing(e.to_string()))??;
+                notes.push(format!("started a throwaway PostgreSQL at {url}"));
+                services.push(svc);
+                (url, true)
+            }
+        }
+    };
+    // The broker.
+    let mqtt_url = match std::env::var("GALEWATCH_MQTT_URL") {
+        Ok(url) => url,
+        Err(_) => {
+            let (svc, url) = start_mosquitto()?;
+            notes.push(format!(
+                "started a private Mosquitto (pid {})",
+                svc.pid().unwrap_or(0)
+            ));
+            services.push(svc);
+            url
+        }
+    };
+    // A database of the demo's own.
+    let db_name = format!("galewatch_demo_{}", std::process::id());
+    let db_url = with_db(&server_url, &db_name);
+    let server = admin(&server_url)
+        .await
+        .map_err(|e| Missing(format!("PostgreSQL at {server_url}: {e}")))?;
+    server
+        .batch_execute(&format!("CREATE DATABASE {db_name}"))
+        .await
+        .map_err(|e| Missing(format!("creating the demo database: {e}")))?;
+
+    let metrics_port = free_port().map_err(|e| Missing(e.to_string()))?;
+    let settings = Settings {
+        database_url: db_url.clone(),
+        mqtt_url: mqtt_url.clone(),
+        mqtt_client_id: format!("galewatch-demo-{}", std::process::id()),
+        metrics_listen: format!("127.0.0.1:{metrics_port}"),
+        ..Settings::default()
+    };
+    let cfg = settings.validate().map_err(|e| Missing(e.to_string()))?;
+    let broker = cfg.broker.clone();
+    let metrics_addr = cfg.metrics_listen;
+
+    let signal = crate::daemon::shutdown_on_signal();
+    let (daemon_stop_tx, daemon_stop) = watch::channel(false);
+    let daemon = tokio::spawn(crate::daemon::run(cfg, daemon_stop));
+
+    println!(
+        "galewatch demo: {} turbines, one reading every 2 s each",
+        opts.turbines
+    );
+    for n in &notes {
+        println!("  {n}");
+    }
+    println!("  broker   {mqtt_url}");
+    println!("  metrics  http://{metrics_addr}/metrics");
+    println!("  tables   psql '{db_url}' -c 'SELECT count(*) FROM readings'");
+    println!(
+        "  stop     Ctrl-C{}",
+        opts.duration
+            .map(|d| format!(" (or wait {}s)", d.as_secs()))
+            .unwrap_or_default()
+    );
+    println!();
+
+    // Wait for the daemon to be ready (its endpoint answers), then start the fleet.
+    let ready = Instant::now();
+    while scrape(metrics_addr).await.is_none() && ready.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let interval = Duration::from_secs(2);
+    let fleet = Fleet {
+        turbines: opts.turbines,
+        readings: opts.duration.map_or(usize::MAX, |d| {
+            (d.as_secs_f64() / interval.as_secs_f64()).ceil() as usize
+        }),
+        batch: 1,
+        interval,
+        start: chrono::Utc::now(),
+        prefix: "WTG-".into(),
+    };
+    let knobs = Knobs {
+        resend_rate: 0.03,
+        resend_delay: Duration::from_secs(5),
+        drift_rate: 0.25,
+        drifting_turbines: Some(2.min(opts.turbines)),
+        bad_rate: 0.002,
+        seed: u64::from(std::process::id()),
+    };
+    let (fleet_stop_tx, fleet_stop) = watch::channel(false);
+    let publisher = {
+        let broker = broker.clone();
+        let id = format!("galewatch-demo-fleet-{}", std::process::id());
+        tokio::spawn(async move {
+            simulate::run(&broker, &id, Traffic::new(fleet, knobs), false, fleet_stop).await
+        })
+    };
+
+    // The live view.
+    let db = admin(&db_url).await.ok();
+    let tty = std::io::stdout().is_terminal();
+    let header = format!(
+        "galewatch demo · {} turbines · Ctrl-C to stop",
+        opts.turbines
+    );
+    let end = opts.duration.map(|d| Instant::now() + d);
+    let mut prev = Snapshot::default();
+    let mut last_plain = Instant::now();
+    let mut signal = signal;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = signal.wait_for(|s| *s) => break,
+        }
+        if end.is_some_and(|e| Instant::now() >= e) {
+            break;
+        }
+        let Some(text) = scrape(metrics_addr).await else {
+            continue;
+        };
+        let mut snap = Snapshot::from_samples(&view::parse_exposition(&text), started.elapsed());
+        if let Some(db) = &db {
+            snap.top_colliders = top_colliders(db).await;
+        }
+        if tty {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(
+                out,
+                "\x1b[H\x1b[2J{}",
+                view::render(&snap, &prev, &header).join("\n")
+            );
+            let _ = out.flush();
+            prev = snap;
+        } else if last_plain.elapsed() >= Duration::from_secs(5) {
+            println!("{}", view::plain_line(&snap, &prev));
+            last_plain = Instant::now();
+            prev = snap;
+        }
+    }
+
+    // Wind down: the fleet stops, the daemon takes in what was sent, then shuts down cleanly.
+    println!("\nstopping: the fleet first, then the daemon once it has taken in what was sent");
+    let _ = fleet_stop_tx.send(true);
+    let sent: Option<Sent> = match publisher.await {
+        Ok(Ok(s)) => Some(s),
+        Ok(Err(e)) => {
+            eprintln!("the simulated fleet failed: {e}");
+            None
+        }
+        Err(e) => {
+            eprintln!("the simulated fleet failed: {e}");
+            None
+        }
+    };
+    if let Some(s) = &sent {
+        let want = (s.readings + s.resent + s.bad) as f64;
+        let wait = Instant::now();
+        while wait.elapsed() < Duration::from_secs(20) {
+            let got = scrape(metrics_addr)
+                .await
+                .map(|t| {
+                    Snapshot::from_samples(&view::parse_exposition(&t), started.elapsed()).received
+                })
+                .unwrap_or(0.0);
+            if got >= want {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let _ = daemon_stop_tx.send(true);
+    match daemon.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => eprintln!("the daemon stopped with an error: {e}"),
+        Err(e) => eprintln!("the daemon task failed: {e}"),
+    }
+    let final_snap = scrape(metrics_addr)
+        .await
+        .map(|t| Snapshot::from_samples(&view::parse_exposition(&t), started.elapsed()))
+        .unwrap_or_default();
+    let colliders = match &db {
+        Some(db) => top_colliders(db).await,
+        None => Vec::new(),
+    };
+    drop(db);
+
+    // The account.
+    let f = final_snap;
+    println!(
+        "\ngalewatch demo: final account after {}s",
+        f.elapsed.as_secs()
+    );
+    if let Some(s) = &sent {
+        println!("  the fleet sent {} messages: {} readings ({} from a drifting clock), {} resent, {} malformed", s.messages, s.readings, s.drifted, s.resent, s.bad);
+    }
+    println!("  received    {:>10}", f.received);
+    println!("  inserted    {:>10}", f.inserted);
+    println!("  duplicate   {:>10}", f.duplicate);
+    println!(
+        "  quarantined {:>10}  (collision {}, future_timestamp {})",
+        f.quarantined(),
+        f.collision,
+        f.future
+    );
+    let reasons: Vec<String> = f
+        .rejected
+        .iter()
+        .filter(|(_, v)| *v > 0.0)
+        .map(|(r, v)| format!("{r} {v}"))
+        .collect();
+    println!(
+        "  rejected    {:>10}  ({})",
+        f.rejected_total(),
+        if reasons.is_empty() {
+            "none".into()
+        } else {
+            reasons.join(", ")
+        }
+    );
+    for (id, c) in &colliders {
+        println!("  collisions from {id}: {c} (its clock drifts)");
+    }
+    let adds_up = f.adds_up();
+    println!(
+        "  received {} = inserted {} + duplicate {} + quarantined {} + rejected {}: {}",
+        f.received,
+        f.inserted,
+        f.duplicate,
+        f.quarantined(),
+        f.rejected_total(),
+        if adds_up {
+            "the invariant holds"
+        } else {
+            "THE INVARIANT DOES NOT HOLD"
+        }
+    );
+    if let Some(s) = &sent {
+        let (rx, ins, dup, q, rej) = s.expected();
+        let matches = (
+            f.received,
+            f.inserted,
+            f.duplicate,
+            f.collision,
+            f.rejected_total(),
+        ) == (rx as f64, ins as f64, dup as f64, q as f64, rej as f64);
+        println!(
+            "  the fleet's own account predicted received {rx}, inserted {ins}, duplicate {dup}, quarantined {q}, rejected {rej}: {}",
+            if matches { "it matches" } else { "it does not match" }
+        );
+    }
+
+    if own_server || !opts.keep_database {
+        let _ = server
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"))
+            .await;
+    } else {
+        println!("  kept database {db_name}: {db_url}");
+    }
+    drop(server);
+    drop(services);
+    println!("  stopped everything the demo started");
+    Ok(adds_up)
+}
