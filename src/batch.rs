@@ -18,9 +18,9 @@ use crate::decode::Decoded;
 pub struct Message {
     pub ack: AckToken,
     pub topic: String,
-    /// The raw payload, for `rejected` should any part of the message end there (a too-large
+    /// The raw payload, kept only when part of the message was rejected at decode (a too-large
     /// one cut to its first 64 KiB).
-    pub payload: Bytes,
+    pub payload: Option<Bytes>,
     /// Size of the payload as received.
     pub payload_bytes: usize,
     /// Wall clock at receipt: `future_timestamp`'s reference and `received_at` in the tables.
@@ -141,7 +141,7 @@ mod tests {
                 qos: QoS::AtLeastOnce,
             },
             topic: "t".into(),
-            payload: Bytes::new(),
+            payload: None,
             payload_bytes: 0,
             received_at: Utc::now(),
             arrived: Instant::now(),

@@ -88,7 +88,7 @@ impl Default for Settings {
             metrics_listen: "127.0.0.1:9187".into(),
             batch_max_readings: 5_000,
             batch_max_wait: Duration::from_millis(100),
-            max_unacked_readings: 50_000,
+            max_unacked_readings: 20_000,
             max_message_bytes: rules.max_message_bytes,
             max_clock_skew: Duration::from_secs(300),
             power_kw_min: rules.power_kw.min,

@@ -99,6 +99,10 @@ struct SimulateArgs {
     /// Turbine id prefix.
     #[arg(long, default_value = "WTG-")]
     prefix: String,
+    /// Stamp the first reading at this time (RFC 3339), for reproducible data sets (default: now,
+    /// or with --flood as far in the past as the run is long).
+    #[arg(long)]
+    start: Option<chrono::DateTime<chrono::Utc>>,
     /// Seed for the resend, drift and bad-message choices.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -200,7 +204,9 @@ async fn simulate_cmd(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
         batch: a.batch.max(1),
         interval: a.interval,
         // Flood: stamp the past, so the whole run is history; real time: stamp from now.
-        start: if a.flood {
+        start: if let Some(start) = a.start {
+            start
+        } else if a.flood {
             chrono::Utc::now()
                 - chrono::Duration::from_std(a.interval * readings.min(1 << 20) as u32)
                     .unwrap_or_default()

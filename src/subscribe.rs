@@ -205,16 +205,18 @@ impl Subscriber {
     }
 }
 
-/// The payload as it will be kept until the message is acknowledged (for a `rejected` row, should
-/// any part of it end there, at decode or when the database refuses a value). A too-large payload
-/// is cut to its first 64 KiB, copied so the large buffer is freed now.
-fn kept_payload(items: &[Decoded], payload: &Bytes) -> Bytes {
-    let too_large = items
-        .iter()
-        .any(|d| matches!(d, Decoded::Rejected(r) if r.reason == RejectReason::TooLarge));
-    if too_large {
-        Bytes::copy_from_slice(&payload[..payload.len().min(REJECTED_PAYLOAD_KEEP)])
-    } else {
-        payload.clone()
+/// The payload bytes to keep for the `rejected` table: none when nothing was rejected, the first
+/// 64 KiB of a too-large message, and the whole payload otherwise. Copied, so the network buffer
+/// it came in is not held while the message waits for its commit.
+fn kept_payload(items: &[Decoded], payload: &Bytes) -> Option<Bytes> {
+    let mut rejected = items.iter().filter_map(|d| match d {
+        Decoded::Rejected(r) => Some(r.reason),
+        _ => None,
+    });
+    match rejected.next()? {
+        RejectReason::TooLarge => Some(Bytes::copy_from_slice(
+            &payload[..payload.len().min(REJECTED_PAYLOAD_KEEP)],
+        )),
+        _ => Some(Bytes::copy_from_slice(payload)),
     }
 }

@@ -272,6 +272,7 @@ impl Writer {
             if e.is_data_error() {
                 if let Decoded::Reading(r) | Decoded::Future(r) = part[0].item.as_ref() {
                     tracing::warn!(error = %e, turbine_id = %r.turbine_id, recorded_at = %r.recorded_at, "the database refused a reading; rejecting it");
+                    part[0].refused = Some(reading_json(r));
                     part[0].item = Cow::Owned(Decoded::Rejected(Rejection {
                         reason: RejectReason::InvalidValue,
                         detail: format!("the database refused it: {e}"),
@@ -302,6 +303,9 @@ impl Writer {
 struct ItemRef<'a> {
     msg: &'a Message,
     item: Cow<'a, Decoded>,
+    /// For a reading the database refused: the reading as decoded, as JSON, stored in
+    /// `rejected.payload` (the message's own bytes are not kept past decoding).
+    refused: Option<String>,
 }
 
 fn items_of(batch: &Batch) -> Vec<ItemRef<'_>> {
@@ -310,6 +314,7 @@ fn items_of(batch: &Batch) -> Vec<ItemRef<'_>> {
         out.extend(msg.items.iter().map(|d| ItemRef {
             msg,
             item: Cow::Borrowed(d),
+            refused: None,
         }));
     }
     out
@@ -321,7 +326,8 @@ struct Parts<'a> {
     /// For each reading, its message.
     reading_msg: Vec<&'a Message>,
     future: Vec<(&'a Reading, &'a Message)>,
-    rejected: Vec<(&'a Rejection, &'a Message)>,
+    /// Rejections with their message and, for a refused reading, the bytes to store.
+    rejected: Vec<(&'a Rejection, &'a Message, Option<&'a [u8]>)>,
 }
 
 fn split<'a>(items: &'a [ItemRef<'a>]) -> Parts<'a> {
@@ -338,7 +344,10 @@ fn split<'a>(items: &'a [ItemRef<'a>]) -> Parts<'a> {
                 p.reading_msg.push(it.msg);
             }
             Decoded::Future(r) => p.future.push((r, it.msg)),
-            Decoded::Rejected(r) => p.rejected.push((r, it.msg)),
+            Decoded::Rejected(r) => {
+                p.rejected
+                    .push((r, it.msg, it.refused.as_deref().map(str::as_bytes)))
+            }
         }
     }
     p
@@ -516,10 +525,10 @@ async fn write_items(conn: &mut Conn, items: &[ItemRef<'_>]) -> Result<Tally, Er
         let mut element = Vec::new();
         let mut reason = Vec::new();
         let mut detail = Vec::new();
-        for &(rej, msg) in &parts.rejected {
+        for &(rej, msg, refused) in &parts.rejected {
             received_at.push(msg.received_at);
             topic.push(msg.topic.as_str());
-            payload.push(&msg.payload[..]);
+            payload.push(refused.or(msg.payload.as_deref()).unwrap_or_default());
             payload_bytes.push(i32::try_from(msg.payload_bytes).unwrap_or(i32::MAX));
             element.push(rej.element.map(|e| i32::try_from(e).unwrap_or(i32::MAX)));
             reason.push(rej.reason.as_str());
@@ -553,6 +562,19 @@ async fn write_items(conn: &mut Conn, items: &[ItemRef<'_>]) -> Result<Tally, Er
         .await
         .map_err(|e| Error::db("committing a batch", e))?;
     Ok(tally)
+}
+
+/// A reading as Galewatch decoded it, as JSON: what `rejected` keeps of a reading the database
+/// refused.
+fn reading_json(r: &Reading) -> String {
+    serde_json::json!({
+        "turbine_id": r.turbine_id,
+        "recorded_at": r.recorded_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+        "power_kw": r.values.power_kw,
+        "wind_speed_ms": r.values.wind_speed_ms,
+        "rotor_rpm": r.values.rotor_rpm,
+    })
+    .to_string()
 }
 
 /// Commit time minus `recorded_at`, for every reading the batch stored.

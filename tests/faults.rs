@@ -252,7 +252,7 @@ async fn a_row_the_database_refuses_is_rejected_and_the_rest_of_the_batch_commit
     let c = db.client().await;
     let r = c
         .query_one(
-            "SELECT reason, detail, payload_bytes, topic FROM rejected",
+            "SELECT reason, detail, payload_bytes, topic, convert_from(payload, 'UTF8') FROM rejected",
             &[],
         )
         .await
@@ -264,6 +264,10 @@ async fn a_row_the_database_refuses_is_rejected_and_the_rest_of_the_batch_commit
         r.get::<_, &str>(1)
     );
     assert_eq!(r.get::<_, &str>(3), topic);
+    // The refused reading itself, as decoded, is kept.
+    let kept: serde_json::Value = serde_json::from_str(r.get::<_, &str>(4)).unwrap();
+    assert_eq!(kept["power_kw"], 45000.0);
+    assert_eq!(kept["turbine_id"], "P-1");
     let m = d.scrape();
     assert_eq!(sample(&m, "galewatch_readings_inserted_total"), 149.0);
     assert_eq!(

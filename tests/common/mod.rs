@@ -16,7 +16,7 @@ use tokio_postgres::NoTls;
 
 /// Where the tests find PostgreSQL: a URL to its maintenance database.
 pub fn admin_url() -> String {
-    std::env::var("GALEWATCH_TEST_ADMIN_URL")
+    std::env::var("TEST_PG_ADMIN_URL")
         .unwrap_or_else(|_| "postgresql://postgres@127.0.0.1:5432/postgres".into())
 }
 
