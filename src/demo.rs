@@ -207,6 +207,23 @@ fn start_cluster() -> Result<(Service, String), Missing> {
     ))
 }
 
+/// A Mosquitto configuration moved to a private place: its listener on `port` (loopback) and its
+/// persistence in `dir`; every other line as given. Used by the demo and the tests.
+pub fn private_mosquitto_conf(conf: &str, port: u16, dir: &Path) -> String {
+    conf.lines()
+        .map(|l| {
+            if l.starts_with("listener ") {
+                format!("listener {port} 127.0.0.1")
+            } else if l.starts_with("persistence_location ") {
+                format!("persistence_location {}/", dir.display())
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Starts a private Mosquitto from the compiled-in configuration on a free port.
 fn start_mosquitto() -> Result<(Service, String), Missing> {
     let Some(bin) = find("mosquitto", &[PathBuf::from("/usr/sbin")]) else {
@@ -225,19 +242,7 @@ fn start_mosquitto() -> Result<(Service, String), Missing> {
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777));
     let port = free_port().map_err(|e| fail(e.to_string()))?;
-    let conf: String = MOSQUITTO_CONF
-        .lines()
-        .map(|l| {
-            if l.starts_with("listener ") {
-                format!("listener {port} 127.0.0.1")
-            } else if l.starts_with("persistence_location ") {
-                format!("persistence_location {}/", dir.path().display())
-            } else {
-                l.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
+    let conf = private_mosquitto_conf(MOSQUITTO_CONF, port, dir.path());
     let conf_path = dir.path().join("mosquitto.conf");
     std::fs::write(&conf_path, conf).map_err(|e| fail(e.to_string()))?;
     let log =

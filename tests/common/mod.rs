@@ -58,19 +58,7 @@ impl Broker {
         set_mode(dir.path(), 0o777);
         let port = free_port();
         let conf = dir.path().join("mosquitto.conf");
-        let text: String = conf_text
-            .lines()
-            .map(|l| {
-                if l.starts_with("listener ") {
-                    format!("listener {port} 127.0.0.1")
-                } else if l.starts_with("persistence_location ") {
-                    format!("persistence_location {}/", dir.path().display())
-                } else {
-                    l.to_string()
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
+        let text = galewatch::demo::private_mosquitto_conf(conf_text, port, dir.path());
         std::fs::write(&conf, text).unwrap();
         let mut b = Broker {
             port,
