@@ -96,12 +96,22 @@ impl Subscriber {
     /// `AsyncClient::try_disconnect` queues behind them has been sent. While disconnected it
     /// returns as soon as shutdown is asked (nothing can be acked then).
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let mut disconnect_sent: Option<tokio::time::Instant> = None;
         loop {
             // Never raced against anything: a poll cancelled half way can lose a PUBACK it had
             // already taken from the request channel. Shutdown is noticed between events; the
             // batcher watches for it itself, and the DISCONNECT the daemon queues at the end
             // wakes this poll.
-            let event = self.eventloop.poll().await;
+            let event = match disconnect_sent {
+                None => self.eventloop.poll().await,
+                // After our DISCONNECT: read until the broker closes the connection, so the
+                // socket is not closed with unread data in it, which makes the kernel reset the
+                // connection and can throw away the last PUBACKs still in the send buffer.
+                Some(at) => match tokio::time::timeout_at(at, self.eventloop.poll()).await {
+                    Ok(ev) => ev,
+                    Err(_) => return,
+                },
+            };
             if *shutdown.borrow() {
                 self.out = None;
             }
@@ -149,7 +159,9 @@ impl Subscriber {
                 Ok(Event::Incoming(Packet::Disconnect(d))) => {
                     tracing::warn!(reason = ?d.reason_code, "the broker closed the connection");
                 }
-                Ok(Event::Outgoing(Outgoing::Disconnect)) if draining => return,
+                Ok(Event::Outgoing(Outgoing::Disconnect)) if draining => {
+                    disconnect_sent = Some(tokio::time::Instant::now() + Duration::from_secs(2));
+                }
                 Ok(_) => {}
                 Err(e) => {
                     if draining {
