@@ -64,6 +64,17 @@ pub struct Settings {
     pub wind_speed_ms_max: f64,
     pub rotor_rpm_min: f64,
     pub rotor_rpm_max: f64,
+    /// A turbine is clock-suspect when its clock's offset (arrival − recorded_at) passes this...
+    #[serde(with = "humantime_serde")]
+    pub clock_max_offset: Duration,
+    /// ...or it gains or loses more than this per day...
+    #[serde(with = "humantime_serde")]
+    pub clock_max_drift_per_day: Duration,
+    /// ...or this many of its readings collided in the last day.
+    pub clock_max_collisions_per_day: i64,
+    /// Drift is measured as the offset's change over this window.
+    #[serde(with = "humantime_serde")]
+    pub clock_drift_window: Duration,
     /// Bound on one batch's whole transaction; past it the connection is dropped and the batch
     /// retried (COPY has no timeout of its own).
     #[serde(with = "humantime_serde")]
@@ -97,6 +108,10 @@ impl Default for Settings {
             wind_speed_ms_max: rules.wind_speed_ms.max,
             rotor_rpm_min: rules.rotor_rpm.min,
             rotor_rpm_max: rules.rotor_rpm.max,
+            clock_max_offset: Duration::from_secs(30),
+            clock_max_drift_per_day: Duration::from_secs(60),
+            clock_max_collisions_per_day: 3,
+            clock_drift_window: Duration::from_secs(600),
             db_write_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
         }
@@ -176,6 +191,16 @@ fn from_figment(e: figment::Error) -> ConfigError {
 }
 
 impl Settings {
+    /// The thresholds that make a turbine's clock suspect.
+    pub fn clock_thresholds(&self) -> crate::health::Thresholds {
+        crate::health::Thresholds {
+            max_offset: self.clock_max_offset.as_secs_f64(),
+            max_drift_per_day: self.clock_max_drift_per_day.as_secs_f64(),
+            max_collisions_per_day: self.clock_max_collisions_per_day,
+            drift_window: self.clock_drift_window,
+        }
+    }
+
     /// Checks every setting and derives the typed configuration.
     pub fn validate(self) -> Result<Config, ConfigError> {
         let db: tokio_postgres::Config = self
@@ -237,6 +262,18 @@ impl Settings {
         }
         if self.batch_max_wait.is_zero() {
             return Err(ConfigError::new("batch_max_wait", "must be more than 0"));
+        }
+        if self.clock_drift_window < Duration::from_secs(1) {
+            return Err(ConfigError::new(
+                "clock_drift_window",
+                "must be at least 1s",
+            ));
+        }
+        if self.clock_max_collisions_per_day < 1 {
+            return Err(ConfigError::new(
+                "clock_max_collisions_per_day",
+                "must be at least 1",
+            ));
         }
         if self.db_write_timeout < Duration::from_secs(1) {
             return Err(ConfigError::new("db_write_timeout", "must be at least 1s"));

@@ -45,11 +45,15 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         shutdown.clone(),
     ));
     let mut writer = tokio::spawn(write::run(
-        Writer::new(cfg.db.clone(), s.db_write_timeout),
+        Writer::new(cfg.db.clone(), s.db_write_timeout, s.clock_drift_window),
         batch_rx,
         acker,
         unacked.clone(),
         hard_stop,
+    ));
+    let suspects = tokio::spawn(crate::health::watch_suspects(
+        cfg.db.clone(),
+        s.clock_thresholds(),
     ));
     // The oldest-unacked age grows while nothing commits, so refresh it on a clock too.
     let ticker = tokio::spawn(async move {
@@ -110,6 +114,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         subscriber.abort();
     }
     ticker.abort();
+    suspects.abort();
     tracing::info!("stopped");
     Ok(())
 }

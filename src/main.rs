@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use galewatch::config::{self, BrokerAddr};
+use galewatch::review;
 use galewatch::simulate::{self, Fleet, Knobs, Traffic};
 
 #[derive(Parser)]
@@ -49,8 +50,84 @@ enum Command {
         #[arg(long)]
         keep_database: bool,
     },
+    /// Turbine clock health, most suspicious first.
+    Turbines {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Only the turbines whose clock is suspect.
+        #[arg(long)]
+        suspect: bool,
+        #[arg(long, value_enum, default_value = "table")]
+        format: review::Format,
+    },
+    /// Review and settle quarantined readings.
+    Quarantine {
+        #[command(subcommand)]
+        command: QuarantineCommand,
+    },
+    /// Review rejected input.
+    Rejected {
+        #[command(subcommand)]
+        command: RejectedCommand,
+    },
     /// Publish a simulated fleet's traffic at QoS 1, in real time or as a flood.
     Simulate(SimulateArgs),
+}
+
+#[derive(clap::Args)]
+struct ConfigArg {
+    /// TOML file of settings; GALEWATCH_* variables override it.
+    #[arg(long, env = "GALEWATCH_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum QuarantineCommand {
+    /// Each quarantined reading beside the value it collided with (unresolved ones, newest first).
+    List {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Only this turbine.
+        #[arg(long)]
+        turbine: Option<String>,
+        /// How far back.
+        #[arg(long, default_value = "1d", value_parser = humantime::parse_duration)]
+        since: Duration,
+        #[arg(long, value_parser = ["collision", "future_timestamp"])]
+        reason: Option<String>,
+        /// Show resolved entries too.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Settle one entry: keep the stored reading, or replace it with the quarantined one.
+    Resolve {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The entry's id (from `quarantine list`).
+        id: i64,
+        #[arg(long, value_enum)]
+        keep: review::Keep,
+        /// Why; recorded with the resolution.
+        #[arg(long)]
+        note: Option<String>,
+        /// Who resolves (default: $USER).
+        #[arg(long, env = "USER", default_value = "unknown")]
+        by: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum RejectedCommand {
+    /// Rejected input with its reason, detail and a printable prefix of the payload.
+    List {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// How far back.
+        #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+        since: Duration,
+        #[arg(long, value_parser = ["malformed", "invalid_value", "identity_mismatch", "too_large"])]
+        reason: Option<String>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -174,6 +251,53 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Turbines {
+            config,
+            suspect,
+            format,
+        } => with_config(&runtime, config, |cfg| async move {
+            review::turbines(&cfg, suspect, format)
+                .await
+                .map_err(Into::into)
+        }),
+        Command::Quarantine {
+            command:
+                QuarantineCommand::List {
+                    config,
+                    turbine,
+                    since,
+                    reason,
+                    all,
+                },
+        } => with_config(&runtime, config, |cfg| async move {
+            review::quarantine_list(&cfg, turbine.as_deref(), since, reason.as_deref(), all)
+                .await
+                .map_err(Into::into)
+        }),
+        Command::Quarantine {
+            command:
+                QuarantineCommand::Resolve {
+                    config,
+                    id,
+                    keep,
+                    note,
+                    by,
+                },
+        } => with_config(&runtime, config, |cfg| async move {
+            review::quarantine_resolve(&cfg, id, keep, note.as_deref(), &by).await
+        }),
+        Command::Rejected {
+            command:
+                RejectedCommand::List {
+                    config,
+                    since,
+                    reason,
+                },
+        } => with_config(&runtime, config, |cfg| async move {
+            review::rejected_list(&cfg, since, reason.as_deref())
+                .await
+                .map_err(Into::into)
+        }),
         Command::Simulate(args) => {
             let settings = config::Settings {
                 mqtt_url: args.mqtt_url.clone(),
@@ -246,6 +370,29 @@ async fn simulate_cmd(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
         }
         Err(e) => {
             eprintln!("galewatch simulate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs a review command: load the settings, run it, print its output. A refusal exits 1 with
+/// its message; a bad setting exits 2.
+fn with_config<F, Fut>(runtime: &tokio::runtime::Runtime, config: ConfigArg, f: F) -> ExitCode
+where
+    F: FnOnce(config::Config) -> Fut,
+    Fut: std::future::Future<Output = Result<String, review::ReviewError>>,
+{
+    let cfg = match config::load(config.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return config_error(e),
+    };
+    match runtime.block_on(f(cfg)) {
+        Ok(out) => {
+            println!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("galewatch: {e}");
             ExitCode::FAILURE
         }
     }

@@ -30,6 +30,7 @@ pub const MESSAGES_UNACKED: &str = "galewatch_messages_unacked";
 pub const OLDEST_UNACKED_SECONDS: &str = "galewatch_oldest_unacked_message_age_seconds";
 pub const INGEST_LAG_SECONDS: &str = "galewatch_ingest_lag_seconds";
 pub const BUILD_INFO: &str = "galewatch_build_info";
+pub const TURBINES_CLOCK_SUSPECT: &str = "galewatch_turbines_clock_suspect";
 
 /// Starts the `/metrics` listener and describes every family (HELP text and unit).
 pub fn install(listen: SocketAddr) -> Result<(), Error> {
@@ -69,10 +70,15 @@ pub fn install(listen: SocketAddr) -> Result<(), Error> {
     metrics::gauge!(MESSAGES_UNACKED).set(0.0);
     metrics::gauge!(OLDEST_UNACKED_SECONDS).set(0.0);
     metrics::counter!(BROKER_RECONNECTS).increment(0);
+    metrics::gauge!(TURBINES_CLOCK_SUSPECT).set(0.0);
     Ok(())
 }
 
 fn describe() {
+    describe_gauge!(
+        TURBINES_CLOCK_SUSPECT,
+        "Turbines whose clock is suspect (offset or drift past its threshold, or too many collisions in the last day); which ones: galewatch turbines --suspect."
+    );
     describe_counter!(READINGS_RECEIVED, "Readings whose outcome committed: each decoded reading once, and each message that could not be split into readings once.");
     describe_counter!(
         READINGS_INSERTED,

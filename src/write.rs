@@ -26,6 +26,7 @@ use crate::batch::{Batch, Message};
 use crate::classify::{self, Fate};
 use crate::decode::{Decoded, RejectReason, Rejection};
 use crate::error::Error;
+use crate::health;
 use crate::reading::{Reading, Values};
 use crate::telemetry;
 
@@ -138,16 +139,19 @@ pub struct Writer {
     conn: Option<Conn>,
     /// Bound on one batch's transaction (COPY has no timeout of its own).
     timeout: Duration,
+    /// The window turbine clock drift is measured over (see `health.rs`).
+    drift_window: Duration,
     /// What the log last said about the connection, so an outage logs once, not every check.
     reported_up: Option<bool>,
 }
 
 impl Writer {
-    pub fn new(db: tokio_postgres::Config, timeout: Duration) -> Self {
+    pub fn new(db: tokio_postgres::Config, timeout: Duration, drift_window: Duration) -> Self {
         Writer {
             db,
             conn: None,
             timeout,
+            drift_window,
             reported_up: None,
         }
     }
@@ -236,7 +240,7 @@ impl Writer {
             metrics::gauge!(telemetry::DB_CONNECTED).set(1.0);
         }
         let conn = self.conn.as_mut().expect("connected above");
-        write_items(conn, items).await
+        write_items(conn, items, self.drift_window).await
     }
     /// Lands a whole batch, however long it takes: retryable errors are retried with backoff; a
     /// batch the database refuses because of its data (SQLSTATE class 22 or 23) is split in
@@ -394,7 +398,11 @@ impl<'a> QuarantineRows<'a> {
 }
 
 /// Lands `items` in one transaction and says what became of each.
-async fn write_items(conn: &mut Conn, items: &[ItemRef<'_>]) -> Result<Tally, Error> {
+async fn write_items(
+    conn: &mut Conn,
+    items: &[ItemRef<'_>],
+    drift_window: Duration,
+) -> Result<Tally, Error> {
     let parts = split(items);
     let plan = classify::plan(&parts.readings);
     let tx = conn
@@ -468,6 +476,30 @@ async fn write_items(conn: &mut Conn, items: &[ItemRef<'_>]) -> Result<Tally, Er
         inserted_at: Vec::with_capacity(plan.staged.len()),
         ..Tally::default()
     };
+    let mut turbines = health::Fold::default();
+    for (i, fate) in fates.iter().enumerate() {
+        let r = parts.readings[i];
+        let seen = match fate {
+            Fate::Inserted => health::Seen::Inserted,
+            Fate::Duplicate => health::Seen::Duplicate,
+            Fate::Collision { .. } => health::Seen::Collision,
+        };
+        turbines.add(
+            &r.turbine_id,
+            parts.reading_msg[i].received_at,
+            r.recorded_at,
+            seen,
+        );
+    }
+    for &(r, msg) in &parts.future {
+        turbines.add(
+            &r.turbine_id,
+            msg.received_at,
+            r.recorded_at,
+            health::Seen::Future,
+        );
+    }
+    health::record(&tx, &turbines, drift_window).await?;
     let mut quarantine = QuarantineRows::default();
     for (i, fate) in fates.iter().enumerate() {
         match fate {

@@ -118,9 +118,16 @@ async fn migrate_is_safe_to_run_twice_and_run_works_from_the_example_file() {
     assert_eq!(
         db.count("SELECT count(*) FROM refinery_schema_history")
             .await,
-        2
+        3,
+        "V1, V2, V3 applied once each"
     );
-    for table in ["readings", "quarantine", "rejected"] {
+    for table in [
+        "readings",
+        "quarantine",
+        "rejected",
+        "turbine_status",
+        "quarantine_resolution",
+    ] {
         assert_eq!(db.count(&format!("SELECT count(*) FROM {table}")).await, 0);
     }
 }

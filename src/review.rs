@@ -1,0 +1,355 @@
+//! Review: the engineers' tools for what the daemon set aside — turbine clock health, the
+//! quarantine (and settling it), the rejected input.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use tokio_postgres::{Client, NoTls};
+
+use crate::config::Config;
+use crate::error::Error;
+use crate::health::STATUS_SQL;
+
+/// How a listing is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+/// Which side of a collision to keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Keep {
+    /// The reading already in `readings` stays; the quarantined one is set aside for good.
+    Existing,
+    /// The quarantined reading replaces the one in `readings`.
+    Incoming,
+}
+
+impl Keep {
+    fn as_str(self) -> &'static str {
+        match self {
+            Keep::Existing => "existing",
+            Keep::Incoming => "incoming",
+        }
+    }
+}
+
+/// Why a review command failed: a refusal an engineer should read, or an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Failed(#[from] Error),
+}
+
+async fn connect(cfg: &Config) -> Result<Client, Error> {
+    let (client, conn) = cfg
+        .db
+        .connect(NoTls)
+        .await
+        .map_err(|e| Error::db("connecting to the database", e))?;
+    tokio::spawn(conn);
+    Ok(client)
+}
+
+fn ts(t: Option<DateTime<Utc>>) -> String {
+    t.map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+        .unwrap_or_else(|| "-".into())
+}
+
+fn num(v: Option<f64>) -> String {
+    v.map(|v| format!("{v:.3}")).unwrap_or_else(|| "-".into())
+}
+
+/// `galewatch turbines`: the status table, most suspicious first.
+pub async fn turbines(cfg: &Config, suspect_only: bool, format: Format) -> Result<String, Error> {
+    let db = connect(cfg).await?;
+    let th = cfg.settings.clock_thresholds();
+    let rows = db
+        .query(
+            STATUS_SQL,
+            &[
+                &th.max_offset,
+                &th.max_drift_per_day,
+                &th.max_collisions_per_day,
+            ],
+        )
+        .await
+        .map_err(|e| Error::db("reading turbine status", e))?;
+    let rows: Vec<_> = rows
+        .iter()
+        .filter(|r| !suspect_only || r.get::<_, bool>(11))
+        .collect();
+    let mut out = String::new();
+    match format {
+        Format::Json => {
+            let list: Vec<_> = rows
+                .iter()
+                .map(|r| {
+                    json!({
+                        "turbine_id": r.get::<_, String>(0),
+                        "first_seen": r.get::<_, DateTime<Utc>>(1),
+                        "last_seen": r.get::<_, DateTime<Utc>>(2),
+                        "last_recorded_at": r.get::<_, Option<DateTime<Utc>>>(3),
+                        "readings": r.get::<_, i64>(4),
+                        "duplicates": r.get::<_, i64>(5),
+                        "collisions": r.get::<_, i64>(6),
+                        "future_timestamps": r.get::<_, i64>(7),
+                        "offset_seconds": r.get::<_, Option<f64>>(8),
+                        "drift_seconds_per_day": r.get::<_, Option<f64>>(9),
+                        "collisions_last_day": r.get::<_, i64>(10),
+                        "suspect": r.get::<_, bool>(11),
+                    })
+                })
+                .collect();
+            out = serde_json::to_string_pretty(&list).unwrap_or_default();
+        }
+        Format::Table => {
+            let _ = writeln!(
+                out,
+                "{:<20} {:>7} {:>10} {:>12} {:>9} {:>8} {:>9} {:>19}",
+                "turbine",
+                "suspect",
+                "offset s",
+                "drift s/day",
+                "coll/24h",
+                "readings",
+                "dups",
+                "last seen"
+            );
+            for r in &rows {
+                let _ = writeln!(
+                    out,
+                    "{:<20} {:>7} {:>10} {:>12} {:>9} {:>8} {:>9} {:>19}",
+                    r.get::<_, String>(0),
+                    if r.get::<_, bool>(11) { "YES" } else { "no" },
+                    num(r.get(8)),
+                    num(r.get(9)),
+                    r.get::<_, i64>(10),
+                    r.get::<_, i64>(4),
+                    r.get::<_, i64>(5),
+                    ts(Some(r.get(2))),
+                );
+            }
+            let _ = write!(out, "{} turbine(s)", rows.len());
+        }
+    }
+    Ok(out)
+}
+
+/// `galewatch quarantine list`: each quarantined reading beside the value it collided with.
+pub async fn quarantine_list(
+    cfg: &Config,
+    turbine: Option<&str>,
+    since: Duration,
+    reason: Option<&str>,
+    include_resolved: bool,
+) -> Result<String, Error> {
+    let db = connect(cfg).await?;
+    let since = format!("{} seconds", since.as_secs());
+    let rows = db
+        .query(
+            "SELECT q.id, q.turbine_id, q.recorded_at, q.reason, q.power_kw, q.existing_power_kw,
+                    q.wind_speed_ms, q.existing_wind_speed_ms, q.rotor_rpm, q.existing_rotor_rpm,
+                    q.received_at, r.choice, r.resolved_by
+               FROM quarantine q LEFT JOIN quarantine_resolution r ON r.quarantine_id = q.id
+              WHERE ($1::text IS NULL OR q.turbine_id = $1)
+                AND ($2::text IS NULL OR q.reason = $2)
+                AND q.received_at > now() - ($3::text)::interval
+                AND ($4 OR r.quarantine_id IS NULL)
+              ORDER BY q.received_at DESC, q.id DESC",
+            &[&turbine, &reason, &since, &include_resolved],
+        )
+        .await
+        .map_err(|e| Error::db("reading the quarantine", e))?;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:>6} {:<14} {:<19} {:<16} {:>19} {:>19} {:>14}",
+        "id",
+        "turbine",
+        "recorded_at",
+        "reason",
+        "power_kw (in|kept)",
+        "wind m/s (in|kept)",
+        "rpm (in|kept)"
+    );
+    for r in &rows {
+        let pair = |a: Option<f64>, b: Option<f64>| format!("{}|{}", num(a), num(b));
+        let resolved: Option<String> = r.get(11);
+        let _ = writeln!(
+            out,
+            "{:>6} {:<14} {:<19} {:<16} {:>19} {:>19} {:>14}{}",
+            r.get::<_, i64>(0),
+            r.get::<_, String>(1),
+            ts(Some(r.get(2))),
+            r.get::<_, String>(3),
+            pair(Some(r.get(4)), r.get(5)),
+            pair(r.get(6), r.get(7)),
+            pair(r.get(8), r.get(9)),
+            resolved
+                .map(|c| format!("  resolved: kept {c}"))
+                .unwrap_or_default(),
+        );
+    }
+    let _ = write!(
+        out,
+        "{} entr{}",
+        rows.len(),
+        if rows.len() == 1 { "y" } else { "ies" }
+    );
+    Ok(out)
+}
+
+/// `galewatch quarantine resolve`: settles one entry, in one transaction.
+pub async fn quarantine_resolve(
+    cfg: &Config,
+    id: i64,
+    keep: Keep,
+    note: Option<&str>,
+    by: &str,
+) -> Result<String, ReviewError> {
+    let mut db = connect(cfg).await?;
+    let tx = db
+        .transaction()
+        .await
+        .map_err(|e| Error::db("beginning a transaction", e))?;
+    let q = tx
+        .query_opt(
+            "SELECT turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm, reason
+               FROM quarantine WHERE id = $1 FOR UPDATE",
+            &[&id],
+        )
+        .await
+        .map_err(|e| Error::db("reading the quarantine entry", e))?
+        .ok_or_else(|| ReviewError::Refused(format!("no quarantine entry {id}")))?;
+    if let Some(prev) = tx
+        .query_opt(
+            "SELECT choice, resolved_by, resolved_at FROM quarantine_resolution WHERE quarantine_id = $1",
+            &[&id],
+        )
+        .await
+        .map_err(|e| Error::db("reading resolutions", e))?
+    {
+        return Err(ReviewError::Refused(format!(
+            "quarantine entry {id} was already resolved: {} kept {} at {}; nothing changed",
+            prev.get::<_, String>(1),
+            prev.get::<_, String>(0),
+            ts(Some(prev.get(2)))
+        )));
+    }
+    let turbine: String = q.get(0);
+    let recorded_at: DateTime<Utc> = q.get(1);
+    if keep == Keep::Incoming {
+        let changed = tx
+            .execute(
+                "UPDATE readings SET power_kw = $3, wind_speed_ms = $4, rotor_rpm = $5
+                  WHERE turbine_id = $1 AND recorded_at = $2",
+                &[
+                    &turbine,
+                    &recorded_at,
+                    &q.get::<_, f64>(2),
+                    &q.get::<_, Option<f64>>(3),
+                    &q.get::<_, Option<f64>>(4),
+                ],
+            )
+            .await
+            .map_err(|e| Error::db("replacing the reading", e))?;
+        if changed == 0 {
+            // A future_timestamp entry (or a row since deleted): the incoming reading is new.
+            tx.execute(
+                "INSERT INTO readings (turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm)
+                 VALUES ($1, $2, $3, $4, $5)",
+                &[
+                    &turbine,
+                    &recorded_at,
+                    &q.get::<_, f64>(2),
+                    &q.get::<_, Option<f64>>(3),
+                    &q.get::<_, Option<f64>>(4),
+                ],
+            )
+            .await
+            .map_err(|e| Error::db("storing the reading", e))?;
+        }
+    }
+    tx.execute(
+        "INSERT INTO quarantine_resolution (quarantine_id, choice, resolved_by, note) VALUES ($1, $2, $3, $4)",
+        &[&id, &keep.as_str(), &by, &note],
+    )
+    .await
+    .map_err(|e| Error::db("recording the resolution", e))?;
+    tx.commit()
+        .await
+        .map_err(|e| Error::db("committing the resolution", e))?;
+    Ok(format!(
+        "resolved quarantine entry {id} ({turbine} at {}): kept {}",
+        ts(Some(recorded_at)),
+        keep.as_str()
+    ))
+}
+
+/// `galewatch rejected list`: the detail and a printable prefix of each payload.
+pub async fn rejected_list(
+    cfg: &Config,
+    since: Duration,
+    reason: Option<&str>,
+) -> Result<String, Error> {
+    let db = connect(cfg).await?;
+    let since = format!("{} seconds", since.as_secs());
+    let rows = db
+        .query(
+            "SELECT id, received_at, topic, reason, element, detail, substring(payload from 1 for 60), payload_bytes
+               FROM rejected
+              WHERE received_at > now() - ($1::text)::interval AND ($2::text IS NULL OR reason = $2)
+              ORDER BY received_at DESC, id DESC",
+            &[&since, &reason],
+        )
+        .await
+        .map_err(|e| Error::db("reading rejected input", e))?;
+    let mut out = String::new();
+    for r in &rows {
+        let prefix: Vec<u8> = r.get(6);
+        let _ = writeln!(
+            out,
+            "{} {} {} [{}{}] {}\n    payload ({} bytes): {}",
+            r.get::<_, i64>(0),
+            ts(Some(r.get(1))),
+            r.get::<_, String>(2),
+            r.get::<_, String>(3),
+            r.get::<_, Option<i32>>(4)
+                .map(|e| format!(", element {e}"))
+                .unwrap_or_default(),
+            r.get::<_, String>(5),
+            r.get::<_, i32>(7),
+            printable(&prefix),
+        );
+    }
+    let _ = write!(out, "{} rejected", rows.len());
+    Ok(out)
+}
+
+/// Bytes as text an engineer can read: printable ASCII as is, everything else as `\xNN`.
+pub fn printable(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|&b| {
+            if (0x20..0x7f).contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("\\x{b:02x}")
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn printable_escapes_what_a_terminal_would_not_show() {
+        assert_eq!(super::printable(b"{\"a\":1}\n\xff"), "{\"a\":1}\\x0a\\xff");
+    }
+}
