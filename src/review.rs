@@ -220,8 +220,7 @@ pub async fn quarantine_resolve(
         .map_err(|e| Error::db("beginning a transaction", e))?;
     let q = tx
         .query_opt(
-            "SELECT turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm, reason
-               FROM quarantine WHERE id = $1 FOR UPDATE",
+            "SELECT turbine_id, recorded_at FROM quarantine WHERE id = $1 FOR UPDATE",
             &[&id],
         )
         .await
@@ -245,36 +244,17 @@ pub async fn quarantine_resolve(
     let turbine: String = q.get(0);
     let recorded_at: DateTime<Utc> = q.get(1);
     if keep == Keep::Incoming {
-        let changed = tx
-            .execute(
-                "UPDATE readings SET power_kw = $3, wind_speed_ms = $4, rotor_rpm = $5
-                  WHERE turbine_id = $1 AND recorded_at = $2",
-                &[
-                    &turbine,
-                    &recorded_at,
-                    &q.get::<_, f64>(2),
-                    &q.get::<_, Option<f64>>(3),
-                    &q.get::<_, Option<f64>>(4),
-                ],
-            )
-            .await
-            .map_err(|e| Error::db("replacing the reading", e))?;
-        if changed == 0 {
-            // A future_timestamp entry (or a row since deleted): the incoming reading is new.
-            tx.execute(
-                "INSERT INTO readings (turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm)
-                 VALUES ($1, $2, $3, $4, $5)",
-                &[
-                    &turbine,
-                    &recorded_at,
-                    &q.get::<_, f64>(2),
-                    &q.get::<_, Option<f64>>(3),
-                    &q.get::<_, Option<f64>>(4),
-                ],
-            )
-            .await
-            .map_err(|e| Error::db("storing the reading", e))?;
-        }
+        // Copied inside the database, from the locked entry: replaces the stored reading, or
+        // stores it if there is none (a future_timestamp entry, or a row since deleted).
+        tx.execute(
+            "INSERT INTO readings (turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm)
+             SELECT turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm FROM quarantine WHERE id = $1
+             ON CONFLICT (turbine_id, recorded_at) DO UPDATE SET power_kw = EXCLUDED.power_kw,
+                 wind_speed_ms = EXCLUDED.wind_speed_ms, rotor_rpm = EXCLUDED.rotor_rpm",
+            &[&id],
+        )
+        .await
+        .map_err(|e| Error::db("replacing the reading", e))?;
     }
     tx.execute(
         "INSERT INTO quarantine_resolution (quarantine_id, choice, resolved_by, note) VALUES ($1, $2, $3, $4)",
