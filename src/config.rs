@@ -33,6 +33,11 @@ pub struct Settings {
     /// Subscription filter; the level matched by its first `+` is the turbine id.
     #[serde(deserialize_with = "scalar_string")]
     pub mqtt_topic: String,
+    /// MQTT v5 shared subscription group: when set, the daemon subscribes to
+    /// `$share/{group}/{mqtt_topic}` and the broker deals each message to one member of the group.
+    /// Empty: a plain subscription.
+    #[serde(deserialize_with = "scalar_string")]
+    pub mqtt_share_group: String,
     /// How long the broker keeps the session (and queues messages) while the daemon is away.
     #[serde(with = "humantime_serde")]
     pub mqtt_session_expiry: Duration,
@@ -92,6 +97,7 @@ impl Default for Settings {
             mqtt_url: "mqtt://127.0.0.1:1883".into(),
             mqtt_client_id: "galewatch".into(),
             mqtt_topic: DEFAULT_TOPIC.into(),
+            mqtt_share_group: String::new(),
             mqtt_session_expiry: Duration::from_secs(7 * 24 * 3600),
             mqtt_keep_alive: Duration::from_secs(30),
             mqtt_receive_maximum: 20_000,
@@ -146,6 +152,17 @@ impl ConfigError {
 pub struct BrokerAddr {
     pub host: String,
     pub port: u16,
+}
+
+impl Settings {
+    /// The filter the daemon subscribes with: the topic, in its share group if one is set.
+    pub fn subscription(&self) -> String {
+        if self.mqtt_share_group.is_empty() {
+            self.mqtt_topic.clone()
+        } else {
+            format!("$share/{}/{}", self.mqtt_share_group, self.mqtt_topic)
+        }
+    }
 }
 
 /// Settings checked and turned into the types the stages use.
@@ -227,6 +244,12 @@ impl Settings {
                     "{:?} has no `+` level to name the turbine (e.g. turbines/+/readings)",
                     self.mqtt_topic
                 ),
+            ));
+        }
+        if self.mqtt_share_group.contains(['/', '+', '#']) {
+            return Err(ConfigError::new(
+                "mqtt_share_group",
+                "must not contain '/', '+' or '#'",
             ));
         }
         let metrics_listen = self.metrics_listen.parse().map_err(|e| {
@@ -455,6 +478,21 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn a_share_group_wraps_the_topic() {
+        let s = Settings {
+            mqtt_share_group: "galewatch".into(),
+            ..Settings::default()
+        };
+        assert_eq!(s.subscription(), "$share/galewatch/turbines/+/readings");
+        assert_eq!(Settings::default().subscription(), "turbines/+/readings");
+        let bad = Settings {
+            mqtt_share_group: "a/b".into(),
+            ..Settings::default()
+        };
+        assert_eq!(bad.validate().unwrap_err().setting, "mqtt_share_group");
     }
 
     #[test]

@@ -66,7 +66,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
     tracing::info!(
         broker = %format!("{}:{}", cfg.broker.host, cfg.broker.port),
         client_id = %s.mqtt_client_id,
-        topic = %s.mqtt_topic,
+        subscription = %s.subscription(),
         "galewatch running"
     );
 

@@ -78,7 +78,7 @@ impl Subscriber {
         let sub = Subscriber {
             eventloop,
             client: client.clone(),
-            topic: s.mqtt_topic.clone(),
+            topic: s.subscription(),
             rules: cfg.rules.clone(),
             epoch,
             budget,

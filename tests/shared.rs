@@ -1,0 +1,114 @@
+//! Several daemons on one MQTT v5 shared subscription: the broker deals the flood among them,
+//! every reading lands exactly once, and a member killed mid-flood loses nothing.
+
+mod common;
+
+use std::time::Duration;
+
+use chrono::{TimeZone, Utc};
+use common::*;
+use galewatch::simulate::Fleet;
+
+fn fleet(readings: usize, prefix: &str) -> Vec<(String, Vec<u8>)> {
+    Fleet {
+        turbines: 1000,
+        readings,
+        batch: 1,
+        interval: Duration::from_secs(2),
+        start: Utc.with_ymd_and_hms(2026, 11, 29, 12, 0, 0).unwrap(),
+        prefix: prefix.into(),
+    }
+    .messages()
+    .map(|(t, p)| (t, p.into_bytes()))
+    .collect()
+}
+
+async fn rows(db: &TestDb) -> i64 {
+    db.count("SELECT count(*) FROM readings").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_daemons_share_a_flood_and_a_killed_one_loses_nothing() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut daemons: Vec<Daemon> = (0..3)
+        .map(|i| {
+            let mut d = Daemon::new(&broker, &db, &format!("gw-share-{i}"));
+            d.env
+                .insert("GALEWATCH_MQTT_SHARE_GROUP".into(), "galewatch".into());
+            d.env
+                .insert("GALEWATCH_MAX_UNACKED_READINGS".into(), "2000".into());
+            d.env
+                .insert("GALEWATCH_BATCH_MAX_READINGS".into(), "500".into());
+            d
+        })
+        .collect();
+    for d in &mut daemons {
+        d.start_ready();
+    }
+
+    // 1. A flood of 30,000: dealt among the three, each reading lands once.
+    publish(&broker, fleet(30, "S-")).await;
+    eventually(Duration::from_secs(60), "30,000 rows", || async {
+        rows(&db).await == 30_000
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let received: Vec<f64> = daemons
+        .iter()
+        .map(|d| d.metric("galewatch_readings_received_total"))
+        .collect();
+    let inserted: Vec<f64> = daemons
+        .iter()
+        .map(|d| d.metric("galewatch_readings_inserted_total"))
+        .collect();
+    eprintln!("shares of 30,000: received {received:?}, inserted {inserted:?}");
+    assert!(
+        received.iter().all(|r| *r > 0.0),
+        "each member took a share: {received:?}"
+    );
+    assert_eq!(
+        received.iter().sum::<f64>(),
+        30_000.0,
+        "each message went to one member"
+    );
+    assert_eq!(inserted.iter().sum::<f64>(), 30_000.0);
+
+    // 2. Kill -9 one member mid-flood; bring it back later.
+    let flood = {
+        let addr = broker.addr();
+        let msgs = fleet(40, "K-");
+        tokio::spawn(
+            async move { galewatch::simulate::publish_all(&addr, "gw-share-pub", msgs).await },
+        )
+    };
+    eventually(
+        Duration::from_secs(30),
+        "the second flood under way",
+        || async { rows(&db).await >= 32_000 },
+    )
+    .await;
+    daemons[1].kill9();
+    assert_eq!(flood.await.unwrap().expect("publish").acked, 40_000);
+    // The broker keeps dealing the dead member its share into its session: those wait.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let while_down = rows(&db).await;
+    eprintln!("with one of three members down: {while_down} of 70,000 rows");
+    assert!(
+        while_down < 70_000,
+        "the dead member's share waits in its session"
+    );
+    daemons[1].start();
+    eventually(
+        Duration::from_secs(60),
+        "all 70,000 rows after it returns",
+        || async { rows(&db).await == 70_000 },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(rows(&db).await, 70_000, "nothing doubled");
+    assert_eq!(db.count("SELECT count(*) FROM quarantine").await, 0);
+    let back = daemons[1].metric("galewatch_readings_received_total");
+    eprintln!("the returning member then received {back}");
+    assert!(back > 0.0, "its share came back to it");
+}
