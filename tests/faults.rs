@@ -6,37 +6,17 @@ mod common;
 
 use std::time::Duration;
 
-use chrono::{TimeZone, Utc};
 use common::*;
-use galewatch::simulate::Fleet;
 use rand::{Rng, SeedableRng};
-
-fn fleet(turbines: usize, readings: usize, prefix: &str) -> Vec<(String, Vec<u8>)> {
-    Fleet {
-        turbines,
-        readings,
-        batch: 1,
-        interval: Duration::from_secs(2),
-        start: Utc.with_ymd_and_hms(2026, 11, 29, 12, 0, 0).unwrap(),
-        prefix: prefix.into(),
-    }
-    .messages()
-    .map(|(t, p)| (t, p.into_bytes()))
-    .collect()
-}
-
-async fn rows(db: &TestDb) -> i64 {
-    db.count("SELECT count(*) FROM readings").await
-}
 
 async fn land_all(db: &TestDb, n: i64, within: Duration) {
     eventually(within, &format!("{n} rows"), || async {
-        rows(db).await == n
+        db.rows().await == n
     })
     .await;
     // And no more arrive afterwards.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(rows(db).await, n);
+    assert_eq!(db.rows().await, n);
 }
 
 /// Fault 1: kill -9 at random moments during a flood, restarted each time with the same id.
@@ -51,7 +31,7 @@ async fn kill_9_repeatedly_during_a_flood_loses_and_doubles_nothing() {
     d.env
         .insert("GALEWATCH_BATCH_MAX_READINGS".into(), "500".into());
     d.start_ready();
-    let msgs = fleet(1000, 40, "K-"); // 40,000 readings
+    let msgs = fleet(1000, 40, 1, "K-"); // 40,000 readings
     let publisher = {
         let addr = broker.addr();
         tokio::spawn(
@@ -64,7 +44,7 @@ async fn kill_9_repeatedly_during_a_flood_loses_and_doubles_nothing() {
     let mut kills_mid_stream = 0;
     for _ in 0..6 {
         tokio::time::sleep(Duration::from_millis(rng.random_range(50..600))).await;
-        let before = rows(&db).await;
+        let before = db.rows().await;
         d.kill9();
         if before > 0 && before < 40_000 {
             kills_mid_stream += 1;
@@ -94,7 +74,7 @@ async fn a_database_outage_holds_acks_pauses_intake_and_then_commits_everything(
     d.env
         .insert("GALEWATCH_BATCH_MAX_READINGS".into(), "500".into());
     d.start_ready();
-    publish(&broker, fleet(500, 10, "A-")).await;
+    publish(&broker, fleet(500, 10, 1, "A-")).await;
     land_all(&db, 5_000, Duration::from_secs(30)).await;
     let acks_before = d.metric("galewatch_acks_sent_total");
     assert_eq!(acks_before, 5_000.0);
@@ -115,7 +95,7 @@ async fn a_database_outage_holds_acks_pauses_intake_and_then_commits_everything(
         .await
         .unwrap();
     // Turbines keep publishing: 20,000 readings while the database is away.
-    publish(&broker, fleet(1000, 20, "B-")).await;
+    publish(&broker, fleet(1000, 20, 1, "B-")).await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert!(d.is_running(), "the daemon stays up");
     let m = d.scrape();
@@ -161,18 +141,18 @@ async fn a_broker_restart_mid_stream_loses_nothing() {
     d.env
         .insert("GALEWATCH_BATCH_MAX_READINGS".into(), "200".into());
     d.start_ready();
-    publish(&broker, fleet(1000, 40, "C-")).await; // queued for the daemon's session
+    publish(&broker, fleet(1000, 40, 1, "C-")).await; // queued for the daemon's session
     eventually(Duration::from_secs(30), "the stream under way", || async {
-        rows(&db).await >= 2_000
+        db.rows().await >= 2_000
     })
     .await;
     broker.restart();
-    let after_restart = rows(&db).await;
+    let after_restart = db.rows().await;
     assert!(
         after_restart < 40_000,
         "restarted mid-stream ({after_restart} rows)"
     );
-    publish(&broker, fleet(1000, 5, "D-")).await;
+    publish(&broker, fleet(1000, 5, 1, "D-")).await;
     land_all(&db, 45_000, Duration::from_secs(60)).await;
     assert!(d.metric("galewatch_broker_reconnects_total") >= 1.0);
     assert!(
@@ -195,14 +175,14 @@ async fn an_outage_of_the_daemon_loses_nothing_with_our_broker_config_and_loses_
         d.start_ready();
         let (status, _) = d.terminate();
         assert!(status.success());
-        publish(&broker, fleet(1000, 3, "E-")).await;
+        publish(&broker, fleet(1000, 3, 1, "E-")).await;
         d.start_ready();
         if expect_all {
             land_all(&db, N, Duration::from_secs(30)).await;
         } else {
             // Give it every chance, then count what the default broker kept.
             tokio::time::sleep(Duration::from_secs(3)).await;
-            let kept = rows(&db).await;
+            let kept = db.rows().await;
             eprintln!(
                 "default Mosquitto kept {kept} of {N} readings published while the daemon was away"
             );
@@ -246,7 +226,7 @@ async fn a_row_the_database_refuses_is_rejected_and_the_rest_of_the_batch_commit
         })
         .collect();
     let mut msgs = vec![json(topic, &format!("[{}]", array.join(",")))];
-    msgs.extend(fleet(50, 1, "P2-"));
+    msgs.extend(fleet(50, 1, 1, "P2-"));
     publish(&broker, msgs).await;
     land_all(&db, 149, Duration::from_secs(30)).await;
     let c = db.client().await;
@@ -334,9 +314,9 @@ async fn sigterm_during_a_flood_exits_cleanly_within_the_grace_and_a_restart_dou
     d.env
         .insert("GALEWATCH_BATCH_MAX_READINGS".into(), "500".into());
     d.start_ready();
-    publish(&broker, fleet(1000, 60, "T-")).await; // 60,000 readings
+    publish(&broker, fleet(1000, 60, 1, "T-")).await; // 60,000 readings
     eventually(Duration::from_secs(30), "the flood under way", || async {
-        rows(&db).await >= 1_000
+        db.rows().await >= 1_000
     })
     .await;
     let (status, took) = d.terminate();
@@ -345,7 +325,7 @@ async fn sigterm_during_a_flood_exits_cleanly_within_the_grace_and_a_restart_dou
         took <= Duration::from_secs(4),
         "stopped in {took:?} with a 3 s grace"
     );
-    let committed = rows(&db).await;
+    let committed = db.rows().await;
     assert!(committed < 60_000, "stopped mid-flood ({committed})");
     // Everything committed was acked before the exit: the restart gets only the rest.
     d.start();

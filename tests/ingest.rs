@@ -5,24 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use chrono::{TimeZone, Utc};
 use common::*;
-use galewatch::simulate::Fleet;
-
-fn fleet(turbines: usize, readings: usize, batch: usize) -> Fleet {
-    Fleet {
-        turbines,
-        readings,
-        batch,
-        interval: Duration::from_secs(2),
-        start: Utc.with_ymd_and_hms(2026, 11, 29, 12, 0, 0).unwrap(),
-        prefix: "WTG-".into(),
-    }
-}
-
-fn bytes(f: &Fleet) -> Vec<(String, Vec<u8>)> {
-    f.messages().map(|(t, p)| (t, p.into_bytes())).collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resends_land_once_and_are_counted_as_duplicates() {
@@ -32,8 +15,7 @@ async fn resends_land_once_and_are_counted_as_duplicates() {
     d.start_ready();
 
     // 900 turbines × 4 readings.
-    let f = fleet(900, 4, 1);
-    let all = bytes(&f);
+    let all = fleet(900, 4, 1, "WTG-");
     publish(&broker, all.clone()).await;
     // 600 of them again: 300 at once, 300 a few seconds later (a turbine's retry).
     let resent: Vec<_> = all.iter().step_by(6).take(600).cloned().collect();
@@ -80,7 +62,7 @@ async fn a_reading_published_while_stopped_lands_after_restart() {
     assert!(status.success(), "{status}:\n{}", d.log());
 
     // The daemon is away; its persistent session holds these at the broker.
-    publish(&broker, bytes(&fleet(50, 2, 1))).await;
+    publish(&broker, fleet(50, 2, 1, "WTG-")).await;
     assert_eq!(db.count("SELECT count(*) FROM readings").await, 0);
 
     d.start();
@@ -100,7 +82,7 @@ async fn gateway_arrays_of_100_readings_are_not_a_crash_loop() {
     let db = TestDb::create().await;
     let mut d = Daemon::new(&broker, &db, "gw-arrays");
     d.start_ready();
-    publish(&broker, bytes(&fleet(20, 500, 100))).await;
+    publish(&broker, fleet(20, 500, 100, "WTG-")).await;
     eventually(Duration::from_secs(30), "10,000 rows", || async {
         db.count("SELECT count(*) FROM readings").await == 10_000
     })

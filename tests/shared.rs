@@ -5,27 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use chrono::{TimeZone, Utc};
 use common::*;
-use galewatch::simulate::Fleet;
-
-fn fleet(readings: usize, prefix: &str) -> Vec<(String, Vec<u8>)> {
-    Fleet {
-        turbines: 1000,
-        readings,
-        batch: 1,
-        interval: Duration::from_secs(2),
-        start: Utc.with_ymd_and_hms(2026, 11, 29, 12, 0, 0).unwrap(),
-        prefix: prefix.into(),
-    }
-    .messages()
-    .map(|(t, p)| (t, p.into_bytes()))
-    .collect()
-}
-
-async fn rows(db: &TestDb) -> i64 {
-    db.count("SELECT count(*) FROM readings").await
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_daemons_share_a_flood_and_a_killed_one_loses_nothing() {
@@ -48,9 +28,9 @@ async fn three_daemons_share_a_flood_and_a_killed_one_loses_nothing() {
     }
 
     // 1. A flood of 30,000: dealt among the three, each reading lands once.
-    publish(&broker, fleet(30, "S-")).await;
+    publish(&broker, fleet(1000, 30, 1, "S-")).await;
     eventually(Duration::from_secs(60), "30,000 rows", || async {
-        rows(&db).await == 30_000
+        db.rows().await == 30_000
     })
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -77,7 +57,7 @@ async fn three_daemons_share_a_flood_and_a_killed_one_loses_nothing() {
     // 2. Kill -9 one member mid-flood; bring it back later.
     let flood = {
         let addr = broker.addr();
-        let msgs = fleet(40, "K-");
+        let msgs = fleet(1000, 40, 1, "K-");
         tokio::spawn(
             async move { galewatch::simulate::publish_all(&addr, "gw-share-pub", msgs).await },
         )
@@ -85,14 +65,14 @@ async fn three_daemons_share_a_flood_and_a_killed_one_loses_nothing() {
     eventually(
         Duration::from_secs(30),
         "the second flood under way",
-        || async { rows(&db).await >= 32_000 },
+        || async { db.rows().await >= 32_000 },
     )
     .await;
     daemons[1].kill9();
     assert_eq!(flood.await.unwrap().expect("publish").acked, 40_000);
     // The broker keeps dealing the dead member its share into its session: those wait.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let while_down = rows(&db).await;
+    let while_down = db.rows().await;
     eprintln!("with one of three members down: {while_down} of 70,000 rows");
     assert!(
         while_down < 70_000,
@@ -102,11 +82,11 @@ async fn three_daemons_share_a_flood_and_a_killed_one_loses_nothing() {
     eventually(
         Duration::from_secs(60),
         "all 70,000 rows after it returns",
-        || async { rows(&db).await == 70_000 },
+        || async { db.rows().await == 70_000 },
     )
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(rows(&db).await, 70_000, "nothing doubled");
+    assert_eq!(db.rows().await, 70_000, "nothing doubled");
     assert_eq!(db.count("SELECT count(*) FROM quarantine").await, 0);
     let back = daemons[1].metric("galewatch_readings_received_total");
     eprintln!("the returning member then received {back}");

@@ -184,6 +184,11 @@ impl TestDb {
         client
     }
 
+    /// Rows in `readings`.
+    pub async fn rows(&self) -> i64 {
+        self.count("SELECT count(*) FROM readings").await
+    }
+
     pub async fn count(&self, sql: &str) -> i64 {
         self.client()
             .await
@@ -374,15 +379,12 @@ impl Drop for Daemon {
     }
 }
 
-/// Finds one sample in an exposition. Good enough for exact series names; the metrics test
-/// parses the exposition properly.
+/// One sample of an exposition by its exact series name (0 when absent), read with the same
+/// parser the demo uses; the metrics test parses the exposition with prometheus-parse.
 pub fn sample(text: &str, series: &str) -> f64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| {
-            let (name, value) = l.rsplit_once(' ')?;
-            (name == series).then(|| value.parse::<f64>().ok())?
-        })
+    galewatch::view::parse_exposition(text)
+        .get(series)
+        .copied()
         .unwrap_or(0.0)
 }
 
@@ -412,6 +414,30 @@ pub async fn publish(broker: &Broker, messages: Vec<(String, Vec<u8>)>) {
         .await
         .expect("publish");
     assert_eq!(report.acked, n, "the broker acknowledged every publish");
+}
+
+/// A simulated fault-free fleet's messages (`batch` readings each), ready to publish: turbine ids
+/// `{prefix}{i:05}`, a reading every 2 s from 2026-11-29 12:00 UTC.
+pub fn fleet(
+    turbines: usize,
+    readings: usize,
+    batch: usize,
+    prefix: &str,
+) -> Vec<(String, Vec<u8>)> {
+    use chrono::TimeZone;
+    galewatch::simulate::Fleet {
+        turbines,
+        readings,
+        batch,
+        interval: Duration::from_secs(2),
+        start: chrono::Utc
+            .with_ymd_and_hms(2026, 11, 29, 12, 0, 0)
+            .unwrap(),
+        prefix: prefix.into(),
+    }
+    .messages()
+    .map(|(t, p)| (t, p.into_bytes()))
+    .collect()
 }
 
 pub fn json(topic: &str, payload: &str) -> (String, Vec<u8>) {
