@@ -87,6 +87,31 @@ pub struct Settings {
     /// On SIGTERM, how long to spend committing and acknowledging what is in hand.
     #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,
+    /// Whether the daemon creates and drops `readings` partitions. Off where the engine manages
+    /// them (a TimescaleDB hypertable, Citus, pg_partman): see docs/scaling.md.
+    pub readings_manage_partitions: bool,
+    /// Width of a new `readings` partition.
+    #[serde(with = "humantime_serde")]
+    pub readings_partition_size: Duration,
+    /// Partitions are created this far ahead of now.
+    #[serde(with = "humantime_serde")]
+    pub readings_partition_ahead: Duration,
+    /// Readings stamped further back than this land in the default partition instead of getting
+    /// one of their own.
+    #[serde(with = "humantime_serde")]
+    pub readings_partition_backfill: Duration,
+    /// Whole partitions older than this are dropped; 0 keeps everything.
+    #[serde(with = "humantime_serde")]
+    pub readings_retention: Duration,
+    /// Quarantine entries received longer ago than this are deleted; 0 keeps everything.
+    #[serde(with = "humantime_serde")]
+    pub quarantine_retention: Duration,
+    /// Rejected entries received longer ago than this are deleted; 0 keeps everything.
+    #[serde(with = "humantime_serde")]
+    pub rejected_retention: Duration,
+    /// How often partitions are made ahead and retention runs (also once at start).
+    #[serde(with = "humantime_serde")]
+    pub maintenance_interval: Duration,
 }
 
 impl Default for Settings {
@@ -120,10 +145,19 @@ impl Default for Settings {
             clock_drift_window: Duration::from_secs(600),
             db_write_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
+            readings_manage_partitions: true,
+            readings_partition_size: DAY,
+            readings_partition_ahead: 3 * DAY,
+            readings_partition_backfill: 90 * DAY,
+            readings_retention: Duration::ZERO,
+            quarantine_retention: 30 * DAY,
+            rejected_retention: 30 * DAY,
+            maintenance_interval: Duration::from_secs(3600),
         }
     }
 }
 
+const DAY: Duration = Duration::from_secs(86_400);
 const DEFAULT_TOPIC: &str = "turbines/+/readings";
 /// The largest packet MQTT can carry (a four-byte variable length).
 const MQTT_MAX_PACKET: u32 = 268_435_455;
@@ -208,6 +242,16 @@ fn from_figment(e: figment::Error) -> ConfigError {
 }
 
 impl Settings {
+    /// How the daemon manages `readings` partitions.
+    pub fn partition_policy(&self) -> crate::partition::Policy {
+        crate::partition::Policy {
+            size: self.readings_partition_size,
+            ahead: self.readings_partition_ahead,
+            backfill: self.readings_partition_backfill,
+            retention: (!self.readings_retention.is_zero()).then_some(self.readings_retention),
+        }
+    }
+
     /// The thresholds that make a turbine's clock suspect.
     pub fn clock_thresholds(&self) -> crate::health::Thresholds {
         crate::health::Thresholds {
@@ -296,6 +340,37 @@ impl Settings {
             return Err(ConfigError::new(
                 "clock_max_collisions_per_day",
                 "must be at least 1",
+            ));
+        }
+        let size = self.readings_partition_size;
+        if size < Duration::from_secs(3600) || size > 366 * DAY || size.subsec_nanos() != 0 {
+            return Err(ConfigError::new(
+                "readings_partition_size",
+                "must be whole seconds from 1h to 366days (1day is a good size)",
+            ));
+        }
+        if self.readings_partition_backfill < size {
+            return Err(ConfigError::new(
+                "readings_partition_backfill",
+                "must be at least readings_partition_size",
+            ));
+        }
+        if !self.readings_retention.is_zero() && self.readings_retention < size {
+            return Err(ConfigError::new(
+                "readings_retention",
+                "must be 0 (keep everything) or at least readings_partition_size",
+            ));
+        }
+        if !self.readings_manage_partitions && !self.readings_retention.is_zero() {
+            return Err(ConfigError::new(
+                "readings_retention",
+                "needs readings_manage_partitions = true (where the engine manages partitions, use its own retention: docs/scaling.md)",
+            ));
+        }
+        if self.maintenance_interval < Duration::from_secs(1) {
+            return Err(ConfigError::new(
+                "maintenance_interval",
+                "must be at least 1s",
             ));
         }
         if self.db_write_timeout < Duration::from_secs(1) {
@@ -466,6 +541,31 @@ mod tests {
                 },
                 "database_url",
                 "not a libpq URL",
+            ),
+            (
+                Settings {
+                    readings_partition_size: Duration::from_secs(60),
+                    ..Settings::default()
+                },
+                "readings_partition_size",
+                "from 1h",
+            ),
+            (
+                Settings {
+                    readings_retention: Duration::from_secs(3600),
+                    ..Settings::default()
+                },
+                "readings_retention",
+                "at least readings_partition_size",
+            ),
+            (
+                Settings {
+                    readings_manage_partitions: false,
+                    readings_retention: 30 * DAY,
+                    ..Settings::default()
+                },
+                "readings_retention",
+                "needs readings_manage_partitions",
             ),
         ];
         for (s, setting, problem) in cases {

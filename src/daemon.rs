@@ -12,6 +12,7 @@ use crate::backoff::Backoff;
 use crate::batch::{self, Batcher};
 use crate::config::Config;
 use crate::error::Error;
+use crate::maintain::Maintainer;
 use crate::subscribe::Subscriber;
 use crate::write::{self, Writer};
 use crate::{migrate, telemetry};
@@ -45,7 +46,12 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         shutdown.clone(),
     ));
     let mut writer = tokio::spawn(write::run(
-        Writer::new(cfg.db.clone(), s.db_write_timeout, s.clock_drift_window),
+        Writer::new(
+            cfg.db.clone(),
+            s.db_write_timeout,
+            s.clock_drift_window,
+            s.readings_manage_partitions.then(|| s.partition_policy()),
+        ),
         batch_rx,
         acker,
         unacked.clone(),
@@ -55,6 +61,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         cfg.db.clone(),
         s.clock_thresholds(),
     ));
+    let maintenance = tokio::spawn(Maintainer::new(cfg.db.clone(), s).run(shutdown.clone()));
     // The oldest-unacked age grows while nothing commits, so refresh it on a clock too.
     let ticker = tokio::spawn(async move {
         let mut every = tokio::time::interval(Duration::from_secs(1));
@@ -115,6 +122,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
     }
     ticker.abort();
     suspects.abort();
+    maintenance.abort();
     tracing::info!("stopped");
     Ok(())
 }

@@ -31,6 +31,10 @@ pub const OLDEST_UNACKED_SECONDS: &str = "galewatch_oldest_unacked_message_age_s
 pub const INGEST_LAG_SECONDS: &str = "galewatch_ingest_lag_seconds";
 pub const BUILD_INFO: &str = "galewatch_build_info";
 pub const TURBINES_CLOCK_SUSPECT: &str = "galewatch_turbines_clock_suspect";
+pub const PARTITIONS_CREATED: &str = "galewatch_partitions_created_total";
+pub const PARTITIONS_DROPPED: &str = "galewatch_partitions_dropped_total";
+pub const RETENTION_DELETED: &str = "galewatch_retention_deleted_rows_total";
+pub const MAINTENANCE_LAST_SUCCESS: &str = "galewatch_maintenance_last_success_timestamp_seconds";
 
 /// Starts the `/metrics` listener and describes every family (HELP text and unit).
 pub fn install(listen: SocketAddr) -> Result<(), Error> {
@@ -71,10 +75,32 @@ pub fn install(listen: SocketAddr) -> Result<(), Error> {
     metrics::gauge!(OLDEST_UNACKED_SECONDS).set(0.0);
     metrics::counter!(BROKER_RECONNECTS).increment(0);
     metrics::gauge!(TURBINES_CLOCK_SUSPECT).set(0.0);
+    metrics::counter!(PARTITIONS_CREATED).increment(0);
+    metrics::counter!(PARTITIONS_DROPPED).increment(0);
+    for table in ["readings", "quarantine", "rejected"] {
+        metrics::counter!(RETENTION_DELETED, "table" => table).increment(0);
+    }
     Ok(())
 }
 
 fn describe() {
+    describe_counter!(
+        PARTITIONS_CREATED,
+        "readings partitions created by this daemon (ahead of time, or on demand for a backlog)."
+    );
+    describe_counter!(
+        PARTITIONS_DROPPED,
+        "readings partitions dropped by retention (readings_retention)."
+    );
+    describe_counter!(
+        RETENTION_DELETED,
+        "Rows removed by retention, by table (readings: dropped partitions and old rows of the default partition)."
+    );
+    describe_gauge!(
+        MAINTENANCE_LAST_SUCCESS,
+        Unit::Seconds,
+        "Unix time of this daemon's last completed maintenance pass (partitions ahead, retention); absent until one completes."
+    );
     describe_gauge!(
         TURBINES_CLOCK_SUSPECT,
         "Turbines whose clock is suspect (offset or drift past its threshold, or too many collisions in the last day); which ones: galewatch turbines --suspect."

@@ -27,6 +27,8 @@ use crate::classify::{self, Fate};
 use crate::decode::{Decoded, RejectReason, Rejection};
 use crate::error::Error;
 use crate::health;
+use crate::maintain;
+use crate::partition::{Partitions, Policy};
 use crate::reading::{Reading, Values};
 use crate::telemetry;
 
@@ -131,6 +133,8 @@ struct Conn {
     existing: Statement,
     quarantine: Statement,
     rejected: Statement,
+    /// The `readings` partitions known to exist (when the daemon manages them).
+    partitions: Partitions,
 }
 
 /// Owns the database connection and writes batches, one transaction each.
@@ -143,16 +147,24 @@ pub struct Writer {
     drift_window: Duration,
     /// What the log last said about the connection, so an outage logs once, not every check.
     reported_up: Option<bool>,
+    /// How partitions are made before a batch needs them; None when the engine manages them.
+    partitions: Option<Policy>,
 }
 
 impl Writer {
-    pub fn new(db: tokio_postgres::Config, timeout: Duration, drift_window: Duration) -> Self {
+    pub fn new(
+        db: tokio_postgres::Config,
+        timeout: Duration,
+        drift_window: Duration,
+        partitions: Option<Policy>,
+    ) -> Self {
         Writer {
             db,
             conn: None,
             timeout,
             drift_window,
             reported_up: None,
+            partitions,
         }
     }
 
@@ -207,12 +219,17 @@ impl Writer {
         let existing = prepare(EXISTING_SQL).await.map_err(err)?;
         let quarantine = prepare(QUARANTINE_SQL).await.map_err(err)?;
         let rejected = prepare(REJECTED_SQL).await.map_err(err)?;
+        let partitions = match self.partitions {
+            Some(_) => maintain::load(&client).await?,
+            None => Partitions::default(),
+        };
         Ok(Conn {
             client,
             insert,
             existing,
             quarantine,
             rejected,
+            partitions,
         })
     }
 
@@ -240,6 +257,9 @@ impl Writer {
             metrics::gauge!(telemetry::DB_CONNECTED).set(1.0);
         }
         let conn = self.conn.as_mut().expect("connected above");
+        if let Some(policy) = &self.partitions {
+            ensure_partitions(conn, items, policy).await?;
+        }
         write_items(conn, items, self.drift_window).await
     }
     /// Lands a whole batch, however long it takes: retryable errors are retried with backoff; a
@@ -299,6 +319,42 @@ impl Writer {
         total.messages = batch.messages.len() as u64;
         Some(total)
     }
+}
+
+/// Makes the partitions this batch's readings need and the writer does not know of (a backlog
+/// from before the partitions made ahead, or a partition dropped by hand). Runs before the batch's
+/// transaction, each creation committing on its own. Readings older than the policy's floor get
+/// no partition and land in the default one.
+async fn ensure_partitions(
+    conn: &mut Conn,
+    items: &[ItemRef<'_>],
+    policy: &Policy,
+) -> Result<(), Error> {
+    let floor = policy.floor(chrono::Utc::now());
+    let mut made = 0;
+    // A bucket can need more than one creation when partitions of another size clip it.
+    for _ in 0..4 {
+        let stamps = items.iter().filter_map(|it| match it.item.as_ref() {
+            Decoded::Reading(r) => Some(r.recorded_at),
+            _ => None,
+        });
+        let missing = conn.partitions.missing(stamps, policy.size, floor);
+        if missing.is_empty() {
+            break;
+        }
+        for ts in missing {
+            made += usize::from(maintain::ensure(&conn.client, ts, policy.size).await?);
+        }
+        conn.partitions = maintain::load(&conn.client).await?;
+    }
+    if made > 0 {
+        metrics::counter!(telemetry::PARTITIONS_CREATED).increment(made as u64);
+        tracing::info!(
+            partitions = made,
+            "made readings partitions on demand (readings older than those made ahead)"
+        );
+    }
+    Ok(())
 }
 
 /// One item of a batch with the message it came in. An item the database refused is replaced by

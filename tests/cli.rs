@@ -118,8 +118,8 @@ async fn migrate_is_safe_to_run_twice_and_run_works_from_the_example_file() {
     assert_eq!(
         db.count("SELECT count(*) FROM refinery_schema_history")
             .await,
-        3,
-        "V1, V2, V3 applied once each"
+        4,
+        "V1 to V4 applied once each"
     );
     for table in [
         "readings",
@@ -127,6 +127,8 @@ async fn migrate_is_safe_to_run_twice_and_run_works_from_the_example_file() {
         "rejected",
         "turbine_status",
         "quarantine_resolution",
+        "readings_default",
+        "galewatch_partition",
     ] {
         assert_eq!(db.count(&format!("SELECT count(*) FROM {table}")).await, 0);
     }

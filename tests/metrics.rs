@@ -182,6 +182,9 @@ async fn the_scrape_parses_and_counts_exactly() {
         "galewatch_messages_unacked",
         "galewatch_oldest_unacked_message_age_seconds",
         "galewatch_build_info",
+        "galewatch_partitions_created_total",
+        "galewatch_partitions_dropped_total",
+        "galewatch_retention_deleted_rows_total",
     ] {
         let help = s
             .docs
