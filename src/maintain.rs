@@ -177,25 +177,23 @@ impl Maintainer {
                 .await?;
             }
         }
-        if let Some(cutoff) = cutoff(now, self.quarantine_retention) {
-            report.quarantine_deleted = delete_batched(
-                client,
-                "quarantine",
-                "DELETE FROM quarantine WHERE id IN (
-                    SELECT id FROM quarantine WHERE received_at < $1 ORDER BY id LIMIT $2)",
-                cutoff,
-            )
-            .await?;
-        }
-        if let Some(cutoff) = cutoff(now, self.rejected_retention) {
-            report.rejected_deleted = delete_batched(
-                client,
-                "rejected",
-                "DELETE FROM rejected WHERE id IN (
-                    SELECT id FROM rejected WHERE received_at < $1 ORDER BY id LIMIT $2)",
-                cutoff,
-            )
-            .await?;
+        for (table, keep) in [
+            ("quarantine", self.quarantine_retention),
+            ("rejected", self.rejected_retention),
+        ] {
+            let Some(cutoff) = cutoff(now, keep) else {
+                continue;
+            };
+            // The table name is one of the two literals above.
+            let sql = format!(
+                "DELETE FROM {table} WHERE id IN (
+                    SELECT id FROM {table} WHERE received_at < $1 ORDER BY id LIMIT $2)"
+            );
+            let n = delete_batched(client, table, &sql, cutoff).await?;
+            match table {
+                "quarantine" => report.quarantine_deleted = n,
+                _ => report.rejected_deleted = n,
+            }
         }
         Ok(report)
     }
