@@ -51,6 +51,9 @@ pub struct Settings {
     /// Address of the Prometheus endpoint (`/metrics`).
     #[serde(deserialize_with = "scalar_string")]
     pub metrics_listen: String,
+    /// Address `galewatch panel` serves on.
+    #[serde(deserialize_with = "scalar_string")]
+    pub panel_listen: String,
     /// Flush a batch at this many readings...
     pub batch_max_readings: usize,
     /// ...or this long after its first reading, whichever comes first.
@@ -128,6 +131,7 @@ impl Default for Settings {
             mqtt_receive_maximum: 20_000,
             mqtt_max_packet_bytes: MQTT_MAX_PACKET,
             metrics_listen: "127.0.0.1:9187".into(),
+            panel_listen: "127.0.0.1:8087".into(),
             batch_max_readings: 5_000,
             batch_max_wait: Duration::from_millis(100),
             max_unacked_readings: 20_000,
@@ -206,6 +210,7 @@ pub struct Config {
     pub db: tokio_postgres::Config,
     pub broker: BrokerAddr,
     pub metrics_listen: SocketAddr,
+    pub panel_listen: SocketAddr,
     pub rules: Rules,
 }
 
@@ -300,6 +305,12 @@ impl Settings {
             ConfigError::new(
                 "metrics_listen",
                 format!("not an address like 127.0.0.1:9187: {e}"),
+            )
+        })?;
+        let panel_listen = self.panel_listen.parse().map_err(|e| {
+            ConfigError::new(
+                "panel_listen",
+                format!("not an address like 127.0.0.1:8087: {e}"),
             )
         })?;
         positive("batch_max_readings", self.batch_max_readings)?;
@@ -406,6 +417,7 @@ impl Settings {
             db,
             broker,
             metrics_listen,
+            panel_listen,
             rules,
         })
     }

@@ -381,6 +381,21 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
 
     let signal = crate::daemon::shutdown_on_signal();
     let (daemon_stop_tx, daemon_stop) = watch::channel(false);
+    // The engineers' panel on its usual port, or any free one if that is taken.
+    let panel_listener = match tokio::net::TcpListener::bind(cfg.panel_listen).await {
+        Ok(l) => l,
+        Err(_) => tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| Missing(format!("binding the panel: {e}")))?,
+    };
+    let panel_addr = panel_listener
+        .local_addr()
+        .map_err(|e| Missing(e.to_string()))?;
+    let mut panel = {
+        let cfg = cfg.clone();
+        let stop = daemon_stop.clone();
+        tokio::spawn(async move { crate::panel::serve(&cfg, panel_listener, stop).await })
+    };
     let daemon = tokio::spawn(crate::daemon::run(cfg, daemon_stop));
 
     println!(
@@ -392,6 +407,7 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
     }
     println!("  broker   {mqtt_url}");
     println!("  metrics  http://{metrics_addr}/metrics");
+    println!("  panel    http://{panel_addr}/  (the fleet; a turbine's charts at /turbines/ID)");
     println!("  tables   psql '{db_url}' -c 'SELECT count(*) FROM readings'");
     println!(
         "  stop     Ctrl-C{}",
@@ -508,6 +524,13 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
         }
     }
     let _ = daemon_stop_tx.send(true);
+    // A browser's keep-alive connection must not hold the demo open.
+    if tokio::time::timeout(Duration::from_secs(2), &mut panel)
+        .await
+        .is_err()
+    {
+        panel.abort();
+    }
     match daemon.await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => eprintln!("the daemon stopped with an error: {e}"),

@@ -15,6 +15,7 @@ pub mod error;
 pub mod health;
 pub mod maintain;
 pub mod migrate;
+pub mod panel;
 pub mod partition;
 pub mod reading;
 pub mod review;

@@ -50,6 +50,15 @@ enum Command {
         #[arg(long)]
         keep_database: bool,
     },
+    /// Serve the engineers' read-only panel: the fleet, per-turbine charts and a JSON API. Needs
+    /// only SELECT rights (README: "The turbine panel").
+    Panel {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Address to listen on (default: the panel_listen setting, 127.0.0.1:8087).
+        #[arg(long)]
+        listen: Option<std::net::SocketAddr>,
+    },
     /// Turbine clock health, most suspicious first.
     Turbines {
         #[command(flatten)]
@@ -250,6 +259,17 @@ fn main() -> ExitCode {
                     ExitCode::from(2)
                 }
             }
+        }
+        Command::Panel { config, listen } => {
+            let cfg = match config::load(config.config.as_deref()) {
+                Ok(c) => c,
+                Err(e) => return config_error(e),
+            };
+            runtime.block_on(async {
+                let shutdown = galewatch::daemon::shutdown_on_signal();
+                let listen = listen.unwrap_or(cfg.panel_listen);
+                report(galewatch::panel::run(cfg, listen, shutdown).await)
+            })
         }
         Command::Turbines {
             config,

@@ -1,0 +1,371 @@
+//! Chart: one series as a server-rendered SVG line chart (min–max band, average line, quarantine
+//! markers, time and value axes). Pure; hand-built SVG, so no plotting crate and no JavaScript.
+
+use std::fmt::Write;
+
+use chrono::{DateTime, Utc};
+
+/// One point of a series: raw (min = avg = max) or one bucket's statistics.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stat {
+    pub min: f64,
+    pub avg: f64,
+    pub max: f64,
+}
+
+/// What to draw.
+pub struct Chart<'a> {
+    /// Series name, also the SVG's `data-series` (power_kw, …).
+    pub series: &'a str,
+    pub title: &'a str,
+    pub unit: &'a str,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    /// Points in time order; None where the reading lacks this value.
+    pub points: &'a [(DateTime<Utc>, Option<Stat>)],
+    /// A gap longer than this between two points breaks the line.
+    pub max_gap: chrono::Duration,
+    /// Times of quarantined readings.
+    pub markers: &'a [DateTime<Utc>],
+}
+
+const W: f64 = 960.0;
+const H: f64 = 230.0;
+const LEFT: f64 = 64.0;
+const RIGHT: f64 = 16.0;
+const TOP: f64 = 30.0;
+const BOTTOM: f64 = 28.0;
+/// The quarantine colour, also what the browser test looks for in the screenshot.
+pub const MARKER_COLOUR: &str = "#d62728";
+
+impl Chart<'_> {
+    /// The chart as an `<svg>` element.
+    pub fn svg(&self) -> String {
+        let span = (self.to - self.from).num_milliseconds().max(1) as f64;
+        let x = |t: DateTime<Utc>| {
+            LEFT + (t - self.from).num_milliseconds() as f64 / span * (W - LEFT - RIGHT)
+        };
+        let values: Vec<(DateTime<Utc>, Stat)> = self
+            .points
+            .iter()
+            .filter_map(|(t, s)| s.map(|s| (*t, s)))
+            .filter(|(_, s)| s.min.is_finite() && s.max.is_finite() && s.avg.is_finite())
+            .collect();
+        let (lo, hi) = values
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, s)| {
+                (lo.min(s.min), hi.max(s.max))
+            });
+        let (lo, hi, ticks) = if lo.is_finite() {
+            nice_scale(lo, hi)
+        } else {
+            (0.0, 1.0, vec![0.0, 0.5, 1.0])
+        };
+        let y = |v: f64| TOP + (hi - v) / (hi - lo) * (H - TOP - BOTTOM);
+
+        let mut s = String::with_capacity(16 * 1024 + values.len() * 40);
+        let _ = write!(
+            s,
+            r#"<svg class="chart" data-series="{series}" viewBox="0 0 {W} {H}" width="100%" role="img" aria-label="{title} ({unit})" xmlns="http://www.w3.org/2000/svg" font-family="system-ui, sans-serif" font-size="12">"#,
+            series = esc(self.series),
+            title = esc(self.title),
+            unit = esc(self.unit),
+        );
+        let _ = write!(
+            s,
+            r##"<text x="{LEFT}" y="18" font-size="14" font-weight="600" fill="#222">{} <tspan fill="#666" font-weight="400">{}</tspan></text>"##,
+            esc(self.title),
+            esc(self.unit)
+        );
+        // Value grid and labels.
+        for v in &ticks {
+            let yy = y(*v);
+            let _ = write!(
+                s,
+                r##"<line x1="{LEFT}" x2="{}" y1="{yy:.1}" y2="{yy:.1}" stroke="#e5e5e5"/><text x="{}" y="{:.1}" text-anchor="end" fill="#555">{}</text>"##,
+                W - RIGHT,
+                LEFT - 6.0,
+                yy + 4.0,
+                fmt_value(*v)
+            );
+        }
+        // Time grid and labels.
+        for t in time_ticks(self.from, self.to) {
+            let xx = x(t.0);
+            let _ = write!(
+                s,
+                r##"<line x1="{xx:.1}" x2="{xx:.1}" y1="{TOP}" y2="{}" stroke="#f0f0f0"/><text x="{xx:.1}" y="{}" text-anchor="middle" fill="#555">{}</text>"##,
+                H - BOTTOM,
+                H - 8.0,
+                t.1
+            );
+        }
+        let _ = write!(
+            s,
+            r##"<rect x="{LEFT}" y="{TOP}" width="{}" height="{}" fill="none" stroke="#bbb"/>"##,
+            W - LEFT - RIGHT,
+            H - TOP - BOTTOM
+        );
+        // Band and line, one of each per unbroken run.
+        for run in runs(&values, self.max_gap) {
+            if run.len() > 1 && run.iter().any(|(_, s)| s.min != s.max) {
+                let mut pts = String::new();
+                for (t, st) in run {
+                    let _ = write!(pts, "{:.1},{:.1} ", x(*t), y(st.max));
+                }
+                for (t, st) in run.iter().rev() {
+                    let _ = write!(pts, "{:.1},{:.1} ", x(*t), y(st.min));
+                }
+                let _ = write!(
+                    s,
+                    r##"<polygon class="band" points="{}" fill="#1f77b4" fill-opacity="0.18" stroke="none"/>"##,
+                    pts.trim_end()
+                );
+            }
+            if run.len() == 1 {
+                let (t, st) = run[0];
+                let _ = write!(
+                    s,
+                    r##"<circle cx="{:.1}" cy="{:.1}" r="2" fill="#1f77b4"/>"##,
+                    x(t),
+                    y(st.avg)
+                );
+            } else {
+                let mut pts = String::new();
+                for (t, st) in run {
+                    let _ = write!(pts, "{:.1},{:.1} ", x(*t), y(st.avg));
+                }
+                let _ = write!(
+                    s,
+                    r##"<polyline class="line" points="{}" fill="none" stroke="#1f77b4" stroke-width="1.5" stroke-linejoin="round"/>"##,
+                    pts.trim_end()
+                );
+            }
+        }
+        for m in self
+            .markers
+            .iter()
+            .filter(|m| **m >= self.from && **m < self.to)
+        {
+            let xx = x(*m);
+            let _ = write!(
+                s,
+                r#"<g class="quarantine-marker"><title>quarantined reading at {}</title><line x1="{xx:.1}" x2="{xx:.1}" y1="{TOP}" y2="{}" stroke="{MARKER_COLOUR}" stroke-width="1.5" stroke-dasharray="4 3"/><path d="M{:.1},{TOP} l6,-9 h-12 z" fill="{MARKER_COLOUR}"/></g>"#,
+                m.to_rfc3339(),
+                H - BOTTOM,
+                xx - 0.0
+            );
+        }
+        if values.is_empty() {
+            let _ = write!(
+                s,
+                r##"<text x="{}" y="{}" text-anchor="middle" fill="#888">no readings in this range</text>"##,
+                W / 2.0,
+                H / 2.0
+            );
+        }
+        s.push_str("</svg>");
+        s
+    }
+}
+
+/// Splits points where the gap between neighbours is longer than `max_gap`.
+fn runs(
+    values: &[(DateTime<Utc>, Stat)],
+    max_gap: chrono::Duration,
+) -> Vec<&[(DateTime<Utc>, Stat)]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 1..values.len() {
+        if values[i].0 - values[i - 1].0 > max_gap {
+            out.push(&values[start..i]);
+            start = i;
+        }
+    }
+    if start < values.len() {
+        out.push(&values[start..]);
+    }
+    out
+}
+
+/// A value axis from about `lo` to `hi` with 4–6 round ticks.
+pub fn nice_scale(lo: f64, hi: f64) -> (f64, f64, Vec<f64>) {
+    let (lo, hi) = if hi - lo < 1e-9 {
+        (lo - 1.0, hi + 1.0)
+    } else {
+        (lo, hi)
+    };
+    let raw = (hi - lo) / 5.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
+    let first = (lo / step).floor() * step;
+    let last = (hi / step).ceil() * step;
+    let n = ((last - first) / step).round() as usize;
+    let ticks = (0..=n).map(|i| first + i as f64 * step).collect();
+    (first, last, ticks)
+}
+
+fn fmt_value(v: f64) -> String {
+    if v.abs() >= 1000.0 || v.fract().abs() < 1e-9 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Round time ticks for the window, each with its label (UTC).
+pub fn time_ticks(from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<(DateTime<Utc>, String)> {
+    const STEPS: [i64; 12] = [
+        60, 120, 300, 600, 900, 1800, 3600, 7200, 10_800, 21_600, 43_200, 86_400,
+    ];
+    let span = (to - from).num_seconds().max(1);
+    let step = STEPS
+        .iter()
+        .copied()
+        .find(|s| span / s <= 8)
+        .unwrap_or_else(|| (span / 8 / 86_400 + 1) * 86_400);
+    let first = from.timestamp().div_euclid(step) * step + step;
+    let fmt = if step >= 86_400 {
+        "%a %d %b"
+    } else if span > 86_400 {
+        "%a %H:%M"
+    } else {
+        "%H:%M"
+    };
+    (0..)
+        .map(|i| first + i * step)
+        .take_while(|t| *t < to.timestamp())
+        .filter_map(|t| DateTime::from_timestamp(t, 0))
+        .map(|t| (t, t.format(fmt).to_string()))
+        .collect()
+}
+
+/// Escapes text for HTML and SVG.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn draws_band_line_markers_and_breaks_at_gaps() {
+        let from = t("2026-11-30T00:00:00Z");
+        let to = t("2026-11-30T01:00:00Z");
+        let st = |v: f64| {
+            Some(Stat {
+                min: v - 1.0,
+                avg: v,
+                max: v + 1.0,
+            })
+        };
+        let points = vec![
+            (t("2026-11-30T00:00:00Z"), st(10.0)),
+            (t("2026-11-30T00:01:00Z"), st(12.0)),
+            (t("2026-11-30T00:02:00Z"), None),
+            // 20 minutes of nothing: the line breaks here.
+            (t("2026-11-30T00:22:00Z"), st(11.0)),
+            (t("2026-11-30T00:23:00Z"), st(9.0)),
+        ];
+        let svg = Chart {
+            series: "power_kw",
+            title: "Power",
+            unit: "kW",
+            from,
+            to,
+            points: &points,
+            max_gap: chrono::Duration::minutes(3),
+            markers: &[t("2026-11-30T00:30:00Z"), t("2026-11-30T02:00:00Z")],
+        }
+        .svg();
+        assert!(svg.starts_with("<svg class=\"chart\" data-series=\"power_kw\""));
+        assert!(svg.ends_with("</svg>"));
+        assert_eq!(svg.matches("class=\"line\"").count(), 2, "two runs");
+        assert_eq!(svg.matches("class=\"band\"").count(), 2);
+        assert_eq!(
+            svg.matches("class=\"quarantine-marker\"").count(),
+            1,
+            "the marker outside the window is not drawn"
+        );
+        assert!(svg.contains("00:30"), "time labels");
+        assert!(!svg.contains("NaN"));
+    }
+
+    #[test]
+    fn an_empty_series_says_so() {
+        let svg = Chart {
+            series: "rotor_rpm",
+            title: "Rotor <speed>",
+            unit: "rpm",
+            from: t("2026-11-30T00:00:00Z"),
+            to: t("2026-11-30T01:00:00Z"),
+            points: &[],
+            max_gap: chrono::Duration::minutes(1),
+            markers: &[],
+        }
+        .svg();
+        assert!(svg.contains("no readings in this range"));
+        assert!(svg.contains("Rotor &lt;speed&gt;"), "text is escaped");
+    }
+
+    #[test]
+    fn ticks_are_round() {
+        let (lo, hi, ticks) = nice_scale(3.2, 17.9);
+        assert_eq!((lo, hi), (0.0, 20.0));
+        assert_eq!(ticks, vec![0.0, 5.0, 10.0, 15.0, 20.0]);
+        let labels: Vec<_> = time_ticks(t("2026-11-29T12:00:00Z"), t("2026-11-30T12:00:00Z"))
+            .into_iter()
+            .map(|x| x.1)
+            .collect();
+        assert_eq!(labels.first().map(String::as_str), Some("15:00"));
+        assert!(labels.len() <= 8, "{labels:?}");
+    }
+
+    proptest! {
+        /// The scale always covers the data with a handful of ticks, and the SVG never holds a
+        /// NaN whatever the values.
+        #[test]
+        fn scales_cover_the_data(a in -1e6f64..1e6, b in -1e6f64..1e6) {
+            let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+            let (first, last, ticks) = nice_scale(lo, hi);
+            prop_assert!(first <= lo && last >= hi);
+            prop_assert!(ticks.len() >= 2 && ticks.len() <= 12, "{:?}", ticks);
+        }
+
+        #[test]
+        fn svg_has_no_nan(vals in proptest::collection::vec(proptest::option::of(-1e5f64..1e5), 0..100)) {
+            let from = t("2026-11-30T00:00:00Z");
+            let points: Vec<_> = vals.iter().enumerate().map(|(i, v)| {
+                (from + chrono::Duration::seconds(i as i64 * 2), v.map(|v| Stat { min: v, avg: v, max: v }))
+            }).collect();
+            let svg = Chart {
+                series: "s", title: "t", unit: "u", from, to: from + chrono::Duration::seconds(200),
+                points: &points, max_gap: chrono::Duration::seconds(5), markers: &[],
+            }.svg();
+            prop_assert!(!svg.contains("NaN") && !svg.contains("inf"));
+        }
+    }
+}

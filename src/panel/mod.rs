@@ -1,0 +1,228 @@
+//! Panel: `galewatch panel`, the engineers' read-only web view and JSON API, a separate process
+//! from the ingest daemon so the daemon stays lean.
+//!
+//! Routes: `/` (the fleet), `/turbines/{id}` (three charts and the quarantine), `/api/turbines`
+//! and `/api/turbines/{id}/readings` (JSON), `/healthz`.
+
+pub mod chart;
+pub mod data;
+pub mod page;
+pub mod window;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::error::Error;
+use data::{Db, Sort};
+use window::{BadRequest, Params, Window};
+
+/// Why a request failed: a status and a message, as JSON for the API and a page for a browser.
+#[derive(Debug)]
+struct Failure {
+    status: StatusCode,
+    message: String,
+}
+
+impl From<BadRequest> for Failure {
+    fn from(b: BadRequest) -> Self {
+        Failure {
+            status: StatusCode::from_u16(b.status).unwrap_or(StatusCode::BAD_REQUEST),
+            message: b.message,
+        }
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        tracing::warn!(error = %e, "panel request failed");
+        Failure {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: format!("the database did not answer: {e}"),
+        }
+    }
+}
+
+fn not_found(id: &str) -> Failure {
+    Failure {
+        status: StatusCode::NOT_FOUND,
+        message: format!("no turbine {id:?}: nothing was ever received from it"),
+    }
+}
+
+/// A failure answered as JSON.
+struct ApiFailure(Failure);
+
+impl<F: Into<Failure>> From<F> for ApiFailure {
+    fn from(f: F) -> Self {
+        ApiFailure(f.into())
+    }
+}
+
+impl IntoResponse for ApiFailure {
+    fn into_response(self) -> Response {
+        (
+            self.0.status,
+            Json(serde_json::json!({"error": self.0.message, "status": self.0.status.as_u16()})),
+        )
+            .into_response()
+    }
+}
+
+/// A failure answered as a page.
+struct PageFailure(Failure);
+
+impl<F: Into<Failure>> From<F> for PageFailure {
+    fn from(f: F) -> Self {
+        PageFailure(f.into())
+    }
+}
+
+impl IntoResponse for PageFailure {
+    fn into_response(self) -> Response {
+        (
+            self.0.status,
+            Html(page::error(self.0.status.as_u16(), &self.0.message)),
+        )
+            .into_response()
+    }
+}
+
+type Shared = Arc<Db>;
+
+/// The panel's routes over a database handle.
+pub fn router(db: Db) -> Router {
+    Router::new()
+        .route("/", get(fleet_page))
+        .route("/turbines/{id}", get(turbine_page))
+        .route("/api/turbines", get(fleet_api))
+        .route("/api/turbines/{id}/readings", get(readings_api))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .fallback(|| async {
+            PageFailure(Failure {
+                status: StatusCode::NOT_FOUND,
+                message: "no such page".into(),
+            })
+        })
+        .with_state(Arc::new(db))
+}
+
+/// Serves the panel on `listener` until `shutdown` turns true.
+pub async fn serve(
+    cfg: &Config,
+    listener: tokio::net::TcpListener,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), Error> {
+    let db = Db::new(cfg.db.clone(), cfg.settings.clock_thresholds());
+    axum::serve(listener, router(db))
+        .with_graceful_shutdown(async move {
+            let _ = shutdown.wait_for(|s| *s).await;
+        })
+        .await
+        .map_err(|e| Error::other("serving the panel", e))
+}
+
+/// Binds `listen` and serves until shutdown.
+pub async fn run(
+    cfg: Config,
+    listen: SocketAddr,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), Error> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| Error::other("binding the panel's address", format!("{listen}: {e}")))?;
+    tracing::info!(address = %format!("http://{listen}/"), "panel serving");
+    serve(&cfg, listener, shutdown).await
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct FleetParams {
+    prefix: String,
+    sort: Sort,
+    desc: bool,
+}
+
+async fn fleet_page(
+    State(db): State<Shared>,
+    Query(p): Query<FleetParams>,
+) -> Result<Html<String>, PageFailure> {
+    let (rows, total) = db.fleet(&p.prefix, p.sort, p.desc).await?;
+    Ok(Html(page::fleet(&rows, total, &p.prefix, p.sort, p.desc)))
+}
+
+async fn fleet_api(
+    State(db): State<Shared>,
+    Query(p): Query<FleetParams>,
+) -> Result<Json<serde_json::Value>, ApiFailure> {
+    let (rows, total) = db.fleet(&p.prefix, p.sort, p.desc).await?;
+    Ok(Json(serde_json::json!({"total": total, "turbines": rows})))
+}
+
+/// Checks the id and the window; a query string axum cannot parse at all is a 400 too.
+fn checked(
+    id: &str,
+    p: Result<Query<Params>, axum::extract::rejection::QueryRejection>,
+) -> Result<(Params, Window), Failure> {
+    window::check_id(id)?;
+    let Query(p) = p.map_err(|e| Failure {
+        status: StatusCode::BAD_REQUEST,
+        message: format!("bad query string: {e}"),
+    })?;
+    let w = window::window(&p, chrono::Utc::now())?;
+    Ok((p, w))
+}
+
+async fn readings_api(
+    State(db): State<Shared>,
+    Path(id): Path<String>,
+    p: Result<Query<Params>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiFailure> {
+    let (_, w) = checked(&id, p)?;
+    let (points, quarantined) = tokio::try_join!(db.series(&id, &w), db.quarantine(&id, &w))?;
+    if points.is_empty() && quarantined.is_empty() && !db.known(&id).await? {
+        return Err(not_found(&id).into());
+    }
+    let body = page::readings_json(&id, &w, &points, &quarantined);
+    Ok(([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
+}
+
+async fn turbine_page(
+    State(db): State<Shared>,
+    Path(id): Path<String>,
+    p: Result<Query<Params>, axum::extract::rejection::QueryRejection>,
+) -> Result<Html<String>, PageFailure> {
+    let (p, w) = checked(&id, p)?;
+    let (points, quarantined, (status, _)) = tokio::try_join!(
+        db.series(&id, &w),
+        db.quarantine(&id, &w),
+        db.fleet(&id, Sort::Id, false)
+    )?;
+    let status = status.iter().find(|s| s.turbine_id == id);
+    if points.is_empty() && quarantined.is_empty() && status.is_none() && !db.known(&id).await? {
+        return Err(not_found(&id).into());
+    }
+    let preset = match (&p.from, &p.to, p.range.as_deref()) {
+        (None, None, None) => Some("24h"),
+        (None, None, Some(r)) => window::PRESETS
+            .iter()
+            .find(|(name, _)| *name == r)
+            .map(|(name, _)| *name),
+        _ => None,
+    };
+    Ok(Html(page::turbine(
+        &id,
+        status,
+        &w,
+        preset,
+        &points,
+        &quarantined,
+    )))
+}

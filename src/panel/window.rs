@@ -1,0 +1,304 @@
+//! Window: turn a request's `from`, `to`, `range` and `step` into a checked time window and a
+//! bucket size, or a named 400. Pure.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+/// The widest window one request may ask for.
+pub const MAX_RANGE: Duration = Duration::from_secs(31 * 86_400);
+/// Windows up to this wide come back as raw points when no step is asked for (5,400 points
+/// at one reading per 2 s).
+pub const RAW_UP_TO: Duration = Duration::from_secs(3 * 3600);
+/// The most buckets one request may ask for.
+pub const MAX_BUCKETS: u64 = 20_000;
+/// Steps chosen when none is asked for: the smallest that keeps a window under
+/// [`TARGET_BUCKETS`] (24 h → 1 min, 7 d → 10 min).
+const NICE_STEPS: [u64; 12] = [
+    10, 30, 60, 300, 600, 900, 1800, 3600, 10_800, 21_600, 43_200, 86_400,
+];
+const TARGET_BUCKETS: u64 = 1_500;
+/// The longest turbine id accepted (ids are topic levels; anything longer is not one of ours).
+pub const MAX_ID_CHARS: usize = 128;
+
+/// The presets the page offers.
+pub const PRESETS: [(&str, Duration); 3] = [
+    ("1h", Duration::from_secs(3600)),
+    ("24h", Duration::from_secs(86_400)),
+    ("7d", Duration::from_secs(7 * 86_400)),
+];
+
+/// A request's parameters as they came (all optional).
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[serde(default)]
+pub struct Params {
+    /// RFC 3339 or Unix seconds.
+    pub from: Option<String>,
+    pub to: Option<String>,
+    /// A preset width ending at `to` (or now): `1h`, `24h`, `7d`, or any duration (`90m`).
+    pub range: Option<String>,
+    /// Bucket width (`1m`, `600s`, or seconds); absent: chosen for the window.
+    pub step: Option<String>,
+}
+
+/// A checked window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Window {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    /// None: raw points.
+    pub step: Option<Duration>,
+}
+
+impl Window {
+    pub fn width(&self) -> Duration {
+        (self.to - self.from).to_std().unwrap_or_default()
+    }
+}
+
+/// Why a request was refused; becomes a 4xx with a JSON `{"error": …}` body.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct BadRequest {
+    pub status: u16,
+    pub message: String,
+}
+
+fn bad(message: impl Into<String>) -> BadRequest {
+    BadRequest {
+        status: 400,
+        message: message.into(),
+    }
+}
+
+/// Checks a turbine id from a URL.
+pub fn check_id(id: &str) -> Result<(), BadRequest> {
+    if id.is_empty() || id.chars().count() > MAX_ID_CHARS || id.chars().any(char::is_control) {
+        return Err(bad(format!(
+            "bad turbine id: 1 to {MAX_ID_CHARS} characters, no control characters"
+        )));
+    }
+    Ok(())
+}
+
+fn parse_time(name: &str, s: &str) -> Result<DateTime<Utc>, BadRequest> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    if let Ok(secs) = s.parse::<i64>() {
+        if let Some(t) = DateTime::from_timestamp(secs, 0) {
+            return Ok(t);
+        }
+    }
+    Err(bad(format!(
+        "bad {name}: {s:?} is neither RFC 3339 (2026-11-30T12:00:00Z) nor Unix seconds"
+    )))
+}
+
+fn parse_duration(name: &str, s: &str) -> Result<Duration, BadRequest> {
+    let d = match s.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => humantime::parse_duration(s)
+            .map_err(|e| bad(format!("bad {name}: {s:?} is not a duration ({e})")))?,
+    };
+    if d.is_zero() {
+        return Err(bad(format!("bad {name}: must be more than 0")));
+    }
+    Ok(d)
+}
+
+/// Checks `p` against `now`. Default: the last 24 hours.
+pub fn window(p: &Params, now: DateTime<Utc>) -> Result<Window, BadRequest> {
+    let to = match &p.to {
+        Some(s) => parse_time("to", s)?,
+        None => now,
+    };
+    let from = match (&p.from, &p.range) {
+        (Some(s), None) => parse_time("from", s)?,
+        (None, range) => {
+            let width = match range {
+                Some(r) => parse_duration("range", r)?,
+                None => PRESETS[1].1,
+            };
+            if width > MAX_RANGE {
+                return Err(range_too_large());
+            }
+            to - chrono::Duration::from_std(width).expect("bounded above")
+        }
+        (Some(_), Some(_)) => return Err(bad("give from or range, not both")),
+    };
+    if from >= to {
+        return Err(bad("bad range: from must be before to"));
+    }
+    let width = (to - from).to_std().expect("positive");
+    if width > MAX_RANGE {
+        return Err(range_too_large());
+    }
+    let step = match &p.step {
+        Some(s) => {
+            let step = parse_duration("step", s)?;
+            if step.as_secs() == 0 || step.subsec_nanos() != 0 {
+                return Err(bad("bad step: whole seconds, at least 1s"));
+            }
+            if width.as_secs() / step.as_secs() > MAX_BUCKETS {
+                return Err(bad(format!(
+                    "step too small for the range: at most {MAX_BUCKETS} buckets"
+                )));
+            }
+            Some(step)
+        }
+        None if width <= RAW_UP_TO => None,
+        None => Some(auto_step(width)),
+    };
+    Ok(Window { from, to, step })
+}
+
+fn range_too_large() -> BadRequest {
+    bad(format!(
+        "range too large: at most {} days per request",
+        MAX_RANGE.as_secs() / 86_400
+    ))
+}
+
+/// The smallest nice step that keeps `width` under the target bucket count.
+pub fn auto_step(width: Duration) -> Duration {
+    let secs = width.as_secs();
+    let step = NICE_STEPS
+        .iter()
+        .copied()
+        .find(|s| secs.div_ceil(*s) <= TARGET_BUCKETS)
+        .unwrap_or(86_400);
+    Duration::from_secs(step)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn now() -> DateTime<Utc> {
+        "2026-11-30T12:00:00Z".parse().unwrap()
+    }
+
+    fn params(
+        from: Option<&str>,
+        to: Option<&str>,
+        range: Option<&str>,
+        step: Option<&str>,
+    ) -> Params {
+        Params {
+            from: from.map(Into::into),
+            to: to.map(Into::into),
+            range: range.map(Into::into),
+            step: step.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn presets_pick_raw_points_or_a_step() {
+        let w = window(&params(None, None, Some("1h"), None), now()).unwrap();
+        assert_eq!(w.step, None, "an hour comes back raw");
+        assert_eq!(w.to, now());
+        let w = window(&params(None, None, Some("24h"), None), now()).unwrap();
+        assert_eq!(
+            w.step,
+            Some(Duration::from_secs(60)),
+            "24 h in 1-minute buckets"
+        );
+        let w = window(&params(None, None, Some("7d"), None), now()).unwrap();
+        assert_eq!(w.step, Some(Duration::from_secs(600)));
+        let w = window(&Params::default(), now()).unwrap();
+        assert_eq!(
+            w.width(),
+            Duration::from_secs(86_400),
+            "the default is a day"
+        );
+    }
+
+    #[test]
+    fn explicit_times_and_steps() {
+        let w = window(
+            &params(
+                Some("2026-11-29T00:00:00Z"),
+                Some("1795996800"),
+                None,
+                Some("5m"),
+            ),
+            now(),
+        )
+        .unwrap();
+        assert_eq!(
+            w.from,
+            "2026-11-29T00:00:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+        assert_eq!(
+            w.to,
+            "2026-11-30T00:00:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+        assert_eq!(w.step, Some(Duration::from_secs(300)));
+        let w = window(&params(None, None, Some("2h"), Some("30")), now()).unwrap();
+        assert_eq!(w.step, Some(Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn bad_input_is_named() {
+        let cases = [
+            (params(Some("yesterday"), None, None, None), "bad from"),
+            (params(None, Some("2026-13-01"), None, None), "bad to"),
+            (
+                params(Some("2026-11-30T13:00:00Z"), None, None, None),
+                "from must be before to",
+            ),
+            (params(None, None, Some("40d"), None), "range too large"),
+            (
+                params(Some("2026-01-01T00:00:00Z"), None, None, None),
+                "range too large",
+            ),
+            (params(None, None, Some("0s"), None), "more than 0"),
+            (params(None, None, Some("7d"), Some("1s")), "step too small"),
+            (params(None, None, None, Some("1.5s")), "whole seconds"),
+            (
+                params(Some("2026-11-30T00:00:00Z"), None, Some("1h"), None),
+                "not both",
+            ),
+        ];
+        for (p, want) in cases {
+            let e = window(&p, now()).expect_err(want);
+            assert_eq!(e.status, 400);
+            assert!(e.message.contains(want), "{p:?}: {}", e.message);
+        }
+        assert!(check_id("WTG-0001").is_ok());
+        assert!(check_id("").is_err());
+        assert!(check_id("a\u{7}b").is_err());
+        assert!(check_id(&"x".repeat(129)).is_err());
+    }
+
+    proptest! {
+        /// Whatever the width, a chosen step keeps the bucket count within the target, and a
+        /// window that passes never exceeds the limits.
+        #[test]
+        fn chosen_steps_bound_the_bucket_count(secs in 1u64..(31 * 86_400)) {
+            let step = auto_step(Duration::from_secs(secs));
+            prop_assert!(secs.div_ceil(step.as_secs()) <= TARGET_BUCKETS);
+        }
+
+        #[test]
+        fn accepted_windows_are_within_limits(
+            from in 0i64..4_000_000_000, width in -1000i64..3_000_000, step in proptest::option::of(1u64..100_000)
+        ) {
+            let p = Params {
+                from: Some(from.to_string()),
+                to: Some((from + width).to_string()),
+                range: None,
+                step: step.map(|s| s.to_string()),
+            };
+            if let Ok(w) = window(&p, now()) {
+                prop_assert!(w.from < w.to);
+                prop_assert!(w.width() <= MAX_RANGE);
+                if let Some(s) = w.step {
+                    prop_assert!(w.width().as_secs() / s.as_secs() <= MAX_BUCKETS);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! The engineers' panel against a real database: exact bucket values from the JSON API, empty
+//! ranges, named 4xx errors; and a headless Chromium loading a turbine page (three charts, the
+//! quarantine marker), its screenshot kept at target/panel-screenshot.png.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+
+use common::*;
+use serde_json::Value;
+
+/// A panel served in-process on a free port until the returned sender is dropped.
+async fn panel(db: &TestDb) -> (SocketAddr, tokio::sync::watch::Sender<bool>) {
+    let cfg = galewatch::config::Settings {
+        database_url: db.url.clone(),
+        ..Default::default()
+    }
+    .validate()
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move { galewatch::panel::serve(&cfg, listener, rx).await });
+    (addr, tx)
+}
+
+async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let path = path.to_string();
+    tokio::task::spawn_blocking(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let status = out[9..12].parse().unwrap();
+        let body = out.split_once("\r\n\r\n").unwrap().1.to_string();
+        (status, body)
+    })
+    .await
+    .unwrap()
+}
+
+async fn get_json(addr: SocketAddr, path: &str) -> (u16, Value) {
+    let (status, body) = get(addr, path).await;
+    let v = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"));
+    (status, v)
+}
+
+/// A migrated database with turbine API-1: 300 readings every 2 s from 2026-11-20 10:00 UTC,
+/// power = i, wind = i % 10, rotor = i on even i only; one quarantined reading at 10:05.
+async fn known_readings() -> TestDb {
+    let db = TestDb::create().await;
+    let mut c = db.client().await;
+    galewatch::migrate::run(&mut c).await.unwrap();
+    c.batch_execute(
+        "SELECT galewatch_ensure_partition('2026-11-20 10:00:00+00', '1 day');
+         INSERT INTO readings
+         SELECT 'API-1', timestamptz '2026-11-20 10:00:00+00' + i * interval '2 s', i, i % 10,
+                CASE WHEN i % 2 = 0 THEN i END
+           FROM generate_series(0, 299) i;
+         INSERT INTO turbine_status (turbine_id, first_seen, last_seen, last_recorded_at, readings)
+         VALUES ('API-1', '2026-11-20 10:00:00+00', '2026-11-20 10:09:58+00',
+                 '2026-11-20 10:09:58+00', 300);
+         INSERT INTO quarantine (turbine_id, recorded_at, power_kw, reason, existing_power_kw,
+                                 topic, received_at)
+         VALUES ('API-1', '2026-11-20 10:05:00+00', 9999, 'collision', 150,
+                 'turbines/API-1/readings', '2026-11-20 10:06:00+00');",
+    )
+    .await
+    .unwrap();
+    db
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_buckets_exactly_and_names_bad_input() {
+    let db = known_readings().await;
+    let (addr, _stop) = panel(&db).await;
+    let base = "/api/turbines/API-1/readings";
+
+    // Ten 1-minute buckets of 30 readings each, with exact min/avg/max.
+    let (status, v) = get_json(
+        addr,
+        &format!("{base}?from=2026-11-20T10:00:00Z&to=2026-11-20T10:10:00Z&step=1m"),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["resolution"], "bucketed");
+    assert_eq!(v["step_seconds"], 60);
+    let points = v["points"].as_array().unwrap();
+    assert_eq!(points.len(), 10);
+    for (k, p) in points.iter().enumerate() {
+        let k = k as f64;
+        assert_eq!(p["n"], 30);
+        assert_eq!(p["power_kw"]["min"], 30.0 * k);
+        assert_eq!(p["power_kw"]["max"], 30.0 * k + 29.0);
+        assert_eq!(p["power_kw"]["avg"], 30.0 * k + 14.5);
+        assert_eq!(p["wind_speed_ms"]["min"], 0.0);
+        assert_eq!(p["wind_speed_ms"]["max"], 9.0);
+        assert_eq!(p["wind_speed_ms"]["avg"], 4.5);
+        assert_eq!(p["rotor_rpm"]["min"], 30.0 * k, "NULLs left out");
+        assert_eq!(p["rotor_rpm"]["max"], 30.0 * k + 28.0);
+        assert_eq!(p["rotor_rpm"]["avg"], 30.0 * k + 14.0);
+    }
+    assert_eq!(points[3]["t"], "2026-11-20T10:03:00Z");
+    let q = v["quarantine"].as_array().unwrap();
+    assert_eq!(q.len(), 1);
+    assert_eq!(q[0]["power_kw"], 9999.0);
+    assert_eq!(q[0]["existing_power_kw"], 150.0);
+    assert_eq!(q[0]["resolution"], Value::Null);
+
+    // A small range comes back raw.
+    let (status, v) = get_json(
+        addr,
+        &format!("{base}?from=2026-11-20T10:00:00Z&to=2026-11-20T10:01:00Z"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(v["resolution"], "raw");
+    let points = v["points"].as_array().unwrap();
+    assert_eq!(points.len(), 30);
+    assert_eq!(points[0]["power_kw"], 0.0);
+    assert_eq!(points[1]["rotor_rpm"], Value::Null);
+    assert_eq!(points[29]["power_kw"], 29.0);
+    assert_eq!(points[29]["t"], "2026-11-20T10:00:58Z");
+
+    // An empty range of a known turbine: 200 and no points.
+    let (status, v) = get_json(
+        addr,
+        &format!("{base}?from=2026-11-21T00:00:00Z&to=2026-11-21T06:00:00Z"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(v["points"].as_array().unwrap().len(), 0);
+    assert_eq!(v["quarantine"].as_array().unwrap().len(), 0);
+
+    // Bad input: a 4xx with a JSON message that says what is wrong.
+    for (path, want_status, want) in [
+        ("/api/turbines/NOPE/readings".to_string(), 404, "no turbine"),
+        (
+            format!("{base}?from=2026-11-20T11:00:00Z&to=2026-11-20T10:00:00Z"),
+            400,
+            "from must be before to",
+        ),
+        (format!("{base}?range=40d"), 400, "range too large"),
+        (format!("{base}?from=yesterday"), 400, "bad from"),
+        (format!("{base}?range=7d&step=1s"), 400, "step too small"),
+        (
+            format!("/api/turbines/{}/readings", "x".repeat(200)),
+            400,
+            "bad turbine id",
+        ),
+        (
+            "/api/turbines/A%07B/readings".to_string(),
+            400,
+            "bad turbine id",
+        ),
+    ] {
+        let (status, v) = get_json(addr, &path).await;
+        assert_eq!(status, want_status, "{path}: {v}");
+        let msg = v["error"].as_str().unwrap_or_default();
+        assert!(msg.contains(want), "{path}: {msg}");
+    }
+
+    // The fleet, filtered by prefix.
+    let (status, v) = get_json(addr, "/api/turbines?prefix=API").await;
+    assert_eq!(status, 200);
+    assert_eq!(v["total"], 1);
+    assert_eq!(
+        v["turbines"][0]["power_kw"], 299.0,
+        "the latest reading's power"
+    );
+    assert_eq!(v["turbines"][0]["quarantined"], 1);
+    let (_, v) = get_json(addr, "/api/turbines?prefix=ZZZ").await;
+    assert_eq!(v["total"], 0);
+
+    // The pages answer too.
+    let (status, html) = get(addr, "/?sort=power&desc=true").await;
+    assert_eq!(status, 200);
+    assert!(html.contains("/turbines/API-1"), "{html}");
+    let (status, _) = get(addr, "/turbines/NOPE").await;
+    assert_eq!(status, 404);
+}
+
+/// Chromium under its Debian name, or fail saying how to get it.
+fn chromium() -> &'static str {
+    for c in ["chromium", "chromium-browser", "google-chrome"] {
+        if Command::new(c).arg("--version").output().is_ok() {
+            return c;
+        }
+    }
+    panic!(
+        "the browser test needs headless Chromium: apt-get install chromium (.ci/run installs it)"
+    );
+}
+
+fn headless(browser: &str) -> Command {
+    let mut c = Command::new(browser);
+    // --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--window-size=1280,1500",
+        "--virtual-time-budget=3000",
+    ]);
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chromium_renders_three_charts_and_the_quarantine_marker() {
+    let browser = chromium();
+    let db = known_readings().await;
+    let (addr, _stop) = panel(&db).await;
+    let url =
+        format!("http://{addr}/turbines/API-1?from=2026-11-20T10:00:00Z&to=2026-11-20T10:10:00Z");
+
+    let dom = {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || headless(browser).arg("--dump-dom").arg(url).output())
+            .await
+            .unwrap()
+            .expect("run chromium")
+    };
+    let html = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        dom.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dom.stderr)
+    );
+    for series in ["power_kw", "wind_speed_ms", "rotor_rpm"] {
+        assert!(
+            html.contains(&format!("data-series=\"{series}\"")),
+            "{series} chart"
+        );
+    }
+    assert_eq!(html.matches("<svg class=\"chart\"").count(), 3);
+    assert!(html.matches("class=\"quarantine-marker\"").count() >= 3);
+    assert!(html.contains("Quarantined readings in this range (1)"));
+
+    let shot = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/panel-screenshot.png");
+    let _ = std::fs::remove_file(&shot);
+    let out = {
+        let shot = shot.clone();
+        tokio::task::spawn_blocking(move || {
+            headless(browser)
+                .arg(format!("--screenshot={}", shot.display()))
+                .arg(url)
+                .output()
+        })
+        .await
+        .unwrap()
+        .expect("run chromium")
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The screenshot shows the marker: pixels of its colour (#d62728) are on it.
+    let decoder = png::Decoder::new(std::fs::File::open(&shot).expect("the screenshot"));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert!(info.width >= 1200, "{}x{}", info.width, info.height);
+    let channels = info.color_type.samples();
+    let red = buf[..info.buffer_size()]
+        .chunks(channels)
+        .filter(|p| {
+            (p[0] as i32 - 0xd6).abs() < 12
+                && (p[1] as i32 - 0x27).abs() < 12
+                && (p[2] as i32 - 0x28).abs() < 12
+        })
+        .count();
+    assert!(red > 50, "marker pixels in the screenshot: {red}");
+    // And the average line (#1f77b4).
+    let blue = buf[..info.buffer_size()]
+        .chunks(channels)
+        .filter(|p| {
+            (p[0] as i32 - 0x1f).abs() < 12
+                && (p[1] as i32 - 0x77).abs() < 12
+                && (p[2] as i32 - 0xb4).abs() < 12
+        })
+        .count();
+    assert!(blue > 200, "line pixels in the screenshot: {blue}");
+}
+
+/// Grafana's PostgreSQL macros, expanded as Grafana does for a 1-minute interval and the range
+/// 2026-11-20 10:00–10:10 UTC, with `$turbine` = API-1.
+fn expand_grafana(sql: &str) -> String {
+    let mut s = sql.replace("'$turbine'", "'API-1'");
+    while let Some(at) = s.find("$__timeGroupAlias(") {
+        let end = at + s[at..].find(')').unwrap();
+        let col = s[at + 18..end]
+            .split(',')
+            .next()
+            .unwrap()
+            .trim()
+            .to_string();
+        s.replace_range(
+            at..=end,
+            &format!("floor(extract(epoch from {col})/60)*60 AS \"time\""),
+        );
+    }
+    while let Some(at) = s.find("$__timeFilter(") {
+        let end = at + s[at..].find(')').unwrap();
+        let col = s[at + 14..end].trim().to_string();
+        s.replace_range(
+            at..=end,
+            &format!("{col} BETWEEN '2026-11-20T10:00:00Z' AND '2026-11-20T10:10:00Z'"),
+        );
+    }
+    assert!(!s.contains('$'), "an unexpanded macro or variable: {s}");
+    s
+}
+
+#[tokio::test]
+async fn the_grafana_dashboard_queries_run_against_the_schema() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/grafana/galewatch-turbine.json"
+    );
+    let dash: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let var = &dash["templating"]["list"][0];
+    assert_eq!(var["name"], "turbine");
+    let db = known_readings().await;
+    let c = db.client().await;
+    let rows = c.query(var["query"].as_str().unwrap(), &[]).await.unwrap();
+    assert_eq!(rows[0].get::<_, String>(0), "API-1");
+
+    let mut checked = Vec::new();
+    let mut queries: Vec<(String, String)> = Vec::new();
+    for p in dash["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().into_iter().flatten() {
+            if let Some(sql) = t["rawSql"].as_str() {
+                queries.push((p["title"].as_str().unwrap().to_string(), sql.to_string()));
+            }
+        }
+    }
+    for a in dash["annotations"]["list"].as_array().unwrap() {
+        queries.push((
+            a["name"].as_str().unwrap().to_string(),
+            a["target"]["rawSql"].as_str().unwrap().to_string(),
+        ));
+    }
+    for (title, sql) in &queries {
+        let rows = c
+            .query(&expand_grafana(sql), &[])
+            .await
+            .unwrap_or_else(|e| panic!("{title}: {e}\n{sql}"));
+        let want = match title.as_str() {
+            "Power" | "Wind speed" | "Rotor speed" => 10, // ten 1-minute buckets (10:10 is empty)
+            "Quarantined readings" => 1,
+            other => panic!("an unexpected SQL panel: {other}"),
+        };
+        assert_eq!(rows.len(), want, "{title}");
+        checked.push(title.clone());
+    }
+    checked.sort();
+    checked.dedup();
+    assert_eq!(
+        checked,
+        ["Power", "Quarantined readings", "Rotor speed", "Wind speed"]
+    );
+    // The daemon-health row is Prometheus.
+    let prom = dash["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["datasource"]["uid"] == "galewatch-prom")
+        .count();
+    assert!(prom >= 4, "{prom} Prometheus panels");
+}
