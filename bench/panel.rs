@@ -60,12 +60,12 @@ async fn main() {
         Err(_) => 0,
     };
     if !(reuse && have == want) {
-        admin
-            .batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {DB} WITH (FORCE); CREATE DATABASE {DB}"
-            ))
-            .await
-            .unwrap();
+        for sql in [
+            format!("DROP DATABASE IF EXISTS {DB} WITH (FORCE)"),
+            format!("CREATE DATABASE {DB}"),
+        ] {
+            admin.batch_execute(&sql).await.unwrap();
+        }
         let (mut c, conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
         tokio::spawn(conn);
         galewatch::migrate::run_to(&mut c, Some(3)).await.unwrap();

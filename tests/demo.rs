@@ -103,3 +103,52 @@ async fn the_demo_with_a_throwaway_cluster_adds_up_and_cleans_up() {
     let mosquitto = pid_after(&out, "started a private Mosquitto (pid ");
     assert!(!alive(mosquitto));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_serves_the_panel_and_prints_its_address() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_galewatch"))
+        .args(["demo", "--duration", "8s", "--turbines", "50"])
+        .env_remove("GALEWATCH_DATABASE_URL")
+        .env_remove("GALEWATCH_MQTT_URL")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run galewatch demo");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = String::new();
+    let addr = loop {
+        let line = lines
+            .next()
+            .unwrap_or_else(|| panic!("no panel line in:\n{seen}"))
+            .unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if let Some(rest) = line.trim().strip_prefix("panel    http://") {
+            break rest.split('/').next().unwrap().to_string();
+        }
+    };
+    // The fleet's turbines appear in the panel once the daemon has landed their first readings.
+    let mut body = String::new();
+    for _ in 0..100 {
+        let mut s = std::net::TcpStream::connect(&addr).expect("the panel answers");
+        write!(
+            s,
+            "GET /api/turbines HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        body.clear();
+        s.read_to_string(&mut body).unwrap();
+        if body.starts_with("HTTP/1.1 200") && !body.contains("\"total\":0") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+    assert!(body.contains("\"turbine_id\":\"WTG-"), "{body}");
+    for line in lines {
+        seen.push_str(&line.unwrap());
+        seen.push('\n');
+    }
+    assert!(child.wait().unwrap().success(), "{seen}");
+    assert_accounted(&seen);
+}
