@@ -221,8 +221,8 @@ fn fmt_value(v: f64) -> String {
 
 /// Round time ticks for the window, each with its label (UTC).
 pub fn time_ticks(from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<(DateTime<Utc>, String)> {
-    const STEPS: [i64; 12] = [
-        60, 120, 300, 600, 900, 1800, 3600, 7200, 10_800, 21_600, 43_200, 86_400,
+    const STEPS: [i64; 15] = [
+        10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10_800, 21_600, 43_200, 86_400,
     ];
     let span = (to - from).num_seconds().max(1);
     let step = STEPS
@@ -233,6 +233,8 @@ pub fn time_ticks(from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<(DateTime<Utc>,
     let first = from.timestamp().div_euclid(step) * step + step;
     let fmt = if step >= 86_400 {
         "%a %d %b"
+    } else if step < 60 {
+        "%H:%M:%S"
     } else if span > 86_400 {
         "%a %H:%M"
     } else {
