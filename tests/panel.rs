@@ -4,8 +4,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::process::Command;
 
 use common::*;
@@ -28,21 +27,9 @@ async fn panel(db: &TestDb) -> (SocketAddr, tokio::sync::watch::Sender<bool>) {
 
 async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     let path = path.to_string();
-    tokio::task::spawn_blocking(move || {
-        let mut s = TcpStream::connect(addr).unwrap();
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        let status = out[9..12].parse().unwrap();
-        let body = out.split_once("\r\n\r\n").unwrap().1.to_string();
-        (status, body)
-    })
-    .await
-    .unwrap()
+    tokio::task::spawn_blocking(move || http_get(&addr.to_string(), &path))
+        .await
+        .unwrap()
 }
 
 async fn get_json(addr: SocketAddr, path: &str) -> (u16, Value) {
@@ -269,24 +256,17 @@ async fn chromium_renders_three_charts_and_the_quarantine_marker() {
     let info = reader.next_frame(&mut buf).unwrap();
     assert!(info.width >= 1200, "{}x{}", info.width, info.height);
     let channels = info.color_type.samples();
-    let red = buf[..info.buffer_size()]
-        .chunks(channels)
-        .filter(|p| {
-            (p[0] as i32 - 0xd6).abs() < 12
-                && (p[1] as i32 - 0x27).abs() < 12
-                && (p[2] as i32 - 0x28).abs() < 12
-        })
-        .count();
+    let pixels = &buf[..info.buffer_size()];
+    let count = |rgb: [i32; 3]| {
+        pixels
+            .chunks(channels)
+            .filter(|p| (0..3).all(|i| (p[i] as i32 - rgb[i]).abs() < 12))
+            .count()
+    };
+    let red = count([0xd6, 0x27, 0x28]);
     assert!(red > 50, "marker pixels in the screenshot: {red}");
     // And the average line (#1f77b4).
-    let blue = buf[..info.buffer_size()]
-        .chunks(channels)
-        .filter(|p| {
-            (p[0] as i32 - 0x1f).abs() < 12
-                && (p[1] as i32 - 0x77).abs() < 12
-                && (p[2] as i32 - 0xb4).abs() < 12
-        })
-        .count();
+    let blue = count([0x1f, 0x77, 0xb4]);
     assert!(blue > 200, "line pixels in the screenshot: {blue}");
 }
 

@@ -443,3 +443,20 @@ pub fn fleet(
 pub fn json(topic: &str, payload: &str) -> (String, Vec<u8>) {
     (topic.to_string(), payload.as_bytes().to_vec())
 }
+
+/// A plain HTTP/1.1 GET (the panel's tests and the demo's): status and body.
+pub fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s =
+        std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out[9..12].parse().unwrap();
+    let body = out.split_once("\r\n\r\n").map_or("", |x| x.1).to_string();
+    (status, body)
+}
