@@ -63,6 +63,8 @@ pub struct Settings {
     pub max_unacked_readings: usize,
     /// Larger messages are rejected `too_large`.
     pub max_message_bytes: usize,
+    /// Array messages with more readings than this are rejected `too_large`.
+    pub max_readings_per_message: usize,
     /// A reading stamped further ahead of its receipt than this is quarantined `future_timestamp`.
     #[serde(with = "humantime_serde")]
     pub max_clock_skew: Duration,
@@ -136,6 +138,7 @@ impl Default for Settings {
             batch_max_wait: Duration::from_millis(100),
             max_unacked_readings: 20_000,
             max_message_bytes: rules.max_message_bytes,
+            max_readings_per_message: rules.max_readings_per_message,
             max_clock_skew: Duration::from_secs(300),
             power_kw_min: rules.power_kw.min,
             power_kw_max: rules.power_kw.max,
@@ -316,6 +319,7 @@ impl Settings {
         positive("batch_max_readings", self.batch_max_readings)?;
         positive("max_unacked_readings", self.max_unacked_readings)?;
         positive("max_message_bytes", self.max_message_bytes)?;
+        positive("max_readings_per_message", self.max_readings_per_message)?;
         positive(
             "mqtt_receive_maximum",
             usize::from(self.mqtt_receive_maximum),
@@ -402,6 +406,7 @@ impl Settings {
         let rules = Rules {
             turbine_level: decode::turbine_level(&self.mqtt_topic),
             max_message_bytes: self.max_message_bytes,
+            max_readings_per_message: self.max_readings_per_message,
             max_clock_skew,
             power_kw: range("power_kw", self.power_kw_min, self.power_kw_max)?,
             wind_speed_ms: range(

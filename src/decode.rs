@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use chrono::{DateTime, TimeZone, Timelike, Utc};
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use crate::reading::{Reading, Values};
@@ -101,6 +101,9 @@ pub struct Rules {
     pub rotor_rpm: Range,
     /// Longest turbine id accepted, in bytes.
     pub max_turbine_id_bytes: usize,
+    /// Most readings one array message may hold; a longer array is rejected `too_large` whole,
+    /// before more than this many elements are held in memory.
+    pub max_readings_per_message: usize,
 }
 
 impl Rules {
@@ -123,6 +126,7 @@ impl Rules {
                 max: 200.0,
             },
             max_turbine_id_bytes: 128,
+            max_readings_per_message: 1_000,
         }
     }
 }
@@ -187,8 +191,23 @@ pub fn decode(
     if text.trim().is_empty() {
         return whole(RejectReason::Malformed, "payload is empty".to_string());
     }
-    let top: Top<'_> = match serde_json::from_str(text) {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let top = TopSeed {
+        max_elements: rules.max_readings_per_message,
+    }
+    .deserialize(&mut de)
+    .and_then(|top| de.end().map(|()| top));
+    let top: Top<'_> = match top {
         Ok(top) => top,
+        Err(e) if e.to_string().starts_with(TOO_MANY) => {
+            return whole(
+                RejectReason::TooLarge,
+                format!(
+                    "payload is an array of more than {} readings",
+                    rules.max_readings_per_message
+                ),
+            )
+        }
         Err(e) => {
             return whole(
                 RejectReason::Malformed,
@@ -598,9 +617,22 @@ impl<'de> Deserialize<'de> for Element<'de> {
     }
 }
 
-impl<'de> Deserialize<'de> for Top<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
+/// The start of the error an over-long array raises inside the parser (so it stops there).
+const TOO_MANY: &str = "galewatch: too many elements";
+
+/// Deserializes the top level, refusing an array longer than `max_elements` as soon as it
+/// passes the limit, so a hostile message never makes more than that many elements.
+struct TopSeed {
+    max_elements: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for TopSeed {
+    type Value = Top<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        struct V {
+            max_elements: usize,
+        }
         impl<'de> Visitor<'de> for V {
             type Value = Top<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -608,8 +640,16 @@ impl<'de> Deserialize<'de> for Top<'de> {
             }
             other_scalars!(Top);
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+                let cap = seq
+                    .size_hint()
+                    .unwrap_or(0)
+                    .min(self.max_elements)
+                    .min(1024);
+                let mut out = Vec::with_capacity(cap);
                 while let Some(el) = seq.next_element::<Element<'de>>()? {
+                    if out.len() == self.max_elements {
+                        return Err(serde::de::Error::custom(TOO_MANY));
+                    }
                     out.push(el);
                 }
                 Ok(Top::Many(out))
@@ -618,7 +658,9 @@ impl<'de> Deserialize<'de> for Top<'de> {
                 read_fields(map).map(Top::One)
             }
         }
-        d.deserialize_any(V)
+        d.deserialize_any(V {
+            max_elements: self.max_elements,
+        })
     }
 }
 
@@ -862,6 +904,38 @@ mod tests {
         assert!(rejected(out[0].clone())
             .detail
             .contains("missing from both"));
+    }
+
+    #[test]
+    fn an_array_past_the_limit_is_too_large_whole() {
+        let r = Rules {
+            max_readings_per_message: 3,
+            ..rules()
+        };
+        let el = r#"{"recorded_at":"2026-11-30T00:00:00Z","power_kw":1}"#;
+        let three = format!("[{el},{el},{el}]");
+        let out = decode("turbines/A/readings", three.as_bytes(), now(), &r);
+        assert_eq!(out.len(), 3);
+        let four = format!("[{el},{el},{el},{el}]");
+        let out = decode("turbines/A/readings", four.as_bytes(), now(), &r);
+        assert_eq!(out.len(), 1);
+        let Decoded::Rejected(rej) = &out[0] else {
+            panic!("{out:?}")
+        };
+        assert_eq!(rej.reason, RejectReason::TooLarge);
+        assert!(
+            rej.detail.contains("more than 3 readings"),
+            "{}",
+            rej.detail
+        );
+        // Trailing garbage after a valid value is still malformed.
+        let out = decode(
+            "turbines/A/readings",
+            format!("{el} x").as_bytes(),
+            now(),
+            &r,
+        );
+        assert!(matches!(&out[0], Decoded::Rejected(x) if x.reason == RejectReason::Malformed));
     }
 
     #[test]

@@ -1,0 +1,105 @@
+//! The decoder's memory is bounded by the message, whatever the message: a counting allocator
+//! measures the peak heap of decoding hostile inputs of up to `max_message_bytes`.
+//!
+//! The bound: 8 × the message size plus ~200 bytes for each element an array may hold
+//! (`max_readings_per_message`, 1,000 by default: ~200 KiB). Anything past the array limit is
+//! refused before it is held.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+struct Counting;
+
+static CURRENT: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let now = CURRENT.fetch_add(layout.size(), Ordering::SeqCst) + layout.size();
+        PEAK.fetch_max(now, Ordering::SeqCst);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        CURRENT.fetch_sub(layout.size(), Ordering::SeqCst);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// Peak heap growth while decoding `payload`.
+fn peak_of(payload: &[u8]) -> usize {
+    let rules = galewatch::decode::Rules::for_filter("turbines/+/readings");
+    let now = chrono::Utc::now();
+    let base = CURRENT.load(Ordering::SeqCst);
+    PEAK.store(base, Ordering::SeqCst);
+    let out = galewatch::decode::decode("turbines/T/readings", payload, now, &rules);
+    assert!(!out.is_empty());
+    drop(out);
+    PEAK.load(Ordering::SeqCst) - base
+}
+
+#[test]
+fn hostile_messages_never_cost_more_than_a_small_multiple_of_their_size() {
+    let mib = 1024 * 1024 - 16;
+    let reading = r#"{"recorded_at":"2026-11-30T00:00:00Z","power_kw":1,"turbine_id":"T"},"#;
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        // Many tiny elements: each would become an element and a rejection.
+        ("[{},{},...]", {
+            let mut s = "[".to_string() + &"{},".repeat(mib / 3 - 1);
+            s.push_str("{}]");
+            s.into_bytes()
+        }),
+        ("[0,0,...]", {
+            let mut s = "[".to_string() + &"0,".repeat(mib / 2 - 1);
+            s.push_str("0]");
+            s.into_bytes()
+        }),
+        // Many valid readings (past the array limit).
+        ("[reading, ...]", {
+            let n = mib / reading.len();
+            let mut s = "[".to_string() + &reading.repeat(n);
+            s.pop();
+            s.push(']');
+            s.into_bytes()
+        }),
+        // Exactly the array limit of valid readings.
+        ("1,000 readings", {
+            let mut s = "[".to_string() + &reading.repeat(1000);
+            s.pop();
+            s.push(']');
+            s.into_bytes()
+        }),
+        // Deep nesting (serde_json stops at 128 levels).
+        ("[[[[...", "[".repeat(mib).into_bytes()),
+        // One enormous string and one enormous key.
+        ("a long turbine_id", {
+            format!(
+                r#"{{"turbine_id":"{}","recorded_at":0,"power_kw":1}}"#,
+                "x".repeat(mib - 60)
+            )
+            .into_bytes()
+        }),
+        ("a long key", {
+            format!(r#"{{"{}":1}}"#, "k".repeat(mib - 10)).into_bytes()
+        }),
+        // Escapes force a copy of the string.
+        ("an escaped string", {
+            format!(r#"{{"turbine_id":"{}"}}"#, "\\u0041".repeat(mib / 6 - 4)).into_bytes()
+        }),
+        ("not UTF-8", vec![0xff; mib]),
+    ];
+    for (name, payload) in cases {
+        assert!(payload.len() <= 1024 * 1024, "{name}: {}", payload.len());
+        let peak = peak_of(&payload);
+        let bound = 8 * payload.len() + 1000 * 200 + 64 * 1024;
+        println!(
+            "{name:<20} {:>9} bytes -> peak {:>9} bytes ({:.2}x)",
+            payload.len(),
+            peak,
+            peak as f64 / payload.len() as f64
+        );
+        assert!(peak <= bound, "{name}: peak {peak} > bound {bound}");
+    }
+}
