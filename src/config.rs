@@ -17,6 +17,37 @@ use crate::decode::{self, Range, Rules};
 /// The environment prefix of every setting.
 pub const ENV_PREFIX: &str = "GALEWATCH_";
 
+/// Settings that can hold a secret. Each can also be read from a file named by
+/// `GALEWATCH_{SETTING}_FILE` (the container-image convention), so the secret stays out of the
+/// environment and of process listings.
+pub const SECRET_SETTINGS: [&str; 3] = ["database_url", "database_password", "mqtt_password"];
+
+/// A secret string: deserializes like a string, never prints (Debug shows that it is set, not
+/// what it is), serializes as itself only so the layered configuration can carry it.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_empty() {
+            "(none)"
+        } else {
+            "(redacted)"
+        })
+    }
+}
+
 /// The settings as an operator writes them. See `config/galewatch.toml` for each one's why.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -24,9 +55,17 @@ pub struct Settings {
     /// libpq-style URL of the database that holds `readings`.
     #[serde(deserialize_with = "scalar_string")]
     pub database_url: String,
+    /// The database password, when it is not in `database_url` (or the server needs none). A
+    /// secret: best given as a file (`GALEWATCH_DATABASE_PASSWORD_FILE`).
+    pub database_password: Secret,
     /// Broker URL, `mqtt://host[:port]`.
     #[serde(deserialize_with = "scalar_string")]
     pub mqtt_url: String,
+    /// Broker user name (empty: none).
+    #[serde(deserialize_with = "scalar_string")]
+    pub mqtt_username: String,
+    /// Broker password. A secret: best given as a file (`GALEWATCH_MQTT_PASSWORD_FILE`).
+    pub mqtt_password: Secret,
     /// Fixed per instance: the broker keeps the persistent session under it.
     #[serde(deserialize_with = "scalar_string")]
     pub mqtt_client_id: String,
@@ -124,7 +163,10 @@ impl Default for Settings {
         let rules = Rules::for_filter(DEFAULT_TOPIC);
         Settings {
             database_url: "postgresql://postgres@127.0.0.1:5432/galewatch".into(),
+            database_password: Secret::default(),
             mqtt_url: "mqtt://127.0.0.1:1883".into(),
+            mqtt_username: String::new(),
+            mqtt_password: Secret::default(),
             mqtt_client_id: "galewatch".into(),
             mqtt_topic: DEFAULT_TOPIC.into(),
             mqtt_share_group: String::new(),
@@ -230,9 +272,47 @@ pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
         }
         fig = fig.merge(Toml::file_exact(path));
     }
-    fig = fig.merge(Env::prefixed(ENV_PREFIX).ignore(&["config"]));
+    let file_vars: Vec<String> = SECRET_SETTINGS
+        .iter()
+        .map(|k| format!("{k}_file"))
+        .collect();
+    let mut ignored: Vec<&str> = vec!["config"];
+    ignored.extend(file_vars.iter().map(String::as_str));
+    fig = fig.merge(Env::prefixed(ENV_PREFIX).ignore(&ignored));
+    for key in SECRET_SETTINGS {
+        if let Some(value) = secret_from_file(key)? {
+            fig = fig.merge(Serialized::default(key, value));
+        }
+    }
     let settings: Settings = fig.extract().map_err(from_figment)?;
     settings.validate()
+}
+
+/// The value of `GALEWATCH_{KEY}_FILE`'s file, if that variable is set (one trailing newline
+/// dropped). Setting both the variable and its `_FILE` is an error: which one wins would be a
+/// surprise.
+fn secret_from_file(key: &str) -> Result<Option<String>, ConfigError> {
+    let var = format!("{ENV_PREFIX}{}_FILE", key.to_uppercase());
+    let Some(path) = std::env::var_os(&var) else {
+        return Ok(None);
+    };
+    let err = |problem: String| ConfigError {
+        setting: key.to_string(),
+        env: var.clone(),
+        problem,
+    };
+    if std::env::var_os(format!("{ENV_PREFIX}{}", key.to_uppercase())).is_some() {
+        return Err(err(format!(
+            "both {ENV_PREFIX}{} and {var} are set; keep one",
+            key.to_uppercase()
+        )));
+    }
+    let path = Path::new(&path);
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| err(format!("cannot read {}: {}", path.display(), e.kind())))?;
+    let text = text.strip_suffix('\n').unwrap_or(&text);
+    let text = text.strip_suffix('\r').unwrap_or(text);
+    Ok(Some(text.to_string()))
 }
 
 fn from_figment(e: figment::Error) -> ConfigError {
@@ -272,9 +352,10 @@ impl Settings {
 
     /// Checks every setting and derives the typed configuration.
     pub fn validate(self) -> Result<Config, ConfigError> {
-        let db: tokio_postgres::Config = self
+        let mut db: tokio_postgres::Config = self
             .database_url
             .parse()
+            // The parser's message never quotes the URL (it may hold a password).
             .map_err(|e| ConfigError::new("database_url", format!("not a libpq URL: {e}")))?;
         if db.get_dbname().is_none() {
             return Err(ConfigError::new(
@@ -282,7 +363,22 @@ impl Settings {
                 "names no database (add /DBNAME to the URL)",
             ));
         }
+        if !self.database_password.is_empty() {
+            if db.get_password().is_some() {
+                return Err(ConfigError::new(
+                    "database_password",
+                    "database_url holds a password too; give it in one place",
+                ));
+            }
+            db.password(self.database_password.expose());
+        }
         let broker = parse_mqtt_url(&self.mqtt_url)?;
+        if !self.mqtt_password.is_empty() && self.mqtt_username.is_empty() {
+            return Err(ConfigError::new(
+                "mqtt_password",
+                "is set but mqtt_username is not",
+            ));
+        }
         if self.mqtt_client_id.is_empty() || self.mqtt_client_id.len() > 65_535 {
             return Err(ConfigError::new(
                 "mqtt_client_id",

@@ -73,6 +73,9 @@ impl Subscriber {
             .set_max_packet_size(Some(s.mqtt_max_packet_bytes))
             .set_manual_acks(true)
             .set_connection_timeout(10);
+        if !s.mqtt_username.is_empty() {
+            opts.set_credentials(s.mqtt_username.clone(), s.mqtt_password.expose());
+        }
         // Every held message owes at most one ack, so the request channel can hold them all.
         let (client, eventloop) = AsyncClient::new(opts, s.max_unacked_readings + 1024);
         let sub = Subscriber {
