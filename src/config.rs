@@ -6,6 +6,7 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use figment::providers::{Env, Format, Serialized, Toml};
@@ -66,6 +67,15 @@ pub struct Settings {
     pub mqtt_username: String,
     /// Broker password. A secret: best given as a file (`GALEWATCH_MQTT_PASSWORD_FILE`).
     pub mqtt_password: Secret,
+    /// For `mqtts://`: PEM bundle of the CAs that may sign the broker's certificate (empty: the
+    /// system's roots).
+    #[serde(deserialize_with = "scalar_string")]
+    pub mqtt_ca_file: String,
+    /// For `mqtts://` with mutual TLS: this daemon's certificate chain and key, PEM.
+    #[serde(deserialize_with = "scalar_string")]
+    pub mqtt_client_cert_file: String,
+    #[serde(deserialize_with = "scalar_string")]
+    pub mqtt_client_key_file: String,
     /// Fixed per instance: the broker keeps the persistent session under it.
     #[serde(deserialize_with = "scalar_string")]
     pub mqtt_client_id: String,
@@ -167,6 +177,9 @@ impl Default for Settings {
             mqtt_url: "mqtt://127.0.0.1:1883".into(),
             mqtt_username: String::new(),
             mqtt_password: Secret::default(),
+            mqtt_ca_file: String::new(),
+            mqtt_client_cert_file: String::new(),
+            mqtt_client_key_file: String::new(),
             mqtt_client_id: "galewatch".into(),
             mqtt_topic: DEFAULT_TOPIC.into(),
             mqtt_share_group: String::new(),
@@ -235,6 +248,8 @@ impl ConfigError {
 pub struct BrokerAddr {
     pub host: String,
     pub port: u16,
+    /// `mqtts://`: TLS, verified against the server name `host`.
+    pub tls: bool,
 }
 
 impl Settings {
@@ -254,6 +269,8 @@ pub struct Config {
     pub settings: Settings,
     pub db: tokio_postgres::Config,
     pub broker: BrokerAddr,
+    /// The broker connection's TLS configuration, for `mqtts://`.
+    pub mqtt_tls: Option<Arc<rustls::ClientConfig>>,
     pub metrics_listen: SocketAddr,
     pub panel_listen: SocketAddr,
     pub rules: Rules,
@@ -379,6 +396,39 @@ impl Settings {
                 "is set but mqtt_username is not",
             ));
         }
+        let opt = |s: &str| (!s.is_empty()).then(|| Path::new(s).to_path_buf());
+        let (cert, key) = (
+            opt(&self.mqtt_client_cert_file),
+            opt(&self.mqtt_client_key_file),
+        );
+        if cert.is_some() != key.is_some() {
+            return Err(ConfigError::new(
+                "mqtt_client_cert_file",
+                "mutual TLS needs both mqtt_client_cert_file and mqtt_client_key_file",
+            ));
+        }
+        let tls_asked = opt(&self.mqtt_ca_file).is_some() || cert.is_some();
+        if tls_asked && !broker.tls {
+            return Err(ConfigError::new(
+                "mqtt_url",
+                "TLS files are set but the URL is mqtt://; use mqtts://",
+            ));
+        }
+        let mqtt_tls = if broker.tls {
+            let ca = opt(&self.mqtt_ca_file);
+            let client = cert.as_deref().zip(key.as_deref());
+            let tls = crate::tls::client_config(
+                ca.as_deref(),
+                client,
+                "mqtt_ca_file",
+                "mqtt_client_cert_file",
+                "mqtt_client_key_file",
+            )
+            .map_err(|e| ConfigError::new(e.setting, e.problem))?;
+            Some(Arc::new(tls))
+        } else {
+            None
+        };
         if self.mqtt_client_id.is_empty() || self.mqtt_client_id.len() > 65_535 {
             return Err(ConfigError::new(
                 "mqtt_client_id",
@@ -517,6 +567,7 @@ impl Settings {
             settings: self,
             db,
             broker,
+            mqtt_tls,
             metrics_listen,
             panel_listen,
             rules,
@@ -555,25 +606,33 @@ fn positive(setting: &str, v: usize) -> Result<(), ConfigError> {
 
 fn parse_mqtt_url(s: &str) -> Result<BrokerAddr, ConfigError> {
     let bad = |p: String| ConfigError::new("mqtt_url", p);
-    let url = url::Url::parse(s).map_err(|e| bad(format!("{s:?} is not a URL: {e}")))?;
-    match url.scheme() {
-        "mqtt" | "tcp" => {}
-        "mqtts" | "ssl" => return Err(bad(
-            "mqtts:// (TLS) is not supported by this build yet; use mqtt:// on a trusted network"
-                .into(),
-        )),
-        other => return Err(bad(format!("unknown scheme {other:?}; expected mqtt://"))),
+    // Errors never quote the URL: it could hold credentials.
+    let url = url::Url::parse(s).map_err(|e| bad(format!("not a URL: {e}")))?;
+    let (tls, default_port) = match url.scheme() {
+        "mqtt" | "tcp" => (false, 1883),
+        "mqtts" | "ssl" => (true, 8883),
+        other => {
+            return Err(bad(format!(
+                "unknown scheme {other:?}; expected mqtt:// or mqtts://"
+            )))
+        }
+    };
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(bad(
+            "holds credentials; give them as mqtt_username and mqtt_password (or _FILE)".into(),
+        ));
     }
     let host = url
         .host_str()
         .filter(|h| !h.is_empty())
-        .ok_or_else(|| bad(format!("{s:?} names no host")))?;
+        .ok_or_else(|| bad("names no host".into()))?;
     Ok(BrokerAddr {
         host: host
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_string(),
-        port: url.port().unwrap_or(1883),
+        port: url.port().unwrap_or(default_port),
+        tls,
     })
 }
 
@@ -588,7 +647,8 @@ mod tests {
             c.broker,
             BrokerAddr {
                 host: "127.0.0.1".into(),
-                port: 1883
+                port: 1883,
+                tls: false,
             }
         );
         assert_eq!(c.db.get_dbname(), Some("galewatch"));
@@ -714,13 +774,21 @@ mod tests {
             parse_mqtt_url("mqtt://broker.example:1884").unwrap(),
             BrokerAddr {
                 host: "broker.example".into(),
-                port: 1884
+                port: 1884,
+                tls: false,
             }
         );
-        assert!(parse_mqtt_url("mqtts://x")
-            .unwrap_err()
-            .problem
-            .contains("TLS"));
+        assert_eq!(
+            parse_mqtt_url("mqtts://broker.example").unwrap(),
+            BrokerAddr {
+                host: "broker.example".into(),
+                port: 8883,
+                tls: true,
+            }
+        );
+        let e = parse_mqtt_url("mqtt://u:hunter2@x").unwrap_err();
+        assert!(e.problem.contains("credentials"), "{e}");
+        assert!(!e.to_string().contains("hunter2"), "{e}");
     }
 
     #[test]

@@ -38,7 +38,8 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         Subscriber::new(&cfg, epoch.clone(), budget, unacked.clone(), msg_tx);
     let acker = Acker::new(client.clone(), epoch);
 
-    let mut subscriber = tokio::spawn(subscriber.run(shutdown.clone()));
+    let mut subscriber: tokio::task::JoinHandle<Result<(), Error>> =
+        tokio::spawn(subscriber.run(shutdown.clone()));
     let batcher = tokio::spawn(batch::run(
         msg_rx,
         batch_tx,
@@ -92,12 +93,15 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
             }
         }
         r = &mut subscriber => {
+            if let Ok(Err(e)) = r {
+                return Err(e);
+            }
             if !*shutdown.borrow() {
                 return Err(Error::other("the subscriber task", format!("stopped unexpectedly: {r:?}")));
             }
             // It only ends on shutdown when it was never connected: nothing to ack, nothing
             // more to wait for from it.
-            subscriber = tokio::spawn(async {});
+            subscriber = tokio::spawn(async { Ok(()) });
         }
     }
     let deadline = Instant::now() + s.shutdown_grace;

@@ -26,6 +26,7 @@ use crate::backoff::Backoff;
 use crate::batch::Message;
 use crate::config::Config;
 use crate::decode::{self, Decoded, RejectReason, Rules};
+use crate::error::Error;
 use crate::telemetry;
 use crate::write::REJECTED_PAYLOAD_KEEP;
 
@@ -46,7 +47,37 @@ pub struct Subscriber {
     /// Subscribe on the first connection of this process (the filter may have changed since the
     /// session was made) and on any connection where the broker kept no session.
     subscribed: bool,
+    /// Whether any connection succeeded yet: a TLS failure before that is a configuration error.
+    ever_connected: bool,
     backoff: Backoff,
+}
+
+/// Whether a connection error is TLS refusing the peer (a certificate problem, or an alert from
+/// the broker such as CertificateRequired), rather than the network. rumqttc nests the rustls
+/// error in I/O and state errors, at times only as text, so the chain and the text are searched.
+fn is_tls_failure(e: &rumqttc::v5::ConnectionError) -> bool {
+    if matches!(e, rumqttc::v5::ConnectionError::Tls(_)) {
+        return true;
+    }
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if err.downcast_ref::<rustls::Error>().is_some() {
+            return true;
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if io
+                .get_ref()
+                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+            {
+                return true;
+            }
+        }
+        cur = err.source();
+    }
+    let text = e.to_string();
+    ["fatal alert", "peer certificate", "certificate required"]
+        .iter()
+        .any(|m| text.to_lowercase().contains(m))
 }
 
 impl Subscriber {
@@ -73,6 +104,11 @@ impl Subscriber {
             .set_max_packet_size(Some(s.mqtt_max_packet_bytes))
             .set_manual_acks(true)
             .set_connection_timeout(10);
+        if let Some(tls) = &cfg.mqtt_tls {
+            opts.set_transport(rumqttc::Transport::tls_with_config(
+                rumqttc::TlsConfiguration::Rustls(tls.clone()),
+            ));
+        }
         if !s.mqtt_username.is_empty() {
             opts.set_credentials(s.mqtt_username.clone(), s.mqtt_password.expose());
         }
@@ -89,6 +125,7 @@ impl Subscriber {
             out: Some(out),
             unacked,
             subscribed: false,
+            ever_connected: false,
             backoff: Backoff::new(Duration::from_millis(200), Duration::from_secs(30)),
         };
         (sub, client)
@@ -98,7 +135,11 @@ impl Subscriber {
     /// keeps polling so the writer's last acks go out, until the DISCONNECT that
     /// `AsyncClient::try_disconnect` queues behind them has been sent. While disconnected it
     /// returns as soon as shutdown is asked (nothing can be acked then).
-    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+    ///
+    /// A TLS failure before the first connection ever succeeded (a wrong CA, a missing or refused
+    /// client certificate) is a configuration error, not an outage: it ends the run with an
+    /// error that says so, instead of retrying forever.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> Result<(), Error> {
         let mut disconnect_sent: Option<tokio::time::Instant> = None;
         loop {
             // Never raced against anything: a poll cancelled half way can lose a PUBACK it had
@@ -112,7 +153,7 @@ impl Subscriber {
                 // connection and can throw away the last PUBACKs still in the send buffer.
                 Some(at) => match tokio::time::timeout_at(at, self.eventloop.poll()).await {
                     Ok(ev) => ev,
-                    Err(_) => return,
+                    Err(_) => return Ok(()),
                 },
             };
             if *shutdown.borrow() {
@@ -122,6 +163,7 @@ impl Subscriber {
             match event {
                 Ok(Event::Incoming(Packet::ConnAck(ack))) => {
                     self.backoff.reset();
+                    self.ever_connected = true;
                     metrics::gauge!(telemetry::BROKER_CONNECTED).set(1.0);
                     tracing::info!(
                         session_present = ack.session_present,
@@ -168,7 +210,13 @@ impl Subscriber {
                 Ok(_) => {}
                 Err(e) => {
                     if draining {
-                        return;
+                        return Ok(());
+                    }
+                    if !self.ever_connected && is_tls_failure(&e) {
+                        return Err(Error::other(
+                            "connecting to the broker over TLS (check mqtt_ca_file, the broker's host name, and mqtt_client_cert_file/mqtt_client_key_file)",
+                            e,
+                        ));
                     }
                     let eventloop = &mut self.eventloop;
                     // Under the epoch lock: drop any ack queued for the lost connection, so none
@@ -181,7 +229,7 @@ impl Subscriber {
                     tracing::warn!(error = %e, retry_in = ?wait, "broker connection lost");
                     tokio::select! {
                         _ = tokio::time::sleep(wait) => {}
-                        _ = shutdown.wait_for(|s| *s) => return,
+                        _ = shutdown.wait_for(|s| *s) => return Ok(()),
                     }
                 }
             }

@@ -34,6 +34,8 @@ pub struct Broker {
     dir: tempfile::TempDir,
     child: Option<Child>,
     conf: PathBuf,
+    /// Certificates a TLS listener reads, kept as long as the broker runs.
+    _files: Option<tempfile::TempDir>,
 }
 
 impl Broker {
@@ -52,19 +54,55 @@ impl Broker {
         Broker::start_with("listener 1883 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location /var/lib/mosquitto/\nlog_dest stderr\n")
     }
 
+    /// The project's configuration plus a TLS listener on a second free port that requires a
+    /// client certificate signed by `ca_pem`; the server presents `cert_pem`/`key_pem`. Returns
+    /// the broker (whose `port` stays the plain loopback listener) and the TLS port.
+    pub fn start_tls(ca_pem: &str, cert_pem: &str, key_pem: &str) -> (Broker, u16) {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("config/mosquitto.conf"),
+        )
+        .expect("read config/mosquitto.conf");
+        let files = tempfile::tempdir().expect("temp dir");
+        set_mode(files.path(), 0o755);
+        let mut paths = Vec::new();
+        for (name, pem) in [
+            ("ca.pem", ca_pem),
+            ("server.pem", cert_pem),
+            ("server.key", key_pem),
+        ] {
+            let p = files.path().join(name);
+            std::fs::write(&p, pem).unwrap();
+            set_mode(&p, 0o644);
+            paths.push(p.display().to_string());
+        }
+        let tls_port = free_port();
+        let extra = format!(
+            "\nlistener {tls_port} 127.0.0.1\ncafile {}\ncertfile {}\nkeyfile {}\nrequire_certificate true\n",
+            paths[0], paths[1], paths[2]
+        );
+        let b = Broker::start_with_files(&text, &extra, Some(files));
+        (b, tls_port)
+    }
+
     fn start_with(conf_text: &str) -> Broker {
+        Broker::start_with_files(conf_text, "", None)
+    }
+
+    /// `extra` is appended after the port substitution (a second listener keeps its own port).
+    fn start_with_files(conf_text: &str, extra: &str, files: Option<tempfile::TempDir>) -> Broker {
         let dir = tempfile::tempdir().expect("temp dir");
         // Mosquitto started as root drops to the mosquitto user: let it write here.
         set_mode(dir.path(), 0o777);
         let port = free_port();
         let conf = dir.path().join("mosquitto.conf");
-        let text = galewatch::demo::private_mosquitto_conf(conf_text, port, dir.path());
+        let text = galewatch::demo::private_mosquitto_conf(conf_text, port, dir.path()) + extra;
         std::fs::write(&conf, text).unwrap();
         let mut b = Broker {
             port,
             dir,
             child: None,
             conf,
+            _files: files,
         };
         b.spawn();
         b
@@ -98,6 +136,7 @@ impl Broker {
         BrokerAddr {
             host: "127.0.0.1".into(),
             port: self.port,
+            tls: false,
         }
     }
 

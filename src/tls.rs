@@ -1,0 +1,105 @@
+//! TLS: the one TLS stack, rustls with the `ring` crypto provider, for the broker connection.
+//!
+//! One provider, chosen on purpose: ring builds in seconds, where aws-lc-sys is a long C build;
+//! and every config names its provider explicitly, so no "no process-level CryptoProvider"
+//! panic can happen whatever other crates enable.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::{ClientConfig, RootCertStore};
+
+/// What went wrong building a TLS configuration; the setting and file are named.
+#[derive(Debug, thiserror::Error)]
+#[error("{setting}: {problem}")]
+pub struct TlsError {
+    pub setting: &'static str,
+    pub problem: String,
+}
+
+fn err(setting: &'static str, problem: impl Into<String>) -> TlsError {
+    TlsError {
+        setting,
+        problem: problem.into(),
+    }
+}
+
+/// The crypto provider every configuration uses.
+pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Certificates from a PEM file (a CA bundle or a client chain).
+fn certs(setting: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs: Vec<_> = CertificateDer::pem_file_iter(path)
+        .map_err(|e| err(setting, format!("cannot read {}: {e}", path.display())))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| {
+            err(
+                setting,
+                format!("{} is not PEM certificates: {e}", path.display()),
+            )
+        })?;
+    if certs.is_empty() {
+        return Err(err(
+            setting,
+            format!("{} holds no certificate", path.display()),
+        ));
+    }
+    Ok(certs)
+}
+
+/// A client configuration: server verification against `ca_file` (or the system's roots when
+/// None), and a client certificate when `client` names a chain and key (mutual TLS).
+pub fn client_config(
+    ca_file: Option<&Path>,
+    client: Option<(&Path, &Path)>,
+    ca_setting: &'static str,
+    cert_setting: &'static str,
+    key_setting: &'static str,
+) -> Result<ClientConfig, TlsError> {
+    let mut roots = RootCertStore::empty();
+    match ca_file {
+        Some(path) => {
+            for c in certs(ca_setting, path)? {
+                roots
+                    .add(c)
+                    .map_err(|e| err(ca_setting, format!("{}: {e}", path.display())))?;
+            }
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            roots.add_parsable_certificates(found.certs);
+            if roots.is_empty() {
+                return Err(err(
+                    ca_setting,
+                    "no CA file given and no system roots found (install ca-certificates or set the CA file)",
+                ));
+            }
+        }
+    }
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| err(ca_setting, e.to_string()))?
+        .with_root_certificates(roots);
+    match client {
+        None => Ok(builder.with_no_client_auth()),
+        Some((chain, key)) => {
+            let chain = certs(cert_setting, chain)?;
+            let key = PrivateKeyDer::from_pem_file(key).map_err(|e| {
+                err(
+                    key_setting,
+                    format!("{} is not a PEM private key: {e}", key.display()),
+                )
+            })?;
+            builder.with_client_auth_cert(chain, key).map_err(|e| {
+                err(
+                    key_setting,
+                    format!("the key does not fit the certificate: {e}"),
+                )
+            })
+        }
+    }
+}
