@@ -56,6 +56,14 @@ pub struct Settings {
     /// libpq-style URL of the database that holds `readings`.
     #[serde(deserialize_with = "scalar_string")]
     pub database_url: String,
+    /// TLS to the database, libpq's `sslmode`: `disable`, `require`, `verify-ca`, `verify-full`.
+    /// (An `sslmode` in `database_url` is read the same way.)
+    #[serde(deserialize_with = "scalar_string")]
+    pub database_sslmode: String,
+    /// For `verify-ca` and `verify-full`: the CAs that may sign the server's certificate, PEM
+    /// (empty: the system's roots). libpq's `sslrootcert` in the URL means the same.
+    #[serde(deserialize_with = "scalar_string")]
+    pub database_ca_file: String,
     /// The database password, when it is not in `database_url` (or the server needs none). A
     /// secret: best given as a file (`GALEWATCH_DATABASE_PASSWORD_FILE`).
     pub database_password: Secret,
@@ -173,6 +181,8 @@ impl Default for Settings {
         let rules = Rules::for_filter(DEFAULT_TOPIC);
         Settings {
             database_url: "postgresql://postgres@127.0.0.1:5432/galewatch".into(),
+            database_sslmode: "disable".into(),
+            database_ca_file: String::new(),
             database_password: Secret::default(),
             mqtt_url: "mqtt://127.0.0.1:1883".into(),
             mqtt_username: String::new(),
@@ -267,7 +277,7 @@ impl Settings {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub settings: Settings,
-    pub db: tokio_postgres::Config,
+    pub db: crate::db::Database,
     pub broker: BrokerAddr,
     /// The broker connection's TLS configuration, for `mqtts://`.
     pub mqtt_tls: Option<Arc<rustls::ClientConfig>>,
@@ -369,8 +379,45 @@ impl Settings {
 
     /// Checks every setting and derives the typed configuration.
     pub fn validate(self) -> Result<Config, ConfigError> {
-        let mut db: tokio_postgres::Config = self
-            .database_url
+        // libpq's sslmode and sslrootcert, which tokio-postgres does not know in full, are taken
+        // out of the URL and read here.
+        let (url, url_sslmode, url_rootcert) = split_tls_params(&self.database_url)
+            .map_err(|p| ConfigError::new("database_url", p))?;
+        let sslmode_text = match (url_sslmode.as_deref(), self.database_sslmode.as_str()) {
+            (Some(u), "disable") => u.to_string(),
+            (Some(u), s) if u != s => {
+                return Err(ConfigError::new(
+                    "database_sslmode",
+                    format!("{s} here, but the URL says sslmode={u}"),
+                ))
+            }
+            (_, s) => s.to_string(),
+        };
+        let sslmode = crate::db::SslMode::parse(&sslmode_text).ok_or_else(|| {
+            ConfigError::new(
+                "database_sslmode",
+                format!("{sslmode_text:?}: expected disable, require, verify-ca or verify-full"),
+            )
+        })?;
+        let ca_file = match (url_rootcert, self.database_ca_file.as_str()) {
+            (Some(u), "") => Some(u),
+            (_, "") => None,
+            (_, f) => Some(f.to_string()),
+        };
+        if ca_file.is_some()
+            && !matches!(
+                sslmode,
+                crate::db::SslMode::VerifyCa | crate::db::SslMode::VerifyFull
+            )
+        {
+            return Err(ConfigError::new(
+                "database_ca_file",
+                "is only used with database_sslmode verify-ca or verify-full",
+            ));
+        }
+        let db_tls = crate::db::tls_config(sslmode, ca_file.as_deref().map(Path::new))
+            .map_err(|e| ConfigError::new(e.setting, e.problem))?;
+        let mut db: tokio_postgres::Config = url
             .parse()
             // The parser's message never quotes the URL (it may hold a password).
             .map_err(|e| ConfigError::new("database_url", format!("not a libpq URL: {e}")))?;
@@ -389,6 +436,7 @@ impl Settings {
             }
             db.password(self.database_password.expose());
         }
+        let db = crate::db::Database::new(db, db_tls);
         let broker = parse_mqtt_url(&self.mqtt_url)?;
         if !self.mqtt_password.is_empty() && self.mqtt_username.is_empty() {
             return Err(ConfigError::new(
@@ -604,6 +652,31 @@ fn positive(setting: &str, v: usize) -> Result<(), ConfigError> {
     }
 }
 
+/// Takes `sslmode` and `sslrootcert` out of a libpq URL's query: (the rest, sslmode, sslrootcert).
+/// A key=value connection string is passed through whole.
+fn split_tls_params(url: &str) -> Result<(String, Option<String>, Option<String>), String> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Ok((url.to_string(), None, None));
+    }
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_string(), None, None));
+    };
+    let (mut mode, mut root, mut rest) = (None, None, Vec::new());
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("sslmode", v)) => mode = Some(v.to_string()),
+            Some(("sslrootcert", v)) => root = Some(v.replace("%2F", "/").replace("%2f", "/")),
+            _ => rest.push(pair),
+        }
+    }
+    let url = if rest.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    Ok((url, mode, root))
+}
+
 fn parse_mqtt_url(s: &str) -> Result<BrokerAddr, ConfigError> {
     let bad = |p: String| ConfigError::new("mqtt_url", p);
     // Errors never quote the URL: it could hold credentials.
@@ -651,7 +724,7 @@ mod tests {
                 tls: false,
             }
         );
-        assert_eq!(c.db.get_dbname(), Some("galewatch"));
+        assert_eq!(c.db.config.get_dbname(), Some("galewatch"));
         assert_eq!(c.rules.turbine_level, Some(1));
     }
 

@@ -157,19 +157,16 @@ async fn migrate_when_reachable(
 /// Connects, applies pending migrations, disconnects. Creates the database first if it does not
 /// exist yet (and the role may), so a first start needs no manual `createdb`.
 pub async fn apply_migrations(cfg: &Config) -> Result<(), Error> {
-    let connected = match cfg.db.connect(tokio_postgres::NoTls).await {
+    let connected = match cfg.db.connect().await {
         Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::INVALID_CATALOG_NAME) => {
             create_database(cfg).await?;
-            cfg.db.connect(tokio_postgres::NoTls).await
+            cfg.db.connect().await
         }
         other => other,
     };
-    let (mut client, connection) =
-        connected.map_err(|e| Error::db("connecting to the database", e))?;
-    let conn = tokio::spawn(connection);
+    let mut client = connected.map_err(|e| Error::db("connecting to the database", e))?;
     let applied = migrate::run(&mut client).await;
     drop(client);
-    let _ = conn.await;
     let applied = applied?;
     if applied.is_empty() {
         tracing::info!("schema up to date");
@@ -180,22 +177,25 @@ pub async fn apply_migrations(cfg: &Config) -> Result<(), Error> {
 }
 
 async fn create_database(cfg: &Config) -> Result<(), Error> {
-    let name = cfg.db.get_dbname().unwrap_or("galewatch").to_string();
-    let mut admin = cfg.db.clone();
-    admin.dbname("postgres");
-    let (client, connection) = admin.connect(tokio_postgres::NoTls).await.map_err(|e| {
+    let name = cfg
+        .db
+        .config
+        .get_dbname()
+        .unwrap_or("galewatch")
+        .to_string();
+    let admin = cfg.db.with_dbname("postgres");
+    let client = admin.connect().await.map_err(|e| {
         Error::db(
             "connecting to the maintenance database to create the database",
             e,
         )
     })?;
-    let conn = tokio::spawn(connection);
     let quoted = format!("\"{}\"", name.replace('"', "\"\""));
     let created = client
         .batch_execute(&format!("CREATE DATABASE {quoted}"))
         .await;
     drop(client);
-    let _ = conn.await;
+
     match created {
         Ok(()) => {
             tracing::info!(database = %name, "created the database");

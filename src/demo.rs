@@ -41,7 +41,7 @@ pub struct Options {
 pub struct Missing(pub String);
 
 /// A child process stopped (and waited for) when dropped.
-struct Service {
+pub struct Service {
     name: &'static str,
     child: Option<Child>,
     stop: Option<Box<dyn FnOnce() + Send>>,
@@ -123,6 +123,13 @@ fn pg_command(program: &Path, root: bool) -> Command {
 
 /// Starts a throwaway PostgreSQL cluster in a temporary directory on a free port.
 fn start_cluster() -> Result<(Service, String), Missing> {
+    start_cluster_with(None)
+}
+
+/// A throwaway PostgreSQL cluster (initdb in a temporary directory, trust auth, a free port),
+/// stopped when the returned service drops; with `ssl`, it serves TLS with that certificate and
+/// key (PEM). The demo uses it without TLS; the database TLS test with.
+pub fn start_cluster_with(ssl: Option<(&str, &str)>) -> Result<(Service, String), Missing> {
     let bins = postgres_bins();
     let (Some(initdb), Some(pg_ctl)) = (find("initdb", &bins), find("pg_ctl", &bins)) else {
         return Err(Missing(
@@ -168,10 +175,22 @@ fn start_cluster() -> Result<(Service, String), Missing> {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         ));
     }
-    let opts = format!(
+    let mut opts = format!(
         "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync=off",
         dir.path().display()
     );
+    if let Some((cert, key)) = ssl {
+        // PostgreSQL refuses a key others can read; the files belong to the server's user.
+        for (name, text, mode) in [("server.crt", cert, "644"), ("server.key", key, "600")] {
+            let path = data.join(name);
+            std::fs::write(&path, text).map_err(|e| fail("ssl files", e.to_string()))?;
+            let _ = Command::new("chmod").arg(mode).arg(&path).status();
+            if root {
+                let _ = Command::new("chown").arg("postgres:").arg(&path).status();
+            }
+        }
+        opts.push_str(" -c ssl=on -c ssl_cert_file=server.crt -c ssl_key_file=server.key");
+    }
     let out = pg_command(&pg_ctl, root)
         .arg("-D")
         .arg(&data)

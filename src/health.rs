@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio_postgres::{NoTls, Transaction};
+use tokio_postgres::Transaction;
 
 use crate::error::Error;
 use crate::telemetry;
@@ -184,17 +184,14 @@ pub const STATUS_SQL: &str = "SELECT s.turbine_id, s.first_seen, s.last_seen, s.
 
 /// Keeps `galewatch_turbines_clock_suspect` current: counts suspect turbines every 15 s on a
 /// connection of its own. Runs until the task is aborted.
-pub async fn watch_suspects(db: tokio_postgres::Config, th: Thresholds) {
+pub async fn watch_suspects(db: crate::db::Database, th: Thresholds) {
     let mut every = tokio::time::interval(Duration::from_secs(15));
     let mut client: Option<tokio_postgres::Client> = None;
     loop {
         every.tick().await;
         if client.as_ref().is_none_or(|c| c.is_closed()) {
-            client = match db.connect(NoTls).await {
-                Ok((c, conn)) => {
-                    tokio::spawn(conn);
-                    Some(c)
-                }
+            client = match db.connect().await {
+                Ok(c) => Some(c),
                 Err(_) => continue,
             };
         }

@@ -9,6 +9,7 @@ pub mod batch;
 pub mod classify;
 pub mod config;
 pub mod daemon;
+pub mod db;
 pub mod decode;
 pub mod demo;
 pub mod error;

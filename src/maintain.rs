@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 use crate::config::Settings;
 use crate::error::Error;
@@ -67,7 +67,7 @@ pub struct Report {
 
 /// Owns the maintenance schedule and its connection.
 pub struct Maintainer {
-    db: tokio_postgres::Config,
+    db: crate::db::Database,
     /// None when the engine manages partitions (`readings_manage_partitions = false`).
     policy: Option<Policy>,
     /// Zero keeps everything.
@@ -77,7 +77,7 @@ pub struct Maintainer {
 }
 
 impl Maintainer {
-    pub fn new(db: tokio_postgres::Config, s: &Settings) -> Self {
+    pub fn new(db: crate::db::Database, s: &Settings) -> Self {
         Maintainer {
             db,
             policy: s.readings_manage_partitions.then(|| s.partition_policy()),
@@ -118,12 +118,11 @@ impl Maintainer {
 
     async fn connected<'c>(&self, client: &'c mut Option<Client>) -> Result<&'c Client, Error> {
         if client.as_ref().is_none_or(Client::is_closed) {
-            let (c, connection) = self
+            let c = self
                 .db
-                .connect(NoTls)
+                .connect()
                 .await
                 .map_err(|e| Error::db("connecting for maintenance", e))?;
-            tokio::spawn(connection);
             *client = Some(c);
         }
         Ok(client.as_ref().expect("set above"))

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 use crate::config::Config;
 use crate::error::Error;
@@ -47,13 +47,10 @@ pub enum ReviewError {
 }
 
 async fn connect(cfg: &Config) -> Result<Client, Error> {
-    let (client, conn) = cfg
-        .db
-        .connect(NoTls)
+    cfg.db
+        .connect()
         .await
-        .map_err(|e| Error::db("connecting to the database", e))?;
-    tokio::spawn(conn);
-    Ok(client)
+        .map_err(|e| Error::db("connecting to the database", e))
 }
 
 fn ts(t: Option<DateTime<Utc>>) -> String {

@@ -1,4 +1,5 @@
-//! TLS: the one TLS stack, rustls with the `ring` crypto provider, for the broker connection.
+//! TLS: the one TLS stack, rustls with the `ring` crypto provider, for the broker and the
+//! database connections.
 //!
 //! One provider, chosen on purpose: ring builds in seconds, where aws-lc-sys is a long C build;
 //! and every config names its provider explicitly, so no "no process-level CryptoProvider"
@@ -51,15 +52,8 @@ fn certs(setting: &'static str, path: &Path) -> Result<Vec<CertificateDer<'stati
     Ok(certs)
 }
 
-/// A client configuration: server verification against `ca_file` (or the system's roots when
-/// None), and a client certificate when `client` names a chain and key (mutual TLS).
-pub fn client_config(
-    ca_file: Option<&Path>,
-    client: Option<(&Path, &Path)>,
-    ca_setting: &'static str,
-    cert_setting: &'static str,
-    key_setting: &'static str,
-) -> Result<ClientConfig, TlsError> {
+/// The trusted roots: the CAs in `ca_file`, or the system's when None.
+pub fn roots(ca_file: Option<&Path>, ca_setting: &'static str) -> Result<RootCertStore, TlsError> {
     let mut roots = RootCertStore::empty();
     match ca_file {
         Some(path) => {
@@ -80,6 +74,19 @@ pub fn client_config(
             }
         }
     }
+    Ok(roots)
+}
+
+/// A client configuration: server verification against `ca_file` (or the system's roots when
+/// None), and a client certificate when `client` names a chain and key (mutual TLS).
+pub fn client_config(
+    ca_file: Option<&Path>,
+    client: Option<(&Path, &Path)>,
+    ca_setting: &'static str,
+    cert_setting: &'static str,
+    key_setting: &'static str,
+) -> Result<ClientConfig, TlsError> {
+    let roots = roots(ca_file, ca_setting)?;
     let builder = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| err(ca_setting, e.to_string()))?

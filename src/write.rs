@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::Type;
-use tokio_postgres::{Client, NoTls, Statement};
+use tokio_postgres::{Client, Statement};
 
 use crate::ack::{Acker, Unacked};
 use crate::backoff::Backoff;
@@ -139,7 +139,7 @@ struct Conn {
 
 /// Owns the database connection and writes batches, one transaction each.
 pub struct Writer {
-    db: tokio_postgres::Config,
+    db: crate::db::Database,
     conn: Option<Conn>,
     /// Bound on one batch's transaction (COPY has no timeout of its own).
     timeout: Duration,
@@ -153,7 +153,7 @@ pub struct Writer {
 
 impl Writer {
     pub fn new(
-        db: tokio_postgres::Config,
+        db: crate::db::Database,
         timeout: Duration,
         drift_window: Duration,
         partitions: Option<Policy>,
@@ -199,16 +199,11 @@ impl Writer {
     }
 
     async fn connect(&self) -> Result<Conn, Error> {
-        let (client, connection) = self
+        let client = self
             .db
-            .connect(NoTls)
+            .connect()
             .await
             .map_err(|e| Error::db("connecting to the database", e))?;
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::warn!(error = %Error::db("database connection", e), "database connection ended");
-            }
-        });
         client
             .batch_execute(STAGING_DDL)
             .await

@@ -13,7 +13,9 @@ fn every_corpus_input_decodes_within_the_rules() {
         max_readings_per_message: 50,
         ..Rules::for_filter("turbines/+/readings")
     };
-    let now = chrono::Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap();
+    let now = chrono::Utc
+        .with_ymd_and_hms(2026, 11, 30, 12, 0, 0)
+        .unwrap();
     let mut inputs = 0;
     let mut readings = 0;
     for entry in std::fs::read_dir(&dir).expect("fuzz/corpus/decode") {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio::sync::Mutex;
-use tokio_postgres::{Client, NoTls, Row};
+use tokio_postgres::{Client, Row};
 
 use super::chart::Stat;
 use super::window::Window;
@@ -141,13 +141,13 @@ impl Sort {
 /// The panel's database handle: one connection, shared by all requests (tokio-postgres
 /// pipelines their queries), made again when it drops.
 pub struct Db {
-    cfg: tokio_postgres::Config,
+    cfg: crate::db::Database,
     client: Mutex<Option<Arc<Client>>>,
     thresholds: Thresholds,
 }
 
 impl Db {
-    pub fn new(cfg: tokio_postgres::Config, thresholds: Thresholds) -> Self {
+    pub fn new(cfg: crate::db::Database, thresholds: Thresholds) -> Self {
         Db {
             cfg,
             client: Mutex::new(None),
@@ -160,12 +160,11 @@ impl Db {
         if let Some(c) = slot.as_ref().filter(|c| !c.is_closed()) {
             return Ok(c.clone());
         }
-        let (client, connection) = self
+        let client = self
             .cfg
-            .connect(NoTls)
+            .connect()
             .await
             .map_err(|e| Error::db("connecting to the database", e))?;
-        tokio::spawn(connection);
         // Read-only by construction, whatever the role may do; no query runs away; and a 7-day
         // range (302,400 readings) sorts or hashes in memory instead of spilling to disk at the
         // default 4 MB (the spill was the p95 outlier in bench/panel.rs).
