@@ -1,17 +1,10 @@
 //! TLS to PostgreSQL with libpq's sslmode semantics, against a throwaway cluster with `ssl = on`
 //! (initdb in a temporary directory, a certificate for "localhost" made here with rcgen).
 
-use galewatch::config::Settings;
-use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+mod common;
 
-fn ca(name: &str) -> (rcgen::Certificate, KeyPair) {
-    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    p.distinguished_name.push(rcgen::DnType::CommonName, name);
-    let key = KeyPair::generate().unwrap();
-    let cert = p.self_signed(&key).unwrap();
-    (cert, key)
-}
+use common::TestCa;
+use galewatch::config::Settings;
 
 /// Connects with these settings; Ok(whether the session is encrypted) or the error's text.
 async fn try_connect(url: &str, sslmode: &str, ca_file: &str) -> Result<bool, String> {
@@ -44,25 +37,20 @@ async fn try_connect(url: &str, sslmode: &str, ca_file: &str) -> Result<bool, St
 
 #[tokio::test]
 async fn sslmode_verify_full_verify_ca_require_and_disable() {
-    let (ca_cert, ca_key) = ca("galewatch db test CA");
-    let server_key = KeyPair::generate().unwrap();
-    let server = CertificateParams::new(vec!["localhost".to_string()])
-        .unwrap()
-        .signed_by(&server_key, &ca_cert, &ca_key)
-        .unwrap();
-    let (wrong_ca, _) = ca("another CA");
-    let (_cluster, url) = tokio::task::spawn_blocking({
-        let (cert, key) = (server.pem(), server_key.serialize_pem());
-        move || galewatch::demo::start_cluster_with(Some((&cert, &key)))
+    let ca = TestCa::new("galewatch db test CA");
+    let (cert, key) = ca.leaf(&["localhost"]);
+    let wrong_ca = TestCa::new("another CA");
+    let (_cluster, url) = tokio::task::spawn_blocking(move || {
+        galewatch::demo::start_cluster_with(Some((&cert, &key)))
     })
     .await
     .unwrap()
     .unwrap_or_else(|e| panic!("a throwaway PostgreSQL with ssl=on: {}", e.0));
     let dir = tempfile::tempdir().unwrap();
     let ca_file = dir.path().join("ca.pem");
-    std::fs::write(&ca_file, ca_cert.pem()).unwrap();
+    std::fs::write(&ca_file, ca.cert.pem()).unwrap();
     let wrong_file = dir.path().join("wrong.pem");
-    std::fs::write(&wrong_file, wrong_ca.pem()).unwrap();
+    std::fs::write(&wrong_file, wrong_ca.cert.pem()).unwrap();
     let (ca_file, wrong_file) = (
         ca_file.display().to_string(),
         wrong_file.display().to_string(),

@@ -8,30 +8,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
-
-struct Ca {
-    cert: rcgen::Certificate,
-    key: KeyPair,
-}
-
-fn ca(name: &str) -> Ca {
-    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    p.distinguished_name.push(rcgen::DnType::CommonName, name);
-    let key = KeyPair::generate().unwrap();
-    let cert = p.self_signed(&key).unwrap();
-    Ca { cert, key }
-}
-
-/// A certificate for `names` signed by `ca`: (cert PEM, key PEM).
-fn leaf(ca: &Ca, names: &[&str]) -> (String, String) {
-    let p =
-        CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let cert = p.signed_by(&key, &ca.cert, &ca.key).unwrap();
-    (cert.pem(), key.serialize_pem())
-}
 
 fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
     let p = dir.path().join(name);
@@ -71,10 +47,10 @@ fn run_until_exit(env: &[(String, String)]) -> (i32, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_tls_to_the_broker_works_and_a_bad_setup_refuses_to_start() {
-    let good = ca("galewatch test CA");
-    let (server_cert, server_key) = leaf(&good, &["localhost"]);
-    let (client_cert, client_key) = leaf(&good, &["galewatch-daemon"]);
-    let wrong = ca("some other CA");
+    let good = TestCa::new("galewatch test CA");
+    let (server_cert, server_key) = good.leaf(&["localhost"]);
+    let (client_cert, client_key) = good.leaf(&["galewatch-daemon"]);
+    let wrong = TestCa::new("some other CA");
     let (broker, tls_port) = Broker::start_tls(&good.cert.pem(), &server_cert, &server_key);
     let dir = tempfile::tempdir().unwrap();
     let ca_file = write(&dir, "ca.pem", &good.cert.pem());

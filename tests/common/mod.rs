@@ -499,3 +499,30 @@ pub fn http_get(addr: &str, path: &str) -> (u16, String) {
     let body = out.split_once("\r\n\r\n").map_or("", |x| x.1).to_string();
     (status, body)
 }
+
+/// A test certificate authority made with rcgen.
+pub struct TestCa {
+    pub cert: rcgen::Certificate,
+    pub key: rcgen::KeyPair,
+}
+
+impl TestCa {
+    pub fn new(name: &str) -> TestCa {
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        p.distinguished_name.push(rcgen::DnType::CommonName, name);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = p.self_signed(&key).unwrap();
+        TestCa { cert, key }
+    }
+
+    /// A certificate for `names` signed by this CA: (cert PEM, key PEM).
+    pub fn leaf(&self, names: &[&str]) -> (String, String) {
+        let p =
+            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = p.signed_by(&key, &self.cert, &self.key).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+}
