@@ -104,6 +104,9 @@ pub struct Rules {
     /// Most readings one array message may hold; a longer array is rejected `too_large` whole,
     /// before more than this many elements are held in memory.
     pub max_readings_per_message: usize,
+    /// Longest topic accepted, in bytes; a longer one is rejected `too_large` (and stored only
+    /// in part). The broker allows 65,535.
+    pub max_topic_bytes: usize,
 }
 
 impl Rules {
@@ -127,6 +130,7 @@ impl Rules {
             },
             max_turbine_id_bytes: 128,
             max_readings_per_message: 1_000,
+            max_topic_bytes: 256,
         }
     }
 }
@@ -139,6 +143,20 @@ pub fn turbine_level(filter: &str) -> Option<usize> {
         None => filter,
     };
     filter.split('/').position(|level| level == "+")
+}
+
+/// `topic` cut to at most `max` bytes (on a character boundary), marked when cut.
+pub fn clip_topic(mut topic: String, max: usize) -> String {
+    if topic.len() <= max {
+        return topic;
+    }
+    let mut end = max;
+    while !topic.is_char_boundary(end) {
+        end -= 1;
+    }
+    topic.truncate(end);
+    topic.push('…');
+    topic
 }
 
 /// Readings stamped before this are `invalid_value`: no turbine of ours has a clock that old.
@@ -170,6 +188,16 @@ pub fn decode(
                 "payload is {} bytes, over the limit of {} bytes",
                 payload.len(),
                 rules.max_message_bytes
+            ),
+        );
+    }
+    if topic.len() > rules.max_topic_bytes {
+        return whole(
+            RejectReason::TooLarge,
+            format!(
+                "topic is {} bytes, over the limit of {} bytes",
+                topic.len(),
+                rules.max_topic_bytes
             ),
         );
     }
@@ -904,6 +932,21 @@ mod tests {
         assert!(rejected(out[0].clone())
             .detail
             .contains("missing from both"));
+    }
+
+    #[test]
+    fn a_topic_past_the_limit_is_too_large_and_clipped_for_storage() {
+        let long = format!("turbines/{}/readings", "é".repeat(200));
+        let out = decode(&long, b"{}", now(), &rules());
+        let Decoded::Rejected(rej) = &out[0] else {
+            panic!("{out:?}")
+        };
+        assert_eq!(rej.reason, RejectReason::TooLarge);
+        assert!(rej.detail.contains("topic is 418 bytes"), "{}", rej.detail);
+        let clipped = clip_topic(long, 256);
+        assert!(clipped.len() <= 256 + '…'.len_utf8());
+        assert!(clipped.ends_with('…'));
+        assert_eq!(clip_topic("t/a/b".into(), 256), "t/a/b");
     }
 
     #[test]

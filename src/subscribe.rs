@@ -243,6 +243,8 @@ impl Subscriber {
         let received_at = Utc::now();
         let topic = String::from_utf8_lossy(&p.topic).into_owned();
         let items = decode::decode(&topic, &p.payload, received_at, &self.rules);
+        // A topic past the limit is rejected (above) and stored only in part.
+        let topic = decode::clip_topic(topic, self.rules.max_topic_bytes);
         let payload = kept_payload(&items, &p.payload);
         let cost = u32::try_from(items.len().clamp(1, self.budget_max)).unwrap_or(u32::MAX);
         let permit = tokio::select! {
