@@ -84,6 +84,43 @@ impl Broker {
         (b, tls_port)
     }
 
+    /// The project's configuration with anonymous access off, a password file and an ACL file
+    /// (`users`: name and password pairs; `acl`: the ACL's text).
+    pub fn start_with_auth(users: &[(&str, &str)], acl: &str) -> Broker {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("config/mosquitto.conf"),
+        )
+        .expect("read config/mosquitto.conf")
+        .replace("allow_anonymous true", "allow_anonymous false");
+        let files = tempfile::tempdir().expect("temp dir");
+        set_mode(files.path(), 0o755);
+        let passwd = files.path().join("passwd");
+        for (i, (user, password)) in users.iter().enumerate() {
+            let mut c = Command::new("mosquitto_passwd");
+            if i == 0 {
+                c.arg("-c");
+            }
+            let ok = c
+                .arg("-b")
+                .arg(&passwd)
+                .args([user, password])
+                .status()
+                .expect("mosquitto_passwd (package mosquitto)")
+                .success();
+            assert!(ok, "mosquitto_passwd for {user}");
+        }
+        set_mode(&passwd, 0o644);
+        let acl_file = files.path().join("acl");
+        std::fs::write(&acl_file, acl).unwrap();
+        set_mode(&acl_file, 0o644);
+        let extra = format!(
+            "\npassword_file {}\nacl_file {}\n",
+            passwd.display(),
+            acl_file.display()
+        );
+        Broker::start_with_files(&text, &extra, Some(files))
+    }
+
     fn start_with(conf_text: &str) -> Broker {
         Broker::start_with_files(conf_text, "", None)
     }
