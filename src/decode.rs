@@ -145,6 +145,50 @@ pub fn turbine_level(filter: &str) -> Option<usize> {
     filter.split('/').position(|level| level == "+")
 }
 
+/// What the fuzz target (fuzz/fuzz_targets/decode.rs) and its corpus's regression test
+/// (tests/fuzz_corpus.rs) both check: the first byte picks a topic, the rest is the payload; the
+/// decoder must not panic, must return at least one and at most the array limit of outcomes,
+/// and every reading must be within the rules. Returns how many readings came out.
+#[doc(hidden)]
+pub fn fuzz_one(data: &[u8]) -> usize {
+    let (topic, payload) = match data.split_first() {
+        Some((b, rest)) if b % 4 == 0 => ("turbines/WTG-0001/readings", rest),
+        Some((b, rest)) if b % 4 == 1 => ("turbines/x/readings", rest),
+        Some((b, rest)) if b % 4 == 2 => ("turbines//readings", rest),
+        Some((_, rest)) => ("t", rest),
+        None => ("turbines/A/readings", data),
+    };
+    let rules = Rules {
+        max_message_bytes: 64 * 1024,
+        max_readings_per_message: 50,
+        ..Rules::for_filter("turbines/+/readings")
+    };
+    let now = Utc
+        .with_ymd_and_hms(2026, 11, 30, 12, 0, 0)
+        .single()
+        .expect("a valid date");
+    let out = decode(topic, payload, now, &rules);
+    assert!(!out.is_empty());
+    assert!(out.len() <= rules.max_readings_per_message);
+    let mut readings = 0;
+    for d in &out {
+        match d {
+            Decoded::Reading(r) | Decoded::Future(r) => {
+                readings += 1;
+                assert!(!r.turbine_id.is_empty());
+                assert!(r.turbine_id.len() <= rules.max_turbine_id_bytes);
+                assert!(r.values.power_kw.is_finite());
+                assert!(
+                    rules.power_kw.min <= r.values.power_kw
+                        && r.values.power_kw <= rules.power_kw.max
+                );
+            }
+            Decoded::Rejected(rej) => assert!(!rej.detail.is_empty()),
+        }
+    }
+    readings
+}
+
 /// `topic` cut to at most `max` bytes (on a character boundary), marked when cut.
 pub fn clip_topic(mut topic: String, max: usize) -> String {
     if topic.len() <= max {
