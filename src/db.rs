@@ -101,51 +101,47 @@ async fn watch<F: std::future::Future<Output = Result<(), tokio_postgres::Error>
     }
 }
 
-/// The rustls client configuration for `mode` (None for `disable`).
+/// The rustls client configuration for `mode` (None for `disable`). The trusted roots are read
+/// once, and only for the modes that verify (`require` needs none, so it works on a host without
+/// a CA bundle).
 pub fn tls_config(
     mode: SslMode,
     ca_file: Option<&std::path::Path>,
 ) -> Result<Option<rustls::ClientConfig>, crate::tls::TlsError> {
-    if mode == SslMode::Disable {
-        return Ok(None);
-    }
-    let verified = crate::tls::client_config(
-        ca_file,
-        None,
-        "database_ca_file",
-        "database_ca_file",
-        "database_ca_file",
-    )?;
-    let mut config = verified.clone();
     let provider = crate::tls::provider();
-    match mode {
-        SslMode::VerifyFull | SslMode::Disable => {}
-        SslMode::VerifyCa => {
-            let inner = verifier(ca_file, provider)?;
-            config
-                .dangerous()
-                .set_certificate_verifier(Arc::new(IgnoreName(inner)));
-        }
-        SslMode::Require => {
-            config
-                .dangerous()
-                .set_certificate_verifier(Arc::new(AnyCertificate(provider)));
-        }
-    }
-    Ok(Some(config))
-}
-
-fn verifier(
-    ca_file: Option<&std::path::Path>,
-    provider: Arc<rustls::crypto::CryptoProvider>,
-) -> Result<Arc<rustls::client::WebPkiServerVerifier>, crate::tls::TlsError> {
-    let roots = crate::tls::roots(ca_file, "database_ca_file")?;
-    rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
-        .build()
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
         .map_err(|e| crate::tls::TlsError {
-            setting: "database_ca_file",
+            setting: "database_sslmode",
             problem: e.to_string(),
-        })
+        })?;
+    let config = match mode {
+        SslMode::Disable => return Ok(None),
+        SslMode::VerifyFull => builder
+            .with_root_certificates(crate::tls::roots(ca_file, "database_ca_file")?)
+            .with_no_client_auth(),
+        SslMode::VerifyCa => {
+            let roots = crate::tls::roots(ca_file, "database_ca_file")?;
+            let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .build()
+            .map_err(|e| crate::tls::TlsError {
+                setting: "database_ca_file",
+                problem: e.to_string(),
+            })?;
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(IgnoreName(inner)))
+                .with_no_client_auth()
+        }
+        SslMode::Require => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+            .with_no_client_auth(),
+    };
+    Ok(Some(config))
 }
 
 /// `verify-ca`: the chain must verify; the name on the certificate is not checked.
