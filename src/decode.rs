@@ -7,11 +7,12 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use chrono::{DateTime, TimeZone, Timelike, Utc};
+use chrono::{DateTime, TimeZone, Utc};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use crate::reading::{Reading, Values};
+use crate::timestamp;
 
 /// Why a message or an element of one was refused. The string forms are the `reason` label of
 /// `galewatch_readings_rejected_total` and the `reason` column of `rejected`: never rename them.
@@ -466,28 +467,21 @@ fn optional_number(
 }
 
 /// Parses `recorded_at`. `Ok(None)` means well-formed but outside the representable range (an
-/// `invalid_value`, not `malformed`). Precision is cut to microseconds, as PostgreSQL stores it,
-/// so that two readings equal in the table are equal here too.
+/// `invalid_value`, not `malformed`). The instant is the one PostgreSQL stores for the same text
+/// (second 60, fractions rounded to microseconds: see `timestamp.rs`), so that two readings equal
+/// in the table are equal here too.
 fn parse_timestamp(v: Value<'_>) -> Result<Option<DateTime<Utc>>, String> {
-    let dt = match v {
-        Value::Str(s) => DateTime::parse_from_rfc3339(&s)
-            .map(|d| Some(d.with_timezone(&Utc)))
-            .map_err(|e| format!("{s:?} is not an RFC 3339 timestamp with an offset ({e})"))?,
-        Value::Int(ms) => DateTime::from_timestamp_millis(ms),
-        Value::UInt(ms) => i64::try_from(ms)
+    match v {
+        Value::Str(s) => timestamp::parse_rfc3339(&s).map(Some),
+        Value::Int(ms) => Ok(timestamp::from_epoch_millis(ms)),
+        Value::UInt(ms) => Ok(i64::try_from(ms)
             .ok()
-            .and_then(DateTime::from_timestamp_millis),
-        other => {
-            return Err(format!(
-                "expected an RFC 3339 string or integer epoch milliseconds, found {}",
-                other.kind()
-            ))
-        }
-    };
-    Ok(dt.map(|d| {
-        let micros = d.nanosecond() / 1000 * 1000;
-        d.with_nanosecond(micros).unwrap_or(d)
-    }))
+            .and_then(timestamp::from_epoch_millis)),
+        other => Err(format!(
+            "expected an RFC 3339 string or integer epoch milliseconds, found {}",
+            other.kind()
+        )),
+    }
 }
 
 // ---- The JSON shape, read without allocating a tree -------------------------------------------
@@ -799,14 +793,32 @@ mod tests {
     }
 
     #[test]
-    fn sub_microsecond_precision_is_cut_as_postgres_would() {
+    fn sub_microsecond_precision_is_rounded_as_postgres_would() {
         let Decoded::Reading(r) = one(
             T,
             r#"{"recorded_at":"2026-11-30T01:24:40.123456789Z","power_kw":1}"#,
         ) else {
             panic!()
         };
-        assert_eq!(r.recorded_at.nanosecond(), 123_456_000);
+        assert_eq!(r.recorded_at.timestamp_subsec_micros(), 123_457);
+    }
+
+    #[test]
+    fn second_sixty_and_the_next_minute_are_one_key() {
+        let out = decode(
+            T,
+            br#"[{"recorded_at":"2026-11-30T00:47:60Z","power_kw":1},{"recorded_at":"2026-11-30T00:48:00Z","power_kw":2}]"#,
+            now(),
+            &rules(),
+        );
+        let keys: Vec<_> = out
+            .iter()
+            .map(|d| match d {
+                Decoded::Reading(r) => r.key(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(keys[0], keys[1]);
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod review;
 pub mod simulate;
 pub mod subscribe;
 pub mod telemetry;
+pub mod timestamp;
 pub mod tls;
 pub mod view;
 pub mod write;

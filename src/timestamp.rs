@@ -1,0 +1,299 @@
+//! Timestamp: `recorded_at` text or epoch milliseconds into the instant PostgreSQL stores.
+//!
+//! The key Galewatch classifies on must be the key PostgreSQL stores, or two readings can be
+//! judged different here and land on one row there (one silently lost while counted as inserted).
+//! So an RFC 3339 text is read the way PostgreSQL's own `timestamptz` input reads it
+//! (`src/backend/utils/adt/datetime.c`), not the way a general date library does:
+//! - second 60 is the first second of the next minute (`15:47:60Z` = `15:48:00Z`); there are no
+//!   leap-second values, which a general library would keep apart from the next minute;
+//! - the fraction is rounded to microseconds as PostgreSQL does, `rint(strtod(".fff") * 1e6)`
+//!   (round half to even on the double), so `.1234565` is `.123456` and `.9999995` carries into
+//!   the next second;
+//! - the time of day may not pass 24:00:00 after that (`23:59:60.5` is refused, as PostgreSQL
+//!   refuses it); offsets beyond ±15:59 are refused, as PostgreSQL refuses them.
+//!
+//! Accepted: `YYYY-MM-DD` `T`/`t`/space `hh:mm:ss` [`.` 1 to 30 digits] then `Z`/`z` or
+//! `±hh:mm`. Anything else is refused with a sentence that says which part is wrong. The property
+//! that matters is tested against a real server (tests/edges.rs): for every text accepted here,
+//! `SELECT $1::timestamptz` gives the same instant.
+
+use chrono::{DateTime, Utc};
+
+/// Most fraction digits accepted. PostgreSQL refuses date strings longer than its 128-byte
+/// field buffer; 30 digits (far past any clock's precision) keeps every accepted text well
+/// inside it.
+pub const MAX_FRACTION_DIGITS: usize = 30;
+
+/// Microseconds in a day: the time of day may reach exactly this (24:00:00) and no further.
+const MICROS_PER_DAY: i64 = 86_400_000_000;
+
+/// Parses an RFC 3339 timestamp into the instant PostgreSQL would store for the same text.
+/// The error is a phrase for the `rejected.detail` column (the caller adds the field name).
+pub fn parse_rfc3339(s: &str) -> Result<DateTime<Utc>, String> {
+    let fail = |what: &str| {
+        Err(format!(
+            "{s:?} is not an RFC 3339 timestamp with an offset ({what})"
+        ))
+    };
+    let b = s.as_bytes();
+    // The fixed part: "YYYY-MM-DDThh:mm:ss" is 19 bytes.
+    if b.len() < 19 {
+        return fail("too short");
+    }
+    let digits = |at: usize, n: usize| -> Option<i64> {
+        b.get(at..at + n)?.iter().try_fold(0i64, |acc, &c| {
+            c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0'))
+        })
+    };
+    let (Some(year), Some(month), Some(day)) = (digits(0, 4), digits(5, 2), digits(8, 2)) else {
+        return fail("the date is not YYYY-MM-DD");
+    };
+    if b[4] != b'-' || b[7] != b'-' {
+        return fail("the date is not YYYY-MM-DD");
+    }
+    if !matches!(b[10], b'T' | b't' | b' ') {
+        return fail("date and time must be separated by T");
+    }
+    let (Some(hour), Some(minute), Some(second)) = (digits(11, 2), digits(14, 2), digits(17, 2))
+    else {
+        return fail("the time is not hh:mm:ss");
+    };
+    if b[13] != b':' || b[16] != b':' {
+        return fail("the time is not hh:mm:ss");
+    }
+    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
+        return fail("no such date");
+    }
+    if hour > 23 || minute > 59 || second > 60 {
+        return fail("no such time of day");
+    }
+    let mut at = 19;
+    let mut fraction_micros = 0i64;
+    if b.get(at) == Some(&b'.') {
+        let start = at + 1;
+        let end = start + b[start..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if end == start {
+            return fail("a decimal point without digits");
+        }
+        if end - start > MAX_FRACTION_DIGITS {
+            return fail("more than 30 fractional digits");
+        }
+        // PostgreSQL: frac = strtod(".fff"); fsec = rint(frac * 1e6). Both steps are correctly
+        // rounded in IEEE double arithmetic, so Rust's parse and round_ties_even give the same.
+        let frac: f64 = s[at..end].parse().map_err(|_| "unreachable".to_string())?;
+        fraction_micros = (frac * 1_000_000.0).round_ties_even() as i64;
+        at = end;
+    }
+    let offset_seconds = match &b[at..] {
+        [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), _, _, b':', _, _] => {
+            let (Some(oh), Some(om)) = (digits(at + 1, 2), digits(at + 4, 2)) else {
+                return fail("the offset is not ±hh:mm");
+            };
+            if om > 59 {
+                return fail("the offset is not ±hh:mm");
+            }
+            if oh > 15 {
+                return fail("the offset is beyond ±15:59, PostgreSQL's limit");
+            }
+            let secs = oh * 3600 + om * 60;
+            if *sign == b'-' {
+                -secs
+            } else {
+                secs
+            }
+        }
+        [] => return fail("no offset: add Z or ±hh:mm"),
+        _ => return fail("the offset is not Z or ±hh:mm"),
+    };
+    let time_of_day = ((hour * 60 + minute) * 60 + second) * 1_000_000 + fraction_micros;
+    if time_of_day > MICROS_PER_DAY {
+        return fail("past the end of the day");
+    }
+    let micros = days_from_civil(year, month, day) * MICROS_PER_DAY + time_of_day
+        - offset_seconds * 1_000_000;
+    DateTime::from_timestamp_micros(micros).ok_or_else(|| format!("{s:?} is out of range"))
+}
+
+/// Epoch milliseconds as an instant; None outside what can be represented.
+pub fn from_epoch_millis(ms: i64) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp_millis(ms)
+}
+
+fn is_leap(year: i64) -> bool {
+    (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if is_leap(year) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days from 1970-01-01 to the given proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{Datelike, NaiveDate, Timelike};
+    use proptest::prelude::*;
+
+    fn p(s: &str) -> String {
+        parse_rfc3339(s)
+            .map(|d| d.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string())
+            .unwrap_or_else(|e| format!("ERR {e}"))
+    }
+
+    #[test]
+    fn second_sixty_is_the_next_minute() {
+        assert_eq!(p("2026-11-30T15:47:60Z"), "2026-11-30T15:48:00.000000Z");
+        assert_eq!(
+            parse_rfc3339("2026-11-30T15:47:60Z"),
+            parse_rfc3339("2026-11-30T15:48:00Z")
+        );
+        assert_eq!(p("2026-12-31T23:59:60Z"), "2027-01-01T00:00:00.000000Z");
+        assert_eq!(p("2026-11-30T15:47:60.9Z"), "2026-11-30T15:48:00.900000Z");
+        // No leap-second representation survives: the nanoseconds stay below one second.
+        let d = parse_rfc3339("2016-12-31T23:59:60Z").unwrap();
+        assert!(d.nanosecond() < 1_000_000_000);
+    }
+
+    #[test]
+    fn the_day_ends_at_24_00_00_exactly() {
+        assert!(p("2026-12-31T23:59:60.5Z").starts_with("ERR"));
+        assert!(p("2026-12-31T23:59:60.000001Z").starts_with("ERR"));
+        // Rounds to .000000 (half to even) first, so it is exactly 24:00:00.
+        assert_eq!(
+            p("2026-12-31T23:59:60.0000005Z"),
+            "2027-01-01T00:00:00.000000Z"
+        );
+        assert_eq!(
+            p("2026-12-31T23:59:59.9999995Z"),
+            "2027-01-01T00:00:00.000000Z"
+        );
+    }
+
+    #[test]
+    fn fractions_round_as_postgres_does() {
+        assert_eq!(
+            p("2026-11-30T15:47:59.1234565Z"),
+            "2026-11-30T15:47:59.123456Z"
+        );
+        assert_eq!(
+            p("2026-11-30T15:47:59.1234575Z"),
+            "2026-11-30T15:47:59.123458Z"
+        );
+        assert_eq!(
+            p("2026-11-30T15:47:59.123456789Z"),
+            "2026-11-30T15:47:59.123457Z"
+        );
+        assert_eq!(
+            p("2026-11-30T15:47:59.12345678901234567890Z"),
+            "2026-11-30T15:47:59.123457Z"
+        );
+        assert_eq!(p("2026-11-30T15:47:59.1Z"), "2026-11-30T15:47:59.100000Z");
+        let thirty = format!("2026-11-30T15:47:59.{}Z", "1".repeat(30));
+        assert!(!p(&thirty).starts_with("ERR"));
+        let more = format!("2026-11-30T15:47:59.{}Z", "1".repeat(31));
+        assert!(
+            p(&more).contains("more than 30 fractional digits"),
+            "{}",
+            p(&more)
+        );
+    }
+
+    #[test]
+    fn spellings_offsets_and_case() {
+        let utc = "2026-11-30T15:47:59.000000Z";
+        for s in [
+            "2026-11-30T15:47:59Z",
+            "2026-11-30t15:47:59z",
+            "2026-11-30 15:47:59Z",
+            "2026-11-30T15:47:59+00:00",
+            "2026-11-30T15:47:59-00:00",
+            "2026-11-30T16:47:59+01:00",
+            "2026-11-30T05:17:59-10:30",
+            "2026-12-01T07:46:59+15:59",
+            "2026-11-29T23:48:59-15:59",
+        ] {
+            assert_eq!(p(s), utc, "{s}");
+        }
+    }
+
+    #[test]
+    fn refusals_say_what_is_wrong() {
+        for (s, why) in [
+            ("2026-11-30T15:47:59", "no offset"),
+            ("2026-11-30T15:47:59+16:00", "beyond ±15:59"),
+            ("2026-11-30T15:47:59+01:60", "not ±hh:mm"),
+            ("2026-11-30T15:47:59+0100", "not Z or ±hh:mm"),
+            ("2026-11-30T15:47:59.Z", "without digits"),
+            ("2026-02-29T00:00:00Z", "no such date"),
+            ("2026-13-01T00:00:00Z", "no such date"),
+            ("2026-11-31T00:00:00Z", "no such date"),
+            ("2026-11-30T24:00:00Z", "no such time"),
+            ("2026-11-30T15:60:00Z", "no such time"),
+            ("2026-11-30T15:47:61Z", "no such time"),
+            ("2026-11-30X15:47:59Z", "separated by T"),
+            ("26-11-30T15:47:59Z", "too short"),
+            ("202a-11-30T15:47:59Z", "not YYYY-MM-DD"),
+            ("2026-11-30T15:47:59Z ", "not Z or ±hh:mm"),
+            (" 2026-11-30T15:47:59Z", "not YYYY-MM-DD"),
+            ("2026-11-30T1:47:59Z", "not hh:mm:ss"),
+            ("２０２６-11-30T15:47:59Z", "not YYYY-MM-DD"),
+            ("yesterday", "too short"),
+        ] {
+            let got = p(s);
+            assert!(got.starts_with("ERR") && got.contains(why), "{s}: {got}");
+        }
+        assert_eq!(p("2024-02-29T00:00:00Z"), "2024-02-29T00:00:00.000000Z");
+        assert!(p("2100-02-29T00:00:00Z").contains("no such date"));
+        assert!(!p("2000-02-29T00:00:00Z").starts_with("ERR"));
+    }
+
+    proptest! {
+        /// For whole microseconds, with no second 60, the parse agrees with chrono's calendar.
+        #[test]
+        fn agrees_with_chrono_on_ordinary_texts(
+            micros in 946_684_800_000_000i64..4_102_444_800_000_000,
+            offset_min in -959i32..=959,
+        ) {
+            let utc = DateTime::from_timestamp_micros(micros).unwrap();
+            let off = chrono::FixedOffset::east_opt(offset_min * 60).unwrap();
+            let local = utc.with_timezone(&off);
+            let text = local.format("%Y-%m-%dT%H:%M:%S%.6f%:z").to_string();
+            prop_assert_eq!(parse_rfc3339(&text), Ok(utc));
+        }
+
+        /// Any text at all: no panic; anything accepted is on a whole microsecond.
+        #[test]
+        fn never_panics(s in "\\PC{0,40}") {
+            if let Ok(d) = parse_rfc3339(&s) {
+                prop_assert_eq!(d.nanosecond() % 1000, 0);
+            }
+        }
+
+        /// Date validity matches chrono's calendar for every day of 2000–2100.
+        #[test]
+        fn calendar(y in 1900i64..2200, m in 1i64..=12, d in 1i64..=31) {
+            let ours = d <= days_in_month(y, m);
+            let theirs = NaiveDate::from_ymd_opt(y as i32, m as u32, d as u32);
+            prop_assert_eq!(ours, theirs.is_some());
+            if let Some(n) = theirs {
+                prop_assert_eq!(days_from_civil(y, m, d), i64::from(n.num_days_from_ce()) - 719_163);
+            }
+        }
+    }
+}
