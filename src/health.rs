@@ -182,13 +182,32 @@ pub const STATUS_SQL: &str = "SELECT s.turbine_id, s.first_seen, s.last_seen, s.
  ORDER BY suspect DESC, coalesce(q.n, 0) DESC, abs(coalesce(s.drift_seconds_per_day, 0)) DESC,
           abs(coalesce(s.offset_seconds, 0)) DESC, s.turbine_id";
 
-/// Keeps `galewatch_turbines_clock_suspect` current: counts suspect turbines every 15 s on a
-/// connection of its own. Runs until the task is aborted.
+/// Resolutions in the quarantine, by the entry's reason, the choice and what it did to
+/// `readings` (V5's migration): the counters of resolutions, read from the table.
+const RESOLUTIONS_SQL: &str = "SELECT q.reason, r.choice, r.effect, count(*)
+  FROM quarantine_resolution r JOIN quarantine q ON q.id = r.quarantine_id
+ GROUP BY 1, 2, 3";
+
+/// Every combination `RESOLUTIONS_SQL` can return, so each series exists from the start.
+const RESOLUTION_KINDS: [(&str, &str, &str); 6] = [
+    ("collision", "existing", "none"),
+    ("collision", "incoming", "replaced"),
+    ("collision", "incoming", "added"),
+    ("future_timestamp", "existing", "none"),
+    ("future_timestamp", "incoming", "added"),
+    ("future_timestamp", "incoming", "replaced"),
+];
+
+/// Keeps two gauges read from the tables current, on a connection of its own: the
+/// resolutions (every 5 s, a count over a small table) and `galewatch_turbines_clock_suspect`
+/// (every 15 s). Runs until the task is aborted.
 pub async fn watch_suspects(db: crate::db::Database, th: Thresholds) {
-    let mut every = tokio::time::interval(Duration::from_secs(15));
+    let mut every = tokio::time::interval(Duration::from_secs(5));
     let mut client: Option<tokio_postgres::Client> = None;
+    let mut tick = 0u64;
     loop {
         every.tick().await;
+        tick += 1;
         if client.as_ref().is_none_or(|c| c.is_closed()) {
             client = match db.connect().await {
                 Ok(c) => Some(c),
@@ -196,6 +215,24 @@ pub async fn watch_suspects(db: crate::db::Database, th: Thresholds) {
             };
         }
         let Some(c) = &client else { continue };
+        match c.query(RESOLUTIONS_SQL, &[]).await {
+            Ok(rows) => {
+                let mut counts: std::collections::HashMap<(String, String, String), i64> = rows
+                    .iter()
+                    .map(|r| ((r.get(0), r.get(1), r.get(2)), r.get(3)))
+                    .collect();
+                for (reason, choice, effect) in RESOLUTION_KINDS {
+                    let key = (reason.to_string(), choice.to_string(), effect.to_string());
+                    let n = counts.remove(&key).unwrap_or(0);
+                    metrics::gauge!(telemetry::QUARANTINE_RESOLUTIONS, "reason" => reason, "choice" => choice, "effect" => effect)
+                        .set(n as f64);
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "counting quarantine resolutions"),
+        }
+        if tick % 3 != 1 {
+            continue;
+        }
         let sql = format!("SELECT count(*) FROM ({STATUS_SQL}) x WHERE suspect");
         match c
             .query_one(

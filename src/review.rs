@@ -240,22 +240,42 @@ pub async fn quarantine_resolve(
     }
     let turbine: String = q.get(0);
     let recorded_at: DateTime<Utc> = q.get(1);
-    if keep == Keep::Incoming {
-        // Copied inside the database, from the locked entry: replaces the stored reading, or
-        // stores it if there is none (a future_timestamp entry, or a row since deleted).
-        tx.execute(
-            "INSERT INTO readings (turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm)
-             SELECT turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm FROM quarantine WHERE id = $1
-             ON CONFLICT (turbine_id, recorded_at) DO UPDATE SET power_kw = EXCLUDED.power_kw,
-                 wind_speed_ms = EXCLUDED.wind_speed_ms, rotor_rpm = EXCLUDED.rotor_rpm",
-            &[&id],
-        )
-        .await
-        .map_err(|e| Error::db("replacing the reading", e))?;
-    }
+    // What the resolution does to `readings`, recorded with it so the tables reconcile with the
+    // counters: rows in readings = inserted readings + resolutions that added one.
+    let effect = if keep == Keep::Incoming {
+        // Copied inside the database, from the locked entry: stores it if no reading has the key
+        // (a future_timestamp entry, or a row since deleted), else replaces the stored reading.
+        // Insert first: ON CONFLICT waits for a daemon inserting the same key right now, so the
+        // effect recorded is the one that happened.
+        let added = tx
+            .execute(
+                "INSERT INTO readings (turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm)
+                 SELECT turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm FROM quarantine WHERE id = $1
+                 ON CONFLICT (turbine_id, recorded_at) DO NOTHING",
+                &[&id],
+            )
+            .await
+            .map_err(|e| Error::db("storing the reading", e))?;
+        if added == 1 {
+            "added"
+        } else {
+            tx.execute(
+                "UPDATE readings r SET power_kw = q.power_kw, wind_speed_ms = q.wind_speed_ms,
+                        rotor_rpm = q.rotor_rpm
+                   FROM quarantine q
+                  WHERE q.id = $1 AND r.turbine_id = q.turbine_id AND r.recorded_at = q.recorded_at",
+                &[&id],
+            )
+            .await
+            .map_err(|e| Error::db("replacing the reading", e))?;
+            "replaced"
+        }
+    } else {
+        "none"
+    };
     tx.execute(
-        "INSERT INTO quarantine_resolution (quarantine_id, choice, resolved_by, note) VALUES ($1, $2, $3, $4)",
-        &[&id, &keep.as_str(), &by, &note],
+        "INSERT INTO quarantine_resolution (quarantine_id, choice, resolved_by, note, effect) VALUES ($1, $2, $3, $4, $5)",
+        &[&id, &keep.as_str(), &by, &note, &effect],
     )
     .await
     .map_err(|e| Error::db("recording the resolution", e))?;

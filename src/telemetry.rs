@@ -31,6 +31,7 @@ pub const OLDEST_UNACKED_SECONDS: &str = "galewatch_oldest_unacked_message_age_s
 pub const INGEST_LAG_SECONDS: &str = "galewatch_ingest_lag_seconds";
 pub const BUILD_INFO: &str = "galewatch_build_info";
 pub const TURBINES_CLOCK_SUSPECT: &str = "galewatch_turbines_clock_suspect";
+pub const QUARANTINE_RESOLUTIONS: &str = "galewatch_quarantine_resolutions";
 pub const PARTITIONS_CREATED: &str = "galewatch_partitions_created_total";
 pub const PARTITIONS_DROPPED: &str = "galewatch_partitions_dropped_total";
 pub const RETENTION_DELETED: &str = "galewatch_retention_deleted_rows_total";
@@ -84,6 +85,10 @@ pub fn install(listen: SocketAddr) -> Result<(), Error> {
 }
 
 fn describe() {
+    describe_gauge!(
+        QUARANTINE_RESOLUTIONS,
+        "Quarantine entries resolved (galewatch quarantine resolve), by the entry's reason, the choice, and the effect on readings: added (a row readings did not have), replaced, or none; read from the tables every 5 s. Rows in readings = inserted + effect=\"added\" (until retention removes any)."
+    );
     describe_counter!(
         PARTITIONS_CREATED,
         "readings partitions created by this daemon (ahead of time, or on demand for a backlog)."

@@ -9,9 +9,14 @@
 //! snapshot. When the INSERT skips a key because another daemon's transaction holds it, the
 //! INSERT first waits for that transaction to commit; the look-up that follows therefore sees the
 //! winning row, and the loser is quarantined instead of lost.
+//!
+//! One reading, one place: a reading is never both in `readings` and unresolved in `quarantine`.
+//! The INSERT leaves out resends of a reading quarantined as `future_timestamp`, and the
+//! quarantine leaves out a future reading already stored exactly; the rows the quarantine did
+//! not take are duplicates, for the counters and for `turbine_status` alike.
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::pin::pin;
 use std::time::{Duration, Instant};
 
@@ -48,29 +53,64 @@ const COPY_TYPES: [Type; 6] = [
     Type::FLOAT8,
 ];
 
-/// Inserts the staged readings (in key order, so two writers take row locks in the same order)
-/// and returns the `seq` of each staged reading that was not inserted.
-const INSERT_SQL: &str = "WITH ins AS (
+/// Whether staged reading `s` is exactly a reading quarantined as `future_timestamp` (same key,
+/// same values): a resend of it, which stays a duplicate of the quarantined one even once its
+/// timestamp is no longer ahead, so one reading is never in both tables (see V5's migration).
+const QUARANTINED_FUTURE: &str = "EXISTS (SELECT 1 FROM quarantine q
+     WHERE q.reason = 'future_timestamp' AND q.turbine_id = s.turbine_id
+       AND q.recorded_at = s.recorded_at AND q.power_kw = s.power_kw
+       AND q.wind_speed_ms IS NOT DISTINCT FROM s.wind_speed_ms
+       AND q.rotor_rpm IS NOT DISTINCT FROM s.rotor_rpm)";
+
+/// Inserts the staged readings (in key order, so two writers take row locks in the same order),
+/// except resends of a quarantined future reading, and returns the `seq` of each staged reading
+/// that was not inserted.
+fn insert_sql() -> String {
+    format!(
+        "WITH ins AS (
     INSERT INTO readings (turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm)
     SELECT turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm
-      FROM galewatch_staging ORDER BY turbine_id, recorded_at
+      FROM galewatch_staging s WHERE NOT {QUARANTINED_FUTURE}
+     ORDER BY turbine_id, recorded_at
     ON CONFLICT (turbine_id, recorded_at) DO NOTHING
     RETURNING turbine_id, recorded_at)
 SELECT s.seq FROM galewatch_staging s
- WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.turbine_id = s.turbine_id AND ins.recorded_at = s.recorded_at)";
+ WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.turbine_id = s.turbine_id AND ins.recorded_at = s.recorded_at)"
+    )
+}
 
-/// The stored values of the keys the INSERT skipped (a fresh snapshot: see the module comment).
-const EXISTING_SQL: &str = "SELECT s.seq, r.power_kw, r.wind_speed_ms, r.rotor_rpm
+/// The values each key the INSERT skipped is judged against (a fresh snapshot: see the module
+/// comment): the stored row's, or, for a resend of a quarantined future reading with no stored
+/// row, its own (so it is a duplicate).
+fn existing_sql() -> String {
+    format!(
+        "SELECT s.seq, r.power_kw, r.wind_speed_ms, r.rotor_rpm
   FROM unnest($1::int4[]) AS u(seq)
   JOIN galewatch_staging s USING (seq)
-  JOIN readings r ON r.turbine_id = s.turbine_id AND r.recorded_at = s.recorded_at";
+  JOIN readings r ON r.turbine_id = s.turbine_id AND r.recorded_at = s.recorded_at
+UNION ALL
+SELECT s.seq, s.power_kw, s.wind_speed_ms, s.rotor_rpm
+  FROM unnest($1::int4[]) AS u(seq)
+  JOIN galewatch_staging s USING (seq)
+ WHERE NOT EXISTS (SELECT 1 FROM readings r WHERE r.turbine_id = s.turbine_id AND r.recorded_at = s.recorded_at)
+   AND {QUARANTINED_FUTURE}"
+    )
+}
 
+/// Quarantines collisions and future readings, except a future reading already stored exactly
+/// (a resend that reached `readings` first, e.g. through another daemon whose clock is behind),
+/// and returns each row it added, so the writer knows which were resends (duplicates).
 const QUARANTINE_SQL: &str =
     "INSERT INTO quarantine (turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm,
     reason, existing_power_kw, existing_wind_speed_ms, existing_rotor_rpm, topic, received_at)
-SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::float8[], $4::float8[], $5::float8[],
+SELECT u.* FROM unnest($1::text[], $2::timestamptz[], $3::float8[], $4::float8[], $5::float8[],
     $6::text[], $7::float8[], $8::float8[], $9::float8[], $10::text[], $11::timestamptz[])
-ON CONFLICT DO NOTHING RETURNING reason";
+    AS u(turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm, reason, epk, ews, err, topic, received_at)
+ WHERE u.reason <> 'future_timestamp' OR NOT EXISTS (SELECT 1 FROM readings r
+        WHERE r.turbine_id = u.turbine_id AND r.recorded_at = u.recorded_at AND r.power_kw = u.power_kw
+          AND r.wind_speed_ms IS NOT DISTINCT FROM u.wind_speed_ms
+          AND r.rotor_rpm IS NOT DISTINCT FROM u.rotor_rpm)
+ON CONFLICT DO NOTHING RETURNING turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm";
 
 const REJECTED_SQL: &str = "INSERT INTO rejected (received_at, topic, payload, payload_bytes, element, reason, detail)
 SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::bytea[], $4::int4[], $5::int4[], $6::text[], $7::text[])
@@ -208,12 +248,11 @@ impl Writer {
             .batch_execute(STAGING_DDL)
             .await
             .map_err(|e| Error::db("creating the staging table", e))?;
-        let prepare = |sql| client.prepare(sql);
         let err = |e| Error::db("preparing statements", e);
-        let insert = prepare(INSERT_SQL).await.map_err(err)?;
-        let existing = prepare(EXISTING_SQL).await.map_err(err)?;
-        let quarantine = prepare(QUARANTINE_SQL).await.map_err(err)?;
-        let rejected = prepare(REJECTED_SQL).await.map_err(err)?;
+        let insert = client.prepare(&insert_sql()).await.map_err(err)?;
+        let existing = client.prepare(&existing_sql()).await.map_err(err)?;
+        let quarantine = client.prepare(QUARANTINE_SQL).await.map_err(err)?;
+        let rejected = client.prepare(REJECTED_SQL).await.map_err(err)?;
         let partitions = match self.partitions {
             Some(_) => maintain::load(&client).await?,
             None => Partitions::default(),
@@ -446,6 +485,54 @@ impl<'a> QuarantineRows<'a> {
         self.topic.push(&msg.topic);
         self.received_at.push(msg.received_at);
     }
+
+    /// Row `k`'s identity.
+    fn key(&self, k: usize) -> QuarantineKey {
+        QuarantineKey::new(
+            self.turbine_id[k].to_string(),
+            self.recorded_at[k],
+            self.power_kw[k],
+            self.wind_speed_ms[k],
+            self.rotor_rpm[k],
+        )
+    }
+}
+
+/// Which reading a quarantine row was offered for: an index into the readings, or into the
+/// future readings.
+#[derive(Debug, Clone, Copy)]
+enum Held {
+    Reading(usize),
+    Future(usize),
+}
+
+/// A quarantine row's identity (its unique constraint), with the doubles by their bits as sent
+/// and returned, for matching the rows the INSERT added to the rows offered.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct QuarantineKey(
+    String,
+    chrono::DateTime<chrono::Utc>,
+    u64,
+    Option<u64>,
+    Option<u64>,
+);
+
+impl QuarantineKey {
+    fn new(
+        turbine_id: String,
+        recorded_at: chrono::DateTime<chrono::Utc>,
+        power_kw: f64,
+        wind_speed_ms: Option<f64>,
+        rotor_rpm: Option<f64>,
+    ) -> Self {
+        QuarantineKey(
+            turbine_id,
+            recorded_at,
+            power_kw.to_bits(),
+            wind_speed_ms.map(f64::to_bits),
+            rotor_rpm.map(f64::to_bits),
+        )
+    }
 }
 
 /// Lands `items` in one transaction and says what became of each.
@@ -527,31 +614,10 @@ async fn write_items(
         inserted_at: Vec::with_capacity(plan.staged.len()),
         ..Tally::default()
     };
-    let mut turbines = health::Fold::default();
-    for (i, fate) in fates.iter().enumerate() {
-        let r = parts.readings[i];
-        let seen = match fate {
-            Fate::Inserted => health::Seen::Inserted,
-            Fate::Duplicate => health::Seen::Duplicate,
-            Fate::Collision { .. } => health::Seen::Collision,
-        };
-        turbines.add(
-            &r.turbine_id,
-            parts.reading_msg[i].received_at,
-            r.recorded_at,
-            seen,
-        );
-    }
-    for &(r, msg) in &parts.future {
-        turbines.add(
-            &r.turbine_id,
-            msg.received_at,
-            r.recorded_at,
-            health::Seen::Future,
-        );
-    }
-    health::record(&tx, &turbines, drift_window).await?;
+    // Collisions and future readings go to quarantine; `held` says, for each row offered, which
+    // reading it is (its index among the readings, or among the future ones).
     let mut quarantine = QuarantineRows::default();
+    let mut held = Vec::new();
     for (i, fate) in fates.iter().enumerate() {
         match fate {
             Fate::Inserted => {
@@ -559,18 +625,25 @@ async fn write_items(
                 tally.inserted_at.push(parts.readings[i].recorded_at);
             }
             Fate::Duplicate => tally.duplicate += 1,
-            Fate::Collision { winner } => quarantine.push(
-                parts.readings[i],
-                "collision",
-                Some(*winner),
-                parts.reading_msg[i],
-            ),
+            Fate::Collision { winner } => {
+                quarantine.push(
+                    parts.readings[i],
+                    "collision",
+                    Some(*winner),
+                    parts.reading_msg[i],
+                );
+                held.push(Held::Reading(i));
+            }
         }
     }
-    for &(r, msg) in &parts.future {
+    for (i, &(r, msg)) in parts.future.iter().enumerate() {
         quarantine.push(r, "future_timestamp", None, msg);
+        held.push(Held::Future(i));
     }
-    if !quarantine.reason.is_empty() {
+    // Which offered rows the quarantine took; the others are resends of what it (or, for a
+    // future reading, `readings`) already holds: duplicates.
+    let mut landed = vec![false; held.len()];
+    if !held.is_empty() {
         let q = &quarantine;
         let rows = tx
             .query(
@@ -591,15 +664,59 @@ async fn write_items(
             )
             .await
             .map_err(|e| Error::db("quarantining readings", e))?;
+        let mut added: HashMap<QuarantineKey, usize> = HashMap::with_capacity(rows.len());
         for row in &rows {
-            match row.get::<_, &str>(0) {
-                "collision" => tally.collision += 1,
-                _ => tally.future_timestamp += 1,
+            let key =
+                QuarantineKey::new(row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
+            *added.entry(key).or_default() += 1;
+        }
+        for (k, landed) in landed.iter_mut().enumerate() {
+            let key = q.key(k);
+            if let Some(n) = added.get_mut(&key).filter(|n| **n > 0) {
+                *n -= 1;
+                *landed = true;
             }
         }
-        // Not inserted: this exact reading is already in quarantine (a resend).
-        tally.duplicate += (q.reason.len() - rows.len()) as u64;
     }
+    for (&h, &landed) in held.iter().zip(&landed) {
+        match (h, landed) {
+            (Held::Reading(_), true) => tally.collision += 1,
+            (Held::Future(_), true) => tally.future_timestamp += 1,
+            (_, false) => tally.duplicate += 1,
+        }
+    }
+
+    // Each turbine's clock health, from what became of its readings.
+    let mut turbines = health::Fold::default();
+    let mut seen: Vec<health::Seen> = fates
+        .iter()
+        .map(|fate| match fate {
+            Fate::Inserted => health::Seen::Inserted,
+            Fate::Duplicate => health::Seen::Duplicate,
+            Fate::Collision { .. } => health::Seen::Collision,
+        })
+        .collect();
+    let mut future_seen = vec![health::Seen::Future; parts.future.len()];
+    for (&h, &landed) in held.iter().zip(&landed) {
+        if !landed {
+            match h {
+                Held::Reading(i) => seen[i] = health::Seen::Duplicate,
+                Held::Future(i) => future_seen[i] = health::Seen::Duplicate,
+            }
+        }
+    }
+    for (i, r) in parts.readings.iter().enumerate() {
+        turbines.add(
+            &r.turbine_id,
+            parts.reading_msg[i].received_at,
+            r.recorded_at,
+            seen[i],
+        );
+    }
+    for (&(r, msg), &seen) in parts.future.iter().zip(&future_seen) {
+        turbines.add(&r.turbine_id, msg.received_at, r.recorded_at, seen);
+    }
+    health::record(&tx, &turbines, drift_window).await?;
     if !parts.rejected.is_empty() {
         let mut received_at = Vec::new();
         let mut topic = Vec::new();
