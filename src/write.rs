@@ -173,6 +173,8 @@ struct Conn {
     existing: Statement,
     quarantine: Statement,
     rejected: Statement,
+    /// The current transaction's id (see `InDoubt`).
+    xid: Statement,
     /// The `readings` partitions known to exist (when the daemon manages them).
     partitions: Partitions,
 }
@@ -189,6 +191,50 @@ pub struct Writer {
     reported_up: Option<bool>,
     /// How partitions are made before a batch needs them; None when the engine manages them.
     partitions: Option<Policy>,
+    /// A batch whose COMMIT was sent but whose answer never came (the connection dropped, or
+    /// `db_write_timeout` fired during it): its transaction id and what it did. Before the batch
+    /// is tried again, the database is asked how that transaction ended, so a batch that did
+    /// commit is counted as it was then (not as all duplicates on the retry).
+    in_doubt: Option<InDoubt>,
+}
+
+/// A transaction whose outcome Galewatch does not know.
+#[derive(Debug)]
+struct InDoubt {
+    xid: i64,
+    tally: Tally,
+}
+
+enum Outcome {
+    Committed,
+    Aborted,
+}
+
+/// Asks the database how an in-doubt transaction ended (`txid_status`), waiting while it is
+/// still in progress (its backend may not yet have read the COMMIT, or noticed the connection is
+/// gone). The caller's timeout bounds the wait.
+async fn settle(conn: &Conn, doubt: &InDoubt) -> Result<Outcome, Error> {
+    loop {
+        let status: Option<String> = conn
+            .client
+            .query_one("SELECT txid_status($1)", &[&doubt.xid])
+            .await
+            .map_err(|e| Error::db("asking how a batch's transaction ended", e))?
+            .get(0);
+        match status.as_deref() {
+            Some("committed") => return Ok(Outcome::Committed),
+            Some("aborted") => return Ok(Outcome::Aborted),
+            Some(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            // Too old for the commit log to say: so old that no COMMIT of ours can be pending.
+            None => {
+                tracing::warn!(
+                    xid = doubt.xid,
+                    "the database no longer knows how an in-doubt batch ended; writing it again"
+                );
+                return Ok(Outcome::Aborted);
+            }
+        }
+    }
 }
 
 impl Writer {
@@ -205,6 +251,7 @@ impl Writer {
             drift_window,
             reported_up: None,
             partitions,
+            in_doubt: None,
         }
     }
 
@@ -253,6 +300,7 @@ impl Writer {
         let existing = client.prepare(&existing_sql()).await.map_err(err)?;
         let quarantine = client.prepare(QUARANTINE_SQL).await.map_err(err)?;
         let rejected = client.prepare(REJECTED_SQL).await.map_err(err)?;
+        let xid = client.prepare("SELECT txid_current()").await.map_err(err)?;
         let partitions = match self.partitions {
             Some(_) => maintain::load(&client).await?,
             None => Partitions::default(),
@@ -263,6 +311,7 @@ impl Writer {
             existing,
             quarantine,
             rejected,
+            xid,
             partitions,
         })
     }
@@ -291,10 +340,24 @@ impl Writer {
             metrics::gauge!(telemetry::DB_CONNECTED).set(1.0);
         }
         let conn = self.conn.as_mut().expect("connected above");
+        // Kept in place while asking: a timeout here drops this future, and the next try must
+        // still know the question.
+        if let Some(doubt) = &self.in_doubt {
+            match settle(conn, doubt).await? {
+                Outcome::Committed => {
+                    tracing::warn!(
+                        xid = doubt.xid,
+                        "the answer to a batch's COMMIT was lost; the database says it committed, so it is counted once and acknowledged"
+                    );
+                    return Ok(self.in_doubt.take().expect("checked above").tally);
+                }
+                Outcome::Aborted => self.in_doubt = None,
+            }
+        }
         if let Some(policy) = &self.partitions {
             ensure_partitions(conn, items, policy).await?;
         }
-        write_items(conn, items, self.drift_window).await
+        write_items(conn, items, self.drift_window, &mut self.in_doubt).await
     }
     /// Lands a whole batch, however long it takes: retryable errors are retried with backoff; a
     /// batch the database refuses because of its data (SQLSTATE class 22 or 23) is split in
@@ -540,6 +603,7 @@ async fn write_items(
     conn: &mut Conn,
     items: &[ItemRef<'_>],
     drift_window: Duration,
+    in_doubt: &mut Option<InDoubt>,
 ) -> Result<Tally, Error> {
     let parts = split(items);
     let plan = classify::plan(&parts.readings);
@@ -548,6 +612,12 @@ async fn write_items(
         .transaction()
         .await
         .map_err(|e| Error::db("beginning a transaction", e))?;
+    // Its id, to ask how it ended if the answer to COMMIT is lost.
+    let xid: i64 = tx
+        .query_one(&conn.xid, &[])
+        .await
+        .map_err(|e| Error::db("beginning a transaction", e))?
+        .get(0);
 
     let mut existing: Vec<Option<Values>> = vec![None; plan.staged.len()];
     if !plan.staged.is_empty() {
@@ -758,9 +828,15 @@ async fn write_items(
         // Not inserted: the same message was rejected before (a redelivery).
         tally.duplicate += (parts.rejected.len() - rows.len()) as u64;
     }
+    // From here until the answer comes, the outcome is unknown to us (see `InDoubt`).
+    *in_doubt = Some(InDoubt {
+        xid,
+        tally: tally.clone(),
+    });
     tx.commit()
         .await
         .map_err(|e| Error::db("committing a batch", e))?;
+    *in_doubt = None;
     Ok(tally)
 }
 
