@@ -200,6 +200,60 @@ async fn an_outage_of_the_daemon_loses_nothing_with_our_broker_config_and_loses_
     }
 }
 
+/// The shipped config's `autosave_interval`, in seconds: how much a broker crash may lose.
+fn shipped_autosave_interval() -> u64 {
+    let conf = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/mosquitto.conf"
+    ))
+    .unwrap();
+    assert!(
+        !conf
+            .lines()
+            .any(|l| l.trim_start().starts_with("autosave_on_changes")),
+        "this test reads autosave_interval as seconds"
+    );
+    conf.lines()
+        .find_map(|l| l.strip_prefix("autosave_interval "))
+        .expect("config/mosquitto.conf sets autosave_interval")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Fault 4b: the broker is killed (SIGKILL) holding a backlog for the stopped daemon. What the
+/// broker acknowledged more than `autosave_interval` before the crash survives it, the daemon's
+/// session too; README "Delivery guarantees" states this bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_crash_loses_at_most_the_last_autosave_interval() {
+    // README "Delivery guarantees": at most the last second before the crash is lost.
+    let window = Duration::from_secs(1);
+    assert!(
+        Duration::from_secs(shipped_autosave_interval()) <= window,
+        "config/mosquitto.conf saves less often than the README promises"
+    );
+    let mut broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut d = Daemon::new(&broker, &db, "gw-brokercrash");
+    d.start_ready();
+    let (status, _) = d.terminate();
+    assert!(status.success());
+    // 5,000 readings queued for the absent daemon, each acknowledged by the broker.
+    publish(&broker, fleet(1000, 5, 1, "K-")).await;
+    // Past the documented window (plus a save's own time), then the crash.
+    tokio::time::sleep(window + Duration::from_millis(1500)).await;
+    broker.crash_and_restart();
+    d.start_ready();
+    land_all(&db, 5_000, Duration::from_secs(30)).await;
+    assert!(
+        d.log().contains("session_present=true"),
+        "the daemon's session survived the crash:\n{}",
+        d.log()
+    );
+    let (status, _) = d.terminate();
+    assert!(status.success());
+}
+
 /// Fault 5: a statement fails for one row's sake; that reading is rejected, the rest commit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_row_the_database_refuses_is_rejected_and_the_rest_of_the_batch_commits() {

@@ -39,27 +39,25 @@ fn resolve(db: &TestDb, id: i64, keep: &str) {
     );
 }
 
+/// The sum of the resolution gauges, of one effect or of all.
+fn resolutions(m: &str, effect: Option<&str>) -> f64 {
+    galewatch::view::parse_exposition(m)
+        .iter()
+        .filter(|(k, _)| k.starts_with("galewatch_quarantine_resolutions{"))
+        .filter(|(k, _)| effect.is_none_or(|e| k.contains(&format!("effect=\"{e}\""))))
+        .map(|(_, v)| v)
+        .sum()
+}
+
 /// The account in the tables and in the metrics, checked to agree.
-async fn reconcile(db: &TestDb, d: &Daemon, resolutions: i64, what: &str) {
+async fn reconcile(db: &TestDb, d: &Daemon, expected: i64, what: &str) {
     // The resolution gauges are read from the tables every 5 s.
     eventually(Duration::from_secs(15), "the resolution gauges", || async {
-        let m = d.scrape();
-        let total: f64 = galewatch::view::parse_exposition(&m)
-            .iter()
-            .filter(|(k, _)| k.starts_with("galewatch_quarantine_resolutions{"))
-            .map(|(_, v)| v)
-            .sum();
-        total == resolutions as f64
+        resolutions(&d.scrape(), None) == expected as f64
     })
     .await;
     let m = d.scrape();
-    let added: f64 = galewatch::view::parse_exposition(&m)
-        .iter()
-        .filter(|(k, _)| {
-            k.starts_with("galewatch_quarantine_resolutions{") && k.contains(r#"effect="added""#)
-        })
-        .map(|(_, v)| v)
-        .sum();
+    let added = resolutions(&m, Some("added"));
     let inserted = sample(&m, "galewatch_readings_inserted_total");
     let duplicate = sample(&m, "galewatch_readings_duplicate_total");
     let collision = sample(
@@ -88,7 +86,7 @@ async fn reconcile(db: &TestDb, d: &Daemon, resolutions: i64, what: &str) {
     );
     assert_eq!(
         db.count("SELECT count(*) FROM quarantine_resolution").await,
-        resolutions,
+        expected,
         "{what}: resolutions"
     );
     // Never both stored and awaiting review.

@@ -191,6 +191,16 @@ impl Broker {
         self.spawn();
     }
 
+    /// Kills the broker with SIGKILL (no chance to save its store) and starts it again from
+    /// whatever its persistence file holds.
+    pub fn crash_and_restart(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        self.spawn();
+    }
+
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
             signal(c.id(), "TERM");
