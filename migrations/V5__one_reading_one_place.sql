@@ -11,18 +11,21 @@ CREATE INDEX quarantine_future_key ON quarantine (turbine_id, recorded_at)
 --   rows in readings = galewatch_readings_inserted_total + resolutions with effect 'added'
 -- ('added': kept incoming where no reading had the key; 'replaced': kept incoming over the stored
 -- reading; 'none': kept existing, nothing changed).
+-- The default fits a 'keep existing' resolution written by hand; one keeping the incoming
+-- reading must say which it did (the CHECK refuses 'none' for it).
 ALTER TABLE quarantine_resolution
     ADD COLUMN effect text NOT NULL DEFAULT 'none' CHECK (effect IN ('none', 'added', 'replaced'));
 UPDATE quarantine_resolution r
    SET effect = CASE WHEN q.reason = 'future_timestamp' THEN 'added' ELSE 'replaced' END
   FROM quarantine q
  WHERE q.id = r.quarantine_id AND r.choice = 'incoming';
-ALTER TABLE quarantine_resolution ALTER COLUMN effect DROP DEFAULT;
+ALTER TABLE quarantine_resolution ADD CONSTRAINT quarantine_resolution_effect_fits_choice
+    CHECK ((choice = 'existing') = (effect = 'none'));
 
 -- Entries the earlier rule left in two places (a future_timestamp reading whose resend was later
 -- inserted): settle them, since the reading is already stored exactly as quarantined.
 INSERT INTO quarantine_resolution (quarantine_id, choice, resolved_by, note, effect)
-SELECT q.id, 'incoming', 'galewatch', 'V5: this exact reading was already in readings', 'none'
+SELECT q.id, 'existing', 'galewatch', 'V5: this exact reading was already in readings', 'none'
   FROM quarantine q
   JOIN readings r ON r.turbine_id = q.turbine_id AND r.recorded_at = q.recorded_at
        AND r.power_kw = q.power_kw

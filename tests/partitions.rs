@@ -232,7 +232,10 @@ async fn the_conversion_keeps_every_row_of_an_unpartitioned_table() {
     let before: String = c.query_one(digest, &[]).await.unwrap().get(0);
 
     let applied = galewatch::migrate::run(&mut c).await.unwrap();
-    assert_eq!(applied, vec!["V4__partitioned_readings"]);
+    assert_eq!(
+        applied,
+        vec!["V4__partitioned_readings", "V5__one_reading_one_place"]
+    );
     let after: String = c.query_one(digest, &[]).await.unwrap().get(0);
     assert_eq!(before, after, "same rows, same values");
     assert!(after.starts_with("200000"));
