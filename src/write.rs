@@ -748,16 +748,8 @@ async fn write_items(
             }
         }
     }
-    for (&h, &landed) in held.iter().zip(&landed) {
-        match (h, landed) {
-            (Held::Reading(_), true) => tally.collision += 1,
-            (Held::Future(_), true) => tally.future_timestamp += 1,
-            (_, false) => tally.duplicate += 1,
-        }
-    }
-
-    // Each turbine's clock health, from what became of its readings.
-    let mut turbines = health::Fold::default();
+    // What became of each reading, for the counters and for its turbine's clock health; an
+    // offered row the quarantine did not take is a duplicate for both.
     let mut seen: Vec<health::Seen> = fates
         .iter()
         .map(|fate| match fate {
@@ -768,13 +760,20 @@ async fn write_items(
         .collect();
     let mut future_seen = vec![health::Seen::Future; parts.future.len()];
     for (&h, &landed) in held.iter().zip(&landed) {
-        if !landed {
-            match h {
-                Held::Reading(i) => seen[i] = health::Seen::Duplicate,
-                Held::Future(i) => future_seen[i] = health::Seen::Duplicate,
+        match (h, landed) {
+            (Held::Reading(_), true) => tally.collision += 1,
+            (Held::Future(_), true) => tally.future_timestamp += 1,
+            (Held::Reading(i), false) => {
+                tally.duplicate += 1;
+                seen[i] = health::Seen::Duplicate;
+            }
+            (Held::Future(i), false) => {
+                tally.duplicate += 1;
+                future_seen[i] = health::Seen::Duplicate;
             }
         }
     }
+    let mut turbines = health::Fold::default();
     for (i, r) in parts.readings.iter().enumerate() {
         turbines.add(
             &r.turbine_id,
