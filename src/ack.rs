@@ -118,31 +118,40 @@ impl Acker {
     }
 }
 
-/// The arrival times of the messages handed on and not yet acknowledged, oldest first. Messages
-/// are acknowledged in the order they were handed on, so the writer removes from the front.
+/// The arrival times and payload sizes of the messages handed on and not yet acknowledged,
+/// oldest first, for the gauges. Messages are acknowledged in the order they were handed on, so
+/// the writer removes from the front.
 #[derive(Debug, Clone, Default)]
-pub struct Unacked(Arc<Mutex<VecDeque<Instant>>>);
+pub struct Unacked(Arc<Mutex<Held>>);
+
+#[derive(Debug, Default)]
+struct Held {
+    queue: VecDeque<(Instant, usize)>,
+    bytes: usize,
+}
 
 impl Unacked {
-    fn lock(&self) -> MutexGuard<'_, VecDeque<Instant>> {
+    fn lock(&self) -> MutexGuard<'_, Held> {
         self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub fn push(&self, arrived: Instant) {
-        let mut q = self.lock();
-        q.push_back(arrived);
-        metrics::gauge!(telemetry::MESSAGES_UNACKED).set(q.len() as f64);
+    pub fn push(&self, arrived: Instant, bytes: usize) {
+        let mut h = self.lock();
+        h.queue.push_back((arrived, bytes));
+        h.bytes += bytes;
+        publish(&h);
     }
 
     /// The oldest `n` are done (acknowledged, or their acks dropped as stale).
     pub fn done(&self, n: usize) {
-        let mut q = self.lock();
-        let n = n.min(q.len());
-        q.drain(..n);
-        metrics::gauge!(telemetry::MESSAGES_UNACKED).set(q.len() as f64);
-        drop(q);
+        let mut h = self.lock();
+        let n = n.min(h.queue.len());
+        let freed: usize = h.queue.drain(..n).map(|(_, b)| b).sum();
+        h.bytes -= freed;
+        publish(&h);
+        drop(h);
         self.publish_age(Instant::now());
     }
 
@@ -150,8 +159,14 @@ impl Unacked {
     pub fn publish_age(&self, now: Instant) {
         let age = self
             .lock()
+            .queue
             .front()
-            .map_or(0.0, |t| (now - *t).as_secs_f64());
+            .map_or(0.0, |(t, _)| (now - *t).as_secs_f64());
         metrics::gauge!(telemetry::OLDEST_UNACKED_SECONDS).set(age);
     }
+}
+
+fn publish(h: &Held) {
+    metrics::gauge!(telemetry::MESSAGES_UNACKED).set(h.queue.len() as f64);
+    metrics::gauge!(telemetry::BYTES_UNACKED).set(h.bytes as f64);
 }

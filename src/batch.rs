@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, watch};
 
 use crate::ack::AckToken;
+use crate::budget::Held;
 use crate::decode::Decoded;
 
 /// One MQTT message, decoded, waiting for its outcome to commit.
@@ -18,10 +19,12 @@ use crate::decode::Decoded;
 pub struct Message {
     pub ack: AckToken,
     pub topic: String,
-    /// The raw payload, kept only when part of the message was rejected at decode (a too-large
-    /// one cut to its first 64 KiB).
+    /// The start of the raw payload (up to `rejected_payload_keep_bytes`), kept only when part of
+    /// the message was rejected at decode.
     pub payload: Option<Bytes>,
-    /// Size of the payload as received.
+    /// With `payload`: the SHA-256 naming the whole message in `rejected` (see `subscribe.rs`).
+    pub payload_sha256: Option<[u8; 32]>,
+    /// Size of the payload as received: its cost in the byte budget and in the batch.
     pub payload_bytes: usize,
     /// Wall clock at receipt: `future_timestamp`'s reference and `received_at` in the tables.
     pub received_at: DateTime<Utc>,
@@ -30,7 +33,7 @@ pub struct Message {
     /// What the message holds: at least one item, so every message is accounted for.
     pub items: Vec<Decoded>,
     /// This message's share of the unacked budget, given back when the message is dropped.
-    pub permit: Option<OwnedSemaphorePermit>,
+    pub permit: Option<Held>,
 }
 
 /// Messages whose outcomes are written in one transaction.
@@ -39,21 +42,26 @@ pub struct Batch {
     pub messages: Vec<Message>,
     /// Items (readings and rejections) in all the messages.
     pub items: usize,
+    /// Payload bytes of all the messages, as received.
+    pub bytes: usize,
 }
 
-/// The flush policy: at `max_items` items, or `max_wait` after the batch's first message.
+/// The flush policy: at `max_items` items or `max_bytes` payload bytes, or `max_wait` after the
+/// batch's first message, whichever comes first.
 #[derive(Debug)]
 pub struct Batcher {
     max_items: usize,
+    max_bytes: usize,
     max_wait: Duration,
     current: Batch,
     opened: Option<Instant>,
 }
 
 impl Batcher {
-    pub fn new(max_items: usize, max_wait: Duration) -> Self {
+    pub fn new(max_items: usize, max_bytes: usize, max_wait: Duration) -> Self {
         Batcher {
             max_items,
+            max_bytes,
             max_wait,
             current: Batch::default(),
             opened: None,
@@ -61,12 +69,13 @@ impl Batcher {
     }
 
     /// Adds a message; returns the batch when it is full. A message is never split, so a batch
-    /// may pass `max_items` by at most one message's worth.
+    /// may pass a limit by at most one message's worth.
     pub fn push(&mut self, m: Message, now: Instant) -> Option<Batch> {
         self.opened.get_or_insert(now);
         self.current.items += m.items.len();
+        self.current.bytes += m.payload_bytes;
         self.current.messages.push(m);
-        if self.current.items >= self.max_items {
+        if self.current.items >= self.max_items || self.current.bytes >= self.max_bytes {
             self.take()
         } else {
             None
@@ -142,6 +151,7 @@ mod tests {
             },
             topic: "t".into(),
             payload: None,
+            payload_sha256: None,
             payload_bytes: 0,
             received_at: Utc::now(),
             arrived: Instant::now(),
@@ -159,7 +169,7 @@ mod tests {
 
     #[test]
     fn flushes_at_size() {
-        let mut b = Batcher::new(3, Duration::from_millis(100));
+        let mut b = Batcher::new(3, usize::MAX, Duration::from_millis(100));
         let t = Instant::now();
         assert!(b.push(msg(1), t).is_none());
         assert!(b.push(msg(1), t).is_none());
@@ -170,8 +180,25 @@ mod tests {
     }
 
     #[test]
+    fn flushes_at_bytes_before_items() {
+        let mut b = Batcher::new(1000, 3 << 20, Duration::from_secs(1));
+        let t = Instant::now();
+        let big = || {
+            let mut m = msg(1);
+            m.payload_bytes = 1 << 20;
+            m
+        };
+        assert!(b.push(big(), t).is_none());
+        assert!(b.push(big(), t).is_none());
+        let full = b
+            .push(big(), t)
+            .expect("3 MiB reached with 3 of 1000 items");
+        assert_eq!((full.messages.len(), full.bytes), (3, 3 << 20));
+    }
+
+    #[test]
     fn deadline_counts_from_the_first_message() {
-        let mut b = Batcher::new(100, Duration::from_millis(100));
+        let mut b = Batcher::new(100, usize::MAX, Duration::from_millis(100));
         let t0 = Instant::now();
         b.push(msg(1), t0);
         b.push(msg(1), t0 + Duration::from_millis(50));
@@ -183,16 +210,23 @@ mod tests {
         /// Whatever the sizes, every message comes out exactly once, in order, and only the last
         /// message of a batch can take it past the limit.
         #[test]
-        fn every_message_once_in_order(sizes in proptest::collection::vec(1usize..20, 0..100), max in 1usize..50) {
-            let mut b = Batcher::new(max, Duration::from_secs(1));
+        fn every_message_once_in_order(
+            sizes in proptest::collection::vec((1usize..20, 0usize..5000), 0..100),
+            max in 1usize..50,
+            max_bytes in 1usize..20_000,
+        ) {
+            let mut b = Batcher::new(max, max_bytes, Duration::from_secs(1));
             let t = Instant::now();
             let mut out = Vec::new();
-            for (i, s) in sizes.iter().enumerate() {
+            for (i, (s, bytes)) in sizes.iter().enumerate() {
                 let mut m = msg(*s);
                 m.ack.pkid = i as u16;
+                m.payload_bytes = *bytes;
                 if let Some(batch) = b.push(m, t) {
-                    prop_assert!(batch.items >= max);
-                    prop_assert!(batch.items - batch.messages.last().unwrap().items.len() < max);
+                    prop_assert!(batch.items >= max || batch.bytes >= max_bytes);
+                    let last = batch.messages.last().unwrap();
+                    prop_assert!(batch.items - last.items.len() < max);
+                    prop_assert!(batch.bytes - last.payload_bytes < max_bytes);
                     out.push(batch);
                 }
             }

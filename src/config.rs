@@ -116,8 +116,17 @@ pub struct Settings {
     /// ...or this long after its first reading, whichever comes first.
     #[serde(with = "humantime_serde")]
     pub batch_max_wait: Duration,
-    /// The daemon's own memory bound: readings held unacknowledged before intake pauses.
+    /// The daemon's own memory bound: readings held unacknowledged before intake pauses...
     pub max_unacked_readings: usize,
+    /// ...and the payload bytes of the messages held unacknowledged (a message counts its whole
+    /// payload as received), so a few large messages cannot take what many small ones may.
+    pub max_unacked_bytes: usize,
+    /// A batch is also flushed once its messages' payloads add up to this many bytes, so one
+    /// transaction stays well inside `db_write_timeout` whatever the messages weigh.
+    pub batch_max_bytes: usize,
+    /// `rejected` keeps at most this many bytes of each rejected payload (its identity is a
+    /// SHA-256 digest of the whole payload, so a redelivery is still known exactly).
+    pub rejected_payload_keep_bytes: usize,
     /// Larger messages are rejected `too_large`.
     pub max_message_bytes: usize,
     /// Array messages with more readings than this are rejected `too_large`.
@@ -202,6 +211,9 @@ impl Default for Settings {
             batch_max_readings: 5_000,
             batch_max_wait: Duration::from_millis(100),
             max_unacked_readings: 20_000,
+            max_unacked_bytes: 64 * 1024 * 1024,
+            batch_max_bytes: 16 * 1024 * 1024,
+            rejected_payload_keep_bytes: 4096,
             max_message_bytes: rules.max_message_bytes,
             max_readings_per_message: rules.max_readings_per_message,
             max_clock_skew: Duration::from_secs(300),
@@ -513,6 +525,28 @@ impl Settings {
         positive("batch_max_readings", self.batch_max_readings)?;
         positive("max_unacked_readings", self.max_unacked_readings)?;
         positive("max_message_bytes", self.max_message_bytes)?;
+        positive("max_unacked_bytes", self.max_unacked_bytes)?;
+        positive("batch_max_bytes", self.batch_max_bytes)?;
+        // tokio's semaphore holds at most usize::MAX >> 3 permits; far past any real memory.
+        if self.max_unacked_bytes > (1 << 40) || self.max_unacked_readings > (1 << 40) {
+            return Err(ConfigError::new(
+                if self.max_unacked_bytes > (1 << 40) {
+                    "max_unacked_bytes"
+                } else {
+                    "max_unacked_readings"
+                },
+                "must be at most 2^40",
+            ));
+        }
+        if self.max_unacked_bytes < self.batch_max_bytes {
+            return Err(ConfigError::new(
+                "max_unacked_bytes",
+                format!(
+                    "{} is smaller than batch_max_bytes ({}): a batch could never fill",
+                    self.max_unacked_bytes, self.batch_max_bytes
+                ),
+            ));
+        }
         positive("max_readings_per_message", self.max_readings_per_message)?;
         positive(
             "mqtt_receive_maximum",

@@ -1,10 +1,9 @@
 //! Daemon: wire the stages together (subscribe → decode → batch → write → ack) and shut them
 //! down in order.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch};
 use tokio::time::{timeout_at, Instant};
 
 use crate::ack::{Acker, Epoch, Unacked};
@@ -28,7 +27,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
 
     let s = &cfg.settings;
     let epoch = Epoch::default();
-    let budget = Arc::new(Semaphore::new(s.max_unacked_readings));
+    let budget = crate::budget::Budget::new(s.max_unacked_readings, s.max_unacked_bytes);
     let (msg_tx, msg_rx) = mpsc::unbounded_channel();
     // One batch waits while the previous one commits.
     let (batch_tx, batch_rx) = mpsc::channel(1);
@@ -43,7 +42,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
     let batcher = tokio::spawn(batch::run(
         msg_rx,
         batch_tx,
-        Batcher::new(s.batch_max_readings, s.batch_max_wait),
+        Batcher::new(s.batch_max_readings, s.batch_max_bytes, s.batch_max_wait),
         shutdown.clone(),
     ));
     let mut writer = tokio::spawn(write::run(

@@ -6,6 +6,7 @@
 pub mod ack;
 pub mod backoff;
 pub mod batch;
+pub mod budget;
 pub mod classify;
 pub mod config;
 pub mod daemon;

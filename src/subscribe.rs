@@ -3,14 +3,14 @@
 //!
 //! This task is the only one that polls rumqttc's event loop, and polling is the only thing that
 //! sends queued PUBACKs, so it must never wait on anything that waits on polling. It waits on
-//! exactly one thing besides the network: room in the unacked budget, which the writer gives back
-//! by dropping committed batches, never by waiting on this task.
+//! exactly one thing besides the network: room in the unacked budget (readings and bytes, see
+//! `budget.rs`), which the writer gives back by dropping committed batches, never by waiting on
+//! this task. While it waits, nothing more is read from the socket: the broker keeps the rest.
 //!
 //! Known delivery gap, by design: a message that arrives after shutdown began is neither handed
 //! on nor acknowledged. The broker keeps it in the persistent session and delivers it again to
 //! the next run.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -19,16 +19,16 @@ use rumqttc::v5::mqttbytes::v5::{Packet, Publish};
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
 use rumqttc::Outgoing;
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch};
 
 use crate::ack::{AckToken, Epoch, Unacked};
 use crate::backoff::Backoff;
 use crate::batch::Message;
+use crate::budget::Budget;
 use crate::config::Config;
-use crate::decode::{self, Decoded, RejectReason, Rules};
+use crate::decode::{self, Decoded, Rules};
 use crate::error::Error;
 use crate::telemetry;
-use crate::write::REJECTED_PAYLOAD_KEEP;
 
 /// The MQTT side of the daemon.
 pub struct Subscriber {
@@ -38,9 +38,10 @@ pub struct Subscriber {
     rules: Rules,
     /// Moved on at each lost connection so acks owed to it are dropped (see `ack.rs`).
     epoch: Epoch,
-    /// Readings held unacknowledged; a message takes permits before it is handed on.
-    budget: Arc<Semaphore>,
-    budget_max: usize,
+    /// Readings and bytes held unacknowledged; a message takes its share before it is handed on.
+    budget: Budget,
+    /// How much of a rejected payload is kept for the `rejected` table.
+    keep_bytes: usize,
     out: Option<mpsc::UnboundedSender<Message>>,
     /// Arrival times of what is handed on and not yet acked, for the oldest-unacked gauge.
     unacked: Unacked,
@@ -85,7 +86,7 @@ impl Subscriber {
     pub fn new(
         cfg: &Config,
         epoch: Epoch,
-        budget: Arc<Semaphore>,
+        budget: Budget,
         unacked: Unacked,
         out: mpsc::UnboundedSender<Message>,
     ) -> (Subscriber, AsyncClient) {
@@ -121,7 +122,7 @@ impl Subscriber {
             rules: cfg.rules.clone(),
             epoch,
             budget,
-            budget_max: s.max_unacked_readings,
+            keep_bytes: s.rejected_payload_keep_bytes,
             out: Some(out),
             unacked,
             subscribed: false,
@@ -245,10 +246,14 @@ impl Subscriber {
         let items = decode::decode(&topic, &p.payload, received_at, &self.rules);
         // A topic past the limit is rejected (above) and stored only in part.
         let topic = decode::clip_topic(topic, self.rules.max_topic_bytes);
-        let payload = kept_payload(&items, &p.payload);
-        let cost = u32::try_from(items.len().clamp(1, self.budget_max)).unwrap_or(u32::MAX);
+        let kept = kept_payload(
+            &items,
+            (&p.topic, self.rules.max_topic_bytes),
+            &p.payload,
+            self.keep_bytes,
+        );
         let permit = tokio::select! {
-            permit = self.budget.clone().acquire_many_owned(cost) => permit.ok(),
+            held = self.budget.take(items.len(), p.payload.len()) => Some(held),
             _ = shutdown.wait_for(|s| *s) => return false,
         };
         let msg = Message {
@@ -258,30 +263,125 @@ impl Subscriber {
                 qos: p.qos,
             },
             topic,
-            payload,
+            payload: kept.as_ref().map(|k| k.bytes.clone()),
+            payload_sha256: kept.map(|k| k.sha256),
             payload_bytes: p.payload.len(),
             received_at,
             arrived,
             items,
             permit,
         };
-        self.unacked.push(arrived);
+        self.unacked.push(arrived, msg.payload_bytes);
         self.out.as_ref().is_some_and(|out| out.send(msg).is_ok())
     }
 }
 
-/// The payload bytes to keep for the `rejected` table: none when nothing was rejected, the first
-/// 64 KiB of a too-large message, and the whole payload otherwise. Copied, so the network buffer
-/// it came in is not held while the message waits for its commit.
-fn kept_payload(items: &[Decoded], payload: &Bytes) -> Option<Bytes> {
-    let mut rejected = items.iter().filter_map(|d| match d {
-        Decoded::Rejected(r) => Some(r.reason),
-        _ => None,
-    });
-    match rejected.next()? {
-        RejectReason::TooLarge => Some(Bytes::copy_from_slice(
-            &payload[..payload.len().min(REJECTED_PAYLOAD_KEEP)],
-        )),
-        _ => Some(Bytes::copy_from_slice(payload)),
+/// What the `rejected` table keeps of a message: a prefix of its payload, and the digest that
+/// names the whole message.
+#[derive(Debug)]
+struct Kept {
+    bytes: Bytes,
+    sha256: [u8; 32],
+}
+
+/// Nothing when nothing was rejected; else the first `keep` bytes of the payload, copied (so the
+/// network buffer it came in is not held while the message waits for its commit), and the
+/// SHA-256 of the whole payload (of the topic and the payload when the topic is too long to be
+/// stored whole, so two messages that differ only past the stored part stay two).
+fn kept_payload(
+    items: &[Decoded],
+    (topic, max_topic): (&[u8], usize),
+    payload: &Bytes,
+    keep: usize,
+) -> Option<Kept> {
+    items
+        .iter()
+        .any(|d| matches!(d, Decoded::Rejected(_)))
+        .then(|| Kept {
+            bytes: Bytes::copy_from_slice(&payload[..payload.len().min(keep)]),
+            sha256: rejected_digest(topic, max_topic, payload),
+        })
+}
+
+/// The identity of a rejected message's payload (see [`kept_payload`]).
+pub fn rejected_digest(topic: &[u8], max_topic: usize, payload: &[u8]) -> [u8; 32] {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    if topic.len() > max_topic {
+        ctx.update(topic);
+        ctx.update(&[0xFF]);
+    }
+    ctx.update(payload);
+    ctx.finish()
+        .as_ref()
+        .try_into()
+        .expect("SHA-256 is 32 bytes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::RejectReason;
+
+    fn rejected() -> Vec<Decoded> {
+        vec![Decoded::Rejected(decode::Rejection {
+            reason: RejectReason::Malformed,
+            detail: String::new(),
+            element: None,
+        })]
+    }
+
+    #[test]
+    fn keeps_a_prefix_and_names_the_whole() {
+        let big = Bytes::from(vec![b'x'; 1 << 20]);
+        let mut other = vec![b'x'; 1 << 20];
+        other[(1 << 20) - 1] = b'y';
+        let k = kept_payload(&rejected(), (b"t/a/r", 256), &big, 4096).unwrap();
+        assert_eq!(k.bytes.len(), 4096);
+        let k2 = kept_payload(&rejected(), (b"t/a/r", 256), &Bytes::from(other), 4096).unwrap();
+        assert_eq!(k.bytes, k2.bytes, "same prefix");
+        assert_ne!(
+            k.sha256, k2.sha256,
+            "a difference past the prefix still tells them apart"
+        );
+        // Known answer: SHA-256 of "abc".
+        let abc =
+            kept_payload(&rejected(), (b"t", 256), &Bytes::from_static(b"abc"), 4096).unwrap();
+        assert_eq!(abc.bytes.as_ref(), b"abc");
+        assert_eq!(
+            abc.sha256[..4],
+            [0xba, 0x78, 0x16, 0xbf],
+            "sha256(abc) = ba7816bf…"
+        );
+    }
+
+    #[test]
+    fn nothing_kept_when_nothing_was_rejected() {
+        let ok = vec![Decoded::Reading(crate::reading::Reading {
+            turbine_id: "a".into(),
+            recorded_at: Utc::now(),
+            values: crate::reading::Values {
+                power_kw: 1.0,
+                wind_speed_ms: None,
+                rotor_rpm: None,
+            },
+        })];
+        assert!(kept_payload(&ok, (b"t", 256), &Bytes::from_static(b"{}"), 4096).is_none());
+    }
+
+    #[test]
+    fn a_clipped_topic_is_part_of_the_identity() {
+        let long_a = [b"t/".as_slice(), &[b'a'; 300]].concat();
+        let mut long_b = long_a.clone();
+        long_b[299] = b'b';
+        let p = Bytes::from_static(b"x");
+        let a = kept_payload(&rejected(), (&long_a, 256), &p, 10).unwrap();
+        let b = kept_payload(&rejected(), (&long_b, 256), &p, 10).unwrap();
+        assert_ne!(a.sha256, b.sha256);
+        let short = kept_payload(&rejected(), (b"t/a", 256), &p, 10).unwrap();
+        let short2 = kept_payload(&rejected(), (b"t/b", 256), &p, 10).unwrap();
+        assert_eq!(
+            short.sha256, short2.sha256,
+            "a whole topic is stored beside the digest"
+        );
     }
 }

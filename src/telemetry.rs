@@ -27,6 +27,7 @@ pub const ARRIVAL_TO_ACK_SECONDS: &str = "galewatch_arrival_to_ack_seconds";
 pub const BROKER_CONNECTED: &str = "galewatch_broker_connected";
 pub const DB_CONNECTED: &str = "galewatch_db_connected";
 pub const MESSAGES_UNACKED: &str = "galewatch_messages_unacked";
+pub const BYTES_UNACKED: &str = "galewatch_unacked_bytes";
 pub const OLDEST_UNACKED_SECONDS: &str = "galewatch_oldest_unacked_message_age_seconds";
 pub const INGEST_LAG_SECONDS: &str = "galewatch_ingest_lag_seconds";
 pub const BUILD_INFO: &str = "galewatch_build_info";
@@ -73,6 +74,7 @@ pub fn install(listen: SocketAddr) -> Result<(), Error> {
     metrics::gauge!(BROKER_CONNECTED).set(0.0);
     metrics::gauge!(DB_CONNECTED).set(0.0);
     metrics::gauge!(MESSAGES_UNACKED).set(0.0);
+    metrics::gauge!(BYTES_UNACKED).set(0.0);
     metrics::gauge!(OLDEST_UNACKED_SECONDS).set(0.0);
     metrics::counter!(BROKER_RECONNECTS).increment(0);
     metrics::gauge!(TURBINES_CLOCK_SUSPECT).set(0.0);
@@ -158,6 +160,11 @@ fn describe() {
     describe_gauge!(
         MESSAGES_UNACKED,
         "Messages received and not yet acknowledged."
+    );
+    describe_gauge!(
+        BYTES_UNACKED,
+        Unit::Bytes,
+        "Payload bytes of the messages received and not yet acknowledged (bounded by max_unacked_bytes)."
     );
     describe_gauge!(
         OLDEST_UNACKED_SECONDS,

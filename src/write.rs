@@ -112,12 +112,11 @@ SELECT u.* FROM unnest($1::text[], $2::timestamptz[], $3::float8[], $4::float8[]
           AND r.rotor_rpm IS NOT DISTINCT FROM u.rotor_rpm)
 ON CONFLICT DO NOTHING RETURNING turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm";
 
-const REJECTED_SQL: &str = "INSERT INTO rejected (received_at, topic, payload, payload_bytes, element, reason, detail)
-SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::bytea[], $4::int4[], $5::int4[], $6::text[], $7::text[])
+/// A rejected message is named by its topic, the digest of its whole payload, its size and the
+/// element (V6's `rejected_once`), so a redelivery adds nothing, however little of it is kept.
+const REJECTED_SQL: &str = "INSERT INTO rejected (received_at, topic, payload, payload_bytes, element, reason, detail, payload_sha256)
+SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::bytea[], $4::int4[], $5::int4[], $6::text[], $7::text[], $8::bytea[])
 ON CONFLICT DO NOTHING RETURNING reason";
-
-/// A too-large payload is kept in `rejected` only up to this many bytes.
-pub const REJECTED_PAYLOAD_KEEP: usize = 64 * 1024;
 
 /// What one committed batch did, for the counters.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -794,10 +793,18 @@ async fn write_items(
         let mut element = Vec::new();
         let mut reason = Vec::new();
         let mut detail = Vec::new();
+        let mut digest: Vec<Vec<u8>> = Vec::new();
         for &(rej, msg, refused) in &parts.rejected {
             received_at.push(msg.received_at);
             topic.push(msg.topic.as_str());
             payload.push(refused.or(msg.payload.as_deref()).unwrap_or_default());
+            digest.push(match (refused, msg.payload_sha256) {
+                // A reading the database refused is named by the reading (its JSON, kept whole).
+                (Some(json), _) => crate::subscribe::rejected_digest(b"", 0, json).to_vec(),
+                (None, Some(d)) => d.to_vec(),
+                // Not reached: a message with a rejection always carries its digest.
+                (None, None) => crate::subscribe::rejected_digest(b"", 0, b"").to_vec(),
+            });
             payload_bytes.push(i32::try_from(msg.payload_bytes).unwrap_or(i32::MAX));
             element.push(rej.element.map(|e| i32::try_from(e).unwrap_or(i32::MAX)));
             reason.push(rej.reason.as_str());
@@ -814,6 +821,7 @@ async fn write_items(
                     &element,
                     &reason,
                     &detail,
+                    &digest,
                 ],
             )
             .await

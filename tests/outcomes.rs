@@ -240,16 +240,22 @@ async fn all_eight_outcomes_are_stored_counted_and_add_up() {
         .unwrap()
         .get(0);
     assert_eq!(garbage_payload, vec![0xff, 0x00, 0x13, 0x37, 0xfe]);
-    let (kept, size): (Vec<u8>, i32) = c
+    let (kept, size, whole): (Vec<u8>, i32, bool) = c
         .query_one(
-            "SELECT payload, payload_bytes FROM rejected WHERE reason = 'too_large'",
-            &[],
+            "SELECT payload, payload_bytes, payload_sha256 = sha256(convert_to($1, 'UTF8'))
+               FROM rejected WHERE reason = 'too_large'",
+            &[&big],
         )
         .await
-        .map(|r| (r.get(0), r.get(1)))
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
         .unwrap();
-    assert_eq!(kept.len(), big.len(), "under 64 KiB: kept whole");
+    assert_eq!(
+        kept,
+        big.as_bytes()[..4096],
+        "kept only to rejected_payload_keep_bytes (4 KiB by default)"
+    );
     assert_eq!(size as usize, big.len());
+    assert!(whole, "named by the digest of the whole payload");
 
     assert!(d.is_running(), "bad input never stops the daemon");
     let (status, _) = d.terminate();

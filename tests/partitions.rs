@@ -152,11 +152,12 @@ async fn retention_drops_old_partitions_and_deletes_old_entries_in_batches() {
            FROM generate_series(1, 5) i;
          INSERT INTO quarantine_resolution (quarantine_id, choice, resolved_by)
          SELECT min(id), 'existing', 'test' FROM quarantine;
-         INSERT INTO rejected (received_at, topic, payload, payload_bytes, reason, detail)
-         SELECT now() - interval '31 days', 't', int4send(i), 4, 'malformed', 'x'
+         INSERT INTO rejected (received_at, topic, payload, payload_bytes, reason, detail, payload_sha256)
+         SELECT now() - interval '31 days', 't', int4send(i), 4, 'malformed', 'x', sha256(int4send(i))
            FROM generate_series(1, 12000) i;
-         INSERT INTO rejected (received_at, topic, payload, payload_bytes, reason, detail)
-         SELECT now(), 't', int4send(-i), 4, 'malformed', 'x' FROM generate_series(1, 5) i;",
+         INSERT INTO rejected (received_at, topic, payload, payload_bytes, reason, detail, payload_sha256)
+         SELECT now(), 't', int4send(-i), 4, 'malformed', 'x', sha256(int4send(-i))
+           FROM generate_series(1, 5) i;",
     )
     .await
     .unwrap();
@@ -234,7 +235,11 @@ async fn the_conversion_keeps_every_row_of_an_unpartitioned_table() {
     let applied = galewatch::migrate::run(&mut c).await.unwrap();
     assert_eq!(
         applied,
-        vec!["V4__partitioned_readings", "V5__one_reading_one_place"]
+        vec![
+            "V4__partitioned_readings",
+            "V5__one_reading_one_place",
+            "V6__rejected_by_digest"
+        ]
     );
     let after: String = c.query_one(digest, &[]).await.unwrap().get(0);
     assert_eq!(before, after, "same rows, same values");
