@@ -30,7 +30,8 @@ pub struct Message {
     pub received_at: DateTime<Utc>,
     /// Monotonic clock at receipt, for arrival-to-ack timing.
     pub arrived: Instant,
-    /// What the message holds: at least one item, so every message is accounted for.
+    /// What the message holds: at least one item, so every message is accounted for; none only
+    /// for a retained-clear (an empty retained message), which holds no reading.
     pub items: Vec<Decoded>,
     /// This message's share of the unacked budget, given back when the message is dropped.
     pub permit: Option<Held>,

@@ -327,6 +327,23 @@ pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
     settings.validate()
 }
 
+/// Checks the `GALEWATCH_*` variables alone, as `load` reads them: for the commands that take
+/// no settings file (`simulate`, `demo`) but must refuse a misspelled or malformed variable the
+/// same way `run` does, rather than ignore it.
+pub fn check_environment() -> Result<(), ConfigError> {
+    let file_vars: Vec<String> = SECRET_SETTINGS
+        .iter()
+        .map(|k| format!("{k}_file"))
+        .collect();
+    let mut ignored: Vec<&str> = vec!["config"];
+    ignored.extend(file_vars.iter().map(String::as_str));
+    Figment::from(Serialized::defaults(Settings::default()))
+        .merge(Env::prefixed(ENV_PREFIX).ignore(&ignored))
+        .extract::<Settings>()
+        .map(drop)
+        .map_err(from_figment)
+}
+
 /// The value of `GALEWATCH_{KEY}_FILE`'s file, if that variable is set (one trailing newline
 /// dropped). Setting both the variable and its `_FILE` is an error: which one wins would be a
 /// surprise.

@@ -200,8 +200,16 @@ async fn create_database(cfg: &Config) -> Result<(), Error> {
             tracing::info!(database = %name, "created the database");
             Ok(())
         }
-        // Another daemon created it meanwhile.
-        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_DATABASE) => Ok(()),
+        // Another daemon created it meanwhile: before our CREATE began (42P04), or while it ran
+        // (23505 on pg_database's name index: both inserted the name, theirs committed first).
+        // Losing that race is success.
+        Err(e)
+            if e.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_DATABASE)
+                || e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) =>
+        {
+            tracing::info!(database = %name, "another instance created the database first");
+            Ok(())
+        }
         Err(e) => Err(Error::db("creating the database", e)),
     }
 }

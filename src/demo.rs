@@ -20,6 +20,24 @@ use crate::config::Settings;
 use crate::simulate::{self, Fleet, Knobs, Sent, Traffic};
 use crate::view::{self, Snapshot};
 
+/// Set once stdout's reader has gone (`galewatch demo | head`): the demo then winds down as on
+/// Ctrl-C, quietly, instead of panicking on the broken pipe.
+static STDOUT_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `println!` that notes a closed stdout instead of panicking.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let mut out = std::io::stdout().lock();
+        if writeln!(out, $($arg)*).and_then(|()| out.flush()).is_err() {
+            STDOUT_GONE.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }};
+}
+
+fn stdout_gone() -> bool {
+    STDOUT_GONE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The broker configuration Galewatch needs, compiled in so the binary works outside the repo.
 pub const MOSQUITTO_CONF: &str = include_str!("../config/mosquitto.conf");
 
@@ -364,7 +382,10 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
     };
     // The broker.
     let mqtt_url = match std::env::var("GALEWATCH_MQTT_URL") {
-        Ok(url) => url,
+        Ok(url) => {
+            broker_answers(&url).await?;
+            url
+        }
         Err(_) => {
             let (svc, url) = start_mosquitto()?;
             notes.push(format!(
@@ -417,31 +438,53 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
     };
     let daemon = tokio::spawn(crate::daemon::run(cfg, daemon_stop));
 
-    println!(
+    say!(
         "galewatch demo: {} turbines, one reading every 2 s each",
         opts.turbines
     );
     for n in &notes {
-        println!("  {n}");
+        say!("  {n}");
     }
-    println!("  broker   {mqtt_url}");
-    println!("  metrics  http://{metrics_addr}/metrics");
-    println!("  panel    http://{panel_addr}/  (the fleet; a turbine's charts at /turbines/ID)");
-    println!("  tables   psql '{db_url}' -c 'SELECT count(*) FROM readings'");
-    println!(
+    say!("  broker   {mqtt_url}");
+    say!("  metrics  http://{metrics_addr}/metrics");
+    say!("  panel    http://{panel_addr}/  (the fleet; a turbine's charts at /turbines/ID)");
+    say!("  tables   psql '{db_url}' -c 'SELECT count(*) FROM readings'");
+    say!(
         "  stop     Ctrl-C{}",
         opts.duration
             .map(|d| format!(" (or wait {}s)", d.as_secs()))
             .unwrap_or_default()
     );
-    println!();
+    say!();
 
-    // Wait for the daemon to be ready (its endpoint answers), then start the fleet.
+    // Wait until the daemon says it is ready (migrations applied, subscribed: `galewatch_ready`),
+    // so the fleet's first messages have a subscription to wait in; then start the fleet.
     let ready = Instant::now();
-    while scrape(metrics_addr).await.is_none() && ready.elapsed() < Duration::from_secs(30) {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut daemon = daemon;
+    loop {
+        let up = scrape(metrics_addr)
+            .await
+            .is_some_and(|t| view::parse_exposition(&t).get("galewatch_ready") == Some(&1.0));
+        if up {
+            break;
+        }
+        if daemon.is_finished() || ready.elapsed() > Duration::from_secs(60) {
+            let why = if daemon.is_finished() {
+                match (&mut daemon).await {
+                    Ok(Err(e)) => e.to_string(),
+                    other => format!("{other:?}"),
+                }
+            } else {
+                "not ready after 60 s (is the broker refusing the subscription?)".into()
+            };
+            let _ = daemon_stop_tx.send(true);
+            let _ = server
+                .batch_execute(&format!("DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"))
+                .await;
+            return Err(Missing(format!("the daemon could not start: {why}")));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let interval = Duration::from_secs(2);
     let fleet = Fleet {
         turbines: opts.turbines,
@@ -486,7 +529,7 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = signal.wait_for(|s| *s) => break,
         }
-        if end.is_some_and(|e| Instant::now() >= e) {
+        if end.is_some_and(|e| Instant::now() >= e) || stdout_gone() {
             break;
         }
         let Some(text) = scrape(metrics_addr).await else {
@@ -497,32 +540,29 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
             snap.top_colliders = top_colliders(db).await;
         }
         if tty {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(
-                out,
+            say!(
                 "\x1b[H\x1b[2J{}",
                 view::render(&snap, &prev, &header).join("\n")
             );
-            let _ = out.flush();
             prev = snap;
         } else if last_plain.elapsed() >= Duration::from_secs(5) {
-            println!("{}", view::plain_line(&snap, &prev));
+            say!("{}", view::plain_line(&snap, &prev));
             last_plain = Instant::now();
             prev = snap;
         }
     }
 
     // Wind down: the fleet stops, the daemon takes in what was sent, then shuts down cleanly.
-    println!("\nstopping: the fleet first, then the daemon once it has taken in what was sent");
+    say!("\nstopping: the fleet first, then the daemon once it has taken in what was sent");
     let _ = fleet_stop_tx.send(true);
     let sent: Option<Sent> = match publisher.await {
         Ok(Ok(s)) => Some(s),
         Ok(Err(e)) => {
-            eprintln!("the simulated fleet failed: {e}");
+            eprintln!("galewatch demo: the simulated fleet failed: {e}");
             None
         }
         Err(e) => {
-            eprintln!("the simulated fleet failed: {e}");
+            eprintln!("galewatch demo: the simulated fleet failed: {e}");
             None
         }
     };
@@ -567,17 +607,17 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
 
     // The account.
     let f = final_snap;
-    println!(
+    say!(
         "\ngalewatch demo: final account after {}s",
         f.elapsed.as_secs()
     );
     if let Some(s) = &sent {
-        println!("  the fleet sent {} messages: {} readings ({} from a drifting clock), {} resent, {} malformed", s.messages, s.readings, s.drifted, s.resent, s.bad);
+        say!("  the fleet sent {} messages: {} readings ({} from a drifting clock), {} resent, {} malformed", s.messages, s.readings, s.drifted, s.resent, s.bad);
     }
-    println!("  received    {:>10}", f.received);
-    println!("  inserted    {:>10}", f.inserted);
-    println!("  duplicate   {:>10}", f.duplicate);
-    println!(
+    say!("  received    {:>10}", f.received);
+    say!("  inserted    {:>10}", f.inserted);
+    say!("  duplicate   {:>10}", f.duplicate);
+    say!(
         "  quarantined {:>10}  (collision {}, future_timestamp {})",
         f.quarantined(),
         f.collision,
@@ -589,7 +629,7 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
         .filter(|(_, v)| *v > 0.0)
         .map(|(r, v)| format!("{r} {v}"))
         .collect();
-    println!(
+    say!(
         "  rejected    {:>10}  ({})",
         f.rejected_total(),
         if reasons.is_empty() {
@@ -599,10 +639,10 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
         }
     );
     for (id, c) in &colliders {
-        println!("  collisions from {id}: {c} (its clock drifts)");
+        say!("  collisions from {id}: {c} (its clock drifts)");
     }
     let adds_up = f.adds_up();
-    println!(
+    say!(
         "  received {} = inserted {} + duplicate {} + quarantined {} + rejected {}: {}",
         f.received,
         f.inserted,
@@ -615,16 +655,17 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
             "THE INVARIANT DOES NOT HOLD"
         }
     );
+    let mut matches = false;
     if let Some(s) = &sent {
         let (rx, ins, dup, q, rej) = s.expected();
-        let matches = (
+        matches = (
             f.received,
             f.inserted,
             f.duplicate,
             f.collision,
             f.rejected_total(),
         ) == (rx as f64, ins as f64, dup as f64, q as f64, rej as f64);
-        println!(
+        say!(
             "  the fleet's own account predicted received {rx}, inserted {ins}, duplicate {dup}, quarantined {q}, rejected {rej}: {}",
             if matches { "it matches" } else { "it does not match" }
         );
@@ -635,10 +676,40 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
             .batch_execute(&format!("DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"))
             .await;
     } else {
-        println!("  kept database {db_name}: {db_url}");
+        say!("  kept database {db_name}: {db_url}");
     }
     drop(server);
     drop(services);
-    println!("  stopped everything the demo started");
-    Ok(adds_up)
+    say!("  stopped everything the demo started");
+    // Success is the account adding up *and* matching what the fleet sent: zero readings from a
+    // fleet that never got through is no success.
+    Ok(adds_up && matches)
+}
+
+/// Whether a broker answers at `url` (a TCP connection within 3 s); if not, what to fix.
+async fn broker_answers(url: &str) -> Result<(), Missing> {
+    let broker = Settings {
+        mqtt_url: url.to_string(),
+        ..Settings::default()
+    }
+    .validate()
+    .map_err(|e| Missing(e.to_string()))?
+    .broker;
+    let addr = format!("{}:{}", broker.host, broker.port);
+    let fix = "Start one there (apt-get install mosquitto), fix GALEWATCH_MQTT_URL, or unset it \
+               and the demo starts a private Mosquitto.";
+    match tokio::time::timeout(
+        Duration::from_secs(3),
+        tokio::net::TcpStream::connect(&addr),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(Missing(format!(
+            "no MQTT broker answers at {url} ({e}).\n{fix}"
+        ))),
+        Err(_) => Err(Missing(format!(
+            "no MQTT broker answers at {url} (nothing within 3 s).\n{fix}"
+        ))),
+    }
 }

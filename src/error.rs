@@ -14,8 +14,14 @@ pub struct Error {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Kind {
-    /// A database error; `code` is the SQLSTATE when the server sent one.
-    Database { code: Option<String>, closed: bool },
+    /// A database error; `code` is the SQLSTATE when the server sent one; `closed` when the
+    /// connection is lost or could not be made; `bug` when it is Galewatch's own mistake (a
+    /// value it could not convert, a row or parameter count it did not expect).
+    Database {
+        code: Option<String>,
+        closed: bool,
+        bug: bool,
+    },
     /// The database did not answer within the configured time.
     Timeout,
     /// Anything else (I/O at start, the metrics listener, a migration).
@@ -28,7 +34,8 @@ impl Error {
             context,
             kind: Kind::Database {
                 code: e.code().map(|c| c.code().to_string()),
-                closed: e.is_closed() || e.code().is_none(),
+                closed: lost_connection(&e),
+                bug: client_mistake(&e),
             },
             source: Some(Box::new(e)),
         }
@@ -69,10 +76,13 @@ impl Error {
         match &self.kind {
             Kind::Timeout => true,
             Kind::Other => false,
-            Kind::Database { code: None, .. } => true,
+            Kind::Database {
+                code: None, closed, ..
+            } => *closed,
             Kind::Database {
                 code: Some(code),
                 closed,
+                ..
             } => {
                 *closed
                     || matches!(&code[..2], "08" | "40" | "53" | "57" | "58")
@@ -90,11 +100,19 @@ impl Error {
             .is_some_and(|c| c.starts_with("22") || c.starts_with("23"))
     }
 
+    /// True when the error is a bug in Galewatch rather than anything the database, the network
+    /// or the data did: the client could not convert a value the server sent (or a parameter),
+    /// or a query returned a number of rows or columns it cannot return. Retrying cannot help and
+    /// reconnecting is not the cure; it is logged as an error to report.
+    pub fn is_bug(&self) -> bool {
+        matches!(self.kind, Kind::Database { bug: true, .. })
+    }
+
     /// True when the connection must be dropped and made anew before the next try.
     pub fn needs_reconnect(&self) -> bool {
         match &self.kind {
             Kind::Timeout => true,
-            Kind::Database { closed, code } => {
+            Kind::Database { closed, code, .. } => {
                 *closed
                     || code
                         .as_deref()
@@ -103,6 +121,57 @@ impl Error {
             Kind::Other => false,
         }
     }
+}
+
+/// Whether a client error means the connection is gone or never came up: the connection closed,
+/// an I/O or TLS failure underneath, a connect timeout, or a reply the client could not follow.
+/// tokio-postgres does not expose its error kinds, so the I/O source and its documented messages
+/// are what tell these from conversion errors (`FromSql`, `ToSql`) and row-count mistakes.
+fn lost_connection(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    if e.code().is_some() {
+        return false;
+    }
+    let mut cur = std::error::Error::source(e);
+    while let Some(s) = cur {
+        if s.is::<std::io::Error>() {
+            return true;
+        }
+        cur = s.source();
+    }
+    let text = e.to_string();
+    [
+        "error communicating with the server",
+        "error connecting to server",
+        "error performing TLS handshake",
+        "timeout waiting for server",
+        "connection closed",
+        "unexpected message from server",
+        "error parsing response from server",
+    ]
+    .iter()
+    .any(|m| text.starts_with(m))
+}
+
+/// Whether a client error is the client's own: converting a value from or to SQL, or a query
+/// answering with a row count or columns the code did not expect (tokio-postgres's documented
+/// messages for its `FromSql`, `ToSql`, `RowCount`, `Column` and `Parameters` kinds).
+fn client_mistake(e: &tokio_postgres::Error) -> bool {
+    if e.code().is_some() || e.is_closed() {
+        return false;
+    }
+    let text = e.to_string();
+    [
+        "error deserializing column",
+        "error serializing parameter",
+        "query returned an unexpected number of rows",
+        "invalid column",
+        "expected ",
+    ]
+    .iter()
+    .any(|m| text.starts_with(m))
 }
 
 impl fmt::Display for Error {
@@ -148,6 +217,7 @@ mod tests {
             kind: Kind::Database {
                 code: Some(code.into()),
                 closed: false,
+                bug: false,
             },
             source: None,
         }

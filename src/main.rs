@@ -245,6 +245,9 @@ fn main() -> ExitCode {
             throwaway_db,
             keep_database,
         } => {
+            if let Err(e) = config::check_environment() {
+                return config_error(e);
+            }
             let opts = galewatch::demo::Options {
                 turbines: turbines.max(1),
                 duration,
@@ -319,6 +322,9 @@ fn main() -> ExitCode {
                 .map_err(Into::into)
         }),
         Command::Simulate(args) => {
+            if let Err(e) = config::check_environment() {
+                return config_error(e);
+            }
             let settings = config::Settings {
                 mqtt_url: args.mqtt_url.clone(),
                 ..Default::default()
@@ -381,12 +387,10 @@ async fn simulate_cmd(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
     {
         Ok(sent) => {
             let secs = started.elapsed().as_secs_f64();
-            println!("{sent}");
-            println!(
-                "in {secs:.2}s: {:.0} readings/s; the broker acknowledged every message",
+            print_out(&format!(
+                "{sent}\nin {secs:.2}s: {:.0} readings/s; the broker acknowledged every message",
                 (sent.readings + sent.resent) as f64 / secs
-            );
-            ExitCode::SUCCESS
+            ))
         }
         Err(e) => {
             eprintln!("galewatch simulate: {e}");
@@ -407,12 +411,24 @@ where
         Err(e) => return config_error(e),
     };
     match runtime.block_on(f(cfg)) {
-        Ok(out) => {
-            println!("{out}");
-            ExitCode::SUCCESS
-        }
+        Ok(out) => print_out(&out),
         Err(e) => {
             eprintln!("galewatch: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints a command's output. A reader that went away (`galewatch turbines | head -1`) is no
+/// error: the output was wanted only in part, so the command exits 0, quietly.
+fn print_out(text: &str) -> ExitCode {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("galewatch: writing the output: {e}");
             ExitCode::FAILURE
         }
     }

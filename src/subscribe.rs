@@ -157,8 +157,9 @@ impl Subscriber {
                     Err(_) => return Ok(()),
                 },
             };
-            if *shutdown.borrow() {
+            if *shutdown.borrow() && self.out.is_some() {
                 self.out = None;
+                metrics::gauge!(telemetry::READY).set(0.0);
             }
             let draining = self.out.is_none();
             match event {
@@ -171,13 +172,15 @@ impl Subscriber {
                         "connected to the broker"
                     );
                     if !self.subscribed || !ack.session_present {
-                        if let Err(e) = self
-                            .client
-                            .try_subscribe(self.topic.clone(), QoS::AtLeastOnce)
+                        if let Err(e) = self.client.try_subscribe_many([subscription(&self.topic)])
                         {
                             tracing::error!(error = %e, "could not queue the subscription");
                         }
                         self.subscribed = true;
+                    } else {
+                        // The session kept the subscription: messages flow again now.
+                        metrics::gauge!(telemetry::READY).set(1.0);
+                        tracing::info!(topic = %self.topic, "ready: the session kept the subscription");
                     }
                 }
                 Ok(Event::Incoming(Packet::SubAck(ack))) => {
@@ -192,7 +195,8 @@ impl Subscriber {
                         })
                         .collect();
                     if refused.is_empty() {
-                        tracing::info!(topic = %self.topic, "subscribed");
+                        metrics::gauge!(telemetry::READY).set(1.0);
+                        tracing::info!(topic = %self.topic, "subscribed; ready");
                     } else {
                         tracing::error!(topic = %self.topic, codes = ?refused, "the broker refused the subscription: nothing will arrive");
                     }
@@ -225,6 +229,7 @@ impl Subscriber {
                     // have slipped in since).
                     self.epoch.advance(|| eventloop.clean());
                     metrics::gauge!(telemetry::BROKER_CONNECTED).set(0.0);
+                    metrics::gauge!(telemetry::READY).set(0.0);
                     metrics::counter!(telemetry::BROKER_RECONNECTS).increment(1);
                     let wait = self.backoff.next_delay();
                     tracing::warn!(error = %e, retry_in = ?wait, "broker connection lost");
@@ -243,7 +248,13 @@ impl Subscriber {
         let arrived = Instant::now();
         let received_at = Utc::now();
         let topic = String::from_utf8_lossy(&p.topic).into_owned();
-        let items = decode::decode(&topic, &p.payload, received_at, &self.rules);
+        // An empty retained message is a publisher clearing the topic's retained message (see
+        // `subscription`): no reading, no rejection; acknowledged in turn like any message.
+        let items = if p.retain && p.payload.is_empty() {
+            Vec::new()
+        } else {
+            decode::decode(&topic, &p.payload, received_at, &self.rules)
+        };
         // A topic past the limit is rejected (above) and stored only in part.
         let topic = decode::clip_topic(topic, self.rules.max_topic_bytes);
         let kept = kept_payload(
@@ -273,6 +284,24 @@ impl Subscriber {
         };
         self.unacked.push(arrived, msg.payload_bytes);
         self.out.as_ref().is_some_and(|out| out.send(msg).is_ok())
+    }
+}
+
+/// The subscription, with what retained messages mean to Galewatch: a retained message is the
+/// broker's copy of a reading already delivered (or queued in the session) when it was published,
+/// so it is sent only when the subscription is new (MQTT v5 Retain Handling 1), not replayed as a
+/// duplicate on every restart; a brand-new session still gets each topic's retained reading once,
+/// and lands it if it is new. The RETAIN flag is kept as published, so an empty retained message
+/// (a publisher clearing its topic) is told from an empty ordinary one: the clear is acknowledged
+/// and counted (`galewatch_retained_clears_total`), the empty ordinary message is `malformed`.
+/// (Shared subscriptions get no retained messages at all, by the standard.)
+fn subscription(topic: &str) -> rumqttc::v5::mqttbytes::v5::Filter {
+    rumqttc::v5::mqttbytes::v5::Filter {
+        path: topic.to_string(),
+        qos: QoS::AtLeastOnce,
+        nolocal: false,
+        preserve_retain: true,
+        retain_forward_rule: rumqttc::v5::mqttbytes::v5::RetainForwardRule::OnNewSubscribe,
     }
 }
 

@@ -25,6 +25,8 @@ pub const BATCH_SIZE_READINGS: &str = "galewatch_batch_size_readings";
 pub const BATCH_WRITE_SECONDS: &str = "galewatch_batch_write_duration_seconds";
 pub const ARRIVAL_TO_ACK_SECONDS: &str = "galewatch_arrival_to_ack_seconds";
 pub const BROKER_CONNECTED: &str = "galewatch_broker_connected";
+pub const READY: &str = "galewatch_ready";
+pub const RETAINED_CLEARS: &str = "galewatch_retained_clears_total";
 pub const DB_CONNECTED: &str = "galewatch_db_connected";
 pub const MESSAGES_UNACKED: &str = "galewatch_messages_unacked";
 pub const BYTES_UNACKED: &str = "galewatch_unacked_bytes";
@@ -72,6 +74,8 @@ pub fn install(listen: SocketAddr) -> Result<(), Error> {
     describe();
     metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     metrics::gauge!(BROKER_CONNECTED).set(0.0);
+    metrics::gauge!(READY).set(0.0);
+    metrics::counter!(RETAINED_CLEARS).increment(0);
     metrics::gauge!(DB_CONNECTED).set(0.0);
     metrics::gauge!(MESSAGES_UNACKED).set(0.0);
     metrics::gauge!(BYTES_UNACKED).set(0.0);
@@ -160,6 +164,14 @@ fn describe() {
     describe_gauge!(
         MESSAGES_UNACKED,
         "Messages received and not yet acknowledged."
+    );
+    describe_counter!(
+        RETAINED_CLEARS,
+        "Empty retained messages (a publisher clearing its topic's retained reading): acknowledged, no reading."
+    );
+    describe_gauge!(
+        READY,
+        "1 while the daemon takes messages: migrations applied, connected to the broker and subscribed (SUBACK granted, or the session kept the subscription)."
     );
     describe_gauge!(
         BYTES_UNACKED,

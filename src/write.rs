@@ -404,6 +404,8 @@ impl Writer {
             let wait = backoff.next_delay();
             if e.is_retryable() {
                 tracing::warn!(error = %e, retry_in = ?wait, messages = batch.messages.len(), "batch not written; retrying");
+            } else if e.is_bug() {
+                tracing::error!(error = %e, retry_in = ?wait, messages = batch.messages.len(), "batch not written: a bug in Galewatch (the client could not read or send a value); please report it with this line; retrying, nothing is acknowledged meanwhile");
             } else {
                 tracing::error!(error = %e, retry_in = ?wait, messages = batch.messages.len(), "batch not written (not a transient error: check the schema and the role's rights); retrying");
             }
@@ -908,6 +910,8 @@ pub async fn run(
         metrics::histogram!(telemetry::BATCH_SIZE_READINGS).record(batch.items as f64);
         tally.record();
         record_ingest_lag(&tally);
+        let clears = batch.messages.iter().filter(|m| m.items.is_empty()).count();
+        metrics::counter!(telemetry::RETAINED_CLEARS).increment(clears as u64);
         acker.ack(batch.messages.iter().map(|m| m.ack));
         let now = Instant::now();
         let to_ack = metrics::histogram!(telemetry::ARRIVAL_TO_ACK_SECONDS);

@@ -151,3 +151,88 @@ async fn migrate_creates_a_missing_database() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("created the database"));
     assert_eq!(db.count("SELECT count(*) FROM readings").await, 0);
 }
+
+/// Every command refuses a misspelled `GALEWATCH_*` variable the same way `run` does (exit 2,
+/// naming it), instead of `simulate` and `demo` ignoring it.
+#[test]
+fn every_command_refuses_a_misspelled_variable() {
+    for args in [
+        &["run"][..],
+        &["migrate"],
+        &["demo", "--duration", "1s"],
+        &[
+            "simulate",
+            "--flood",
+            "--readings",
+            "1",
+            "--mqtt-url",
+            "mqtt://127.0.0.1:1",
+        ],
+        &["turbines"],
+        &["rejected", "list"],
+        &["quarantine", "list"],
+        &["panel"],
+    ] {
+        let out = galewatch(args, &[("GALEWATCH_BATCH_MAX_READING", "10")]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("batch_max_reading") && err.contains("unknown setting"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// `galewatch turbines | head -1`: the reader goes away after one line; the command exits 0
+/// without a panic, whatever the size of its output.
+#[tokio::test]
+async fn a_reader_that_goes_away_is_no_error() {
+    let db = TestDb::create().await;
+    let out = galewatch(&["migrate"], &[("GALEWATCH_DATABASE_URL", &db.url)]);
+    assert!(out.status.success());
+    db.client()
+        .await
+        .batch_execute(
+            "INSERT INTO turbine_status (turbine_id, first_seen, last_seen)
+             SELECT 'WTG-' || i, now(), now() FROM generate_series(1, 20000) i",
+        )
+        .await
+        .unwrap();
+    for args in [
+        &["turbines"][..],
+        &["turbines", "--format", "json"],
+        &["rejected", "list"],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_galewatch"))
+            .args(args)
+            .env_clear()
+            .env("GALEWATCH_DATABASE_URL", &db.url)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Close our end at once, as `head` does once it has its line.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+/// The demo pointed at a broker that is not there says so and exits 2, with what to fix,
+/// instead of "the invariant holds" on zero readings.
+#[test]
+fn the_demo_with_no_broker_at_its_url_exits_2_and_says_what_to_fix() {
+    let port = free_port();
+    let out = galewatch(
+        &["demo", "--duration", "5s"],
+        &[("GALEWATCH_MQTT_URL", &format!("mqtt://127.0.0.1:{port}"))],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{text}\n{err}");
+    assert!(err.contains("no MQTT broker answers"), "{err}");
+    assert!(err.contains("GALEWATCH_MQTT_URL"), "{err}");
+    assert!(!text.contains("the invariant holds"), "{text}");
+}

@@ -342,7 +342,7 @@ async fn a_poison_message_is_rejected_and_acked_once() {
     })
     .await;
     assert_eq!(
-        db.count("SELECT count(*) FROM rejected WHERE reason = 'too_large' AND payload_bytes = 200000 AND length(payload) = 65536").await,
+        db.count("SELECT count(*) FROM rejected WHERE reason = 'too_large' AND payload_bytes = 200000 AND length(payload) = 4096").await,
         1
     );
     let (status, _) = d.terminate();

@@ -367,11 +367,36 @@ impl Daemon {
         self.child = Some(child);
     }
 
-    /// Starts and waits until the daemon is subscribed (it logs "subscribed").
+    /// Starts and waits until the daemon says it is ready (`galewatch_ready` 1: migrations
+    /// applied, subscribed).
     pub fn start_ready(&mut self) {
-        let before = self.log().matches("subscribed").count();
         self.start();
-        self.wait_log(|l| l.matches("subscribed").count() > before, "subscribed");
+        self.wait_ready();
+    }
+
+    /// Waits until this process reports `galewatch_ready 1` on /metrics.
+    pub fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if self
+                .try_scrape()
+                .is_some_and(|m| sample(&m, "galewatch_ready") == 1.0)
+            {
+                return;
+            }
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().unwrap()) {
+                panic!(
+                    "galewatch exited ({status}) before it was ready:\n{}",
+                    self.log()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "galewatch did not become ready:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
     }
 
     pub fn wait_log(&mut self, cond: impl Fn(&str) -> bool, what: &str) {
@@ -447,6 +472,16 @@ impl Daemon {
             "{head}"
         );
         body.to_string()
+    }
+
+    /// /metrics if the endpoint answers yet.
+    pub fn try_scrape(&self) -> Option<String> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.metrics_port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(s, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).ok()?;
+        out.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
     }
 
     /// The value of one sample (`name` with exactly these labels, e.g. `{reason="collision"}`),
