@@ -7,6 +7,8 @@ mod common;
 use std::net::SocketAddr;
 use std::process::Command;
 
+use std::time::Duration;
+
 use common::*;
 use serde_json::Value;
 
@@ -136,6 +138,13 @@ async fn the_api_buckets_exactly_and_names_bad_input() {
         (format!("{base}?range=40d"), 400, "range too large"),
         (format!("{base}?from=yesterday"), 400, "bad from"),
         (format!("{base}?range=7d&step=1s"), 400, "step too small"),
+        (format!("{base}?step=9999999999999999s"), 400, "bad step"),
+        (
+            "/api/turbines?sort=bogus".to_string(),
+            400,
+            "bad query string",
+        ),
+        ("/api/turbines?desc=1".to_string(), 400, "bad query string"),
         (
             format!("/api/turbines/{}/readings", "x".repeat(200)),
             400,
@@ -165,12 +174,70 @@ async fn the_api_buckets_exactly_and_names_bad_input() {
     let (_, v) = get_json(addr, "/api/turbines?prefix=ZZZ").await;
     assert_eq!(v["total"], 0);
 
-    // The pages answer too.
+    // Every order answers, with the same row.
+    for sort in ["id", "last_seen", "power", "clock", "quarantined"] {
+        for desc in ["true", "false"] {
+            let (status, v) =
+                get_json(addr, &format!("/api/turbines?sort={sort}&desc={desc}")).await;
+            assert_eq!(status, 200, "{sort} {desc}: {v}");
+            assert_eq!(v["total"], 1);
+            assert_eq!(v["turbines"][0]["power_kw"], 299.0, "{sort} {desc}");
+            assert_eq!(v["turbines"][0]["quarantined"], 1, "{sort} {desc}");
+        }
+    }
+
+    // The pages answer too; a bad query string is a page saying so.
     let (status, html) = get(addr, "/?sort=power&desc=true").await;
     assert_eq!(status, 200);
     assert!(html.contains("/turbines/API-1"), "{html}");
+    let (status, html) = get(addr, "/?sort=bogus").await;
+    assert_eq!(status, 400);
+    assert!(html.contains("bad query string"), "{html}");
+    let (status, body) = get(addr, "/healthz").await;
+    assert_eq!((status, body.trim()), (200, "ok: the database answers"));
     let (status, _) = get(addr, "/turbines/NOPE").await;
     assert_eq!(status, 404);
+}
+
+/// `/healthz` says what it checked: with the database refusing connections it answers 503
+/// naming the database, not `ok`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_fails_when_the_database_does_not_answer() {
+    let db = known_readings().await;
+    let (addr, _stop) = panel(&db).await;
+    let (status, _) = get(addr, "/healthz").await;
+    assert_eq!(status, 200);
+    let admin = admin_client().await;
+    admin
+        .batch_execute(&format!(
+            "ALTER DATABASE {} WITH ALLOW_CONNECTIONS false",
+            db.name
+        ))
+        .await
+        .unwrap();
+    admin
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1",
+            &[&db.name],
+        )
+        .await
+        .unwrap();
+    let (status, body) = get(addr, "/healthz").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("database"), "{body}");
+    let (status, v) = get_json(addr, "/api/turbines").await;
+    assert_eq!(status, 503, "{v}");
+    admin
+        .batch_execute(&format!(
+            "ALTER DATABASE {} WITH ALLOW_CONNECTIONS true",
+            db.name
+        ))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(10), "healthy again", || async {
+        get(addr, "/healthz").await.0 == 200
+    })
+    .await;
 }
 
 /// Chromium under its Debian name, or fail saying how to get it.

@@ -1,20 +1,22 @@
-//! Data: the panel's read-only queries, on one shared, pipelined connection.
+//! Data: the panel's read-only queries, on a small pool of connections (PostgreSQL runs one
+//! query at a time per connection, so one shared connection made 200 concurrent requests queue
+//! for seconds).
 //!
 //! Every query is on the `(turbine_id, recorded_at)` key (readings, and quarantine's unique
 //! index), so one turbine's range is an index range scan in the partitions the range touches
 //! (docs/panel.md shows the plans).
 
-use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use deadpool::managed::{self, Metrics, RecycleError, RecycleResult};
 use serde::Serialize;
-use tokio::sync::Mutex;
 use tokio_postgres::{Client, Row};
 
 use super::chart::Stat;
 use super::window::Window;
 use crate::error::Error;
-use crate::health::{Thresholds, STATUS_SQL};
+use crate::health::Thresholds;
 
 /// Raw points of one turbine's range.
 pub const RAW_SQL: &str = "SELECT recorded_at, 1::int8, power_kw, power_kw, power_kw,
@@ -138,28 +140,22 @@ impl Sort {
     }
 }
 
-/// The panel's database handle: one connection, shared by all requests (tokio-postgres
-/// pipelines their queries), made again when it drops.
-pub struct Db {
+/// Connections the panel keeps: as many requests run at once in the database; the rest wait
+/// (at most [`POOL_WAIT`]) for one.
+pub const POOL_SIZE: usize = 8;
+/// How long a request waits for a free connection before it is answered 503.
+pub const POOL_WAIT: Duration = Duration::from_secs(5);
+
+/// Makes the panel's connections, each read-only with bounded statements.
+struct Manager {
     cfg: crate::db::Database,
-    client: Mutex<Option<Arc<Client>>>,
-    thresholds: Thresholds,
 }
 
-impl Db {
-    pub fn new(cfg: crate::db::Database, thresholds: Thresholds) -> Self {
-        Db {
-            cfg,
-            client: Mutex::new(None),
-            thresholds,
-        }
-    }
+impl managed::Manager for Manager {
+    type Type = Client;
+    type Error = Error;
 
-    async fn client(&self) -> Result<Arc<Client>, Error> {
-        let mut slot = self.client.lock().await;
-        if let Some(c) = slot.as_ref().filter(|c| !c.is_closed()) {
-            return Ok(c.clone());
-        }
+    async fn create(&self) -> Result<Client, Error> {
         let client = self
             .cfg
             .connect()
@@ -175,9 +171,55 @@ impl Db {
             )
             .await
             .map_err(|e| Error::db("setting up the panel's session", e))?;
-        let client = Arc::new(client);
-        *slot = Some(client.clone());
         Ok(client)
+    }
+
+    async fn recycle(&self, c: &mut Client, _: &Metrics) -> RecycleResult<Error> {
+        if c.is_closed() {
+            return Err(RecycleError::message("the connection closed"));
+        }
+        Ok(())
+    }
+}
+
+/// The panel's database handle: a pool of [`POOL_SIZE`] connections, made on demand and made
+/// again when one drops.
+pub struct Db {
+    pool: managed::Pool<Manager>,
+    thresholds: Thresholds,
+}
+
+impl Db {
+    pub fn new(cfg: crate::db::Database, thresholds: Thresholds) -> Self {
+        let pool = managed::Pool::builder(Manager { cfg })
+            .max_size(POOL_SIZE)
+            .wait_timeout(Some(POOL_WAIT))
+            .create_timeout(Some(Duration::from_secs(5)))
+            .runtime(deadpool::Runtime::Tokio1)
+            .build()
+            .expect("a pool with a runtime and a size builds");
+        Db { pool, thresholds }
+    }
+
+    async fn client(&self) -> Result<managed::Object<Manager>, Error> {
+        self.pool.get().await.map_err(|e| match e {
+            managed::PoolError::Backend(e) => e,
+            other => Error::other("waiting for a database connection", other.to_string()),
+        })
+    }
+
+    /// Whether the database answers a trivial query within 2 s (`/healthz`).
+    pub async fn ping(&self) -> Result<(), Error> {
+        let check = async {
+            let c = self.client().await?;
+            c.query_one("SELECT 1", &[])
+                .await
+                .map(drop)
+                .map_err(|e| Error::db("asking the database", e))
+        };
+        tokio::time::timeout(Duration::from_secs(2), check)
+            .await
+            .unwrap_or_else(|_| Err(Error::timeout("asking the database")))
     }
 
     /// One turbine's points in the window (raw or bucketed as the window says).
@@ -243,22 +285,52 @@ impl Db {
                 .replace('%', "\\%")
                 .replace('_', "\\_")
         );
+        // Built to cost what the page shows, not what the fleet holds: each turbine's counts come
+        // from one aggregate of the quarantine (hash-joined, not a sub-query per turbine), and
+        // the latest power is looked up for the page's rows only (for every matching turbine
+        // only when the page is sorted by it). 100,000 turbines: docs/panel.md.
+        let power = "LEFT JOIN LATERAL (SELECT power_kw FROM readings
+                                         WHERE turbine_id = s.turbine_id
+                                           AND recorded_at = s.last_recorded_at) r ON true";
+        let (power_all, power_page, power_col) = if sort == Sort::Power {
+            (power, "", "r.power_kw")
+        } else {
+            ("", power, "NULL::float8")
+        };
+        let order = sort.order_by(desc);
         let sql = format!(
-            "WITH st AS ({STATUS_SQL}),
-                  hit AS (SELECT * FROM st WHERE turbine_id LIKE $4)
-             SELECT h.turbine_id, h.last_seen, h.last_recorded_at, r.power_kw, h.suspect,
-                    h.offset_seconds, h.drift_seconds_per_day, coalesce(q.n, 0) AS quarantined,
-                    (SELECT count(*) FROM hit) AS total
-               FROM hit h
-               LEFT JOIN LATERAL (SELECT power_kw FROM readings
-                                   WHERE turbine_id = h.turbine_id
-                                     AND recorded_at = h.last_recorded_at) r ON true
-               LEFT JOIN LATERAL (SELECT count(*) AS n FROM quarantine q
-                                   WHERE q.turbine_id = h.turbine_id
-                                     AND NOT EXISTS (SELECT 1 FROM quarantine_resolution x
-                                                      WHERE x.quarantine_id = q.id)) q ON true
-              ORDER BY {} LIMIT {FLEET_LIMIT}",
-            sort.order_by(desc)
+            "WITH coll AS (SELECT turbine_id, count(*) AS n FROM quarantine
+                             WHERE reason = 'collision' AND received_at > now() - interval '1 day'
+                               AND turbine_id LIKE $4
+                             GROUP BY turbine_id),
+                  open_q AS (SELECT q.turbine_id, count(*) AS n FROM quarantine q
+                              WHERE q.turbine_id LIKE $4
+                                AND NOT EXISTS (SELECT 1 FROM quarantine_resolution x
+                                                 WHERE x.quarantine_id = q.id)
+                              GROUP BY q.turbine_id),
+                  hit AS (SELECT s.turbine_id, s.last_seen, s.last_recorded_at,
+                                 {power_col} AS power_kw,
+                                 (abs(coalesce(s.offset_seconds, 0)) > $1
+                                  OR abs(coalesce(s.drift_seconds_per_day, 0)) > $2
+                                  OR coalesce(c.n, 0) >= $3) AS suspect,
+                                 s.offset_seconds, s.drift_seconds_per_day,
+                                 coalesce(o.n, 0) AS quarantined
+                            FROM turbine_status s
+                            LEFT JOIN coll c ON c.turbine_id = s.turbine_id
+                            LEFT JOIN open_q o ON o.turbine_id = s.turbine_id
+                            {power_all}
+                           WHERE s.turbine_id LIKE $4
+                           ORDER BY {order} LIMIT {FLEET_LIMIT})
+             SELECT s.turbine_id, s.last_seen, s.last_recorded_at,
+                    {}, s.suspect, s.offset_seconds, s.drift_seconds_per_day, s.quarantined,
+                    (SELECT count(*) FROM turbine_status WHERE turbine_id LIKE $4) AS total
+               FROM hit s {power_page}
+              ORDER BY {order}",
+            if sort == Sort::Power {
+                "s.power_kw"
+            } else {
+                "r.power_kw"
+            },
         );
         let th = &self.thresholds;
         let rows = c

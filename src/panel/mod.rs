@@ -104,7 +104,7 @@ pub fn router(db: Db) -> Router {
         .route("/turbines/{id}", get(turbine_page))
         .route("/api/turbines", get(fleet_api))
         .route("/api/turbines/{id}/readings", get(readings_api))
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
         .fallback(|| async {
             PageFailure(Failure {
                 status: StatusCode::NOT_FOUND,
@@ -150,18 +150,45 @@ struct FleetParams {
     desc: bool,
 }
 
-async fn fleet_page(
-    State(db): State<Shared>,
-    Query(p): Query<FleetParams>,
-) -> Result<Html<String>, PageFailure> {
+/// What the panel needs to answer: the database. 200 `ok` when it answers a query within 2 s;
+/// 503 saying what failed otherwise (a load balancer then stops sending requests here).
+async fn healthz(State(db): State<Shared>) -> Response {
+    match db.ping().await {
+        Ok(()) => (StatusCode::OK, "ok: the database answers\n").into_response(),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("unavailable: the database does not answer: {e}\n"),
+        )
+            .into_response(),
+    }
+}
+
+type FleetQuery = Result<Query<FleetParams>, axum::extract::rejection::QueryRejection>;
+
+/// The fleet's parameters, or a 400 naming what is wrong (`sort` must be one of the columns,
+/// `desc` true or false).
+fn fleet_params(p: FleetQuery) -> Result<FleetParams, Failure> {
+    p.map(|Query(p)| p).map_err(|e| Failure {
+        status: StatusCode::BAD_REQUEST,
+        message: format!(
+            "bad query string: {} (sort: {}; desc: true or false)",
+            e.body_text(),
+            Sort::ALL.map(Sort::as_str).join(", ")
+        ),
+    })
+}
+
+async fn fleet_page(State(db): State<Shared>, p: FleetQuery) -> Result<Html<String>, PageFailure> {
+    let p = fleet_params(p)?;
     let (rows, total) = db.fleet(&p.prefix, p.sort, p.desc).await?;
     Ok(Html(page::fleet(&rows, total, &p.prefix, p.sort, p.desc)))
 }
 
 async fn fleet_api(
     State(db): State<Shared>,
-    Query(p): Query<FleetParams>,
+    p: FleetQuery,
 ) -> Result<Json<serde_json::Value>, ApiFailure> {
+    let p = fleet_params(p)?;
     let (rows, total) = db.fleet(&p.prefix, p.sort, p.desc).await?;
     Ok(Json(serde_json::json!({"total": total, "turbines": rows})))
 }

@@ -140,6 +140,12 @@ pub fn window(p: &Params, now: DateTime<Utc>) -> Result<Window, BadRequest> {
             if step.as_secs() == 0 || step.subsec_nanos() != 0 {
                 return Err(bad("bad step: whole seconds, at least 1s"));
             }
+            if step > MAX_RANGE {
+                return Err(bad(format!(
+                    "bad step: at most {} days (the widest range)",
+                    MAX_RANGE.as_secs() / 86_400
+                )));
+            }
             if width.as_secs() / step.as_secs() > MAX_BUCKETS {
                 return Err(bad(format!(
                     "step too small for the range: at most {MAX_BUCKETS} buckets"
@@ -169,6 +175,35 @@ pub fn auto_step(width: Duration) -> Duration {
         .find(|s| secs.div_ceil(*s) <= TARGET_BUCKETS)
         .unwrap_or(86_400);
     Duration::from_secs(step)
+}
+
+#[cfg(test)]
+mod huge_step_tests {
+    use super::*;
+
+    #[test]
+    fn a_step_past_the_widest_range_is_a_400() {
+        let now = Utc::now();
+        for step in [
+            "9999999999999999s",
+            "9999999999999999",
+            "32days",
+            "1000000000y",
+        ] {
+            let p = Params {
+                step: Some(step.into()),
+                ..Params::default()
+            };
+            let e = window(&p, now).unwrap_err();
+            assert_eq!(e.status, 400, "{step}");
+        }
+        let ok = Params {
+            range: Some("7d".into()),
+            step: Some("31days".into()),
+            ..Params::default()
+        };
+        assert!(window(&ok, now).is_ok());
+    }
 }
 
 #[cfg(test)]
