@@ -93,7 +93,7 @@ pub struct Status {
 }
 
 /// Fleet page order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Sort {
     #[default]

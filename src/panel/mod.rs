@@ -6,6 +6,7 @@
 
 pub mod chart;
 pub mod data;
+pub mod flight;
 pub mod page;
 pub mod window;
 
@@ -95,7 +96,52 @@ impl IntoResponse for PageFailure {
     }
 }
 
-type Shared = Arc<Db>;
+/// A page of the fleet and how many turbines match in all.
+type FleetAnswer = Arc<(Vec<data::Status>, i64)>;
+/// One turbine's points and quarantined readings in a window.
+type TurbineAnswer = Arc<(Vec<data::Point>, Vec<data::Quarantined>)>;
+
+/// The database handle and the answers shared between identical requests (see `flight.rs`).
+struct Panel {
+    db: Db,
+    fleets: flight::Flights<(String, Sort, bool), FleetAnswer>,
+    series: flight::Flights<(String, Window), TurbineAnswer>,
+}
+
+impl std::ops::Deref for Panel {
+    type Target = Db;
+    fn deref(&self) -> &Db {
+        &self.db
+    }
+}
+
+impl Panel {
+    /// The fleet, shared with identical requests in the same second.
+    async fn fleet(&self, p: &FleetParams) -> Result<FleetAnswer, Error> {
+        self.fleets
+            .get((p.prefix.clone(), p.sort, p.desc), || async {
+                self.db.fleet(&p.prefix, p.sort, p.desc).await.map(Arc::new)
+            })
+            .await
+    }
+
+    /// One turbine's points and quarantine in a window, shared likewise.
+    async fn turbine(&self, id: &str, w: &Window) -> Result<TurbineAnswer, Error> {
+        self.series
+            .get((id.to_string(), w.clone()), || async {
+                let (points, q) =
+                    tokio::try_join!(self.db.series(id, w), self.db.quarantine(id, w))?;
+                Ok(Arc::new((points, q)))
+            })
+            .await
+    }
+}
+
+type Shared = Arc<Panel>;
+
+/// How long an answer is shared: the daemon commits every 100 ms or so, and a page a second old
+/// is what an engineer sees anyway.
+const SHARE_FOR: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The panel's routes over a database handle.
 pub fn router(db: Db) -> Router {
@@ -111,7 +157,11 @@ pub fn router(db: Db) -> Router {
                 message: "no such page".into(),
             })
         })
-        .with_state(Arc::new(db))
+        .with_state(Arc::new(Panel {
+            db,
+            fleets: flight::Flights::new(SHARE_FOR),
+            series: flight::Flights::new(SHARE_FOR),
+        }))
 }
 
 /// Serves the panel on `listener` until `shutdown` turns true.
@@ -180,8 +230,9 @@ fn fleet_params(p: FleetQuery) -> Result<FleetParams, Failure> {
 
 async fn fleet_page(State(db): State<Shared>, p: FleetQuery) -> Result<Html<String>, PageFailure> {
     let p = fleet_params(p)?;
-    let (rows, total) = db.fleet(&p.prefix, p.sort, p.desc).await?;
-    Ok(Html(page::fleet(&rows, total, &p.prefix, p.sort, p.desc)))
+    let fleet = db.fleet(&p).await?;
+    let (rows, total) = (&fleet.0, fleet.1);
+    Ok(Html(page::fleet(rows, total, &p.prefix, p.sort, p.desc)))
 }
 
 async fn fleet_api(
@@ -189,8 +240,10 @@ async fn fleet_api(
     p: FleetQuery,
 ) -> Result<Json<serde_json::Value>, ApiFailure> {
     let p = fleet_params(p)?;
-    let (rows, total) = db.fleet(&p.prefix, p.sort, p.desc).await?;
-    Ok(Json(serde_json::json!({"total": total, "turbines": rows})))
+    let fleet = db.fleet(&p).await?;
+    Ok(Json(
+        serde_json::json!({"total": fleet.1, "turbines": fleet.0}),
+    ))
 }
 
 /// Checks the id and the window; a query string axum cannot parse at all is a 400 too.
@@ -203,7 +256,9 @@ fn checked(
         status: StatusCode::BAD_REQUEST,
         message: format!("bad query string: {e}"),
     })?;
-    let w = window::window(&p, chrono::Utc::now())?;
+    // Whole seconds, so requests for "the last 24 hours" in the same second are one question.
+    let now = chrono::SubsecRound::trunc_subsecs(chrono::Utc::now(), 0);
+    let w = window::window(&p, now)?;
     Ok((p, w))
 }
 
@@ -213,11 +268,12 @@ async fn readings_api(
     p: Result<Query<Params>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiFailure> {
     let (_, w) = checked(&id, p)?;
-    let (points, quarantined) = tokio::try_join!(db.series(&id, &w), db.quarantine(&id, &w))?;
+    let answer = db.turbine(&id, &w).await?;
+    let (points, quarantined) = (&answer.0, &answer.1);
     if points.is_empty() && quarantined.is_empty() && !db.known(&id).await? {
         return Err(not_found(&id).into());
     }
-    let body = page::readings_json(&id, &w, &points, &quarantined);
+    let body = page::readings_json(&id, &w, points, quarantined);
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
 }
 
@@ -228,9 +284,9 @@ async fn turbine_page(
 ) -> Result<Html<String>, PageFailure> {
     let (p, w) = checked(&id, p)?;
     let (points, quarantined, (status, _)) = tokio::try_join!(
-        db.series(&id, &w),
-        db.quarantine(&id, &w),
-        db.fleet(&id, Sort::Id, false)
+        db.db.series(&id, &w),
+        db.db.quarantine(&id, &w),
+        db.db.fleet(&id, Sort::Id, false)
     )?;
     let status = status.iter().find(|s| s.turbine_id == id);
     if points.is_empty() && quarantined.is_empty() && status.is_none() && !db.known(&id).await? {

@@ -42,7 +42,7 @@ pub struct Params {
 }
 
 /// A checked window.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Window {
     pub from: DateTime<Utc>,
     pub to: DateTime<Utc>,
