@@ -85,12 +85,8 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
     tokio::select! {
         biased;
         _ = asked.wait_for(|s| *s) => {}
-        r = &mut writer => {
-            writer_done = true;
-            if !*shutdown.borrow() {
-                return Err(Error::other("the writer task", format!("stopped unexpectedly: {r:?}")));
-            }
-        }
+        // The subscriber before the writer: when the subscriber stops with an error (a TLS
+        // refusal), the writer runs dry and stops too, and the cause is the subscriber's.
         r = &mut subscriber => {
             if let Ok(Err(e)) = r {
                 return Err(e);
@@ -101,6 +97,12 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
             // It only ends on shutdown when it was never connected: nothing to ack, nothing
             // more to wait for from it.
             subscriber = tokio::spawn(async { Ok(()) });
+        }
+        r = &mut writer => {
+            writer_done = true;
+            if !*shutdown.borrow() {
+                return Err(Error::other("the writer task", format!("stopped unexpectedly: {r:?}")));
+            }
         }
     }
     let deadline = Instant::now() + s.shutdown_grace;

@@ -9,14 +9,10 @@ use std::time::Duration;
 use common::*;
 use rand::{Rng, SeedableRng};
 
-async fn land_all(db: &TestDb, n: i64, within: Duration) {
-    eventually(within, &format!("{n} rows"), || async {
-        db.rows().await == n
-    })
-    .await;
-    // And no more arrive afterwards.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(db.rows().await, n);
+/// Waits until exactly the readings of `sent` are stored, with their values (see
+/// `assert_stored_exactly`).
+async fn land_all(db: &TestDb, sent: &[(String, Vec<u8>)], within: Duration) {
+    assert_stored_exactly(db, &readings_in(sent), within).await;
 }
 
 /// Fault 1: kill -9 at random moments during a flood, restarted each time with the same id.
@@ -32,6 +28,7 @@ async fn kill_9_repeatedly_during_a_flood_loses_and_doubles_nothing() {
         .insert("GALEWATCH_BATCH_MAX_READINGS".into(), "500".into());
     d.start_ready();
     let msgs = fleet(1000, 40, 1, "K-"); // 40,000 readings
+    let sent = msgs.clone();
     let publisher = {
         let addr = broker.addr();
         tokio::spawn(
@@ -52,7 +49,7 @@ async fn kill_9_repeatedly_during_a_flood_loses_and_doubles_nothing() {
         d.start();
     }
     assert_eq!(publisher.await.unwrap().expect("publish").acked, 40_000);
-    land_all(&db, 40_000, Duration::from_secs(60)).await;
+    land_all(&db, &sent, Duration::from_secs(60)).await;
     assert!(
         kills_mid_stream >= 2,
         "only {kills_mid_stream} kills landed mid-stream"
@@ -74,8 +71,9 @@ async fn a_database_outage_holds_acks_pauses_intake_and_then_commits_everything(
     d.env
         .insert("GALEWATCH_BATCH_MAX_READINGS".into(), "500".into());
     d.start_ready();
-    publish(&broker, fleet(500, 10, 1, "A-")).await;
-    land_all(&db, 5_000, Duration::from_secs(30)).await;
+    let mut sent = fleet(500, 10, 1, "A-");
+    publish(&broker, sent.clone()).await;
+    land_all(&db, &sent, Duration::from_secs(30)).await;
     let acks_before = d.metric("galewatch_acks_sent_total");
     assert_eq!(acks_before, 5_000.0);
 
@@ -95,7 +93,9 @@ async fn a_database_outage_holds_acks_pauses_intake_and_then_commits_everything(
         .await
         .unwrap();
     // Turbines keep publishing: 20,000 readings while the database is away.
-    publish(&broker, fleet(1000, 20, 1, "B-")).await;
+    let b = fleet(1000, 20, 1, "B-");
+    sent.extend(b.clone());
+    publish(&broker, b).await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert!(d.is_running(), "the daemon stays up");
     let m = d.scrape();
@@ -120,7 +120,7 @@ async fn a_database_outage_holds_acks_pauses_intake_and_then_commits_everything(
         ))
         .await
         .unwrap();
-    land_all(&db, 25_000, Duration::from_secs(60)).await;
+    land_all(&db, &sent, Duration::from_secs(60)).await;
     eventually(Duration::from_secs(10), "all acks", || async {
         d.metric("galewatch_acks_sent_total") == 25_000.0
     })
@@ -141,7 +141,8 @@ async fn a_broker_restart_mid_stream_loses_nothing() {
     d.env
         .insert("GALEWATCH_BATCH_MAX_READINGS".into(), "200".into());
     d.start_ready();
-    publish(&broker, fleet(1000, 40, 1, "C-")).await; // queued for the daemon's session
+    let mut sent = fleet(1000, 40, 1, "C-");
+    publish(&broker, sent.clone()).await; // queued for the daemon's session
     eventually(Duration::from_secs(30), "the stream under way", || async {
         db.rows().await >= 2_000
     })
@@ -152,8 +153,10 @@ async fn a_broker_restart_mid_stream_loses_nothing() {
         after_restart < 40_000,
         "restarted mid-stream ({after_restart} rows)"
     );
-    publish(&broker, fleet(1000, 5, 1, "D-")).await;
-    land_all(&db, 45_000, Duration::from_secs(60)).await;
+    let more = fleet(1000, 5, 1, "D-");
+    sent.extend(more.clone());
+    publish(&broker, more).await;
+    land_all(&db, &sent, Duration::from_secs(60)).await;
     assert!(d.metric("galewatch_broker_reconnects_total") >= 1.0);
     assert!(
         d.log().contains("session_present=true"),
@@ -175,10 +178,12 @@ async fn an_outage_of_the_daemon_loses_nothing_with_our_broker_config_and_loses_
         d.start_ready();
         let (status, _) = d.terminate();
         assert!(status.success());
-        publish(&broker, fleet(1000, 3, 1, "E-")).await;
+        let sent = fleet(1000, 3, 1, "E-");
+        assert_eq!(sent.len() as i64, N);
+        publish(&broker, sent.clone()).await;
         d.start_ready();
         if expect_all {
-            land_all(&db, N, Duration::from_secs(30)).await;
+            land_all(&db, &sent, Duration::from_secs(30)).await;
         } else {
             // Give it every chance, then count what the default broker kept.
             tokio::time::sleep(Duration::from_secs(3)).await;
@@ -239,12 +244,13 @@ async fn a_broker_crash_loses_at_most_the_last_autosave_interval() {
     let (status, _) = d.terminate();
     assert!(status.success());
     // 5,000 readings queued for the absent daemon, each acknowledged by the broker.
-    publish(&broker, fleet(1000, 5, 1, "K-")).await;
+    let sent = fleet(1000, 5, 1, "K-");
+    publish(&broker, sent.clone()).await;
     // Past the documented window (plus a save's own time), then the crash.
     tokio::time::sleep(window + Duration::from_millis(1500)).await;
     broker.crash_and_restart();
     d.start_ready();
-    land_all(&db, 5_000, Duration::from_secs(30)).await;
+    land_all(&db, &sent, Duration::from_secs(30)).await;
     assert!(
         d.log().contains("session_present=true"),
         "the daemon's session survived the crash:\n{}",
@@ -281,8 +287,12 @@ async fn a_row_the_database_refuses_is_rejected_and_the_rest_of_the_batch_commit
         .collect();
     let mut msgs = vec![json(topic, &format!("[{}]", array.join(",")))];
     msgs.extend(fleet(50, 1, 1, "P2-"));
-    publish(&broker, msgs).await;
-    land_all(&db, 149, Duration::from_secs(30)).await;
+    publish(&broker, msgs.clone()).await;
+    // Every reading sent but the one the constraint refuses.
+    let mut expected = readings_in(&msgs);
+    expected.retain(|r| r.2 != 45_000f64.to_bits());
+    assert_eq!(expected.len(), 149);
+    assert_stored_exactly(&db, &expected, Duration::from_secs(30)).await;
     let c = db.client().await;
     let r = c
         .query_one(
@@ -368,7 +378,8 @@ async fn sigterm_during_a_flood_exits_cleanly_within_the_grace_and_a_restart_dou
     d.env
         .insert("GALEWATCH_BATCH_MAX_READINGS".into(), "500".into());
     d.start_ready();
-    publish(&broker, fleet(1000, 60, 1, "T-")).await; // 60,000 readings
+    let sent = fleet(1000, 60, 1, "T-");
+    publish(&broker, sent.clone()).await; // 60,000 readings
     eventually(Duration::from_secs(30), "the flood under way", || async {
         db.rows().await >= 1_000
     })
@@ -383,7 +394,7 @@ async fn sigterm_during_a_flood_exits_cleanly_within_the_grace_and_a_restart_dou
     assert!(committed < 60_000, "stopped mid-flood ({committed})");
     // Everything committed was acked before the exit: the restart gets only the rest.
     d.start();
-    land_all(&db, 60_000, Duration::from_secs(60)).await;
+    land_all(&db, &sent, Duration::from_secs(60)).await;
     let m = d.scrape();
     assert_eq!(
         sample(&m, "galewatch_readings_inserted_total") as i64,

@@ -43,6 +43,13 @@ impl From<BadRequest> for Failure {
 
 impl From<Error> for Failure {
     fn from(e: Error) -> Self {
+        Failure::from(Arc::new(e))
+    }
+}
+
+/// A shared answer's error (see `flight.rs`).
+impl From<Arc<Error>> for Failure {
+    fn from(e: Arc<Error>) -> Self {
         tracing::warn!(error = %e, "panel request failed");
         Failure {
             status: StatusCode::SERVICE_UNAVAILABLE,
@@ -104,8 +111,8 @@ type TurbineAnswer = Arc<(Vec<data::Point>, Vec<data::Quarantined>)>;
 /// The database handle and the answers shared between identical requests (see `flight.rs`).
 struct Panel {
     db: Db,
-    fleets: flight::Flights<(String, Sort, bool), FleetAnswer>,
-    series: flight::Flights<(String, Window), TurbineAnswer>,
+    fleets: flight::Flights<(String, Sort, bool), FleetAnswer, Error>,
+    series: flight::Flights<(String, Window), TurbineAnswer, Error>,
 }
 
 impl std::ops::Deref for Panel {
@@ -117,7 +124,7 @@ impl std::ops::Deref for Panel {
 
 impl Panel {
     /// The fleet, shared with identical requests in the same second.
-    async fn fleet(&self, p: &FleetParams) -> Result<FleetAnswer, Error> {
+    async fn fleet(&self, p: &FleetParams) -> Result<FleetAnswer, Arc<Error>> {
         self.fleets
             .get((p.prefix.clone(), p.sort, p.desc), || async {
                 self.db.fleet(&p.prefix, p.sort, p.desc).await.map(Arc::new)
@@ -126,7 +133,7 @@ impl Panel {
     }
 
     /// One turbine's points and quarantine in a window, shared likewise.
-    async fn turbine(&self, id: &str, w: &Window) -> Result<TurbineAnswer, Error> {
+    async fn turbine(&self, id: &str, w: &Window) -> Result<TurbineAnswer, Arc<Error>> {
         self.series
             .get((id.to_string(), w.clone()), || async {
                 let (points, q) =

@@ -608,3 +608,83 @@ impl TestCa {
         (cert.pem(), key.serialize_pem())
     }
 }
+
+/// A reading as stored: key and values, the doubles by their bits (so -0.0, NaN payloads and
+/// the last digit all count), `recorded_at` in microseconds as PostgreSQL keeps it.
+pub type StoredReading = (String, i64, u64, Option<u64>, Option<u64>);
+
+/// The readings `messages` hold, as the daemon decodes them (the default topic filter, now as
+/// the time of receipt): the first of each key, which is the one a fault-free fleet stores.
+pub fn readings_in(messages: &[(String, Vec<u8>)]) -> std::collections::BTreeSet<StoredReading> {
+    let rules = galewatch::decode::Rules::for_filter("turbines/+/readings");
+    let now = chrono::Utc::now();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = std::collections::BTreeSet::new();
+    for (topic, payload) in messages {
+        for d in galewatch::decode::decode(topic, payload, now, &rules) {
+            if let galewatch::decode::Decoded::Reading(r) = d {
+                let key = (r.turbine_id.clone(), r.recorded_at.timestamp_micros());
+                if seen.insert(key.clone()) {
+                    out.insert((
+                        key.0,
+                        key.1,
+                        r.values.power_kw.to_bits(),
+                        r.values.wind_speed_ms.map(f64::to_bits),
+                        r.values.rotor_rpm.map(f64::to_bits),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every row of `readings`, as [`StoredReading`]s.
+pub async fn stored_readings(db: &TestDb) -> std::collections::BTreeSet<StoredReading> {
+    db.client()
+        .await
+        .query(
+            "SELECT turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm FROM readings",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r.get::<_, String>(0),
+                r.get::<_, chrono::DateTime<chrono::Utc>>(1)
+                    .timestamp_micros(),
+                r.get::<_, f64>(2).to_bits(),
+                r.get::<_, Option<f64>>(3).map(f64::to_bits),
+                r.get::<_, Option<f64>>(4).map(f64::to_bits),
+            )
+        })
+        .collect()
+}
+
+/// Waits until `readings` holds as many rows as `expected`, then checks it holds exactly those
+/// readings with exactly those values: nothing missing, nothing else, nothing changed (a count
+/// of distinct keys could never find a double, `readings`' primary key forbids one).
+pub async fn assert_stored_exactly(
+    db: &TestDb,
+    expected: &std::collections::BTreeSet<StoredReading>,
+    within: Duration,
+) {
+    let n = expected.len() as i64;
+    eventually(within, &format!("{n} rows"), || async {
+        db.rows().await >= n
+    })
+    .await;
+    // And no more arrive afterwards.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stored = stored_readings(db).await;
+    let missing = expected.difference(&stored).count();
+    let extra: Vec<_> = stored.difference(expected).take(3).collect();
+    assert!(
+        missing == 0 && extra.is_empty(),
+        "readings differ from what was sent: {missing} missing, {} not sent (e.g. {extra:?}); {} stored, {n} sent",
+        stored.difference(expected).count(),
+        stored.len()
+    );
+}
