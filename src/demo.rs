@@ -316,9 +316,16 @@ async fn answers(url: &str) -> bool {
 }
 
 async fn admin(url: &str) -> Result<tokio_postgres::Client, String> {
-    let (c, conn) = tokio_postgres::connect(url, NoTls)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (c, conn) = tokio_postgres::connect(url, NoTls).await.map_err(|e| {
+        // tokio-postgres says only "error connecting to server"; the cause is underneath.
+        let mut text = e.to_string();
+        let mut cur = std::error::Error::source(&e);
+        while let Some(inner) = cur {
+            text = format!("{text}: {inner}");
+            cur = inner.source();
+        }
+        text
+    })?;
     tokio::spawn(conn);
     Ok(c)
 }
@@ -399,9 +406,12 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
     // A database of the demo's own.
     let db_name = format!("galewatch_demo_{}", std::process::id());
     let db_url = with_db(&server_url, &db_name);
-    let server = admin(&server_url)
-        .await
-        .map_err(|e| Missing(format!("PostgreSQL at {server_url}: {e}")))?;
+    let server = admin(&server_url).await.map_err(|e| {
+        Missing(format!(
+            "PostgreSQL at {server_url}: {e}.\nStart it, fix GALEWATCH_DATABASE_URL, or unset \
+                 it and the demo uses the local server or a throwaway cluster."
+        ))
+    })?;
     server
         .batch_execute(&format!("CREATE DATABASE {db_name}"))
         .await

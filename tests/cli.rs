@@ -236,3 +236,20 @@ fn the_demo_with_no_broker_at_its_url_exits_2_and_says_what_to_fix() {
     assert!(err.contains("GALEWATCH_MQTT_URL"), "{err}");
     assert!(!text.contains("the invariant holds"), "{text}");
 }
+
+/// The same for a database URL where nothing listens: exit 2, the cause, and what to do.
+#[test]
+fn the_demo_with_no_database_at_its_url_exits_2_and_says_why() {
+    let port = free_port();
+    let out = galewatch(
+        &["demo", "--duration", "5s"],
+        &[(
+            "GALEWATCH_DATABASE_URL",
+            &format!("postgresql://postgres@127.0.0.1:{port}/x"),
+        )],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("Connection refused"), "{err}");
+    assert!(err.contains("GALEWATCH_DATABASE_URL"), "{err}");
+}
