@@ -26,6 +26,7 @@ pub mod subscribe;
 pub mod telemetry;
 pub mod timestamp;
 pub mod tls;
+pub mod transaction;
 pub mod view;
 pub mod write;
 

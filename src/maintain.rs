@@ -42,6 +42,39 @@ pub async fn load(client: &Client) -> Result<Partitions, Error> {
     })))
 }
 
+/// Makes the partitions readings stamped `stamps` need and `known` lacks (a backlog from before
+/// the partitions made ahead, or a partition dropped by hand), and refreshes `known`. The writer
+/// calls it before a batch's transaction, each creation committing on its own; readings older
+/// than the policy's floor get no partition and land in the default one.
+pub async fn ensure_for(
+    client: &Client,
+    known: &mut Partitions,
+    stamps: &[DateTime<Utc>],
+    policy: &crate::partition::Policy,
+) -> Result<(), Error> {
+    let floor = policy.floor(Utc::now());
+    let mut made = 0;
+    // A bucket can need more than one creation when partitions of another size clip it.
+    for _ in 0..4 {
+        let missing = known.missing(stamps.iter().copied(), policy.size, floor);
+        if missing.is_empty() {
+            break;
+        }
+        for ts in missing {
+            made += usize::from(ensure(client, ts, policy.size).await?);
+        }
+        *known = load(client).await?;
+    }
+    if made > 0 {
+        metrics::counter!(telemetry::PARTITIONS_CREATED).increment(made as u64);
+        tracing::info!(
+            partitions = made,
+            "made readings partitions on demand (readings older than those made ahead)"
+        );
+    }
+    Ok(())
+}
+
 /// Makes sure a partition holds `ts`; returns true if it made one.
 pub async fn ensure(client: &Client, ts: DateTime<Utc>, size: Duration) -> Result<bool, Error> {
     let row = client
