@@ -10,9 +10,8 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use tokio::sync::{mpsc, watch};
 
-use crate::ack::AckToken;
-use crate::budget::Held;
 use crate::decode::Decoded;
+use crate::ledger::{AckToken, Held};
 
 /// One MQTT message, decoded, waiting for its outcome to commit.
 #[derive(Debug)]

@@ -6,11 +6,11 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{timeout_at, Instant};
 
-use crate::ack::{Acker, Epoch, Unacked};
 use crate::backoff::Backoff;
 use crate::batch::{self, Batcher};
 use crate::config::Config;
 use crate::error::Error;
+use crate::ledger::Ledger;
 use crate::maintain::Maintainer;
 use crate::subscribe::Subscriber;
 use crate::write::{self, Writer};
@@ -26,16 +26,13 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
     }
 
     let s = &cfg.settings;
-    let epoch = Epoch::default();
-    let budget = crate::budget::Budget::new(s.max_unacked_readings, s.max_unacked_bytes);
+    // Custody of every message from PUBLISH to PUBACK (see `ledger.rs`).
+    let ledger = Ledger::new(s.max_unacked_readings, s.max_unacked_bytes);
     let (msg_tx, msg_rx) = mpsc::unbounded_channel();
     // One batch waits while the previous one commits.
     let (batch_tx, batch_rx) = mpsc::channel(1);
     let (hard_stop_tx, hard_stop) = watch::channel(false);
-    let unacked = Unacked::default();
-    let (subscriber, client) =
-        Subscriber::new(&cfg, epoch.clone(), budget, unacked.clone(), msg_tx);
-    let acker = Acker::new(client.clone(), epoch);
+    let (subscriber, client) = Subscriber::new(&cfg, ledger.clone(), msg_tx);
 
     let mut subscriber: tokio::task::JoinHandle<Result<(), Error>> =
         tokio::spawn(subscriber.run(shutdown.clone()));
@@ -53,8 +50,8 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
             s.readings_manage_partitions.then(|| s.partition_policy()),
         ),
         batch_rx,
-        acker,
-        unacked.clone(),
+        ledger.clone(),
+        client.clone(),
         hard_stop,
     ));
     let suspects = tokio::spawn(crate::health::watch_suspects(
@@ -67,7 +64,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         let mut every = tokio::time::interval(Duration::from_secs(1));
         loop {
             every.tick().await;
-            unacked.publish_age(std::time::Instant::now());
+            ledger.publish_age(std::time::Instant::now());
         }
     });
     tracing::info!(

@@ -1,12 +1,10 @@
 //! Galewatch: a telemetry ingest daemon. MQTT v5 in, PostgreSQL out, every reading accounted for.
 //!
 //! The pipeline, one file a stage: [`subscribe`] → [`decode`] → [`batch`] (with [`classify`]) →
-//! [`write`] → [`ack`]. [`daemon`] wires them; [`config`] reads the settings.
+//! [`write`] → ack ([`ledger`], which holds custody from PUBLISH to PUBACK). [`daemon`] wires them; [`config`] reads the settings.
 
-pub mod ack;
 pub mod backoff;
 pub mod batch;
-pub mod budget;
 pub mod classify;
 pub mod config;
 pub mod daemon;
@@ -15,6 +13,7 @@ pub mod decode;
 pub mod demo;
 pub mod error;
 pub mod health;
+pub mod ledger;
 pub mod maintain;
 pub mod migrate;
 pub mod panel;

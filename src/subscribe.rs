@@ -4,7 +4,7 @@
 //! This task is the only one that polls rumqttc's event loop, and polling is the only thing that
 //! sends queued PUBACKs, so it must never wait on anything that waits on polling. It waits on
 //! exactly one thing besides the network: room in the unacked budget (readings and bytes, see
-//! `budget.rs`), which the writer gives back by dropping committed batches, never by waiting on
+//! `ledger.rs`), which the writer gives back by dropping committed batches, never by waiting on
 //! this task. While it waits, nothing more is read from the socket: the broker keeps the rest.
 //!
 //! Known delivery gap, by design: a message that arrives after shutdown began is neither handed
@@ -21,13 +21,12 @@ use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
 use rumqttc::Outgoing;
 use tokio::sync::{mpsc, watch};
 
-use crate::ack::{AckToken, Epoch, Unacked};
 use crate::backoff::Backoff;
 use crate::batch::Message;
-use crate::budget::Budget;
 use crate::config::Config;
 use crate::decode::{self, Decoded, Rules};
 use crate::error::Error;
+use crate::ledger::Ledger;
 use crate::telemetry;
 
 /// The MQTT side of the daemon.
@@ -36,15 +35,12 @@ pub struct Subscriber {
     client: AsyncClient,
     topic: String,
     rules: Rules,
-    /// Moved on at each lost connection so acks owed to it are dropped (see `ack.rs`).
-    epoch: Epoch,
-    /// Readings and bytes held unacknowledged; a message takes its share before it is handed on.
-    budget: Budget,
+    /// Custody of what is handed on (see `ledger.rs`): a message takes its share of the budget
+    /// before it is handed on, and each lost connection moves the epoch on.
+    ledger: Ledger,
     /// How much of a rejected payload is kept for the `rejected` table.
     keep_bytes: usize,
     out: Option<mpsc::UnboundedSender<Message>>,
-    /// Arrival times of what is handed on and not yet acked, for the oldest-unacked gauge.
-    unacked: Unacked,
     /// Subscribe on the first connection of this process (the filter may have changed since the
     /// session was made) and on any connection where the broker kept no session.
     subscribed: bool,
@@ -85,9 +81,7 @@ impl Subscriber {
     /// Builds the client. Returns the subscriber and a client handle for the acker.
     pub fn new(
         cfg: &Config,
-        epoch: Epoch,
-        budget: Budget,
-        unacked: Unacked,
+        ledger: Ledger,
         out: mpsc::UnboundedSender<Message>,
     ) -> (Subscriber, AsyncClient) {
         let s = &cfg.settings;
@@ -120,11 +114,9 @@ impl Subscriber {
             client: client.clone(),
             topic: s.subscription(),
             rules: cfg.rules.clone(),
-            epoch,
-            budget,
+            ledger,
             keep_bytes: s.rejected_payload_keep_bytes,
             out: Some(out),
-            unacked,
             subscribed: false,
             ever_connected: false,
             backoff: Backoff::new(Duration::from_millis(200), Duration::from_secs(30)),
@@ -227,7 +219,7 @@ impl Subscriber {
                     // Under the epoch lock: drop any ack queued for the lost connection, so none
                     // reaches the next one (rumqttc cleared the channel once already; an ack may
                     // have slipped in since).
-                    self.epoch.advance(|| eventloop.clean());
+                    self.ledger.reconnect(|| eventloop.clean());
                     metrics::gauge!(telemetry::BROKER_CONNECTED).set(0.0);
                     metrics::gauge!(telemetry::READY).set(0.0);
                     metrics::counter!(telemetry::BROKER_RECONNECTS).increment(1);
@@ -264,15 +256,11 @@ impl Subscriber {
             self.keep_bytes,
         );
         let permit = tokio::select! {
-            held = self.budget.take(items.len(), p.payload.len()) => Some(held),
+            held = self.ledger.admit(items.len(), p.payload.len()) => Some(held),
             _ = shutdown.wait_for(|s| *s) => return false,
         };
         let msg = Message {
-            ack: AckToken {
-                epoch: self.epoch.current(),
-                pkid: p.pkid,
-                qos: p.qos,
-            },
+            ack: self.ledger.receive(&p, arrived),
             topic,
             payload: kept.as_ref().map(|k| k.bytes.clone()),
             payload_sha256: kept.map(|k| k.sha256),
@@ -282,7 +270,6 @@ impl Subscriber {
             items,
             permit,
         };
-        self.unacked.push(arrived, msg.payload_bytes);
         self.out.as_ref().is_some_and(|out| out.send(msg).is_ok())
     }
 }

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
-use crate::ack::{Acker, Unacked};
 use crate::backoff::Backoff;
 use crate::batch::Batch;
 use crate::decode::{Decoded, RejectReason, Rejection};
 use crate::error::Error;
+use crate::ledger::Ledger;
 use crate::maintain;
 use crate::partition::{Partitions, Policy};
 use crate::reading::Reading;
@@ -259,8 +259,8 @@ fn record_ingest_lag(tally: &Tally) {
 pub async fn run(
     mut writer: Writer,
     mut rx: mpsc::Receiver<Batch>,
-    mut acker: Acker,
-    unacked: Unacked,
+    ledger: Ledger,
+    client: rumqttc::v5::AsyncClient,
     mut hard_stop: watch::Receiver<bool>,
 ) {
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
@@ -269,8 +269,9 @@ pub async fn run(
     loop {
         let next = tokio::select! {
             b = rx.recv() => b,
-            _ = tokio::time::sleep(Duration::from_millis(2)), if acker.pending() > 0 => {
-                acker.flush();
+            // Acks the full request channel refused: again, once the event loop has drained it.
+            _ = tokio::time::sleep(Duration::from_millis(2)), if ledger.owed() > 0 => {
+                ledger.flush(&client);
                 continue;
             }
             // While idle, keep the connection (and galewatch_db_connected) honest.
@@ -295,17 +296,16 @@ pub async fn run(
         record_ingest_lag(&tally);
         let clears = batch.messages.iter().filter(|m| m.items.is_empty()).count();
         metrics::counter!(telemetry::RETAINED_CLEARS).increment(clears as u64);
-        acker.ack(batch.messages.iter().map(|m| m.ack));
+        ledger.commit(batch.messages.iter().map(|m| m.ack), &client);
         let now = Instant::now();
         let to_ack = metrics::histogram!(telemetry::ARRIVAL_TO_ACK_SECONDS);
         for m in &batch.messages {
             to_ack.record((now - m.arrived).as_secs_f64());
         }
-        unacked.done(batch.messages.len());
         // Dropping the batch gives its messages' budget back to the subscriber.
     }
-    while acker.pending() > 0 && !*hard_stop.borrow() {
+    while ledger.owed() > 0 && !*hard_stop.borrow() {
         tokio::time::sleep(Duration::from_millis(2)).await;
-        acker.flush();
+        ledger.flush(&client);
     }
 }
