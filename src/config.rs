@@ -712,11 +712,19 @@ fn split_tls_params(url: &str) -> Result<(String, Option<String>, Option<String>
     let Some((base, query)) = url.split_once('?') else {
         return Ok((url.to_string(), None, None));
     };
+    // libpq decodes a URI's parameters by percent-decoding alone ('+' stays '+'), keys too.
+    let decode = |text: &str| {
+        percent_encoding::percent_decode_str(text)
+            .decode_utf8()
+            .map(|t| t.into_owned())
+            .map_err(|_| "a parameter is not UTF-8 once percent-decoded".to_string())
+    };
     let (mut mode, mut root, mut rest) = (None, None, Vec::new());
     for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.split_once('=') {
-            Some(("sslmode", v)) => mode = Some(v.to_string()),
-            Some(("sslrootcert", v)) => root = Some(v.replace("%2F", "/").replace("%2f", "/")),
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match decode(key)?.as_str() {
+            "sslmode" => mode = Some(decode(value)?),
+            "sslrootcert" => root = Some(decode(value)?),
             _ => rest.push(pair),
         }
     }
@@ -763,6 +771,27 @@ fn parse_mqtt_url(s: &str) -> Result<BrokerAddr, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tls_parameters_are_percent_decoded_as_libpq_does() {
+        let (url, mode, root) = split_tls_params(
+            "postgresql://u@h/db?ssl%6Dode=verify-full&sslrootcert=%2Fetc%2Fmy%20ca+1.pem&application_name=a%20b",
+        )
+        .unwrap();
+        assert_eq!(mode.as_deref(), Some("verify-full"));
+        assert_eq!(
+            root.as_deref(),
+            Some("/etc/my ca+1.pem"),
+            "'+' is not a space"
+        );
+        assert_eq!(
+            url, "postgresql://u@h/db?application_name=a%20b",
+            "the rest as given"
+        );
+        assert!(split_tls_params("postgresql://h/db?sslrootcert=%FF").is_err());
+        let (url, mode, root) = split_tls_params("host=h dbname=x").unwrap();
+        assert_eq!((url.as_str(), mode, root), ("host=h dbname=x", None, None));
+    }
 
     #[test]
     fn defaults_are_valid() {
