@@ -12,15 +12,19 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::ledger::Ledger;
 use crate::maintain::Maintainer;
+use crate::migrate;
+use crate::probe::Probe;
 use crate::subscribe::Subscriber;
 use crate::write::{self, Writer};
-use crate::{migrate, telemetry};
 
 /// Runs the daemon until `shutdown` turns true, then commits and acknowledges what is in hand
-/// within the configured grace period.
-pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(), Error> {
-    telemetry::install(cfg.metrics_listen)?;
-    tracing::info!(metrics = %cfg.metrics_listen, "serving /metrics");
+/// within the configured grace period. Embeddable: the caller installs the metrics recorder (or
+/// none) and reads readiness and the committed counters through `probe`.
+pub async fn run(
+    cfg: Config,
+    mut shutdown: watch::Receiver<bool>,
+    probe: Probe,
+) -> Result<(), Error> {
     if !migrate_when_reachable(&cfg, &mut shutdown).await? {
         return Ok(());
     }
@@ -28,11 +32,12 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
     let s = &cfg.settings;
     // Custody of every message from PUBLISH to PUBACK (see `ledger.rs`).
     let ledger = Ledger::new(s.max_unacked_readings, s.max_unacked_bytes);
+    probe.attach(ledger.clone());
     let (msg_tx, msg_rx) = mpsc::unbounded_channel();
     // One batch waits while the previous one commits.
     let (batch_tx, batch_rx) = mpsc::channel(1);
     let (hard_stop_tx, hard_stop) = watch::channel(false);
-    let (subscriber, client) = Subscriber::new(&cfg, ledger.clone(), msg_tx);
+    let (subscriber, client) = Subscriber::new(&cfg, ledger.clone(), probe.clone(), msg_tx);
 
     let mut subscriber: tokio::task::JoinHandle<Result<(), Error>> =
         tokio::spawn(subscriber.run(shutdown.clone()));
@@ -52,6 +57,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         batch_rx,
         ledger.clone(),
         client.clone(),
+        probe.clone(),
         hard_stop,
     ));
     let suspects = tokio::spawn(crate::health::watch_suspects(

@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio_postgres::NoTls;
 
@@ -342,16 +341,6 @@ fn with_db(url: &str, db: &str) -> String {
     }
 }
 
-async fn scrape(addr: std::net::SocketAddr) -> Option<String> {
-    let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: galewatch\r\n\r\n")
-        .await
-        .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.ok()?;
-    out.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
-}
-
 async fn top_colliders(db: &tokio_postgres::Client) -> Vec<(String, i64)> {
     db.query(
         "SELECT turbine_id, count(*) FROM quarantine WHERE reason = 'collision'
@@ -446,7 +435,13 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
         let stop = daemon_stop.clone();
         tokio::spawn(async move { crate::panel::serve(&cfg, panel_listener, stop).await })
     };
-    let daemon = tokio::spawn(crate::daemon::run(cfg, daemon_stop));
+    // The daemon runs in this process: the demo serves its /metrics for the user, and reads its
+    // readiness and counters through the probe, not by scraping itself.
+    crate::telemetry::install(cfg.metrics_listen)
+        .map_err(|e| Missing(format!("serving /metrics: {e}")))?;
+    let probe = crate::probe::Probe::default();
+    let daemon = tokio::spawn(crate::daemon::run(cfg, daemon_stop, probe.clone()));
+    let snapshot = |elapsed| Snapshot::from_totals(&probe.totals(), probe.unacked(), elapsed);
 
     say!(
         "galewatch demo: {} turbines, one reading every 2 s each",
@@ -472,10 +467,7 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
     let ready = Instant::now();
     let mut daemon = daemon;
     loop {
-        let up = scrape(metrics_addr)
-            .await
-            .is_some_and(|t| view::parse_exposition(&t).get("galewatch_ready") == Some(&1.0));
-        if up {
+        if probe.is_ready() {
             break;
         }
         if daemon.is_finished() || ready.elapsed() > Duration::from_secs(60) {
@@ -542,10 +534,7 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
         if end.is_some_and(|e| Instant::now() >= e) || stdout_gone() {
             break;
         }
-        let Some(text) = scrape(metrics_addr).await else {
-            continue;
-        };
-        let mut snap = Snapshot::from_samples(&view::parse_exposition(&text), started.elapsed());
+        let mut snap = snapshot(started.elapsed());
         if let Some(db) = &db {
             snap.top_colliders = top_colliders(db).await;
         }
@@ -580,13 +569,7 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
         let want = (s.readings + s.resent + s.bad) as f64;
         let wait = Instant::now();
         while wait.elapsed() < Duration::from_secs(20) {
-            let got = scrape(metrics_addr)
-                .await
-                .map(|t| {
-                    Snapshot::from_samples(&view::parse_exposition(&t), started.elapsed()).received
-                })
-                .unwrap_or(0.0);
-            if got >= want {
+            if snapshot(started.elapsed()).received >= want {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -605,10 +588,7 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
         Ok(Err(e)) => eprintln!("the daemon stopped with an error: {e}"),
         Err(e) => eprintln!("the daemon task failed: {e}"),
     }
-    let final_snap = scrape(metrics_addr)
-        .await
-        .map(|t| Snapshot::from_samples(&view::parse_exposition(&t), started.elapsed()))
-        .unwrap_or_default();
+    let final_snap = snapshot(started.elapsed());
     let colliders = match &db {
         Some(db) => top_colliders(db).await,
         None => Vec::new(),

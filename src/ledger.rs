@@ -272,6 +272,11 @@ impl Ledger {
         owed
     }
 
+    /// Messages handed on and not yet committed.
+    pub fn held(&self) -> usize {
+        self.lock().held()
+    }
+
     /// Acks owed and not yet handed to the client.
     pub fn owed(&self) -> usize {
         self.lock().owed()

@@ -18,6 +18,7 @@ pub mod maintain;
 pub mod migrate;
 pub mod panel;
 pub mod partition;
+pub mod probe;
 pub mod reading;
 pub mod review;
 pub mod simulate;

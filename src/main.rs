@@ -229,7 +229,12 @@ fn main() -> ExitCode {
             };
             runtime.block_on(async {
                 let shutdown = galewatch::daemon::shutdown_on_signal();
-                report(galewatch::daemon::run(cfg, shutdown).await)
+                if let Err(e) = galewatch::telemetry::install(cfg.metrics_listen) {
+                    return report(Err(e));
+                }
+                tracing::info!(metrics = %cfg.metrics_listen, "serving /metrics");
+                let probe = galewatch::probe::Probe::default();
+                report(galewatch::daemon::run(cfg, shutdown, probe).await)
             })
         }
         Command::Migrate { config } => {

@@ -27,6 +27,7 @@ use crate::config::Config;
 use crate::decode::{self, Decoded, Rules};
 use crate::error::Error;
 use crate::ledger::Ledger;
+use crate::probe::Probe;
 use crate::telemetry;
 
 /// The MQTT side of the daemon.
@@ -38,6 +39,8 @@ pub struct Subscriber {
     /// Custody of what is handed on (see `ledger.rs`): a message takes its share of the budget
     /// before it is handed on, and each lost connection moves the epoch on.
     ledger: Ledger,
+    /// Where readiness is reported to an embedding process (beside `galewatch_ready`).
+    probe: Probe,
     /// How much of a rejected payload is kept for the `rejected` table.
     keep_bytes: usize,
     out: Option<mpsc::UnboundedSender<Message>>,
@@ -82,6 +85,7 @@ impl Subscriber {
     pub fn new(
         cfg: &Config,
         ledger: Ledger,
+        probe: Probe,
         out: mpsc::UnboundedSender<Message>,
     ) -> (Subscriber, AsyncClient) {
         let s = &cfg.settings;
@@ -115,6 +119,7 @@ impl Subscriber {
             topic: s.subscription(),
             rules: cfg.rules.clone(),
             ledger,
+            probe,
             keep_bytes: s.rejected_payload_keep_bytes,
             out: Some(out),
             subscribed: false,
@@ -151,7 +156,7 @@ impl Subscriber {
             };
             if *shutdown.borrow() && self.out.is_some() {
                 self.out = None;
-                metrics::gauge!(telemetry::READY).set(0.0);
+                self.set_ready(false);
             }
             let draining = self.out.is_none();
             match event {
@@ -171,7 +176,7 @@ impl Subscriber {
                         self.subscribed = true;
                     } else {
                         // The session kept the subscription: messages flow again now.
-                        metrics::gauge!(telemetry::READY).set(1.0);
+                        self.set_ready(true);
                         tracing::info!(topic = %self.topic, "ready: the session kept the subscription");
                     }
                 }
@@ -187,7 +192,7 @@ impl Subscriber {
                         })
                         .collect();
                     if refused.is_empty() {
-                        metrics::gauge!(telemetry::READY).set(1.0);
+                        self.set_ready(true);
                         tracing::info!(topic = %self.topic, "subscribed; ready");
                     } else {
                         tracing::error!(topic = %self.topic, codes = ?refused, "the broker refused the subscription: nothing will arrive");
@@ -221,7 +226,7 @@ impl Subscriber {
                     // have slipped in since).
                     self.ledger.reconnect(|| eventloop.clean());
                     metrics::gauge!(telemetry::BROKER_CONNECTED).set(0.0);
-                    metrics::gauge!(telemetry::READY).set(0.0);
+                    self.set_ready(false);
                     metrics::counter!(telemetry::BROKER_RECONNECTS).increment(1);
                     let wait = self.backoff.next_delay();
                     tracing::warn!(error = %e, retry_in = ?wait, "broker connection lost");
@@ -232,6 +237,12 @@ impl Subscriber {
                 }
             }
         }
+    }
+
+    /// Says whether messages flow: the gauge for operators, the probe for an embedding process.
+    fn set_ready(&self, ready: bool) {
+        metrics::gauge!(telemetry::READY).set(if ready { 1.0 } else { 0.0 });
+        self.probe.set_ready(ready);
     }
 
     /// Decodes a message, waits for room in the budget, and hands it to the batcher. Returns

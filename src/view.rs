@@ -68,6 +68,27 @@ impl Snapshot {
         }
     }
 
+    /// The same from an in-process daemon's probe (the demo), with no exposition in between.
+    pub fn from_totals(t: &crate::probe::Totals, unacked: usize, elapsed: Duration) -> Snapshot {
+        Snapshot {
+            elapsed,
+            received: t.received as f64,
+            inserted: t.inserted as f64,
+            duplicate: t.duplicate as f64,
+            collision: t.collision as f64,
+            future: t.future_timestamp as f64,
+            rejected: crate::decode::RejectReason::ALL
+                .iter()
+                .zip(t.rejected)
+                .map(|(r, n)| (r.as_str(), n as f64))
+                .collect(),
+            unacked: unacked as f64,
+            lag_sum: t.lag_sum_seconds,
+            lag_count: t.lag_count as f64,
+            top_colliders: Vec::new(),
+        }
+    }
+
     pub fn rejected_total(&self) -> f64 {
         self.rejected.iter().map(|(_, v)| v).sum()
     }

@@ -245,13 +245,17 @@ fn reading_json(r: &Reading) -> String {
     .to_string()
 }
 
-/// Commit time minus `recorded_at`, for every reading the batch stored.
-fn record_ingest_lag(tally: &Tally) {
+/// Commit time minus `recorded_at`, for every reading the batch stored; returns their sum.
+fn record_ingest_lag(tally: &Tally) -> f64 {
     let now = chrono::Utc::now();
     let lag = metrics::histogram!(telemetry::INGEST_LAG_SECONDS);
+    let mut sum = 0.0;
     for at in &tally.inserted_at {
-        lag.record((now - *at).as_seconds_f64());
+        let secs = (now - *at).as_seconds_f64();
+        lag.record(secs);
+        sum += secs;
     }
+    sum
 }
 
 /// The writer's loop: take batches in order, land each (retrying what can be retried), then
@@ -261,6 +265,7 @@ pub async fn run(
     mut rx: mpsc::Receiver<Batch>,
     ledger: Ledger,
     client: rumqttc::v5::AsyncClient,
+    probe: crate::probe::Probe,
     mut hard_stop: watch::Receiver<bool>,
 ) {
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
@@ -293,7 +298,8 @@ pub async fn run(
         metrics::histogram!(telemetry::BATCH_WRITE_SECONDS).record(started.elapsed().as_secs_f64());
         metrics::histogram!(telemetry::BATCH_SIZE_READINGS).record(batch.items as f64);
         tally.record();
-        record_ingest_lag(&tally);
+        let lag = record_ingest_lag(&tally);
+        probe.committed(&tally, lag);
         let clears = batch.messages.iter().filter(|m| m.items.is_empty()).count();
         metrics::counter!(telemetry::RETAINED_CLEARS).increment(clears as u64);
         ledger.commit(batch.messages.iter().map(|m| m.ack), &client);

@@ -89,3 +89,50 @@ async fn gateway_arrays_of_100_readings_are_not_a_crash_loop() {
     assert_eq!(d.metric("galewatch_broker_reconnects_total"), 0.0);
     assert!(d.is_running());
 }
+
+/// The daemon embedded in this process (no metrics recorder, no subprocess): it says when it is
+/// ready and what it committed through its probe, and stops when asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_runs_in_process_and_reports_through_its_probe() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let cfg = galewatch::config::Settings {
+        database_url: db.url.clone(),
+        mqtt_url: broker.url(),
+        mqtt_client_id: "gw-in-process".into(),
+        ..Default::default()
+    }
+    .validate()
+    .unwrap();
+    let probe = galewatch::probe::Probe::default();
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let daemon = tokio::spawn(galewatch::daemon::run(cfg, stop, probe.clone()));
+    let mut ready = probe.ready();
+    tokio::time::timeout(Duration::from_secs(20), ready.wait_for(|r| *r))
+        .await
+        .expect("ready within 20 s")
+        .unwrap();
+    let sent = fleet(50, 4, 2, "IP-");
+    publish(&broker, sent.clone()).await;
+    eventually(
+        Duration::from_secs(20),
+        "200 readings committed",
+        || async { probe.totals().received == 200 },
+    )
+    .await;
+    let t = probe.totals();
+    assert_eq!((t.inserted, t.duplicate, t.messages), (200, 0, 100));
+    assert_eq!(t.lag_count, 200);
+    assert_stored_exactly(&db, &readings_in(&sent), Duration::from_secs(5)).await;
+    eventually(Duration::from_secs(5), "nothing held", || async {
+        probe.unacked() == 0
+    })
+    .await;
+    stop_tx.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(15), daemon)
+        .await
+        .expect("stops within the grace")
+        .unwrap()
+        .unwrap();
+    assert!(!probe.is_ready(), "not ready once stopped");
+}

@@ -1,0 +1,107 @@
+//! Probe: what a process embedding the daemon (the demo, a test) reads of it directly, without
+//! scraping its `/metrics`: whether it is ready, and the counters of what has committed.
+//!
+//! The daemon moves these at the same moments as the Prometheus counters (after each commit),
+//! so the two always agree; the probe works whether or not a metrics recorder is installed.
+
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+
+use crate::ledger::Ledger;
+use crate::transaction::Tally;
+
+/// A handle on a running daemon; clones share it.
+#[derive(Clone)]
+pub struct Probe {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    totals: Mutex<Totals>,
+    ready: watch::Sender<bool>,
+    ledger: Mutex<Option<Ledger>>,
+}
+
+impl Default for Probe {
+    fn default() -> Self {
+        Probe {
+            inner: Arc::new(Inner {
+                totals: Mutex::default(),
+                ready: watch::channel(false).0,
+                ledger: Mutex::default(),
+            }),
+        }
+    }
+}
+
+/// What has committed since the daemon started.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Totals {
+    pub messages: u64,
+    pub received: u64,
+    pub inserted: u64,
+    pub duplicate: u64,
+    pub collision: u64,
+    pub future_timestamp: u64,
+    /// Indexed like `RejectReason::ALL`.
+    pub rejected: [u64; 4],
+    /// Sum and count of the ingest lag (commit time − `recorded_at`) of inserted readings.
+    pub lag_sum_seconds: f64,
+    pub lag_count: u64,
+}
+
+impl Probe {
+    /// The committed counters now.
+    pub fn totals(&self) -> Totals {
+        self.inner
+            .totals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Messages received and not yet acknowledged.
+    pub fn unacked(&self) -> usize {
+        self.inner
+            .ledger
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map_or(0, Ledger::held)
+    }
+
+    /// Whether the daemon takes messages now (subscribed; see `galewatch_ready`).
+    pub fn is_ready(&self) -> bool {
+        *self.inner.ready.borrow()
+    }
+
+    /// A receiver that changes with readiness.
+    pub fn ready(&self) -> watch::Receiver<bool> {
+        self.inner.ready.subscribe()
+    }
+
+    pub(crate) fn set_ready(&self, ready: bool) {
+        self.inner.ready.send_replace(ready);
+    }
+
+    pub(crate) fn attach(&self, ledger: Ledger) {
+        *self.inner.ledger.lock().unwrap_or_else(|p| p.into_inner()) = Some(ledger);
+    }
+
+    /// A batch committed with this tally; `lag` is the sum of its readings' ingest lags.
+    pub(crate) fn committed(&self, tally: &Tally, lag_sum_seconds: f64) {
+        let mut t = self.inner.totals.lock().unwrap_or_else(|p| p.into_inner());
+        t.messages += tally.messages;
+        t.received += tally.received;
+        t.inserted += tally.inserted;
+        t.duplicate += tally.duplicate;
+        t.collision += tally.collision;
+        t.future_timestamp += tally.future_timestamp;
+        for (a, b) in t.rejected.iter_mut().zip(tally.rejected) {
+            *a += b;
+        }
+        t.lag_sum_seconds += lag_sum_seconds;
+        t.lag_count += tally.inserted_at.len() as u64;
+    }
+}
