@@ -1,10 +1,13 @@
 //! Page: the panel's HTML (the fleet and one turbine), and the JSON of the readings API. Pure:
-//! data in, text out.
+//! data in, text out. The HTML is maud templates, checked at compile time and escaped by
+//! construction; only the charts' SVG (escaped by chart.rs) and the style sheet go in raw.
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-use super::chart::{esc, Chart, Stat};
+use maud::{html, Markup, PreEscaped, DOCTYPE};
+
+use super::chart::{Chart, Stat};
 use super::data::{Point, Quarantined, Sort, Status, FLEET_LIMIT};
 use super::window::{Window, PRESETS};
 
@@ -26,15 +29,27 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 form{margin:8px 0}
 ";
 
-fn layout(title: &str, body: &str) -> String {
-    format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{} · Galewatch</title><style>{STYLE}</style></head><body>\
-         <header><a href=\"/\">Galewatch</a><span>turbine panel (read-only)</span></header>\
-         <main>{body}</main></body></html>",
-        esc(title)
-    )
+/// The page around a body: escaping is maud's, so no text reaches the page unescaped.
+fn layout(title: &str, body: Markup) -> String {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · Galewatch" }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                header {
+                    a href="/" { "Galewatch" }
+                    span { "turbine panel (read-only)" }
+                }
+                main { (body) }
+            }
+        }
+    }
+    .into_string()
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
@@ -45,71 +60,68 @@ fn when(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M:%S").to_string()
 }
 
+fn clock_word(suspect: bool) -> Markup {
+    html! {
+        @if suspect { span.suspect { "suspect" } } @else { span.ok { "ok" } }
+    }
+}
+
 /// The fleet page.
 pub fn fleet(rows: &[Status], total: i64, prefix: &str, sort: Sort, desc: bool) -> String {
-    let mut b = String::new();
-    b.push_str("<h1>Fleet</h1>");
-    b.push_str(&format!(
-        "<form method=\"get\" action=\"/\"><label>Turbine id starts with \
-         <input name=\"prefix\" value=\"{}\" autofocus></label>\
-         <input type=\"hidden\" name=\"sort\" value=\"{}\"> <button>Filter</button></form>",
-        esc(prefix),
-        sort.as_str()
-    ));
     let shown = rows.len() as i64;
-    b.push_str(&format!(
-        "<p class=\"muted\">{total} turbine{}{}; times UTC. Click a column to sort.</p>",
-        if total == 1 { "" } else { "s" },
-        if total > shown {
-            format!(", the first {FLEET_LIMIT} shown: filter by prefix for the rest")
-        } else {
-            String::new()
+    let body = html! {
+        h1 { "Fleet" }
+        form method="get" action="/" {
+            label { "Turbine id starts with " input name="prefix" value=(prefix) autofocus; }
+            input type="hidden" name="sort" value=(sort.as_str());
+            " "
+            button { "Filter" }
         }
-    ));
-    b.push_str("<table><thead><tr>");
-    for (s, label) in
-        Sort::ALL
-            .iter()
-            .zip(["turbine", "last seen", "power kW", "clock", "quarantined"])
-    {
-        // Clicking the current column flips the order.
-        let next_desc = if *s == sort { !desc } else { *s != Sort::Id };
-        let arrow = match (*s == sort, desc) {
-            (true, false) => " ▲",
-            (true, true) => " ▼",
-            _ => "",
-        };
-        b.push_str(&format!(
-            "<th><a href=\"/?prefix={}&amp;sort={}&amp;desc={next_desc}\">{label}{arrow}</a></th>",
-            url_escape(prefix),
-            s.as_str()
-        ));
-    }
-    b.push_str("</tr></thead><tbody>");
-    for r in rows {
-        let clock = if r.clock_suspect {
-            "<span class=\"suspect\">suspect</span>".to_string()
-        } else {
-            "<span class=\"ok\">ok</span>".to_string()
-        };
-        b.push_str(&format!(
-            "<tr><td><a href=\"/turbines/{}\">{}</a></td><td>{}</td><td class=\"num\">{}</td>\
-             <td>{clock} <span class=\"muted\">{}</span></td><td class=\"num\">{}</td></tr>",
-            url_escape(&r.turbine_id),
-            esc(&r.turbine_id),
-            when(r.last_seen),
-            opt(r.power_kw, 1),
-            r.clock_offset_seconds
-                .map_or(String::new(), |o| format!("offset {o:.1}s")),
-            if r.quarantined > 0 {
-                format!("<span class=\"suspect\">{}</span>", r.quarantined)
-            } else {
-                "0".into()
+        p.muted {
+            (total) " turbine" @if total != 1 { "s" }
+            @if total > shown { ", the first " (FLEET_LIMIT) " shown: filter by prefix for the rest" }
+            "; times UTC. Click a column to sort."
+        }
+        table {
+            thead {
+                tr {
+                    @for (s, label) in Sort::ALL.iter().zip(["turbine", "last seen", "power kW", "clock", "quarantined"]) {
+                        // Clicking the current column flips the order.
+                        @let next_desc = if *s == sort { !desc } else { *s != Sort::Id };
+                        @let arrow = match (*s == sort, desc) {
+                            (true, false) => " ▲",
+                            (true, true) => " ▼",
+                            _ => "",
+                        };
+                        th {
+                            a href=(format!("/?prefix={}&sort={}&desc={next_desc}", url_escape(prefix), s.as_str())) {
+                                (label) (arrow)
+                            }
+                        }
+                    }
+                }
             }
-        ));
-    }
-    b.push_str("</tbody></table>");
-    layout("Fleet", &b)
+            tbody {
+                @for r in rows {
+                    tr {
+                        td { a href=(format!("/turbines/{}", url_escape(&r.turbine_id))) { (r.turbine_id) } }
+                        td { (when(r.last_seen)) }
+                        td.num { (opt(r.power_kw, 1)) }
+                        td {
+                            (clock_word(r.clock_suspect)) " "
+                            span.muted {
+                                @if let Some(o) = r.clock_offset_seconds { "offset " (format!("{o:.1}")) "s" }
+                            }
+                        }
+                        td.num {
+                            @if r.quarantined > 0 { span.suspect { (r.quarantined) } } @else { "0" }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    layout("Fleet", body)
 }
 
 /// The turbine page: three charts with the quarantined readings marked, and the list.
@@ -121,55 +133,6 @@ pub fn turbine(
     points: &[Point],
     quarantined: &[Quarantined],
 ) -> String {
-    let mut b = String::new();
-    b.push_str(&format!("<h1>Turbine {}</h1>", esc(id)));
-    if let Some(s) = status {
-        b.push_str(&format!(
-            "<p>Last seen {} UTC · latest power {} kW · clock {} · {} unresolved in quarantine</p>",
-            when(s.last_seen),
-            opt(s.power_kw, 1),
-            if s.clock_suspect {
-                format!(
-                    "<span class=\"suspect\">suspect</span> (offset {} s, drift {} s/day)",
-                    opt(s.clock_offset_seconds, 1),
-                    opt(s.clock_drift_seconds_per_day, 0)
-                )
-            } else {
-                "<span class=\"ok\">ok</span>".into()
-            },
-            s.quarantined
-        ));
-    }
-    b.push_str("<p class=\"presets\">");
-    for (name, _) in PRESETS {
-        if preset == Some(name) {
-            b.push_str(&format!("<b>{name}</b>"));
-        } else {
-            b.push_str(&format!(
-                "<a href=\"/turbines/{}?range={name}\">{name}</a>",
-                url_escape(id)
-            ));
-        }
-    }
-    b.push_str(&format!(
-        "<span class=\"muted\">{} – {} UTC, {}</span></p>",
-        when(w.from),
-        when(w.to),
-        match w.step {
-            None => format!("{} raw readings", points.len()),
-            Some(s) => format!(
-                "{} buckets of {}, min–max band and average",
-                points.len(),
-                humantime::format_duration(s)
-            ),
-        }
-    ));
-    b.push_str(&format!(
-        "<form method=\"get\"><label>from <input name=\"from\" value=\"{}\" size=\"22\"></label> \
-         <label>to <input name=\"to\" value=\"{}\" size=\"22\"></label> <button>Show</button></form>",
-        w.from.to_rfc3339(),
-        w.to.to_rfc3339()
-    ));
     let max_gap = match w.step {
         Some(s) => chrono::Duration::seconds(3 * s.as_secs() as i64),
         None => chrono::Duration::seconds(30),
@@ -181,11 +144,12 @@ pub fn turbine(
         ("wind_speed_ms", "Wind speed", "m/s", |p| p.wind_speed_ms),
         ("rotor_rpm", "Rotor speed", "rpm", |p| p.rotor_rpm),
     ];
-    for (name, title, unit, pick) in series {
-        let pts: Vec<_> = points.iter().map(|p| (p.t, pick(p))).collect();
-        b.push_str("<div class=\"card\">");
-        b.push_str(
-            &Chart {
+    // The charts are SVG built by chart.rs, which escapes every text it draws.
+    let charts: Vec<String> = series
+        .iter()
+        .map(|(name, title, unit, pick)| {
+            let pts: Vec<_> = points.iter().map(|p| (p.t, pick(p))).collect();
+            Chart {
                 series: name,
                 title,
                 unit,
@@ -195,48 +159,93 @@ pub fn turbine(
                 max_gap,
                 markers: &markers,
             }
-            .svg(),
-        );
-        b.push_str("</div>");
-    }
-    b.push_str(&format!(
-        "<h2>Quarantined readings in this range ({})</h2>",
-        quarantined.len()
-    ));
-    if quarantined.is_empty() {
-        b.push_str("<p class=\"muted\">None.</p>");
-    } else {
-        b.push_str(
-            "<table id=\"quarantine\"><thead><tr><th>id</th><th>recorded_at (UTC)</th><th>reason</th>\
-             <th>incoming kW / m/s / rpm</th><th>stored kW / m/s / rpm</th><th>received</th>\
-             <th>resolution</th></tr></thead><tbody>",
-        );
-        for q in quarantined {
-            b.push_str(&format!(
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} / {} / {}</td>\
-                 <td class=\"num\">{} / {} / {}</td><td>{}</td><td>{}</td></tr>",
-                q.id,
-                when(q.recorded_at),
-                esc(&q.reason),
-                opt(Some(q.power_kw), 1),
-                opt(q.wind_speed_ms, 1),
-                opt(q.rotor_rpm, 1),
-                opt(q.existing_power_kw, 1),
-                opt(q.existing_wind_speed_ms, 1),
-                opt(q.existing_rotor_rpm, 1),
-                when(q.received_at),
-                q.resolution.as_deref().map_or_else(
-                    || format!(
-                        "open: <code>galewatch quarantine resolve {} --keep …</code>",
-                        q.id
-                    ),
-                    esc
-                )
-            ));
+            .svg()
+        })
+        .collect();
+    let body = html! {
+        h1 { "Turbine " (id) }
+        @if let Some(s) = status {
+            p {
+                "Last seen " (when(s.last_seen)) " UTC · latest power " (opt(s.power_kw, 1))
+                " kW · clock " (clock_word(s.clock_suspect))
+                @if s.clock_suspect {
+                    " (offset " (opt(s.clock_offset_seconds, 1)) " s, drift "
+                    (opt(s.clock_drift_seconds_per_day, 0)) " s/day)"
+                }
+                " · " (s.quarantined) " unresolved in quarantine"
+            }
         }
-        b.push_str("</tbody></table>");
-    }
-    layout(&format!("Turbine {id}"), &b)
+        p.presets {
+            @for (name, _) in PRESETS {
+                @if preset == Some(name) {
+                    b { (name) }
+                } @else {
+                    a href=(format!("/turbines/{}?range={name}", url_escape(id))) { (name) }
+                }
+            }
+            span.muted {
+                (when(w.from)) " – " (when(w.to)) " UTC, "
+                @match w.step {
+                    None => { (points.len()) " raw readings" }
+                    Some(s) => {
+                        (points.len()) " buckets of " (humantime::format_duration(s))
+                        ", min–max band and average"
+                    }
+                }
+            }
+        }
+        form method="get" {
+            label { "from " input name="from" value=(w.from.to_rfc3339()) size="22"; }
+            " "
+            label { "to " input name="to" value=(w.to.to_rfc3339()) size="22"; }
+            " "
+            button { "Show" }
+        }
+        @for svg in &charts {
+            div.card { (PreEscaped(svg)) }
+        }
+        h2 { "Quarantined readings in this range (" (quarantined.len()) ")" }
+        @if quarantined.is_empty() {
+            p.muted { "None." }
+        } @else {
+            table #quarantine {
+                thead {
+                    tr {
+                        th { "id" } th { "recorded_at (UTC)" } th { "reason" }
+                        th { "incoming kW / m/s / rpm" } th { "stored kW / m/s / rpm" }
+                        th { "received" } th { "resolution" }
+                    }
+                }
+                tbody {
+                    @for q in quarantined {
+                        tr {
+                            td { (q.id) }
+                            td { (when(q.recorded_at)) }
+                            td { (q.reason) }
+                            td.num {
+                                (opt(Some(q.power_kw), 1)) " / " (opt(q.wind_speed_ms, 1)) " / "
+                                (opt(q.rotor_rpm, 1))
+                            }
+                            td.num {
+                                (opt(q.existing_power_kw, 1)) " / " (opt(q.existing_wind_speed_ms, 1))
+                                " / " (opt(q.existing_rotor_rpm, 1))
+                            }
+                            td { (when(q.received_at)) }
+                            td {
+                                @match &q.resolution {
+                                    Some(r) => { (r) }
+                                    None => {
+                                        "open: " code { "galewatch quarantine resolve " (q.id) " --keep …" }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    layout(&format!("Turbine {id}"), body)
 }
 
 fn stat_json(s: Option<Stat>) -> Value {
@@ -301,10 +310,11 @@ pub fn url_escape(s: &str) -> String {
 pub fn error(status: u16, message: &str) -> String {
     layout(
         "Error",
-        &format!(
-            "<h1>{status}</h1><p>{}</p><p><a href=\"/\">Back to the fleet</a></p>",
-            esc(message)
-        ),
+        html! {
+            h1 { (status) }
+            p { (message) }
+            p { a href="/" { "Back to the fleet" } }
+        },
     )
 }
 
@@ -360,6 +370,43 @@ mod tests {
         assert!(html.contains("galewatch quarantine resolve 7"));
         assert!(html.contains("no readings in this range"), "rotor has none");
         assert!(html.contains("<b>1h</b>"));
+    }
+
+    #[test]
+    fn hostile_ids_prefixes_and_messages_are_escaped_everywhere() {
+        let evil = "\"><script>alert(1)</script>&'";
+        let row = Status {
+            turbine_id: evil.into(),
+            last_seen: t("2026-11-30T00:00:00Z"),
+            last_recorded_at: None,
+            power_kw: None,
+            clock_suspect: true,
+            clock_offset_seconds: Some(1.5),
+            clock_drift_seconds_per_day: None,
+            quarantined: 2,
+        };
+        let w = Window {
+            from: t("2026-11-30T00:00:00Z"),
+            to: t("2026-11-30T01:00:00Z"),
+            step: None,
+        };
+        for html in [
+            fleet(std::slice::from_ref(&row), 1, evil, Sort::Power, true),
+            turbine(evil, Some(&row), &w, None, &[], &[]),
+            error(400, evil),
+        ] {
+            assert!(!html.contains("<script>"), "{html}");
+            assert!(
+                html.contains("&quot;&gt;&lt;script&gt;"),
+                "the quote that would close an attribute is escaped too: {html}"
+            );
+        }
+        let page = fleet(&[row], 1, evil, Sort::Power, true);
+        assert!(
+            page.contains("/turbines/%22%3E%3Cscript%3E"),
+            "links percent-encode: {page}"
+        );
+        assert!(page.contains("offset 1.5s") && page.contains("class=\"suspect\""));
     }
 
     #[test]
