@@ -125,7 +125,7 @@ async fn main() {
     .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let (_stop, stop_rx) = tokio::sync::watch::channel(false);
+    let stop_rx = tokio_util::sync::CancellationToken::new();
     tokio::spawn(async move { galewatch::panel::serve(&cfg, listener, stop_rx).await });
 
     let id = "WTG-00042";

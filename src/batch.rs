@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::decode::Decoded;
 use crate::ledger::{AckToken, Held};
@@ -105,13 +106,13 @@ pub async fn run(
     mut rx: mpsc::UnboundedReceiver<Message>,
     tx: mpsc::Sender<Batch>,
     mut batcher: Batcher,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
 ) {
     loop {
         let deadline = batcher.deadline();
         let full = tokio::select! {
             biased;
-            _ = shutdown.wait_for(|s| *s) => break,
+            _ = shutdown.cancelled() => break,
             m = rx.recv() => match m {
                 Some(m) => batcher.push(m, Instant::now()),
                 None => break,

@@ -3,8 +3,10 @@
 
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::time::{timeout_at, Instant};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::backoff::Backoff;
 use crate::batch::{self, Batcher};
@@ -17,15 +19,21 @@ use crate::probe::Probe;
 use crate::subscribe::Subscriber;
 use crate::write::{self, Writer};
 
-/// Runs the daemon until `shutdown` turns true, then commits and acknowledges what is in hand
+/// Runs the daemon until `shutdown` is cancelled, then commits and acknowledges what is in hand
 /// within the configured grace period. Embeddable: the caller installs the metrics recorder (or
 /// none) and reads readiness and the committed counters through `probe`.
-pub async fn run(
-    cfg: Config,
-    mut shutdown: watch::Receiver<bool>,
-    probe: Probe,
-) -> Result<(), Error> {
-    if !migrate_when_reachable(&cfg, &mut shutdown).await? {
+///
+/// The shutdown, in order, all of it here:
+/// 1. `shutdown` is cancelled: the subscriber stops handing messages on (and keeps polling, so
+///    acks still go out; it never races its poll against anything: see `subscribe.rs`), the
+///    batcher flushes what it holds and ends, maintenance stops between passes.
+/// 2. The writer commits and acknowledges the last batches within `shutdown_grace`; past it,
+///    `hard_stop` makes it give up (those messages stay unacknowledged: the broker redelivers).
+/// 3. The DISCONNECT is queued behind the last acks; the subscriber sends it and reads until the
+///    broker closes the connection (at most 2 s more).
+/// 4. The background tasks (gauges, clock health) are cancelled and awaited.
+pub async fn run(cfg: Config, shutdown: CancellationToken, probe: Probe) -> Result<(), Error> {
+    if !migrate_when_reachable(&cfg, &shutdown).await? {
         return Ok(());
     }
 
@@ -36,7 +44,10 @@ pub async fn run(
     let (msg_tx, msg_rx) = mpsc::unbounded_channel();
     // One batch waits while the previous one commits.
     let (batch_tx, batch_rx) = mpsc::channel(1);
-    let (hard_stop_tx, hard_stop) = watch::channel(false);
+    let hard_stop = CancellationToken::new();
+    // Tasks with no work to finish: cancelled and awaited at the end.
+    let background = CancellationToken::new();
+    let tracker = TaskTracker::new();
     let (subscriber, client) = Subscriber::new(&cfg, ledger.clone(), probe.clone(), msg_tx);
 
     let mut subscriber: tokio::task::JoinHandle<Result<(), Error>> =
@@ -58,21 +69,26 @@ pub async fn run(
         ledger.clone(),
         client.clone(),
         probe.clone(),
-        hard_stop,
+        hard_stop.clone(),
     ));
-    let suspects = tokio::spawn(crate::health::watch_suspects(
-        cfg.db.clone(),
-        s.clock_thresholds(),
-    ));
-    let maintenance = tokio::spawn(Maintainer::new(cfg.db.clone(), s).run(shutdown.clone()));
+    tracker.spawn(
+        background
+            .clone()
+            .run_until_cancelled_owned(crate::health::refresh_table_gauges(
+                cfg.db.clone(),
+                s.clock_thresholds(),
+            )),
+    );
+    tracker.spawn(Maintainer::new(cfg.db.clone(), s).run(shutdown.clone()));
     // The oldest-unacked age grows while nothing commits, so refresh it on a clock too.
-    let ticker = tokio::spawn(async move {
+    tracker.spawn(background.clone().run_until_cancelled_owned(async move {
         let mut every = tokio::time::interval(Duration::from_secs(1));
         loop {
             every.tick().await;
             ledger.publish_age(std::time::Instant::now());
         }
-    });
+    }));
+    tracker.close();
     tracing::info!(
         broker = %format!("{}:{}", cfg.broker.host, cfg.broker.port),
         client_id = %s.mqtt_client_id,
@@ -84,17 +100,17 @@ pub async fn run(
     // there taking no messages. (On shutdown the stages end by themselves, maybe before this
     // select sees the flag, so a finished task is judged by the flag.)
     let mut writer_done = false;
-    let mut asked = shutdown.clone();
+    let asked = shutdown.clone();
     tokio::select! {
         biased;
-        _ = asked.wait_for(|s| *s) => {}
+        _ = asked.cancelled() => {}
         // The subscriber before the writer: when the subscriber stops with an error (a TLS
         // refusal), the writer runs dry and stops too, and the cause is the subscriber's.
         r = &mut subscriber => {
             if let Ok(Err(e)) = r {
                 return Err(e);
             }
-            if !*shutdown.borrow() {
+            if !shutdown.is_cancelled() {
                 return Err(Error::other("the subscriber task", format!("stopped unexpectedly: {r:?}")));
             }
             // It only ends on shutdown when it was never connected: nothing to ack, nothing
@@ -103,7 +119,7 @@ pub async fn run(
         }
         r = &mut writer => {
             writer_done = true;
-            if !*shutdown.borrow() {
+            if !shutdown.is_cancelled() {
                 return Err(Error::other("the writer task", format!("stopped unexpectedly: {r:?}")));
             }
         }
@@ -114,7 +130,7 @@ pub async fn run(
     // commits and acks everything, then ends.
     let _ = timeout_at(deadline, batcher).await;
     if !writer_done && timeout_at(deadline, &mut writer).await.is_err() {
-        let _ = hard_stop_tx.send(true);
+        hard_stop.cancel();
         let _ = writer.await;
     }
     // The DISCONNECT queues behind the last acks, so the subscriber sends them before it.
@@ -128,19 +144,15 @@ pub async fn run(
     {
         subscriber.abort();
     }
-    ticker.abort();
-    suspects.abort();
-    maintenance.abort();
+    background.cancel();
+    tracker.wait().await;
     tracing::info!("stopped");
     Ok(())
 }
 
 /// Applies migrations, waiting (with backoff) while the database is unreachable. Returns false
 /// if shutdown came first.
-async fn migrate_when_reachable(
-    cfg: &Config,
-    shutdown: &mut watch::Receiver<bool>,
-) -> Result<bool, Error> {
+async fn migrate_when_reachable(cfg: &Config, shutdown: &CancellationToken) -> Result<bool, Error> {
     let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
     loop {
         match apply_migrations(cfg).await {
@@ -150,7 +162,7 @@ async fn migrate_when_reachable(
                 tracing::warn!(error = %e, retry_in = ?wait, "database not reachable yet");
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
-                    _ = shutdown.wait_for(|s| *s) => return Ok(false),
+                    _ = shutdown.cancelled() => return Ok(false),
                 }
             }
             Err(e) => return Err(e),
@@ -219,10 +231,11 @@ async fn create_database(cfg: &Config) -> Result<(), Error> {
     }
 }
 
-/// A flag that turns true on SIGTERM or Ctrl-C. The handlers are installed before this returns,
-/// so a SIGTERM that comes early still shuts down cleanly.
-pub fn shutdown_on_signal() -> watch::Receiver<bool> {
-    let (tx, rx) = watch::channel(false);
+/// A token cancelled on SIGTERM or Ctrl-C. The handlers are installed before this returns, so a
+/// SIGTERM that comes early still shuts down cleanly.
+pub fn shutdown_on_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let tx = token.clone();
     let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
     let int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
     match (term, int) {
@@ -232,12 +245,12 @@ pub fn shutdown_on_signal() -> watch::Receiver<bool> {
                     _ = term.recv() => tracing::info!("SIGTERM received"),
                     _ = int.recv() => tracing::info!("interrupt received"),
                 }
-                let _ = tx.send(true);
+                tx.cancel();
             });
         }
         (Err(e), _) | (_, Err(e)) => {
             tracing::error!(error = %e, "cannot listen for SIGTERM/SIGINT")
         }
     }
-    rx
+    token
 }

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
 use tokio_postgres::NoTls;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
 use crate::simulate::{self, Fleet, Knobs, Sent, Traffic};
@@ -419,7 +419,7 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
     let metrics_addr = cfg.metrics_listen;
 
     let signal = crate::daemon::shutdown_on_signal();
-    let (daemon_stop_tx, daemon_stop) = watch::channel(false);
+    let daemon_stop = CancellationToken::new();
     // The engineers' panel on its usual port, or any free one if that is taken.
     let panel_listener = match tokio::net::TcpListener::bind(cfg.panel_listen).await {
         Ok(l) => l,
@@ -440,7 +440,7 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
     crate::telemetry::install(cfg.metrics_listen)
         .map_err(|e| Missing(format!("serving /metrics: {e}")))?;
     let probe = crate::probe::Probe::default();
-    let daemon = tokio::spawn(crate::daemon::run(cfg, daemon_stop, probe.clone()));
+    let daemon = tokio::spawn(crate::daemon::run(cfg, daemon_stop.clone(), probe.clone()));
     let snapshot = |elapsed| Snapshot::from_totals(&probe.totals(), probe.unacked(), elapsed);
 
     say!(
@@ -479,7 +479,7 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
             } else {
                 "not ready after 60 s (is the broker refusing the subscription?)".into()
             };
-            let _ = daemon_stop_tx.send(true);
+            daemon_stop.cancel();
             let _ = server
                 .batch_execute(&format!("DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"))
                 .await;
@@ -506,10 +506,11 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
         bad_rate: 0.002,
         seed: u64::from(std::process::id()),
     };
-    let (fleet_stop_tx, fleet_stop) = watch::channel(false);
+    let fleet_stop = CancellationToken::new();
     let publisher = {
         let broker = broker.clone();
         let id = format!("galewatch-demo-fleet-{}", std::process::id());
+        let fleet_stop = fleet_stop.clone();
         tokio::spawn(async move {
             simulate::run(&broker, &id, Traffic::new(fleet, knobs), false, fleet_stop).await
         })
@@ -525,11 +526,11 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
     let end = opts.duration.map(|d| Instant::now() + d);
     let mut prev = Snapshot::default();
     let mut last_plain = Instant::now();
-    let mut signal = signal;
+    let signal = signal;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-            _ = signal.wait_for(|s| *s) => break,
+            _ = signal.cancelled() => break,
         }
         if end.is_some_and(|e| Instant::now() >= e) || stdout_gone() {
             break;
@@ -553,7 +554,7 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
 
     // Wind down: the fleet stops, the daemon takes in what was sent, then shuts down cleanly.
     say!("\nstopping: the fleet first, then the daemon once it has taken in what was sent");
-    let _ = fleet_stop_tx.send(true);
+    fleet_stop.cancel();
     let sent: Option<Sent> = match publisher.await {
         Ok(Ok(s)) => Some(s),
         Ok(Err(e)) => {
@@ -575,7 +576,7 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-    let _ = daemon_stop_tx.send(true);
+    daemon_stop.cancel();
     // A browser's keep-alive connection must not hold the demo open.
     if tokio::time::timeout(Duration::from_secs(2), &mut panel)
         .await

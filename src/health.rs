@@ -201,7 +201,7 @@ const RESOLUTION_KINDS: [(&str, &str, &str); 6] = [
 /// Keeps two gauges read from the tables current, on a connection of its own: the
 /// resolutions (every 5 s, a count over a small table) and `galewatch_turbines_clock_suspect`
 /// (every 15 s). Runs until the task is aborted.
-pub async fn watch_suspects(db: crate::db::Database, th: Thresholds) {
+pub async fn refresh_table_gauges(db: crate::db::Database, th: Thresholds) {
     let mut every = tokio::time::interval(Duration::from_secs(5));
     let mut client: Option<tokio_postgres::Client> = None;
     let mut tick = 0u64;

@@ -9,8 +9,8 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::watch;
 use tokio_postgres::Client;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
 use crate::error::Error;
@@ -122,7 +122,7 @@ impl Maintainer {
 
     /// Runs a pass at start and every interval until shutdown. A failed pass is logged and
     /// retried at the next tick (or in a minute, if that is sooner).
-    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+    pub async fn run(self, shutdown: CancellationToken) {
         let mut client: Option<Client> = None;
         loop {
             let wait = match self.connected(&mut client).await {
@@ -144,7 +144,7 @@ impl Maintainer {
             };
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
-                _ = shutdown.wait_for(|s| *s) => return,
+                _ = shutdown.cancelled() => return,
             }
         }
     }

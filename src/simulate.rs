@@ -17,6 +17,7 @@ use rumqttc::v5::{AsyncClient, Event, MqttOptions};
 use rumqttc::Outgoing;
 use tokio::sync::watch;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::BrokerAddr;
 use crate::error::Error;
@@ -308,7 +309,7 @@ pub async fn run(
     client_id: &str,
     mut traffic: Traffic,
     flood: bool,
-    mut stop: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) -> Result<Sent, Error> {
     let (client, poller, mut acked) = connect(broker, client_id);
     let started = Instant::now();
@@ -318,9 +319,9 @@ pub async fn run(
             if !flood {
                 tokio::select! {
                     _ = tokio::time::sleep_until(started + m.due) => {}
-                    _ = stop.wait_for(|s| *s) => break 'rounds,
+                    _ = stop.cancelled() => break 'rounds,
                 }
-            } else if *stop.borrow() {
+            } else if stop.is_cancelled() {
                 break 'rounds;
             }
             client

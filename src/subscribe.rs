@@ -19,7 +19,8 @@ use rumqttc::v5::mqttbytes::v5::{Packet, Publish};
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
 use rumqttc::Outgoing;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
 use crate::batch::Message;
@@ -137,7 +138,7 @@ impl Subscriber {
     /// A TLS failure before the first connection ever succeeded (a wrong CA, a missing or refused
     /// client certificate) is a configuration error, not an outage: it ends the run with an
     /// error that says so, instead of retrying forever.
-    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> Result<(), Error> {
+    pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), Error> {
         let mut disconnect_sent: Option<tokio::time::Instant> = None;
         loop {
             // Never raced against anything: a poll cancelled half way can lose a PUBACK it had
@@ -154,7 +155,7 @@ impl Subscriber {
                     Err(_) => return Ok(()),
                 },
             };
-            if *shutdown.borrow() && self.out.is_some() {
+            if shutdown.is_cancelled() && self.out.is_some() {
                 self.out = None;
                 self.set_ready(false);
             }
@@ -199,7 +200,7 @@ impl Subscriber {
                     }
                 }
                 Ok(Event::Incoming(Packet::Publish(p))) => {
-                    if !draining && !self.hand_on(p, &mut shutdown).await {
+                    if !draining && !self.hand_on(p, &shutdown).await {
                         self.out = None;
                     }
                 }
@@ -232,7 +233,7 @@ impl Subscriber {
                     tracing::warn!(error = %e, retry_in = ?wait, "broker connection lost");
                     tokio::select! {
                         _ = tokio::time::sleep(wait) => {}
-                        _ = shutdown.wait_for(|s| *s) => return Ok(()),
+                        _ = shutdown.cancelled() => return Ok(()),
                     }
                 }
             }
@@ -247,7 +248,7 @@ impl Subscriber {
 
     /// Decodes a message, waits for room in the budget, and hands it to the batcher. Returns
     /// false when shutdown began while waiting (the message is then left unacknowledged).
-    async fn hand_on(&mut self, p: Publish, shutdown: &mut watch::Receiver<bool>) -> bool {
+    async fn hand_on(&mut self, p: Publish, shutdown: &CancellationToken) -> bool {
         let arrived = Instant::now();
         let received_at = Utc::now();
         let topic = String::from_utf8_lossy(&p.topic).into_owned();
@@ -268,7 +269,7 @@ impl Subscriber {
         );
         let permit = tokio::select! {
             held = self.ledger.admit(items.len(), p.payload.len()) => Some(held),
-            _ = shutdown.wait_for(|s| *s) => return false,
+            _ = shutdown.cancelled() => return false,
         };
         let msg = Message {
             ack: self.ledger.receive(&p, arrived),

@@ -9,7 +9,8 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
 use crate::batch::Batch;
@@ -180,7 +181,7 @@ impl Writer {
         &mut self,
         batch: &Batch,
         backoff: &mut Backoff,
-        hard_stop: &mut watch::Receiver<bool>,
+        hard_stop: &CancellationToken,
     ) -> Option<Tally> {
         let mut parts: VecDeque<Vec<ItemRef<'_>>> = VecDeque::from([items_of(batch)]);
         let mut total = Tally::default();
@@ -224,7 +225,7 @@ impl Writer {
             }
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
-                _ = hard_stop.wait_for(|s| *s) => return None,
+                _ = hard_stop.cancelled() => return None,
             }
         }
         total.messages = batch.messages.len() as u64;
@@ -266,7 +267,7 @@ pub async fn run(
     ledger: Ledger,
     client: rumqttc::v5::AsyncClient,
     probe: crate::probe::Probe,
-    mut hard_stop: watch::Receiver<bool>,
+    hard_stop: CancellationToken,
 ) {
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
     let mut health = tokio::time::interval(Duration::from_secs(5));
@@ -287,7 +288,7 @@ pub async fn run(
         };
         let Some(batch) = next else { break };
         let started = Instant::now();
-        let tally = writer.land(&batch, &mut backoff, &mut hard_stop).await;
+        let tally = writer.land(&batch, &mut backoff, &hard_stop).await;
         let Some(tally) = tally else {
             tracing::warn!(
                 messages = batch.messages.len(),
@@ -310,7 +311,7 @@ pub async fn run(
         }
         // Dropping the batch gives its messages' budget back to the subscriber.
     }
-    while ledger.owed() > 0 && !*hard_stop.borrow() {
+    while ledger.owed() > 0 && !hard_stop.is_cancelled() {
         tokio::time::sleep(Duration::from_millis(2)).await;
         ledger.flush(&client);
     }

@@ -105,8 +105,8 @@ async fn the_daemon_runs_in_process_and_reports_through_its_probe() {
     .validate()
     .unwrap();
     let probe = galewatch::probe::Probe::default();
-    let (stop_tx, stop) = tokio::sync::watch::channel(false);
-    let daemon = tokio::spawn(galewatch::daemon::run(cfg, stop, probe.clone()));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let daemon = tokio::spawn(galewatch::daemon::run(cfg, stop.clone(), probe.clone()));
     let mut ready = probe.ready();
     tokio::time::timeout(Duration::from_secs(20), ready.wait_for(|r| *r))
         .await
@@ -128,7 +128,7 @@ async fn the_daemon_runs_in_process_and_reports_through_its_probe() {
         probe.unacked() == 0
     })
     .await;
-    stop_tx.send(true).unwrap();
+    stop.cancel();
     tokio::time::timeout(Duration::from_secs(15), daemon)
         .await
         .expect("stops within the grace")

@@ -12,8 +12,8 @@ use std::time::Duration;
 use common::*;
 use serde_json::Value;
 
-/// A panel served in-process on a free port until the returned sender is dropped.
-async fn panel(db: &TestDb) -> (SocketAddr, tokio::sync::watch::Sender<bool>) {
+/// A panel served in-process on a free port until the returned guard is dropped.
+async fn panel(db: &TestDb) -> (SocketAddr, tokio_util::sync::DropGuard) {
     let cfg = galewatch::config::Settings {
         database_url: db.url.clone(),
         ..Default::default()
@@ -22,9 +22,10 @@ async fn panel(db: &TestDb) -> (SocketAddr, tokio::sync::watch::Sender<bool>) {
     .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let (tx, rx) = tokio::sync::watch::channel(false);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let rx = stop.clone();
     tokio::spawn(async move { galewatch::panel::serve(&cfg, listener, rx).await });
-    (addr, tx)
+    (addr, stop.drop_guard())
 }
 
 async fn get(addr: SocketAddr, path: &str) -> (u16, String) {

@@ -18,7 +18,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::error::Error;
@@ -175,12 +175,12 @@ pub fn router(db: Db) -> Router {
 pub async fn serve(
     cfg: &Config,
     listener: tokio::net::TcpListener,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
 ) -> Result<(), Error> {
     let db = Db::new(cfg.db.clone(), cfg.settings.clock_thresholds());
     axum::serve(listener, router(db))
         .with_graceful_shutdown(async move {
-            let _ = shutdown.wait_for(|s| *s).await;
+            let _ = shutdown.cancelled().await;
         })
         .await
         .map_err(|e| Error::other("serving the panel", e))
@@ -190,7 +190,7 @@ pub async fn serve(
 pub async fn run(
     cfg: Config,
     listen: SocketAddr,
-    shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
 ) -> Result<(), Error> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
