@@ -71,14 +71,9 @@ pub async fn run(cfg: Config, shutdown: CancellationToken, probe: Probe) -> Resu
         probe.clone(),
         hard_stop.clone(),
     ));
-    tracker.spawn(
-        background
-            .clone()
-            .run_until_cancelled_owned(crate::health::refresh_table_gauges(
-                cfg.db.clone(),
-                s.clock_thresholds(),
-            )),
-    );
+    tracker.spawn(background.clone().run_until_cancelled_owned(
+        crate::health::refresh_table_gauges(cfg.db.clone(), s.clock_thresholds()),
+    ));
     tracker.spawn(Maintainer::new(cfg.db.clone(), s).run(shutdown.clone()));
     // The oldest-unacked age grows while nothing commits, so refresh it on a clock too.
     tracker.spawn(background.clone().run_until_cancelled_owned(async move {
