@@ -1,33 +1,31 @@
 //! Galewatch: a telemetry ingest daemon. MQTT v5 in, PostgreSQL out, every reading accounted for.
 //!
-//! The pipeline, one file a stage: [`subscribe`] → [`decode`] → [`batch`] (with [`classify`]) →
-//! [`write`] → ack ([`ledger`], which holds custody from PUBLISH to PUBACK). [`daemon`] wires them; [`config`] reads the settings.
+//! In the order data flows: [`pipeline`] (subscribe → decode → batch → write, with the ledger
+//! holding custody from PUBLISH to PUBACK), [`store`] (the database side: connections, schema,
+//! partitions, clock health), [`daemon`] wiring them under [`config`], reporting through
+//! [`telemetry`] and [`probe`]; then [`panel`], the engineers' web view, and [`tools`], the
+//! commands beside the daemon.
+//!
+//! Each module is also reachable at the crate root (`galewatch::decode`, `galewatch::db`, …).
 
-pub mod backoff;
-pub mod batch;
-pub mod classify;
+pub mod pipeline;
+pub mod store;
+
 pub mod config;
 pub mod daemon;
-pub mod db;
-pub mod decode;
-pub mod demo;
 pub mod error;
-pub mod health;
-pub mod ledger;
-pub mod maintain;
-pub mod migrate;
-pub mod panel;
-pub mod partition;
 pub mod probe;
-pub mod reading;
-pub mod review;
-pub mod simulate;
-pub mod subscribe;
 pub mod telemetry;
-pub mod timestamp;
+
+pub mod backoff;
 pub mod tls;
-pub mod transaction;
-pub mod view;
-pub mod write;
+
+pub mod panel;
+pub mod tools;
 
 pub use error::Error;
+pub use pipeline::{
+    batch, classify, decode, ledger, reading, subscribe, timestamp, transaction, write,
+};
+pub use store::{db, health, maintain, migrate, partition};
+pub use tools::{demo, review, simulate, view};

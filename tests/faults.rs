@@ -293,6 +293,12 @@ async fn a_row_the_database_refuses_is_rejected_and_the_rest_of_the_batch_commit
     expected.retain(|r| r.2 != 45_000f64.to_bits());
     assert_eq!(expected.len(), 149);
     assert_stored_exactly(&db, &expected, Duration::from_secs(30)).await;
+    // The refused reading's own transaction comes last of the bisection's, then all 51 acks:
+    // wait for them rather than guess how long a loaded machine takes.
+    eventually(Duration::from_secs(30), "all 51 messages acked", || async {
+        d.metric("galewatch_acks_sent_total") == 51.0
+    })
+    .await;
     let c = db.client().await;
     let r = c
         .query_one(

@@ -1,0 +1,9 @@
+//! The database side beyond the pipeline: connections ([`db`]), the schema ([`migrate`]), the
+//! `readings` partitions ([`partition`], pure, and [`maintain`], which makes and drops them and
+//! applies retention), and each turbine's clock health ([`health`]).
+
+pub mod db;
+pub mod health;
+pub mod maintain;
+pub mod migrate;
+pub mod partition;

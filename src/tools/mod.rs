@@ -1,0 +1,8 @@
+//! The commands beside the daemon: [`demo`] (everything at once, with [`view`] drawing the live
+//! account), [`simulate`] (a fleet's traffic), and [`review`] (the engineers' `turbines`,
+//! `quarantine` and `rejected` commands).
+
+pub mod demo;
+pub mod review;
+pub mod simulate;
+pub mod view;
