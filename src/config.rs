@@ -298,6 +298,122 @@ pub struct Config {
     pub rules: Rules,
 }
 
+/// The broker connection and the subscription: what `subscribe.rs` is made from.
+#[derive(Debug, Clone)]
+pub struct MqttGroup {
+    pub broker: BrokerAddr,
+    /// For `mqtts://`.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    pub client_id: String,
+    pub username: String,
+    pub password: Secret,
+    /// The filter subscribed with (in its share group, if any).
+    pub subscription: String,
+    pub session_expiry: Duration,
+    pub keep_alive: Duration,
+    pub receive_maximum: u16,
+    pub max_packet_bytes: u32,
+    /// Every held message owes at most one ack, so the client's request channel holds them all.
+    pub request_capacity: usize,
+    /// How messages are judged (`decode.rs`).
+    pub rules: Rules,
+    pub rejected_payload_keep_bytes: usize,
+}
+
+/// What the daemon may hold and how it batches: the ledger's budget and the batcher's policy.
+#[derive(Debug, Clone, Copy)]
+pub struct IntakeGroup {
+    pub max_unacked_readings: usize,
+    pub max_unacked_bytes: usize,
+    pub batch_max_readings: usize,
+    pub batch_max_bytes: usize,
+    pub batch_max_wait: Duration,
+}
+
+/// The write path: what `write.rs` is made from.
+#[derive(Debug, Clone)]
+pub struct WriteGroup {
+    pub db: crate::db::Database,
+    /// Bound on one batch's transaction.
+    pub timeout: Duration,
+    /// The window turbine clock drift is measured over.
+    pub drift_window: Duration,
+    /// How partitions are made before a batch needs them; None when the engine manages them.
+    pub partitions: Option<crate::partition::Policy>,
+}
+
+/// Upkeep of the tables: what `maintain.rs` is made from.
+#[derive(Debug, Clone)]
+pub struct UpkeepGroup {
+    pub db: crate::db::Database,
+    pub partitions: Option<crate::partition::Policy>,
+    pub quarantine_retention: Duration,
+    pub rejected_retention: Duration,
+    pub interval: Duration,
+}
+
+impl Config {
+    /// The subscriber's settings.
+    pub fn mqtt(&self) -> MqttGroup {
+        let s = &self.settings;
+        MqttGroup {
+            broker: self.broker.clone(),
+            tls: self.mqtt_tls.clone(),
+            client_id: s.mqtt_client_id.clone(),
+            username: s.mqtt_username.clone(),
+            password: s.mqtt_password.clone(),
+            subscription: s.subscription(),
+            session_expiry: s.mqtt_session_expiry,
+            keep_alive: s.mqtt_keep_alive,
+            receive_maximum: s.mqtt_receive_maximum,
+            max_packet_bytes: s.mqtt_max_packet_bytes,
+            request_capacity: s.max_unacked_readings + 1024,
+            rules: self.rules.clone(),
+            rejected_payload_keep_bytes: s.rejected_payload_keep_bytes,
+        }
+    }
+
+    /// The ledger's budget and the batcher's policy.
+    pub fn intake(&self) -> IntakeGroup {
+        let s = &self.settings;
+        IntakeGroup {
+            max_unacked_readings: s.max_unacked_readings,
+            max_unacked_bytes: s.max_unacked_bytes,
+            batch_max_readings: s.batch_max_readings,
+            batch_max_bytes: s.batch_max_bytes,
+            batch_max_wait: s.batch_max_wait,
+        }
+    }
+
+    /// The writer's settings.
+    pub fn write(&self) -> WriteGroup {
+        let s = &self.settings;
+        WriteGroup {
+            db: self.db.clone(),
+            timeout: s.db_write_timeout,
+            drift_window: s.clock_drift_window,
+            partitions: s.readings_manage_partitions.then(|| s.partition_policy()),
+        }
+    }
+
+    /// Maintenance's settings.
+    pub fn upkeep(&self) -> UpkeepGroup {
+        let s = &self.settings;
+        UpkeepGroup {
+            db: self.db.clone(),
+            partitions: s.readings_manage_partitions.then(|| s.partition_policy()),
+            quarantine_retention: s.quarantine_retention,
+            rejected_retention: s.rejected_retention,
+            interval: s.maintenance_interval,
+        }
+    }
+
+    /// What makes a turbine's clock suspect (`health.rs`, the panel, `galewatch turbines`).
+    pub fn clock(&self) -> crate::health::Thresholds {
+        self.settings.clock_thresholds()
+    }
+}
+
 /// Loads the settings: defaults, then `file` if given (it must exist), then the environment.
 pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
     let mut fig = Figment::from(Serialized::defaults(Settings::default()));

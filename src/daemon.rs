@@ -38,8 +38,10 @@ pub async fn run(cfg: Config, shutdown: CancellationToken, probe: Probe) -> Resu
     }
 
     let s = &cfg.settings;
+    // Each stage is made from its own group of settings.
+    let intake = cfg.intake();
     // Custody of every message from PUBLISH to PUBACK (see `ledger.rs`).
-    let ledger = Ledger::new(s.max_unacked_readings, s.max_unacked_bytes);
+    let ledger = Ledger::new(intake.max_unacked_readings, intake.max_unacked_bytes);
     probe.attach(ledger.clone());
     let (msg_tx, msg_rx) = mpsc::unbounded_channel();
     // One batch waits while the previous one commits.
@@ -48,23 +50,22 @@ pub async fn run(cfg: Config, shutdown: CancellationToken, probe: Probe) -> Resu
     // Tasks with no work to finish: cancelled and awaited at the end.
     let background = CancellationToken::new();
     let tracker = TaskTracker::new();
-    let (subscriber, client) = Subscriber::new(&cfg, ledger.clone(), probe.clone(), msg_tx);
+    let (subscriber, client) = Subscriber::new(&cfg.mqtt(), ledger.clone(), probe.clone(), msg_tx);
 
     let mut subscriber: tokio::task::JoinHandle<Result<(), Error>> =
         tokio::spawn(subscriber.run(shutdown.clone()));
     let batcher = tokio::spawn(batch::run(
         msg_rx,
         batch_tx,
-        Batcher::new(s.batch_max_readings, s.batch_max_bytes, s.batch_max_wait),
+        Batcher::new(
+            intake.batch_max_readings,
+            intake.batch_max_bytes,
+            intake.batch_max_wait,
+        ),
         shutdown.clone(),
     ));
     let mut writer = tokio::spawn(write::run(
-        Writer::new(
-            cfg.db.clone(),
-            s.db_write_timeout,
-            s.clock_drift_window,
-            s.readings_manage_partitions.then(|| s.partition_policy()),
-        ),
+        Writer::new(&cfg.write()),
         batch_rx,
         ledger.clone(),
         client.clone(),
@@ -72,9 +73,9 @@ pub async fn run(cfg: Config, shutdown: CancellationToken, probe: Probe) -> Resu
         hard_stop.clone(),
     ));
     tracker.spawn(background.clone().run_until_cancelled_owned(
-        crate::health::refresh_table_gauges(cfg.db.clone(), s.clock_thresholds()),
+        crate::health::refresh_table_gauges(cfg.db.clone(), cfg.clock()),
     ));
-    tracker.spawn(Maintainer::new(cfg.db.clone(), s).run(shutdown.clone()));
+    tracker.spawn(Maintainer::new(&cfg.upkeep()).run(shutdown.clone()));
     // The oldest-unacked age grows while nothing commits, so refresh it on a clock too.
     tracker.spawn(background.clone().run_until_cancelled_owned(async move {
         let mut every = tokio::time::interval(Duration::from_secs(1));

@@ -177,7 +177,7 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
-    let db = Db::new(cfg.db.clone(), cfg.settings.clock_thresholds());
+    let db = Db::new(cfg.db.clone(), cfg.clock());
     axum::serve(listener, router(db))
         .with_graceful_shutdown(async move {
             let _ = shutdown.cancelled().await;

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
 use crate::batch::Message;
-use crate::config::Config;
+use crate::config::MqttGroup;
 use crate::decode::{self, Decoded, Rules};
 use crate::error::Error;
 use crate::ledger::Ledger;
@@ -84,44 +84,38 @@ fn is_tls_failure(e: &rumqttc::v5::ConnectionError) -> bool {
 impl Subscriber {
     /// Builds the client. Returns the subscriber and a client handle for the acker.
     pub fn new(
-        cfg: &Config,
+        g: &MqttGroup,
         ledger: Ledger,
         probe: Probe,
         out: mpsc::UnboundedSender<Message>,
     ) -> (Subscriber, AsyncClient) {
-        let s = &cfg.settings;
-        let mut opts = MqttOptions::new(
-            s.mqtt_client_id.clone(),
-            cfg.broker.host.clone(),
-            cfg.broker.port,
-        );
+        let mut opts = MqttOptions::new(g.client_id.clone(), g.broker.host.clone(), g.broker.port);
         opts.set_clean_start(false)
             .set_session_expiry_interval(Some(
-                u32::try_from(s.mqtt_session_expiry.as_secs()).unwrap_or(u32::MAX),
+                u32::try_from(g.session_expiry.as_secs()).unwrap_or(u32::MAX),
             ))
-            .set_keep_alive(s.mqtt_keep_alive)
-            .set_receive_maximum(Some(s.mqtt_receive_maximum))
-            .set_max_packet_size(Some(s.mqtt_max_packet_bytes))
+            .set_keep_alive(g.keep_alive)
+            .set_receive_maximum(Some(g.receive_maximum))
+            .set_max_packet_size(Some(g.max_packet_bytes))
             .set_manual_acks(true)
             .set_connection_timeout(10);
-        if let Some(tls) = &cfg.mqtt_tls {
+        if let Some(tls) = &g.tls {
             opts.set_transport(rumqttc::Transport::tls_with_config(
                 rumqttc::TlsConfiguration::Rustls(tls.clone()),
             ));
         }
-        if !s.mqtt_username.is_empty() {
-            opts.set_credentials(s.mqtt_username.clone(), s.mqtt_password.expose());
+        if !g.username.is_empty() {
+            opts.set_credentials(g.username.clone(), g.password.expose());
         }
-        // Every held message owes at most one ack, so the request channel can hold them all.
-        let (client, eventloop) = AsyncClient::new(opts, s.max_unacked_readings + 1024);
+        let (client, eventloop) = AsyncClient::new(opts, g.request_capacity);
         let sub = Subscriber {
             eventloop,
             client: client.clone(),
-            topic: s.subscription(),
-            rules: cfg.rules.clone(),
+            topic: g.subscription.clone(),
+            rules: g.rules.clone(),
             ledger,
             probe,
-            keep_bytes: s.rejected_payload_keep_bytes,
+            keep_bytes: g.rejected_payload_keep_bytes,
             out: Some(out),
             subscribed: false,
             ever_connected: false,

@@ -62,19 +62,14 @@ pub struct Writer {
 }
 
 impl Writer {
-    pub fn new(
-        db: crate::db::Database,
-        timeout: Duration,
-        drift_window: Duration,
-        partitions: Option<Policy>,
-    ) -> Self {
+    pub fn new(g: &crate::config::WriteGroup) -> Self {
         Writer {
-            db,
+            db: g.db.clone(),
             conn: None,
-            timeout,
-            drift_window,
+            timeout: g.timeout,
+            drift_window: g.drift_window,
             reported_up: None,
-            partitions,
+            partitions: g.partitions,
             in_doubt: None,
         }
     }

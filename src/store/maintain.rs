@@ -12,7 +12,6 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Settings;
 use crate::error::Error;
 use crate::partition::{Partitions, Policy, Range};
 use crate::telemetry;
@@ -110,13 +109,13 @@ pub struct Maintainer {
 }
 
 impl Maintainer {
-    pub fn new(db: crate::db::Database, s: &Settings) -> Self {
+    pub fn new(g: &crate::config::UpkeepGroup) -> Self {
         Maintainer {
-            db,
-            policy: s.readings_manage_partitions.then(|| s.partition_policy()),
-            quarantine_retention: s.quarantine_retention,
-            rejected_retention: s.rejected_retention,
-            interval: s.maintenance_interval,
+            db: g.db.clone(),
+            policy: g.partitions,
+            quarantine_retention: g.quarantine_retention,
+            rejected_retention: g.rejected_retention,
+            interval: g.interval,
         }
     }
 

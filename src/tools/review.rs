@@ -65,7 +65,7 @@ fn num(v: Option<f64>) -> String {
 /// `galewatch turbines`: the status table, most suspicious first.
 pub async fn turbines(cfg: &Config, suspect_only: bool, format: Format) -> Result<String, Error> {
     let db = connect(cfg).await?;
-    let th = cfg.settings.clock_thresholds();
+    let th = cfg.clock();
     let rows = db
         .query(
             STATUS_SQL,
