@@ -190,6 +190,22 @@ pub fn fuzz_one(data: &[u8]) -> usize {
     readings
 }
 
+/// The identity of a rejected message's payload in `rejected` (V6): the SHA-256 of the whole
+/// payload, or of the topic and the payload when the topic is longer than `max_topic` and so
+/// stored only in part (two messages differing only past the stored part stay two).
+pub fn rejected_digest(topic: &[u8], max_topic: usize, payload: &[u8]) -> [u8; 32] {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    if topic.len() > max_topic {
+        ctx.update(topic);
+        ctx.update(&[0xFF]);
+    }
+    ctx.update(payload);
+    ctx.finish()
+        .as_ref()
+        .try_into()
+        .expect("SHA-256 is 32 bytes")
+}
+
 /// `topic` cut to at most `max` bytes (on a character boundary), marked when cut.
 pub fn clip_topic(mut topic: String, max: usize) -> String {
     if topic.len() <= max {

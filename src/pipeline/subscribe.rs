@@ -321,22 +321,8 @@ fn kept_payload(
         .any(|d| matches!(d, Decoded::Rejected(_)))
         .then(|| Kept {
             bytes: Bytes::copy_from_slice(&payload[..payload.len().min(keep)]),
-            sha256: rejected_digest(topic, max_topic, payload),
+            sha256: decode::rejected_digest(topic, max_topic, payload),
         })
-}
-
-/// The identity of a rejected message's payload (see [`kept_payload`]).
-pub fn rejected_digest(topic: &[u8], max_topic: usize, payload: &[u8]) -> [u8; 32] {
-    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
-    if topic.len() > max_topic {
-        ctx.update(topic);
-        ctx.update(&[0xFF]);
-    }
-    ctx.update(payload);
-    ctx.finish()
-        .as_ref()
-        .try_into()
-        .expect("SHA-256 is 32 bytes")
 }
 
 #[cfg(test)]

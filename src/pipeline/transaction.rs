@@ -570,10 +570,10 @@ pub(crate) async fn write_items(
             payload.push(refused.or(msg.payload.as_deref()).unwrap_or_default());
             digest.push(match (refused, msg.payload_sha256) {
                 // A reading the database refused is named by the reading (its JSON, kept whole).
-                (Some(json), _) => crate::subscribe::rejected_digest(b"", 0, json).to_vec(),
+                (Some(json), _) => crate::decode::rejected_digest(b"", 0, json).to_vec(),
                 (None, Some(d)) => d.to_vec(),
                 // Not reached: a message with a rejection always carries its digest.
-                (None, None) => crate::subscribe::rejected_digest(b"", 0, b"").to_vec(),
+                (None, None) => crate::decode::rejected_digest(b"", 0, b"").to_vec(),
             });
             payload_bytes.push(i32::try_from(msg.payload_bytes).unwrap_or(i32::MAX));
             element.push(rej.element.map(|e| i32::try_from(e).unwrap_or(i32::MAX)));
