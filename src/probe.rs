@@ -38,17 +38,10 @@ impl Default for Probe {
 /// What has committed since the daemon started.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Totals {
-    pub messages: u64,
-    pub received: u64,
-    pub inserted: u64,
-    pub duplicate: u64,
-    pub collision: u64,
-    pub future_timestamp: u64,
-    /// Indexed like `RejectReason::ALL`.
-    pub rejected: [u64; 4],
-    /// Sum and count of the ingest lag (commit time − `recorded_at`) of inserted readings.
+    /// The batches' tallies added up (`inserted_at` stays empty: the lags are summed instead).
+    pub committed: Tally,
+    /// Sum of the ingest lag (commit time − `recorded_at`) of the `committed.inserted` readings.
     pub lag_sum_seconds: f64,
-    pub lag_count: u64,
 }
 
 impl Probe {
@@ -92,16 +85,7 @@ impl Probe {
     /// A batch committed with this tally; `lag` is the sum of its readings' ingest lags.
     pub(crate) fn committed(&self, tally: &Tally, lag_sum_seconds: f64) {
         let mut t = self.inner.totals.lock().unwrap_or_else(|p| p.into_inner());
-        t.messages += tally.messages;
-        t.received += tally.received;
-        t.inserted += tally.inserted;
-        t.duplicate += tally.duplicate;
-        t.collision += tally.collision;
-        t.future_timestamp += tally.future_timestamp;
-        for (a, b) in t.rejected.iter_mut().zip(tally.rejected) {
-            *a += b;
-        }
+        t.committed.add_counts(tally);
         t.lag_sum_seconds += lag_sum_seconds;
-        t.lag_count += tally.inserted_at.len() as u64;
     }
 }

@@ -133,6 +133,12 @@ pub struct Tally {
 
 impl Tally {
     pub(crate) fn add(&mut self, other: Tally) {
+        self.add_counts(&other);
+        self.inserted_at.extend(other.inserted_at);
+    }
+
+    /// Adds `other`'s counters, not its `inserted_at` (for running totals: `probe.rs`).
+    pub(crate) fn add_counts(&mut self, other: &Tally) {
         self.messages += other.messages;
         self.received += other.received;
         self.inserted += other.inserted;
@@ -142,7 +148,6 @@ impl Tally {
         for (a, b) in self.rejected.iter_mut().zip(other.rejected) {
             *a += b;
         }
-        self.inserted_at.extend(other.inserted_at);
     }
 }
 

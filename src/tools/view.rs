@@ -69,7 +69,12 @@ impl Snapshot {
     }
 
     /// The same from an in-process daemon's probe (the demo), with no exposition in between.
-    pub fn from_totals(t: &crate::probe::Totals, unacked: usize, elapsed: Duration) -> Snapshot {
+    pub fn from_totals(
+        totals: &crate::probe::Totals,
+        unacked: usize,
+        elapsed: Duration,
+    ) -> Snapshot {
+        let t = &totals.committed;
         Snapshot {
             elapsed,
             received: t.received as f64,
@@ -83,8 +88,8 @@ impl Snapshot {
                 .map(|(r, n)| (r.as_str(), n as f64))
                 .collect(),
             unacked: unacked as f64,
-            lag_sum: t.lag_sum_seconds,
-            lag_count: t.lag_count as f64,
+            lag_sum: totals.lag_sum_seconds,
+            lag_count: t.inserted as f64,
             top_colliders: Vec::new(),
         }
     }
