@@ -427,13 +427,7 @@ pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
         }
         fig = fig.merge(Toml::file_exact(path));
     }
-    let file_vars: Vec<String> = SECRET_SETTINGS
-        .iter()
-        .map(|k| format!("{k}_file"))
-        .collect();
-    let mut ignored: Vec<&str> = vec!["config"];
-    ignored.extend(file_vars.iter().map(String::as_str));
-    fig = fig.merge(Env::prefixed(ENV_PREFIX).ignore(&ignored));
+    fig = fig.merge(environment());
     for key in SECRET_SETTINGS {
         if let Some(value) = secret_from_file(key)? {
             fig = fig.merge(Serialized::default(key, value));
@@ -447,17 +441,23 @@ pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
 /// no settings file (`simulate`, `demo`) but must refuse a misspelled or malformed variable the
 /// same way `run` does, rather than ignore it.
 pub fn check_environment() -> Result<(), ConfigError> {
+    Figment::from(Serialized::defaults(Settings::default()))
+        .merge(environment())
+        .extract::<Settings>()
+        .map(drop)
+        .map_err(from_figment)
+}
+
+/// The `GALEWATCH_*` variables as settings: all but `GALEWATCH_CONFIG` (the file's path) and the
+/// secrets' `_FILE` variables (read by [`secret_from_file`]).
+fn environment() -> Env {
     let file_vars: Vec<String> = SECRET_SETTINGS
         .iter()
         .map(|k| format!("{k}_file"))
         .collect();
     let mut ignored: Vec<&str> = vec!["config"];
     ignored.extend(file_vars.iter().map(String::as_str));
-    Figment::from(Serialized::defaults(Settings::default()))
-        .merge(Env::prefixed(ENV_PREFIX).ignore(&ignored))
-        .extract::<Settings>()
-        .map(drop)
-        .map_err(from_figment)
+    Env::prefixed(ENV_PREFIX).ignore(&ignored)
 }
 
 /// The value of `GALEWATCH_{KEY}_FILE`'s file, if that variable is set (one trailing newline
