@@ -77,21 +77,7 @@ async fn a_database_outage_holds_acks_pauses_intake_and_then_commits_everything(
     let acks_before = d.metric("galewatch_acks_sent_total");
     assert_eq!(acks_before, 5_000.0);
 
-    let admin = admin_client().await;
-    admin
-        .batch_execute(&format!(
-            "ALTER DATABASE {} WITH ALLOW_CONNECTIONS false",
-            db.name
-        ))
-        .await
-        .unwrap();
-    admin
-        .execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1",
-            &[&db.name],
-        )
-        .await
-        .unwrap();
+    db.refuse_connections().await;
     // Turbines keep publishing: 20,000 readings while the database is away.
     let b = fleet(1000, 20, 1, "B-");
     sent.extend(b.clone());
@@ -113,13 +99,7 @@ async fn a_database_outage_holds_acks_pauses_intake_and_then_commits_everything(
     assert_eq!(sample(&m, "galewatch_db_connected"), 0.0);
     assert!(d.log().contains("batch not written; retrying"));
 
-    admin
-        .batch_execute(&format!(
-            "ALTER DATABASE {} WITH ALLOW_CONNECTIONS true",
-            db.name
-        ))
-        .await
-        .unwrap();
+    db.allow_connections().await;
     land_all(&db, &sent, Duration::from_secs(60)).await;
     eventually(Duration::from_secs(10), "all acks", || async {
         d.metric("galewatch_acks_sent_total") == 25_000.0

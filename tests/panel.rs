@@ -208,33 +208,13 @@ async fn healthz_fails_when_the_database_does_not_answer() {
     let (addr, _stop) = panel(&db).await;
     let (status, _) = get(addr, "/healthz").await;
     assert_eq!(status, 200);
-    let admin = admin_client().await;
-    admin
-        .batch_execute(&format!(
-            "ALTER DATABASE {} WITH ALLOW_CONNECTIONS false",
-            db.name
-        ))
-        .await
-        .unwrap();
-    admin
-        .execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1",
-            &[&db.name],
-        )
-        .await
-        .unwrap();
+    db.refuse_connections().await;
     let (status, body) = get(addr, "/healthz").await;
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("database"), "{body}");
     let (status, v) = get_json(addr, "/api/turbines").await;
     assert_eq!(status, 503, "{v}");
-    admin
-        .batch_execute(&format!(
-            "ALTER DATABASE {} WITH ALLOW_CONNECTIONS true",
-            db.name
-        ))
-        .await
-        .unwrap();
+    db.allow_connections().await;
     eventually(Duration::from_secs(10), "healthy again", || async {
         get(addr, "/healthz").await.0 == 200
     })

@@ -275,6 +275,37 @@ impl TestDb {
         self.count("SELECT count(*) FROM readings").await
     }
 
+    /// The database goes away: new connections are refused and open ones cut.
+    pub async fn refuse_connections(&self) {
+        let admin = admin_client().await;
+        admin
+            .batch_execute(&format!(
+                "ALTER DATABASE {} WITH ALLOW_CONNECTIONS false",
+                self.name
+            ))
+            .await
+            .unwrap();
+        admin
+            .execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1",
+                &[&self.name],
+            )
+            .await
+            .unwrap();
+    }
+
+    /// The database comes back.
+    pub async fn allow_connections(&self) {
+        admin_client()
+            .await
+            .batch_execute(&format!(
+                "ALTER DATABASE {} WITH ALLOW_CONNECTIONS true",
+                self.name
+            ))
+            .await
+            .unwrap();
+    }
+
     pub async fn count(&self, sql: &str) -> i64 {
         self.client()
             .await
