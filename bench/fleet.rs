@@ -9,37 +9,16 @@
 //! with a prefix filter (p50/p95 of 10 requests each, a second apart so none is a shared answer); then 200 requests at once, half the fleet
 //! API and half one turbine's 24 hours, and reports p50/p99 over 5 such waves.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use galewatch::config::Settings;
 use tokio_postgres::NoTls;
+
+#[path = "panel_http.rs"]
+mod panel_http;
+use panel_http::{http_get, ms};
 
 const DB: &str = "galewatch_bench_fleet";
 const TURBINES: i64 = 100_000;
-
-fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).expect("connect to the panel");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out[9..12].parse().unwrap();
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|x| x.1)
-        .unwrap_or("")
-        .to_string();
-    (status, body)
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.1} ms", d.as_secs_f64() * 1e3)
-}
 
 #[tokio::main]
 async fn main() {
@@ -89,16 +68,7 @@ async fn main() {
         t.elapsed().as_secs_f64()
     );
 
-    let cfg = Settings {
-        database_url: url.clone(),
-        ..Settings::default()
-    }
-    .validate()
-    .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let stop_rx = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(async move { galewatch::panel::serve(&cfg, listener, stop_rx).await });
+    let (addr, _stop) = panel_http::serve(&url).await;
 
     let mut cases: Vec<(String, String)> = vec![
         ("fleet page (HTML, by id)".into(), "/".into()),
@@ -119,29 +89,9 @@ async fn main() {
     );
     let mut worst_p95 = Duration::ZERO;
     for (name, path) in &cases {
-        let mut times = Vec::new();
-        let mut rows = 0;
-        // Each request after the answer shared for a second has expired: these are the
-        // queries' own times, not the sharing's.
-        for i in 0..11 {
-            tokio::time::sleep(Duration::from_millis(1100)).await;
-            let p = path.clone();
-            let t = Instant::now();
-            let (status, body) = tokio::task::spawn_blocking(move || http_get(addr, &p))
-                .await
-                .unwrap();
-            let took = t.elapsed();
-            assert_eq!(status, 200, "{path}: {body}");
-            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&body) {
-                rows = v["turbines"].as_array().map_or(0, Vec::len);
-            }
-            if i >= 1 {
-                times.push(took);
-            }
-        }
-        times.sort();
-        let p95 = times[times.len() * 95 / 100];
-        worst_p95 = worst_p95.max(p95);
+        let t = panel_http::time(addr, path, 11, 1).await;
+        worst_p95 = worst_p95.max(t.p95());
+        let rows = t.count("turbines");
         println!(
             "| {name} | {} | {} | {} | {} |",
             if rows > 0 {
@@ -149,9 +99,9 @@ async fn main() {
             } else {
                 "-".into()
             },
-            ms(times[times.len() / 2]),
-            ms(p95),
-            ms(times[times.len() - 1])
+            ms(t.p50()),
+            ms(t.p95()),
+            ms(t.max())
         );
     }
     println!("worst p95: {} (target <= 300 ms)", ms(worst_p95));

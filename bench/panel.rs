@@ -4,40 +4,24 @@
 //!   cargo run --release --example bench-panel [-- --reuse]
 //!
 //! Builds the database as a V3 (unpartitioned) release left it, times migration V4 converting it,
-//! then serves the panel in-process and times its answers. `--reuse` keeps an existing database
+//! then serves the panel in-process and times its answers (each request a second after the last,
+//! so none is an answer the panel shares between identical requests). `--reuse` keeps an existing database
 //! of the right size (the load takes ~5 min, the conversion ~5 min on the 2-core machine). Prints
 //! the query plans for docs/panel.md.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use galewatch::config::Settings;
 use tokio_postgres::NoTls;
+
+#[path = "panel_http.rs"]
+mod panel_http;
+use panel_http::ms;
 
 const DB: &str = "galewatch_bench_panel";
 const TURBINES: i64 = 100;
 const DAYS: i64 = 7;
 const PER_DAY: i64 = 43_200;
 const START: &str = "2026-11-20 00:00:00+00";
-
-fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).expect("connect to the panel");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out[9..12].parse().unwrap();
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|x| x.1)
-        .unwrap_or("")
-        .to_string();
-    (status, body)
-}
 
 #[tokio::main]
 async fn main() {
@@ -117,16 +101,7 @@ async fn main() {
         .get(0);
     println!("readings: {want} rows, {size} with indexes");
 
-    let cfg = Settings {
-        database_url: url.clone(),
-        ..Settings::default()
-    }
-    .validate()
-    .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let stop_rx = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(async move { galewatch::panel::serve(&cfg, listener, stop_rx).await });
+    let (addr, _stop) = panel_http::serve(&url).await;
 
     let id = "WTG-00042";
     let cases = [
@@ -149,25 +124,8 @@ async fn main() {
     ];
     println!("\n| request | points | p50 | p95 | max |\n|---|---|---|---|---|");
     for (name, path) in &cases {
-        let mut times = Vec::new();
-        let mut points = 0;
-        for i in 0..23 {
-            let p = path.clone();
-            let t = Instant::now();
-            let (status, body) = tokio::task::spawn_blocking(move || http_get(addr, &p))
-                .await
-                .unwrap();
-            let took = t.elapsed();
-            assert_eq!(status, 200, "{path}: {body}");
-            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&body) {
-                points = v["points"].as_array().map_or(0, Vec::len);
-            }
-            if i >= 3 {
-                times.push(took);
-            }
-        }
-        times.sort();
-        let ms = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
+        let t = panel_http::time(addr, path, 23, 3).await;
+        let points = t.count("points");
         println!(
             "| {name} | {} | {} | {} | {} |",
             if points > 0 {
@@ -175,9 +133,9 @@ async fn main() {
             } else {
                 "-".into()
             },
-            ms(times[times.len() / 2]),
-            ms(times[times.len() * 95 / 100]),
-            ms(times[times.len() - 1])
+            ms(t.p50()),
+            ms(t.p95()),
+            ms(t.max())
         );
     }
 
