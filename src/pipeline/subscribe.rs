@@ -149,9 +149,8 @@ impl Subscriber {
                     Err(_) => return Ok(()),
                 },
             };
-            if shutdown.is_cancelled() && self.out.is_some() {
-                self.out = None;
-                self.set_ready(false);
+            if shutdown.is_cancelled() {
+                self.stop_intake();
             }
             let draining = self.out.is_none();
             match event {
@@ -195,7 +194,7 @@ impl Subscriber {
                 }
                 Ok(Event::Incoming(Packet::Publish(p))) => {
                     if !draining && !self.hand_on(p, &shutdown).await {
-                        self.out = None;
+                        self.stop_intake();
                     }
                 }
                 Ok(Event::Incoming(Packet::Disconnect(d))) => {
@@ -231,6 +230,13 @@ impl Subscriber {
                     }
                 }
             }
+        }
+    }
+
+    /// Hands nothing more on (shutdown began, or the batcher is gone) and says so, once.
+    fn stop_intake(&mut self) {
+        if self.out.take().is_some() {
+            self.set_ready(false);
         }
     }
 
