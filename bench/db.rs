@@ -66,9 +66,9 @@ async fn main() {
                 .write(&[
                     &r.turbine_id,
                     &r.recorded_at,
-                    &r.values.power_kw,
-                    &r.values.wind_speed_ms,
-                    &r.values.rotor_rpm,
+                    r.values.get(0),
+                    r.values.get(1),
+                    r.values.get(2),
                 ])
                 .await
                 .unwrap();

@@ -54,9 +54,9 @@ async fn main() {
                             &[
                                 &r.turbine_id,
                                 &r.recorded_at,
-                                &r.values.power_kw,
-                                &r.values.wind_speed_ms,
-                                &r.values.rotor_rpm,
+                                r.values.get(0),
+                                r.values.get(1),
+                                r.values.get(2),
                             ],
                         )
                         .await

@@ -139,14 +139,15 @@ async fn main() {
         );
     }
 
+    let queries = galewatch::panel::data::Queries::new(&galewatch::signals::Signals::defaults());
     for (name, sql) in [
         (
             "one turbine, one day, 1-minute averages",
-            galewatch::panel::data::BUCKET_SQL,
+            queries.bucket.as_str(),
         ),
         (
             "one turbine, one day, 2-second points",
-            galewatch::panel::data::RAW_SQL,
+            queries.raw.as_str(),
         ),
     ] {
         let explain = format!(

@@ -13,7 +13,8 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
-use crate::decode::{self, Range, Rules};
+use crate::decode::{self, PayloadSpec, Rules, TimestampFormat};
+use crate::signals::{self, SignalSetting, Signals};
 
 /// The environment prefix of every setting.
 pub const ENV_PREFIX: &str = "GALEWATCH_";
@@ -134,12 +135,41 @@ pub struct Settings {
     /// A reading stamped further ahead of its receipt than this is quarantined `future_timestamp`.
     #[serde(with = "humantime_serde")]
     pub max_clock_skew: Duration,
-    pub power_kw_min: f64,
-    pub power_kw_max: f64,
-    pub wind_speed_ms_min: f64,
-    pub wind_speed_ms_max: f64,
-    pub rotor_rpm_min: f64,
-    pub rotor_rpm_max: f64,
+    /// Where the turbine id is in a reading object, a JSON Pointer ("": not in the payload).
+    #[serde(deserialize_with = "scalar_string")]
+    pub payload_turbine_pointer: String,
+    /// Which topic level (0 is the first) names the turbine. Unset: the level of the
+    /// subscription filter's first `+`. When the payload names one too, they must agree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_turbine_topic_level: Option<usize>,
+    /// Where the site is, for fleets whose turbine ids repeat across sites: a pointer ("":
+    /// none) and/or a topic level. With a site, the stored turbine id is `{site}/{turbine}`.
+    #[serde(deserialize_with = "scalar_string")]
+    pub payload_site_pointer: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_site_topic_level: Option<usize>,
+    /// Where `recorded_at` is, and how it is written.
+    #[serde(deserialize_with = "scalar_string")]
+    pub payload_timestamp_pointer: String,
+    pub payload_timestamp_format: TimestampFormat,
+    /// For gateways that wrap readings in an object: the pointer to the array ("": the payload
+    /// is a reading or an array of readings). Other pointers are then relative to each element.
+    #[serde(deserialize_with = "scalar_string")]
+    pub payload_readings_pointer: String,
+    /// The old way to set the default signals' bounds, still read when `signals` is left at its
+    /// default (an error beside a declared list: give `min` and `max` there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_kw_min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_kw_max: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wind_speed_ms_min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wind_speed_ms_max: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotor_rpm_min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotor_rpm_max: Option<f64>,
     /// A turbine is clock-suspect when its clock's offset (arrival − recorded_at) passes this...
     #[serde(with = "humantime_serde")]
     pub clock_max_offset: Duration,
@@ -183,6 +213,9 @@ pub struct Settings {
     /// How often partitions are made ahead and retention runs (also once at start).
     #[serde(with = "humantime_serde")]
     pub maintenance_interval: Duration,
+    /// The signals a reading carries (`[[signals]]` tables): each one's column, type, bounds,
+    /// unit and pointer. Default: `power_kw` (required), `wind_speed_ms`, `rotor_rpm`.
+    pub signals: Vec<SignalSetting>,
 }
 
 impl Default for Settings {
@@ -217,12 +250,19 @@ impl Default for Settings {
             max_message_bytes: rules.max_message_bytes,
             max_readings_per_message: rules.max_readings_per_message,
             max_clock_skew: Duration::from_secs(300),
-            power_kw_min: rules.power_kw.min,
-            power_kw_max: rules.power_kw.max,
-            wind_speed_ms_min: rules.wind_speed_ms.min,
-            wind_speed_ms_max: rules.wind_speed_ms.max,
-            rotor_rpm_min: rules.rotor_rpm.min,
-            rotor_rpm_max: rules.rotor_rpm.max,
+            payload_turbine_pointer: "/turbine_id".into(),
+            payload_turbine_topic_level: None,
+            payload_site_pointer: String::new(),
+            payload_site_topic_level: None,
+            payload_timestamp_pointer: "/recorded_at".into(),
+            payload_timestamp_format: TimestampFormat::Auto,
+            payload_readings_pointer: String::new(),
+            power_kw_min: None,
+            power_kw_max: None,
+            wind_speed_ms_min: None,
+            wind_speed_ms_max: None,
+            rotor_rpm_min: None,
+            rotor_rpm_max: None,
             clock_max_offset: Duration::from_secs(30),
             clock_max_drift_per_day: Duration::from_secs(60),
             clock_max_collisions_per_day: 3,
@@ -237,6 +277,7 @@ impl Default for Settings {
             quarantine_retention: 30 * DAY,
             rejected_retention: 30 * DAY,
             maintenance_interval: Duration::from_secs(3600),
+            signals: SignalSetting::defaults(),
         }
     }
 }
@@ -259,7 +300,11 @@ impl ConfigError {
     fn new(setting: &str, problem: impl Into<String>) -> Self {
         ConfigError {
             setting: setting.to_string(),
-            env: format!("{ENV_PREFIX}{}", setting.to_uppercase()),
+            // `signals[2].max` is set through GALEWATCH_SIGNALS (the whole list).
+            env: format!(
+                "{ENV_PREFIX}{}",
+                setting.split('[').next().unwrap_or(setting).to_uppercase()
+            ),
             problem: problem.into(),
         }
     }
@@ -340,6 +385,8 @@ pub struct WriteGroup {
     pub drift_window: Duration,
     /// How partitions are made before a batch needs them; None when the engine manages them.
     pub partitions: Option<crate::partition::Policy>,
+    /// What a reading holds: the columns written.
+    pub signals: Signals,
 }
 
 /// Upkeep of the tables: what `maintain.rs` is made from.
@@ -393,6 +440,7 @@ impl Config {
             timeout: s.db_write_timeout,
             drift_window: s.clock_drift_window,
             partitions: s.readings_manage_partitions.then(|| s.partition_policy()),
+            signals: self.rules.signals.clone(),
         }
     }
 
@@ -520,6 +568,106 @@ impl Settings {
             max_collisions_per_day: self.clock_max_collisions_per_day,
             drift_window: self.clock_drift_window,
         }
+    }
+
+    /// The declared signals, checked; the old `power_kw_min`-style bounds applied to the
+    /// default list.
+    pub fn checked_signals(&self) -> Result<Signals, ConfigError> {
+        let mut list = self.signals.clone();
+        let legacy = [
+            (
+                "power_kw",
+                "power_kw_min",
+                self.power_kw_min,
+                self.power_kw_max,
+            ),
+            (
+                "wind_speed_ms",
+                "wind_speed_ms_min",
+                self.wind_speed_ms_min,
+                self.wind_speed_ms_max,
+            ),
+            (
+                "rotor_rpm",
+                "rotor_rpm_min",
+                self.rotor_rpm_min,
+                self.rotor_rpm_max,
+            ),
+        ];
+        for (name, setting, min, max) in legacy {
+            if min.is_none() && max.is_none() {
+                continue;
+            }
+            if self.signals != SignalSetting::defaults() {
+                return Err(ConfigError::new(
+                    setting,
+                    format!("bounds the default {name}; with [[signals]] declared, give min and max there"),
+                ));
+            }
+            let s = list
+                .iter_mut()
+                .find(|s| s.name == name)
+                .expect("a default signal");
+            s.min = min.or(s.min);
+            s.max = max.or(s.max);
+            let (lo, hi) = (s.min.unwrap_or_default(), s.max.unwrap_or_default());
+            if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
+                return Err(ConfigError::new(
+                    setting,
+                    format!("[{lo}, {hi}] is not a range (min ≤ max, both finite)"),
+                ));
+            }
+        }
+        Signals::new(&list).map_err(|e| ConfigError::new(&e.setting, e.problem))
+    }
+
+    /// Where the fields are in a payload, checked against the subscription filter.
+    pub fn payload_spec(&self) -> Result<PayloadSpec, ConfigError> {
+        let pointer = |setting: &str, text: &str| -> Result<Option<Vec<String>>, ConfigError> {
+            let tokens = signals::parse_pointer(text).map_err(|p| ConfigError::new(setting, p))?;
+            Ok((!tokens.is_empty()).then_some(tokens))
+        };
+        let level = |setting: &str, level: Option<usize>| -> Result<Option<usize>, ConfigError> {
+            match level {
+                Some(l) if !decode::level_varies(&self.mqtt_topic, l) => Err(ConfigError::new(
+                    setting,
+                    format!(
+                        "level {l} of {:?} is not a `+` (or under `#`): every message would name the same one (levels count from 0)",
+                        self.mqtt_topic
+                    ),
+                )),
+                l => Ok(l),
+            }
+        };
+        let turbine_level = match self.payload_turbine_topic_level {
+            None => decode::turbine_level(&self.mqtt_topic),
+            l => level("payload_turbine_topic_level", l)?,
+        };
+        let site_level = level("payload_site_topic_level", self.payload_site_topic_level)?;
+        if site_level.is_some() && site_level == turbine_level {
+            return Err(ConfigError::new(
+                "payload_site_topic_level",
+                "is the level that names the turbine",
+            ));
+        }
+        let timestamp_pointer =
+            pointer("payload_timestamp_pointer", &self.payload_timestamp_pointer)?.ok_or_else(
+                || {
+                    ConfigError::new(
+                        "payload_timestamp_pointer",
+                        "must point into the reading (e.g. /recorded_at)",
+                    )
+                },
+            )?;
+        Ok(PayloadSpec {
+            turbine_pointer: pointer("payload_turbine_pointer", &self.payload_turbine_pointer)?,
+            turbine_level,
+            site_pointer: pointer("payload_site_pointer", &self.payload_site_pointer)?,
+            site_level,
+            timestamp_pointer,
+            timestamp_format: self.payload_timestamp_format,
+            readings_pointer: pointer("payload_readings_pointer", &self.payload_readings_pointer)?,
+        })
     }
 
     /// Checks every setting and derives the typed configuration.
@@ -752,31 +900,17 @@ impl Settings {
         if self.db_write_timeout < Duration::from_secs(1) {
             return Err(ConfigError::new("db_write_timeout", "must be at least 1s"));
         }
-        let range = |name: &str, min: f64, max: f64| {
-            if min.is_finite() && max.is_finite() && min <= max {
-                Ok(Range { min, max })
-            } else {
-                Err(ConfigError::new(
-                    &format!("{name}_min"),
-                    format!("[{min}, {max}] is not a range (min ≤ max, both finite)"),
-                ))
-            }
-        };
         let max_clock_skew = chrono::Duration::from_std(self.max_clock_skew)
             .map_err(|_| ConfigError::new("max_clock_skew", "too large"))?;
+        let signals = self.checked_signals()?;
+        let spec = self.payload_spec()?;
+        let rules = Rules::new(signals, &spec)
+            .map_err(|(setting, problem)| ConfigError::new(setting, problem))?;
         let rules = Rules {
-            turbine_level: decode::turbine_level(&self.mqtt_topic),
             max_message_bytes: self.max_message_bytes,
             max_readings_per_message: self.max_readings_per_message,
             max_clock_skew,
-            power_kw: range("power_kw", self.power_kw_min, self.power_kw_max)?,
-            wind_speed_ms: range(
-                "wind_speed_ms",
-                self.wind_speed_ms_min,
-                self.wind_speed_ms_max,
-            )?,
-            rotor_rpm: range("rotor_rpm", self.rotor_rpm_min, self.rotor_rpm_max)?,
-            ..Rules::for_filter(&self.mqtt_topic)
+            ..rules
         };
         Ok(Config {
             settings: self,
@@ -969,8 +1103,8 @@ mod tests {
             ),
             (
                 Settings {
-                    power_kw_min: 5.0,
-                    power_kw_max: 1.0,
+                    power_kw_min: Some(5.0),
+                    power_kw_max: Some(1.0),
                     ..Settings::default()
                 },
                 "power_kw_min",

@@ -177,13 +177,16 @@ pub async fn apply_migrations(cfg: &Config) -> Result<(), Error> {
         other => other,
     };
     let mut client = connected.map_err(|e| Error::db("connecting to the database", e))?;
-    let applied = migrate::run(&mut client).await;
+    let applied = migrate::apply(&mut client, &cfg.rules.signals).await;
     drop(client);
     let applied = applied?;
-    if applied.is_empty() {
+    if applied.migrations.is_empty() {
         tracing::info!("schema up to date");
     } else {
-        tracing::info!(applied = ?applied, "migrations applied");
+        tracing::info!(applied = ?applied.migrations, "migrations applied");
+    }
+    for change in &applied.signals {
+        tracing::info!("{change}");
     }
     Ok(())
 }

@@ -24,6 +24,10 @@ enum Kind {
     },
     /// The database did not answer within the configured time.
     Timeout,
+    /// A change the operator asked for (in the settings) that Galewatch will not make by
+    /// itself, because it cannot be made safely: the message says what to do instead. The
+    /// command exits 2, as for a bad setting.
+    Refused,
     /// Anything else (I/O at start, the metrics listener, a migration).
     Other,
 }
@@ -60,6 +64,21 @@ impl Error {
         }
     }
 
+    /// A change Galewatch refuses to make (see [`Error::is_refusal`]).
+    pub fn refused(context: &'static str, why: String) -> Self {
+        Error {
+            context,
+            kind: Kind::Refused,
+            source: Some(why.into()),
+        }
+    }
+
+    /// True when the settings ask for what cannot be done safely (a signal's type changed, a
+    /// required signal removed): not retryable, and the command exits 2 naming it.
+    pub fn is_refusal(&self) -> bool {
+        self.kind == Kind::Refused
+    }
+
     /// The SQLSTATE the server sent, if any.
     pub fn sqlstate(&self) -> Option<&str> {
         match &self.kind {
@@ -75,7 +94,7 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match &self.kind {
             Kind::Timeout => true,
-            Kind::Other => false,
+            Kind::Other | Kind::Refused => false,
             Kind::Database {
                 code: None, closed, ..
             } => *closed,
@@ -118,7 +137,7 @@ impl Error {
                         .as_deref()
                         .is_some_and(|c| c.starts_with("08") || c.starts_with("57"))
             }
-            Kind::Other => false,
+            Kind::Other | Kind::Refused => false,
         }
     }
 }

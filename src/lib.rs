@@ -15,6 +15,7 @@ pub mod config;
 pub mod daemon;
 pub mod error;
 pub mod probe;
+pub mod signals;
 pub mod telemetry;
 
 pub mod backoff;
@@ -25,7 +26,7 @@ pub mod tools;
 
 pub use error::Error;
 pub use pipeline::{
-    batch, classify, decode, ledger, reading, subscribe, timestamp, transaction, write,
+    batch, classify, decode, ledger, reading, shape, subscribe, timestamp, transaction, write,
 };
 pub use store::{db, health, maintain, migrate, partition};
 pub use tools::{demo, review, simulate, view};

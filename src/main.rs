@@ -447,6 +447,11 @@ fn config_error(e: config::ConfigError) -> ExitCode {
 fn report(r: Result<(), galewatch::Error>) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is_refusal() => {
+            tracing::error!(error = %e, "galewatch stopped: the settings ask for a change it will not make by itself");
+            eprintln!("galewatch: {e}");
+            ExitCode::from(2)
+        }
         Err(e) => {
             tracing::error!(error = %e, "galewatch stopped");
             ExitCode::FAILURE

@@ -9,23 +9,28 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use common::*;
-use galewatch::decode::{decode, Decoded, Range, Rules};
+use galewatch::decode::{decode, Decoded, PayloadSpec, Rules};
+use galewatch::signals::{SignalSetting, Signals};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 const TOPIC: &str = "turbines/WTG-EDGE/readings";
 
 fn wide_rules() -> Rules {
-    let any = Range {
-        min: f64::MIN,
-        max: f64::MAX,
-    };
+    // The default signals without bounds.
+    let mut signals = SignalSetting::defaults();
+    for s in &mut signals {
+        (s.min, s.max) = (None, None);
+    }
+    let filter = "turbines/+/readings";
+    let rules = Rules::new(
+        Signals::new(&signals).unwrap(),
+        &PayloadSpec::for_filter(filter),
+    )
+    .unwrap();
     Rules {
-        power_kw: any,
-        wind_speed_ms: any,
-        rotor_rpm: any,
         max_clock_skew: chrono::Duration::days(365 * 1000),
-        ..Rules::for_filter("turbines/+/readings")
+        ..rules
     }
 }
 
@@ -273,7 +278,9 @@ async fn every_number_is_the_double_postgres_float8_input_gives() {
             ))
             .unwrap_or_else(|| panic!("{t} refused"))
             .values
-            .power_kw
+            .get(0)
+            .as_f64()
+            .unwrap()
         })
         .collect();
     let rows = c

@@ -238,7 +238,8 @@ async fn the_conversion_keeps_every_row_of_an_unpartitioned_table() {
         vec![
             "V4__partitioned_readings",
             "V5__one_reading_one_place",
-            "V6__rejected_by_digest"
+            "V6__rejected_by_digest",
+            "V7__declared_signals"
         ]
     );
     let after: String = c.query_one(digest, &[]).await.unwrap().get(0);

@@ -17,31 +17,123 @@ use super::chart::Stat;
 use super::window::Window;
 use crate::error::Error;
 use crate::health::Thresholds;
+use crate::signals::{Datum, Signal, Signals, Values};
 
-/// Raw points of one turbine's range.
-pub const RAW_SQL: &str = "SELECT recorded_at, 1::int8, power_kw, power_kw, power_kw,
-       wind_speed_ms, wind_speed_ms, wind_speed_ms, rotor_rpm, rotor_rpm, rotor_rpm
+/// The statements that name signals, written for the declared ones: each numeric signal is a
+/// chart (min, average, max as float8, so integers chart too); the others (status codes, flags)
+/// are listed where they change.
+#[derive(Debug, Clone)]
+pub struct Queries {
+    pub signals: Signals,
+    /// Indexes of the charted (numeric) signals, in declared order.
+    pub charted: Vec<usize>,
+    /// Indexes of the listed (text, boolean) signals.
+    pub listed: Vec<usize>,
+    /// Raw points of one turbine's range.
+    pub raw: String,
+    /// One turbine's range in buckets of `$4` seconds, aligned on round times (the same origin
+    /// as the partitions), with min, average and max per bucket.
+    pub bucket: String,
+    quarantine: String,
+    /// Per listed signal: its value at each change in the range (the first reading included).
+    changes: Vec<String>,
+}
+
+/// The most changes of one listed signal the turbine page shows.
+pub const CHANGES_LIMIT: i64 = 200;
+
+impl Queries {
+    pub fn new(signals: &Signals) -> Queries {
+        let charted: Vec<usize> = (0..signals.len())
+            .filter(|&i| signals.get(i).kind.is_numeric())
+            .collect();
+        let listed: Vec<usize> = (0..signals.len())
+            .filter(|&i| !signals.get(i).kind.is_numeric())
+            .collect();
+        let col = |i: usize| signals.get(i).column();
+        let mut raw_cols: Vec<String> = charted
+            .iter()
+            .map(|&i| format!("{c}::float8, {c}::float8, {c}::float8", c = col(i)))
+            .collect();
+        raw_cols.extend(listed.iter().map(|&i| col(i)));
+        let bucket_cols: Vec<String> = charted
+            .iter()
+            .map(|&i| {
+                format!(
+                    "min({c})::float8, avg({c})::float8, max({c})::float8",
+                    c = col(i)
+                )
+            })
+            .collect();
+        let sep = |v: &[String]| {
+            if v.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", v.join(", "))
+            }
+        };
+        let raw = format!(
+            "SELECT recorded_at, 1::int8{}
   FROM readings
  WHERE turbine_id = $1 AND recorded_at >= $2 AND recorded_at < $3
- ORDER BY recorded_at";
-
-/// One turbine's range in buckets of `$4` seconds, aligned on round times (the same origin as the
-/// partitions), with min, average and max per bucket.
-pub const BUCKET_SQL: &str = "SELECT date_bin(make_interval(secs => $4::float8), recorded_at,
-                TIMESTAMPTZ '2000-01-03 00:00:00+00') AS t, count(*),
-       min(power_kw), avg(power_kw), max(power_kw),
-       min(wind_speed_ms), avg(wind_speed_ms), max(wind_speed_ms),
-       min(rotor_rpm), avg(rotor_rpm), max(rotor_rpm)
+ ORDER BY recorded_at",
+            sep(&raw_cols)
+        );
+        let bucket = format!(
+            "SELECT date_bin(make_interval(secs => $4::float8), recorded_at,
+                TIMESTAMPTZ '2000-01-03 00:00:00+00') AS t, count(*){}
   FROM readings
  WHERE turbine_id = $1 AND recorded_at >= $2 AND recorded_at < $3
- GROUP BY 1 ORDER BY 1";
-
-const QUARANTINE_SQL: &str = "SELECT q.id, q.recorded_at, q.reason, q.power_kw, q.wind_speed_ms,
-       q.rotor_rpm, q.existing_power_kw, q.existing_wind_speed_ms, q.existing_rotor_rpm,
-       q.received_at, r.choice
+ GROUP BY 1 ORDER BY 1",
+            sep(&bucket_cols)
+        );
+        let pairs: Vec<String> = signals
+            .iter()
+            .map(|s| format!("q.{}, q.{}", s.column(), s.existing_column()))
+            .collect();
+        let quarantine = format!(
+            "SELECT q.id, q.recorded_at, q.reason, q.received_at, r.choice, {}
   FROM quarantine q LEFT JOIN quarantine_resolution r ON r.quarantine_id = q.id
  WHERE q.turbine_id = $1 AND q.recorded_at >= $2 AND q.recorded_at < $3
- ORDER BY q.recorded_at, q.id LIMIT 1000";
+ ORDER BY q.recorded_at, q.id LIMIT 1000",
+            pairs.join(", ")
+        );
+        let changes = listed
+            .iter()
+            .map(|&i| {
+                format!(
+                    "SELECT recorded_at, v FROM (
+    SELECT recorded_at, {c} AS v, lag({c}) OVER (ORDER BY recorded_at) AS prev,
+           row_number() OVER (ORDER BY recorded_at) AS k
+      FROM readings
+     WHERE turbine_id = $1 AND recorded_at >= $2 AND recorded_at < $3) x
+ WHERE k = 1 OR v IS DISTINCT FROM prev
+ ORDER BY recorded_at LIMIT {CHANGES_LIMIT}",
+                    c = col(i)
+                )
+            })
+            .collect();
+        Queries {
+            signals: signals.clone(),
+            charted,
+            listed,
+            raw,
+            bucket,
+            quarantine,
+            changes,
+        }
+    }
+
+    /// The signal the fleet page shows and sorts by: `power_kw` when declared, else the first
+    /// numeric one.
+    pub fn headline(&self) -> Option<&Signal> {
+        self.signals
+            .position("power_kw")
+            .filter(|&i| self.signals.get(i).kind.is_numeric())
+            .or_else(|| self.charted.first().copied())
+            .map(|i| self.signals.get(i))
+    }
+}
 
 const KNOWN_SQL: &str = "SELECT EXISTS (SELECT 1 FROM turbine_status WHERE turbine_id = $1)
     OR EXISTS (SELECT 1 FROM readings WHERE turbine_id = $1)
@@ -55,26 +147,51 @@ pub const FLEET_LIMIT: i64 = 500;
 pub struct Point {
     pub t: DateTime<Utc>,
     pub n: i64,
-    pub power_kw: Stat,
-    pub wind_speed_ms: Option<Stat>,
-    pub rotor_rpm: Option<Stat>,
+    /// Per charted signal (`Queries::charted`), None where it is NULL.
+    pub stats: Vec<Option<Stat>>,
+    /// Per listed signal (`Queries::listed`), for a raw point; empty for a bucket.
+    pub listed: Vec<Datum>,
+}
+
+/// One change of a listed signal (a status code, a flag): when, which, and its new value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub t: DateTime<Utc>,
+    /// Index into the signals.
+    pub signal: usize,
+    pub value: Datum,
 }
 
 /// A quarantined reading of the turbine, with how it was settled, if it was.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Quarantined {
     pub id: i64,
     pub recorded_at: DateTime<Utc>,
     pub reason: String,
-    pub power_kw: f64,
-    pub wind_speed_ms: Option<f64>,
-    pub rotor_rpm: Option<f64>,
-    pub existing_power_kw: Option<f64>,
-    pub existing_wind_speed_ms: Option<f64>,
-    pub existing_rotor_rpm: Option<f64>,
+    /// Its values, indexed like the signals...
+    pub values: Values,
+    /// ...and the stored reading's it collided with (NULLs for a future reading).
+    pub existing: Values,
     pub received_at: DateTime<Utc>,
     /// `existing` or `incoming` once resolved.
     pub resolution: Option<String>,
+}
+
+impl Quarantined {
+    /// The API's form: each signal by its name, the stored value as `existing_{name}`.
+    pub fn to_json(&self, signals: &Signals) -> serde_json::Value {
+        let mut o = serde_json::Map::new();
+        o.insert("id".into(), self.id.into());
+        o.insert("recorded_at".into(), serde_json::json!(self.recorded_at));
+        o.insert("reason".into(), self.reason.clone().into());
+        o.extend(signals.to_json(&self.values));
+        for (s, v) in signals.iter().zip(self.existing.iter()) {
+            o.insert(format!("existing_{}", s.name), v.to_json());
+        }
+        o.insert("received_at".into(), serde_json::json!(self.received_at));
+        o.insert("resolution".into(), serde_json::json!(self.resolution));
+        serde_json::Value::Object(o)
+    }
 }
 
 /// One turbine's line on the fleet page.
@@ -83,8 +200,10 @@ pub struct Status {
     pub turbine_id: String,
     pub last_seen: DateTime<Utc>,
     pub last_recorded_at: Option<DateTime<Utc>>,
-    /// The power of its latest reading.
-    pub power_kw: Option<f64>,
+    /// The headline signal's value in its latest reading (`Queries::headline`), in the API
+    /// under that signal's name.
+    #[serde(skip)]
+    pub headline: Option<f64>,
     pub clock_suspect: bool,
     pub clock_offset_seconds: Option<f64>,
     pub clock_drift_seconds_per_day: Option<f64>,
@@ -187,10 +306,12 @@ impl managed::Manager for Manager {
 pub struct Db {
     pool: managed::Pool<Manager>,
     thresholds: Thresholds,
+    /// The statements for the declared signals.
+    pub queries: Queries,
 }
 
 impl Db {
-    pub fn new(cfg: crate::db::Database, thresholds: Thresholds) -> Self {
+    pub fn new(cfg: crate::db::Database, thresholds: Thresholds, signals: &Signals) -> Self {
         let pool = managed::Pool::builder(Manager { cfg })
             .max_size(POOL_SIZE)
             .wait_timeout(Some(POOL_WAIT))
@@ -198,7 +319,11 @@ impl Db {
             .runtime(deadpool::Runtime::Tokio1)
             .build()
             .expect("a pool with a runtime and a size builds");
-        Db { pool, thresholds }
+        Db {
+            pool,
+            thresholds,
+            queries: Queries::new(signals),
+        }
     }
 
     async fn client(&self) -> Result<managed::Object<Manager>, Error> {
@@ -225,37 +350,69 @@ impl Db {
     /// One turbine's points in the window (raw or bucketed as the window says).
     pub async fn series(&self, id: &str, w: &Window) -> Result<Vec<Point>, Error> {
         let c = self.client().await?;
+        let q = &self.queries;
         let rows = match w.step {
-            None => c.query(RAW_SQL, &[&id, &w.from, &w.to]).await,
+            None => c.query(&q.raw, &[&id, &w.from, &w.to]).await,
             Some(step) => {
-                c.query(BUCKET_SQL, &[&id, &w.from, &w.to, &step.as_secs_f64()])
+                c.query(&q.bucket, &[&id, &w.from, &w.to, &step.as_secs_f64()])
                     .await
             }
         }
         .map_err(|e| Error::db("reading a turbine's readings", e))?;
-        Ok(rows.iter().map(point).collect())
+        Ok(rows.iter().map(|r| point(q, r, w.step.is_none())).collect())
+    }
+
+    /// When each listed signal (status code, flag) changed in the window, at most
+    /// [`CHANGES_LIMIT`] each; nothing when all signals are numeric.
+    pub async fn changes(&self, id: &str, w: &Window) -> Result<Vec<Change>, Error> {
+        let q = &self.queries;
+        if q.listed.is_empty() {
+            return Ok(Vec::new());
+        }
+        let c = self.client().await?;
+        let mut out = Vec::new();
+        for (sql, &i) in q.changes.iter().zip(&q.listed) {
+            let rows = c
+                .query(sql, &[&id, &w.from, &w.to])
+                .await
+                .map_err(|e| Error::db("reading a turbine's status changes", e))?;
+            let kind = q.signals.get(i).kind;
+            out.extend(rows.iter().map(|r| Change {
+                t: r.get(0),
+                signal: i,
+                value: Datum::from_row(r, 1, kind),
+            }));
+        }
+        out.sort_by_key(|c| c.t);
+        Ok(out)
     }
 
     pub async fn quarantine(&self, id: &str, w: &Window) -> Result<Vec<Quarantined>, Error> {
         let c = self.client().await?;
+        let signals = &self.queries.signals;
         let rows = c
-            .query(QUARANTINE_SQL, &[&id, &w.from, &w.to])
+            .query(&self.queries.quarantine, &[&id, &w.from, &w.to])
             .await
             .map_err(|e| Error::db("reading a turbine's quarantine", e))?;
+        let pick = |r: &Row, offset: usize| {
+            Values(
+                signals
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| Datum::from_row(r, 5 + 2 * i + offset, s.kind))
+                    .collect(),
+            )
+        };
         Ok(rows
             .iter()
             .map(|r| Quarantined {
                 id: r.get(0),
                 recorded_at: r.get(1),
                 reason: r.get(2),
-                power_kw: r.get(3),
-                wind_speed_ms: r.get(4),
-                rotor_rpm: r.get(5),
-                existing_power_kw: r.get(6),
-                existing_wind_speed_ms: r.get(7),
-                existing_rotor_rpm: r.get(8),
-                received_at: r.get(9),
-                resolution: r.get(10),
+                received_at: r.get(3),
+                resolution: r.get(4),
+                values: pick(r, 0),
+                existing: pick(r, 1),
             })
             .collect())
     }
@@ -289,9 +446,18 @@ impl Db {
         // from one aggregate of the quarantine (hash-joined, not a sub-query per turbine), and
         // the latest power is looked up for the page's rows only (for every matching turbine
         // only when the page is sorted by it). 100,000 turbines: docs/panel.md.
-        let power = "LEFT JOIN LATERAL (SELECT power_kw FROM readings
+        let headline = self
+            .queries
+            .headline()
+            .map_or("NULL::float8".to_string(), |s| {
+                format!("{}::float8", s.column())
+            });
+        let power = format!(
+            "LEFT JOIN LATERAL (SELECT {headline} AS power_kw FROM readings
                                          WHERE turbine_id = s.turbine_id
-                                           AND recorded_at = s.last_recorded_at) r ON true";
+                                           AND recorded_at = s.last_recorded_at) r ON true"
+        );
+        let power = power.as_str();
         let (power_all, power_page, power_col) = if sort == Sort::Power {
             (power, "", "r.power_kw")
         } else {
@@ -352,7 +518,7 @@ impl Db {
                     turbine_id: r.get(0),
                     last_seen: r.get(1),
                     last_recorded_at: r.get(2),
-                    power_kw: r.get(3),
+                    headline: r.get(3),
                     clock_suspect: r.get(4),
                     clock_offset_seconds: r.get(5),
                     clock_drift_seconds_per_day: r.get(6),
@@ -372,12 +538,20 @@ fn stat(r: &Row, i: usize) -> Option<Stat> {
     })
 }
 
-fn point(r: &Row) -> Point {
+fn point(q: &Queries, r: &Row, raw: bool) -> Point {
+    let after = 2 + 3 * q.charted.len();
     Point {
         t: r.get(0),
         n: r.get(1),
-        power_kw: stat(r, 2).expect("power_kw is NOT NULL"),
-        wind_speed_ms: stat(r, 5),
-        rotor_rpm: stat(r, 8),
+        stats: (0..q.charted.len()).map(|k| stat(r, 2 + 3 * k)).collect(),
+        listed: if raw {
+            q.listed
+                .iter()
+                .enumerate()
+                .map(|(k, &i)| Datum::from_row(r, after + k, q.signals.get(i).kind))
+                .collect()
+        } else {
+            Vec::new()
+        },
     }
 }

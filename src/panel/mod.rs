@@ -177,7 +177,7 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
-    let db = Db::new(cfg.db.clone(), cfg.clock());
+    let db = Db::new(cfg.db.clone(), cfg.clock(), &cfg.rules.signals);
     axum::serve(listener, router(db))
         .with_graceful_shutdown(async move {
             let _ = shutdown.cancelled().await;
@@ -239,7 +239,13 @@ async fn fleet_page(State(db): State<Shared>, p: FleetQuery) -> Result<Html<Stri
     let p = fleet_params(p)?;
     let fleet = db.fleet(&p).await?;
     let (rows, total) = (&fleet.0, fleet.1);
-    Ok(Html(page::fleet(rows, total, &p.prefix, p.sort, p.desc)))
+    let headline = db
+        .queries
+        .headline()
+        .map_or_else(|| "latest".to_string(), |s| s.label());
+    Ok(Html(page::fleet(
+        rows, total, &p.prefix, p.sort, p.desc, &headline,
+    )))
 }
 
 async fn fleet_api(
@@ -248,8 +254,21 @@ async fn fleet_api(
 ) -> Result<Json<serde_json::Value>, ApiFailure> {
     let p = fleet_params(p)?;
     let fleet = db.fleet(&p).await?;
+    // Each turbine's headline value under its signal's name (`power_kw` by default).
+    let name = db.queries.headline().map(|s| s.name.clone());
+    let turbines: Vec<serde_json::Value> = fleet
+        .0
+        .iter()
+        .map(|t| {
+            let mut v = serde_json::to_value(t).unwrap_or_default();
+            if let (Some(o), Some(name)) = (v.as_object_mut(), &name) {
+                o.insert(name.clone(), serde_json::json!(t.headline));
+            }
+            v
+        })
+        .collect();
     Ok(Json(
-        serde_json::json!({"total": fleet.1, "turbines": fleet.0}),
+        serde_json::json!({"total": fleet.1, "turbines": turbines}),
     ))
 }
 
@@ -280,7 +299,7 @@ async fn readings_api(
     if points.is_empty() && quarantined.is_empty() && !db.known(&id).await? {
         return Err(not_found(&id).into());
     }
-    let body = page::readings_json(&id, &w, points, quarantined);
+    let body = page::readings_json(&id, &w, &db.queries, points, quarantined);
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
 }
 
@@ -290,10 +309,11 @@ async fn turbine_page(
     p: Result<Query<Params>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Html<String>, PageFailure> {
     let (p, w) = checked(&id, p)?;
-    let (points, quarantined, (status, _)) = tokio::try_join!(
+    let (points, quarantined, (status, _), changes) = tokio::try_join!(
         db.db.series(&id, &w),
         db.db.quarantine(&id, &w),
-        db.db.fleet(&id, Sort::Id, false)
+        db.db.fleet(&id, Sort::Id, false),
+        db.db.changes(&id, &w)
     )?;
     let status = status.iter().find(|s| s.turbine_id == id);
     if points.is_empty() && quarantined.is_empty() && status.is_none() && !db.known(&id).await? {
@@ -307,12 +327,14 @@ async fn turbine_page(
             .map(|(name, _)| *name),
         _ => None,
     };
-    Ok(Html(page::turbine(
-        &id,
+    Ok(Html(page::turbine(&page::TurbineView {
+        id: &id,
         status,
-        &w,
+        w: &w,
         preset,
-        &points,
-        &quarantined,
-    )))
+        queries: &db.queries,
+        points: &points,
+        quarantined: &quarantined,
+        changes: &changes,
+    })))
 }

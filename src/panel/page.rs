@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::chart::{Chart, Stat};
-use super::data::{Point, Quarantined, Sort, Status, FLEET_LIMIT};
+use super::data::{Change, Point, Quarantined, Queries, Sort, Status, CHANGES_LIMIT, FLEET_LIMIT};
 use super::window::{Window, PRESETS};
 
 const STYLE: &str = "
@@ -66,8 +66,15 @@ fn clock_word(suspect: bool) -> Markup {
     }
 }
 
-/// The fleet page.
-pub fn fleet(rows: &[Status], total: i64, prefix: &str, sort: Sort, desc: bool) -> String {
+/// The fleet page. `headline` is the label of the signal shown per turbine (its latest value).
+pub fn fleet(
+    rows: &[Status],
+    total: i64,
+    prefix: &str,
+    sort: Sort,
+    desc: bool,
+    headline: &str,
+) -> String {
     let shown = rows.len() as i64;
     let body = html! {
         h1 { "Fleet" }
@@ -85,7 +92,7 @@ pub fn fleet(rows: &[Status], total: i64, prefix: &str, sort: Sort, desc: bool) 
         table {
             thead {
                 tr {
-                    @for (s, label) in Sort::ALL.iter().zip(["turbine", "last seen", "power kW", "clock", "quarantined"]) {
+                    @for (s, label) in Sort::ALL.iter().zip(["turbine", "last seen", headline, "clock", "quarantined"]) {
                         // Clicking the current column flips the order.
                         @let next_desc = if *s == sort { !desc } else { *s != Sort::Id };
                         @let arrow = match (*s == sort, desc) {
@@ -106,7 +113,7 @@ pub fn fleet(rows: &[Status], total: i64, prefix: &str, sort: Sort, desc: bool) 
                     tr {
                         td { a href=(format!("/turbines/{}", url_escape(&r.turbine_id))) { (r.turbine_id) } }
                         td { (when(r.last_seen)) }
-                        td.num { (opt(r.power_kw, 1)) }
+                        td.num { (opt(r.headline, 1)) }
                         td {
                             (clock_word(r.clock_suspect)) " "
                             span.muted {
@@ -124,35 +131,49 @@ pub fn fleet(rows: &[Status], total: i64, prefix: &str, sort: Sort, desc: bool) 
     layout("Fleet", body)
 }
 
-/// The turbine page: three charts with the quarantined readings marked, and the list.
-pub fn turbine(
-    id: &str,
-    status: Option<&Status>,
-    w: &Window,
-    preset: Option<&str>,
-    points: &[Point],
-    quarantined: &[Quarantined],
-) -> String {
+/// What the turbine page shows.
+pub struct TurbineView<'a> {
+    pub id: &'a str,
+    pub status: Option<&'a Status>,
+    pub w: &'a Window,
+    pub preset: Option<&'a str>,
+    pub queries: &'a Queries,
+    pub points: &'a [Point],
+    pub quarantined: &'a [Quarantined],
+    pub changes: &'a [Change],
+}
+
+/// The turbine page: a chart per numeric signal with the quarantined readings marked, the
+/// changes of the other signals (status codes, flags), and the quarantine list.
+pub fn turbine(v: &TurbineView<'_>) -> String {
+    let TurbineView {
+        id,
+        status,
+        w,
+        preset,
+        queries,
+        points,
+        quarantined,
+        changes,
+    } = *v;
+    let signals = &queries.signals;
     let max_gap = match w.step {
         Some(s) => chrono::Duration::seconds(3 * s.as_secs() as i64),
         None => chrono::Duration::seconds(30),
     };
     let markers: Vec<_> = quarantined.iter().map(|q| q.recorded_at).collect();
-    type Pick = fn(&Point) -> Option<Stat>;
-    let series: [(&str, &str, &str, Pick); 3] = [
-        ("power_kw", "Power", "kW", |p| Some(p.power_kw)),
-        ("wind_speed_ms", "Wind speed", "m/s", |p| p.wind_speed_ms),
-        ("rotor_rpm", "Rotor speed", "rpm", |p| p.rotor_rpm),
-    ];
     // The charts are SVG built by chart.rs, which escapes every text it draws.
-    let charts: Vec<String> = series
+    let charts: Vec<String> = queries
+        .charted
         .iter()
-        .map(|(name, title, unit, pick)| {
-            let pts: Vec<_> = points.iter().map(|p| (p.t, pick(p))).collect();
+        .enumerate()
+        .map(|(k, &i)| {
+            let s = signals.get(i);
+            let pts: Vec<_> = points.iter().map(|p| (p.t, p.stats[k])).collect();
             Chart {
-                series: name,
-                title,
-                unit,
+                series: &s.name,
+                title: &s.name,
+                unit: &s.unit,
                 from: w.from,
                 to: w.to,
                 points: &pts,
@@ -166,8 +187,10 @@ pub fn turbine(
         h1 { "Turbine " (id) }
         @if let Some(s) = status {
             p {
-                "Last seen " (when(s.last_seen)) " UTC · latest power " (opt(s.power_kw, 1))
-                " kW · clock " (clock_word(s.clock_suspect))
+                "Last seen " (when(s.last_seen)) " UTC · latest "
+                (queries.headline().map_or("value".into(), |h| h.label())) " "
+                (opt(s.headline, 1))
+                " · clock " (clock_word(s.clock_suspect))
                 @if s.clock_suspect {
                     " (offset " (opt(s.clock_offset_seconds, 1)) " s, drift "
                     (opt(s.clock_drift_seconds_per_day, 0)) " s/day)"
@@ -204,6 +227,26 @@ pub fn turbine(
         @for svg in &charts {
             div.card { (PreEscaped(svg)) }
         }
+        @if !queries.listed.is_empty() {
+            h2 { "Status signals: each change in this range (" (changes.len()) ")" }
+            @if changes.is_empty() {
+                p.muted { "No readings in this range." }
+            } @else {
+                table #changes {
+                    thead { tr { th { "recorded_at (UTC)" } th { "signal" } th { "new value" } } }
+                    tbody {
+                        @for c in changes {
+                            tr {
+                                td { (when(c.t)) }
+                                td { (signals.get(c.signal).label()) }
+                                td { (c.value.to_string()) }
+                            }
+                        }
+                    }
+                }
+                p.muted { "At most " (CHANGES_LIMIT) " changes of each signal are listed." }
+            }
+        }
         h2 { "Quarantined readings in this range (" (quarantined.len()) ")" }
         @if quarantined.is_empty() {
             p.muted { "None." }
@@ -212,7 +255,8 @@ pub fn turbine(
                 thead {
                     tr {
                         th { "id" } th { "recorded_at (UTC)" } th { "reason" }
-                        th { "incoming kW / m/s / rpm" } th { "stored kW / m/s / rpm" }
+                        th { "incoming " (signals.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(" / ")) }
+                        th { "stored" }
                         th { "received" } th { "resolution" }
                     }
                 }
@@ -222,14 +266,8 @@ pub fn turbine(
                             td { (q.id) }
                             td { (when(q.recorded_at)) }
                             td { (q.reason) }
-                            td.num {
-                                (opt(Some(q.power_kw), 1)) " / " (opt(q.wind_speed_ms, 1)) " / "
-                                (opt(q.rotor_rpm, 1))
-                            }
-                            td.num {
-                                (opt(q.existing_power_kw, 1)) " / " (opt(q.existing_wind_speed_ms, 1))
-                                " / " (opt(q.existing_rotor_rpm, 1))
-                            }
+                            td.num { (values_text(&q.values)) }
+                            td.num { (values_text(&q.existing)) }
                             td { (when(q.received_at)) }
                             td {
                                 @match &q.resolution {
@@ -248,6 +286,18 @@ pub fn turbine(
     layout(&format!("Turbine {id}"), body)
 }
 
+/// Values as "1523.4 / – / run", for the quarantine table.
+fn values_text(v: &crate::signals::Values) -> String {
+    v.iter()
+        .map(|d| match d {
+            crate::signals::Datum::Null => "–".to_string(),
+            crate::signals::Datum::Float(x) => format!("{x:.1}"),
+            d => d.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
 fn stat_json(s: Option<Stat>) -> Value {
     s.map_or(
         Value::Null,
@@ -255,33 +305,40 @@ fn stat_json(s: Option<Stat>) -> Value {
     )
 }
 
-/// The readings API's answer.
-pub fn readings_json(id: &str, w: &Window, points: &[Point], quarantined: &[Quarantined]) -> Value {
-    let pts: Vec<Value> = match w.step {
-        None => points
-            .iter()
-            .map(|p| {
-                json!({
-                    "t": p.t,
-                    "power_kw": p.power_kw.avg,
-                    "wind_speed_ms": p.wind_speed_ms.map(|s| s.avg),
-                    "rotor_rpm": p.rotor_rpm.map(|s| s.avg),
-                })
-            })
-            .collect(),
-        Some(_) => points
-            .iter()
-            .map(|p| {
-                json!({
-                    "t": p.t,
-                    "n": p.n,
-                    "power_kw": stat_json(Some(p.power_kw)),
-                    "wind_speed_ms": stat_json(p.wind_speed_ms),
-                    "rotor_rpm": stat_json(p.rotor_rpm),
-                })
-            })
-            .collect(),
-    };
+/// The readings API's answer: each point with every signal by its name (a raw point: the
+/// value; a bucket: min, avg and max of each numeric signal, and its count).
+pub fn readings_json(
+    id: &str,
+    w: &Window,
+    queries: &Queries,
+    points: &[Point],
+    quarantined: &[Quarantined],
+) -> Value {
+    let signals = &queries.signals;
+    let pts: Vec<Value> = points
+        .iter()
+        .map(|p| {
+            let mut o = serde_json::Map::new();
+            o.insert("t".into(), json!(p.t));
+            if w.step.is_some() {
+                o.insert("n".into(), json!(p.n));
+            }
+            for (k, &i) in queries.charted.iter().enumerate() {
+                let v = match w.step {
+                    None => p.stats[k].map_or(Value::Null, |s| json!(s.avg)),
+                    Some(_) => stat_json(p.stats[k]),
+                };
+                o.insert(signals.get(i).name.clone(), v);
+            }
+            for (k, &i) in queries.listed.iter().enumerate() {
+                if let Some(d) = p.listed.get(k) {
+                    o.insert(signals.get(i).name.clone(), d.to_json());
+                }
+            }
+            Value::Object(o)
+        })
+        .collect();
+    let quarantined: Vec<Value> = quarantined.iter().map(|q| q.to_json(signals)).collect();
     json!({
         "turbine_id": id,
         "from": w.from,
@@ -326,6 +383,18 @@ mod tests {
         s.parse().unwrap()
     }
 
+    fn queries() -> Queries {
+        Queries::new(&crate::signals::Signals::defaults())
+    }
+
+    fn values(v: &[Option<f64>]) -> crate::signals::Values {
+        crate::signals::Values(
+            v.iter()
+                .map(|x| x.map_or(crate::signals::Datum::Null, crate::signals::Datum::Float))
+                .collect(),
+        )
+    }
+
     fn stat(v: f64) -> Stat {
         Stat {
             min: v,
@@ -345,25 +414,30 @@ mod tests {
             .map(|i| Point {
                 t: w.from + chrono::Duration::seconds(2 * i),
                 n: 1,
-                power_kw: stat(100.0 + i as f64),
-                wind_speed_ms: Some(stat(7.0)),
-                rotor_rpm: None,
+                stats: vec![Some(stat(100.0 + i as f64)), Some(stat(7.0)), None],
+                listed: Vec::new(),
             })
             .collect();
         let q = Quarantined {
             id: 7,
             recorded_at: w.from + chrono::Duration::seconds(4),
             reason: "collision".into(),
-            power_kw: 1.0,
-            wind_speed_ms: None,
-            rotor_rpm: None,
-            existing_power_kw: Some(104.0),
-            existing_wind_speed_ms: None,
-            existing_rotor_rpm: None,
+            values: values(&[Some(1.0), None, None]),
+            existing: values(&[Some(104.0), None, None]),
             received_at: w.from,
             resolution: None,
         };
-        let html = turbine("WTG <1>", None, &w, Some("1h"), &points, &[q]);
+        let qs = queries();
+        let html = turbine(&TurbineView {
+            id: "WTG <1>",
+            status: None,
+            w: &w,
+            preset: Some("1h"),
+            queries: &qs,
+            points: &points,
+            quarantined: &[q],
+            changes: &[],
+        });
         assert_eq!(html.matches("<svg class=\"chart\"").count(), 3);
         assert_eq!(html.matches("class=\"quarantine-marker\"").count(), 3);
         assert!(html.contains("Turbine WTG &lt;1&gt;"));
@@ -379,7 +453,7 @@ mod tests {
             turbine_id: evil.into(),
             last_seen: t("2026-11-30T00:00:00Z"),
             last_recorded_at: None,
-            power_kw: None,
+            headline: None,
             clock_suspect: true,
             clock_offset_seconds: Some(1.5),
             clock_drift_seconds_per_day: None,
@@ -390,9 +464,19 @@ mod tests {
             to: t("2026-11-30T01:00:00Z"),
             step: None,
         };
+        let qs = queries();
         for html in [
-            fleet(std::slice::from_ref(&row), 1, evil, Sort::Power, true),
-            turbine(evil, Some(&row), &w, None, &[], &[]),
+            fleet(std::slice::from_ref(&row), 1, evil, Sort::Power, true, evil),
+            turbine(&TurbineView {
+                id: evil,
+                status: Some(&row),
+                w: &w,
+                preset: None,
+                queries: &qs,
+                points: &[],
+                quarantined: &[],
+                changes: &[],
+            }),
             error(400, evil),
         ] {
             assert!(!html.contains("<script>"), "{html}");
@@ -401,7 +485,7 @@ mod tests {
                 "the quote that would close an attribute is escaped too: {html}"
             );
         }
-        let page = fleet(&[row], 1, evil, Sort::Power, true);
+        let page = fleet(&[row], 1, evil, Sort::Power, true, "power_kw (kW)");
         assert!(
             page.contains("/turbines/%22%3E%3Cscript%3E"),
             "links percent-encode: {page}"
@@ -419,15 +503,18 @@ mod tests {
         let p = Point {
             t: w.from,
             n: 30,
-            power_kw: Stat {
-                min: 1.0,
-                avg: 2.0,
-                max: 3.0,
-            },
-            wind_speed_ms: None,
-            rotor_rpm: Some(stat(9.0)),
+            stats: vec![
+                Some(Stat {
+                    min: 1.0,
+                    avg: 2.0,
+                    max: 3.0,
+                }),
+                None,
+                Some(stat(9.0)),
+            ],
+            listed: Vec::new(),
         };
-        let v = readings_json("A", &w, &[p], &[]);
+        let v = readings_json("A", &w, &queries(), &[p], &[]);
         assert_eq!(v["resolution"], "bucketed");
         assert_eq!(v["step_seconds"], 60);
         assert_eq!(v["points"][0]["n"], 30);

@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use crate::reading::{Reading, Values};
 
 /// What happened to one reading.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Fate {
     Inserted,
     Duplicate,
@@ -61,30 +61,48 @@ pub fn resolve(readings: &[&Reading], plan: &Plan, existing: &[Option<Values>]) 
         .enumerate()
         .map(|(i, r)| {
             let g = plan.group[i];
-            let winner = match existing[g] {
+            let winner = match &existing[g] {
                 None if plan.staged[g] == i => return Fate::Inserted,
-                None => readings[plan.staged[g]].values,
+                None => &readings[plan.staged[g]].values,
                 Some(stored) => stored,
             };
-            if same_values(&r.values, &winner) {
+            if same_values(&r.values, winner) {
                 Fate::Duplicate
             } else {
-                Fate::Collision { winner }
+                Fate::Collision {
+                    winner: winner.clone(),
+                }
             }
         })
         .collect()
 }
 
-/// Equality as SQL's `IS NOT DISTINCT FROM` on float8: NULL equals NULL, and -0 equals 0.
+/// Equality as SQL's `IS NOT DISTINCT FROM`, signal by signal, over every declared signal:
+/// NULL equals NULL, and a float's -0 equals 0.
 pub fn same_values(a: &Values, b: &Values) -> bool {
-    a.power_kw == b.power_kw && a.wind_speed_ms == b.wind_speed_ms && a.rotor_rpm == b.rotor_rpm
+    a == b
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reading::Datum;
     use chrono::TimeZone;
     use proptest::prelude::*;
+
+    /// Values of four signals of every kind: the power, a status code that is NULL or set, a
+    /// mode and a flag; `wind` picks the last three (None: all NULL).
+    fn values(power: u8, wind: Option<u8>) -> Values {
+        let (code, mode, flag) = match wind {
+            None => (Datum::Null, Datum::Null, Datum::Null),
+            Some(w) => (
+                Datum::Int(i64::from(w)),
+                Datum::Text(format!("m{w}").into()),
+                Datum::Bool(w % 2 == 0),
+            ),
+        };
+        Values(vec![Datum::Float(f64::from(power)), code, mode, flag].into())
+    }
 
     fn reading(turbine: u8, second: u8, power: u8, wind: Option<u8>) -> Reading {
         Reading {
@@ -92,11 +110,7 @@ mod tests {
             recorded_at: Utc
                 .timestamp_opt(1_764_465_880 + i64::from(second), 0)
                 .unwrap(),
-            values: Values {
-                power_kw: f64::from(power),
-                wind_speed_ms: wind.map(f64::from),
-                rotor_rpm: None,
-            },
+            values: values(power, wind),
         }
     }
 
@@ -119,7 +133,7 @@ mod tests {
                 Fate::Inserted,
                 Fate::Duplicate,
                 Fate::Collision {
-                    winner: rs[0].values
+                    winner: rs[0].values.clone()
                 },
                 Fate::Inserted
             ]
@@ -132,7 +146,7 @@ mod tests {
         let refs: Vec<&Reading> = rs.iter().collect();
         let p = plan(&refs);
         let stored = reading(1, 0, 12, None).values;
-        let fates = resolve(&refs, &p, &[Some(stored)]);
+        let fates = resolve(&refs, &p, &[Some(stored.clone())]);
         assert_eq!(
             fates,
             vec![Fate::Collision { winner: stored }, Fate::Duplicate]
@@ -144,11 +158,17 @@ mod tests {
         let a = reading(1, 0, 1, None).values;
         assert!(same_values(&a, &a));
         assert!(!same_values(&a, &reading(1, 0, 1, Some(0)).values));
-        let z = Values {
-            power_kw: -0.0,
-            ..a
+        let with_power = |p: f64| {
+            let mut v = a.0.to_vec();
+            v[0] = Datum::Float(p);
+            Values(v.into())
         };
-        assert!(same_values(&Values { power_kw: 0.0, ..a }, &z));
+        assert!(same_values(&with_power(0.0), &with_power(-0.0)));
+        // Differing only in the last signal is a difference.
+        let b = reading(1, 0, 1, Some(0)).values;
+        let mut c = b.0.to_vec();
+        c[3] = Datum::Bool(false);
+        assert!(!same_values(&b, &Values(c.into())));
     }
 
     proptest! {
@@ -174,7 +194,7 @@ mod tests {
             let mut inserted_keys = std::collections::HashSet::new();
             for (i, (r, f)) in rs.iter().zip(&fates).enumerate() {
                 let first = rs.iter().position(|x| x.key() == r.key()).unwrap();
-                let winner = stored_of(r).unwrap_or(rs[first].values);
+                let winner = stored_of(r).unwrap_or(rs[first].values.clone());
                 match f {
                     Fate::Inserted => {
                         prop_assert!(stored_of(r).is_none());

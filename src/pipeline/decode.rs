@@ -1,17 +1,23 @@
 //! Decode: one MQTT message (topic + payload bytes) into readings or named rejections.
 //!
+//! Where each field is comes from the settings (`shape.rs` walks the payload); what each value
+//! may be comes from the declared signals (`signals.rs`).
+//!
 //! Pure and total: any bytes give an answer, never a panic. Each element of an array message is
 //! judged on its own, so one bad reading does not sink a gateway's whole batch. The detail of a
 //! rejection names the field and the problem, because an engineer reads it in the `rejected` table.
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 
 use chrono::{DateTime, TimeZone, Utc};
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::reading::{Reading, Values};
+use crate::shape::{Element, Found, Shape, Top, TOO_MANY};
+use crate::signals::{pointer_text, Datum, Kind, Signal, Signals};
 use crate::timestamp;
 
 /// Why a message or an element of one was refused. The string forms are the `reason` label of
@@ -74,32 +80,77 @@ pub enum Decoded {
     Rejected(Rejection),
 }
 
-/// Value bounds: a reading outside them is `invalid_value`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Range {
-    pub min: f64,
-    pub max: f64,
+/// How `recorded_at` is written in the payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimestampFormat {
+    /// An RFC 3339 string, or an integer of epoch milliseconds (what Galewatch always took).
+    Auto,
+    /// An RFC 3339 string only.
+    Rfc3339,
+    /// A number of seconds since 1970-01-01 UTC, with a fraction or not (`1764465880.123`).
+    EpochSeconds,
+    /// A number of milliseconds since 1970-01-01 UTC, with a fraction or not.
+    EpochMilliseconds,
 }
 
-impl Range {
-    fn contains(self, v: f64) -> bool {
-        v >= self.min && v <= self.max
+/// Where the fields of a reading are in a payload, as the settings give it (pointers as tokens).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PayloadSpec {
+    /// The turbine id in the payload (None: not read from it).
+    pub turbine_pointer: Option<Vec<String>>,
+    /// Which topic level names the turbine (None: none does).
+    pub turbine_level: Option<usize>,
+    /// The site, when turbine ids repeat across sites: stored as `{site}/{turbine}`.
+    pub site_pointer: Option<Vec<String>>,
+    pub site_level: Option<usize>,
+    pub timestamp_pointer: Vec<String>,
+    pub timestamp_format: TimestampFormat,
+    /// Where a gateway's array of readings is (None: the payload is a reading or an array).
+    pub readings_pointer: Option<Vec<String>>,
+}
+
+impl PayloadSpec {
+    /// Today's shape: `turbine_id`, `recorded_at` and each signal by its name, at the top level;
+    /// the turbine from the filter's first `+`.
+    pub fn for_filter(filter: &str) -> PayloadSpec {
+        PayloadSpec {
+            turbine_pointer: Some(vec!["turbine_id".into()]),
+            turbine_level: turbine_level(filter),
+            site_pointer: None,
+            site_level: None,
+            timestamp_pointer: vec!["recorded_at".into()],
+            timestamp_format: TimestampFormat::Auto,
+            readings_pointer: None,
+        }
     }
 }
+
+/// The slots of a reading object: the three identity fields, then one per signal.
+const TURBINE: usize = 0;
+const SITE: usize = 1;
+const TIME: usize = 2;
+const FIRST_SIGNAL: usize = 3;
 
 /// Everything decoding needs to know from the configuration.
 #[derive(Debug, Clone)]
 pub struct Rules {
-    /// Which topic level names the turbine: the first `+` of the subscription filter.
+    /// Which topic level names the turbine: by default the first `+` of the subscription filter.
     pub turbine_level: Option<usize>,
+    /// Which topic level names the site, if one does.
+    pub site_level: Option<usize>,
     /// Larger messages are rejected `too_large` without being parsed.
     pub max_message_bytes: usize,
     /// How far ahead of the time of receipt a turbine's clock may be before its reading is
     /// quarantined as `future_timestamp`.
     pub max_clock_skew: chrono::Duration,
-    pub power_kw: Range,
-    pub wind_speed_ms: Range,
-    pub rotor_rpm: Range,
+    /// The declared signals: what each value may be.
+    pub signals: Signals,
+    pub timestamp_format: TimestampFormat,
+    /// Where each field is.
+    pub shape: Arc<Shape>,
+    /// Each slot's name in a rejection's detail (`power_kw`, `power_kw at /values/P`).
+    pub labels: Arc<[String]>,
     /// Longest turbine id accepted, in bytes.
     pub max_turbine_id_bytes: usize,
     /// Most readings one array message may hold; a longer array is rejected `too_large` whole,
@@ -113,43 +164,127 @@ pub struct Rules {
 impl Rules {
     /// Rules with the documented defaults for a topic filter.
     pub fn for_filter(filter: &str) -> Rules {
-        Rules {
-            turbine_level: turbine_level(filter),
-            max_message_bytes: 1024 * 1024,
-            max_clock_skew: chrono::Duration::minutes(5),
-            power_kw: Range {
-                min: -1000.0,
-                max: 50_000.0,
-            },
-            wind_speed_ms: Range {
-                min: 0.0,
-                max: 120.0,
-            },
-            rotor_rpm: Range {
-                min: 0.0,
-                max: 200.0,
-            },
-            max_turbine_id_bytes: 128,
-            max_readings_per_message: 1_000,
-            max_topic_bytes: 256,
+        Rules::new(Signals::defaults(), &PayloadSpec::for_filter(filter))
+            .expect("the default shape is valid")
+    }
+
+    /// Rules for declared signals in a payload shape, with the other limits at their defaults.
+    /// The error is the setting to blame and what is wrong.
+    pub fn new(signals: Signals, spec: &PayloadSpec) -> Result<Rules, (&'static str, String)> {
+        let label = |name: &str, pointer: Option<&Vec<String>>| match pointer {
+            Some(p) if p.len() == 1 && p[0] == name => name.to_string(),
+            Some(p) => format!("{name} at {}", pointer_text(p)),
+            None => name.to_string(),
+        };
+        let mut paths = vec![
+            spec.turbine_pointer.clone(),
+            spec.site_pointer.clone(),
+            Some(spec.timestamp_pointer.clone()),
+        ];
+        let mut labels = vec![
+            label("turbine_id", spec.turbine_pointer.as_ref()),
+            label("site", spec.site_pointer.as_ref()),
+            label("recorded_at", Some(&spec.timestamp_pointer)),
+        ];
+        for s in &signals {
+            paths.push(Some(s.pointer.clone()));
+            labels.push(label(&s.name, Some(&s.pointer)));
         }
+        let names: Vec<&str> = labels.iter().map(String::as_str).collect();
+        for (setting, p) in [
+            ("payload_turbine_pointer", &spec.turbine_pointer),
+            ("payload_site_pointer", &spec.site_pointer),
+        ] {
+            if p.as_ref().is_some_and(|p| p.is_empty()) {
+                return Err((
+                    setting,
+                    "must point into the reading, not be the whole of it".into(),
+                ));
+            }
+        }
+        if spec.timestamp_pointer.is_empty() {
+            return Err((
+                "payload_timestamp_pointer",
+                "must point into the reading (e.g. /recorded_at)".into(),
+            ));
+        }
+        if spec.turbine_pointer.is_none() && spec.turbine_level.is_none() {
+            return Err((
+                "payload_turbine_pointer",
+                "is empty and no topic level names the turbine: a reading could name none".into(),
+            ));
+        }
+        let shape = Shape::new(&paths, &names, spec.readings_pointer.clone())
+            .map_err(|e| ("signals", e))?;
+        let d = RULE_DEFAULTS;
+        Ok(Rules {
+            turbine_level: spec.turbine_level,
+            site_level: spec.site_level,
+            max_message_bytes: d.max_message_bytes,
+            max_clock_skew: chrono::Duration::minutes(5),
+            signals,
+            timestamp_format: spec.timestamp_format,
+            shape: Arc::new(shape),
+            labels: labels.into(),
+            max_turbine_id_bytes: d.max_turbine_id_bytes,
+            max_readings_per_message: d.max_readings_per_message,
+            max_topic_bytes: d.max_topic_bytes,
+        })
     }
 }
+
+struct RuleDefaults {
+    max_message_bytes: usize,
+    max_turbine_id_bytes: usize,
+    max_readings_per_message: usize,
+    max_topic_bytes: usize,
+}
+
+const RULE_DEFAULTS: RuleDefaults = RuleDefaults {
+    max_message_bytes: 1024 * 1024,
+    max_turbine_id_bytes: 128,
+    max_readings_per_message: 1_000,
+    max_topic_bytes: 256,
+};
 
 /// The index of the topic level matched by the first `+` of a subscription filter, ignoring a
 /// `$share/{group}/` prefix (the broker strips it from delivered topics).
 pub fn turbine_level(filter: &str) -> Option<usize> {
-    let filter = match filter.strip_prefix("$share/") {
+    wildcard_levels(filter).into_iter().next()
+}
+
+/// Whether topic level `level` can vary under `filter` (a `+`, or at or past a `#`): only such
+/// a level can name a turbine or a site.
+pub fn level_varies(filter: &str, level: usize) -> bool {
+    let levels: Vec<&str> = unshared(filter).split('/').collect();
+    match levels.iter().position(|l| *l == "#") {
+        Some(hash) if level >= hash => true,
+        _ => levels.get(level) == Some(&"+"),
+    }
+}
+
+fn unshared(filter: &str) -> &str {
+    match filter.strip_prefix("$share/") {
         Some(rest) => rest.split_once('/').map(|(_, f)| f).unwrap_or(""),
         None => filter,
-    };
-    filter.split('/').position(|level| level == "+")
+    }
+}
+
+fn wildcard_levels(filter: &str) -> Vec<usize> {
+    unshared(filter)
+        .split('/')
+        .enumerate()
+        .filter(|(_, l)| *l == "+")
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// What the fuzz target (fuzz/fuzz_targets/decode.rs) and its corpus's regression test
-/// (tests/fuzz_corpus.rs) both check: the first byte picks a topic, the rest is the payload; the
-/// decoder must not panic, must return at least one and at most the array limit of outcomes,
-/// and every reading must be within the rules. Returns how many readings came out.
+/// (tests/fuzz_corpus.rs) both check: the first byte picks a topic and a shape (today's, or a
+/// nested gateway shape with a readings array, epoch seconds, a site and typed signals), the
+/// rest is the payload; the decoder must not panic, must return at least one and at most the
+/// array limit of outcomes, and every reading must be within the rules. Returns how many
+/// readings came out.
 #[doc(hidden)]
 pub fn fuzz_one(data: &[u8]) -> usize {
     let (topic, payload) = match data.split_first() {
@@ -159,10 +294,16 @@ pub fn fuzz_one(data: &[u8]) -> usize {
         Some((_, rest)) => ("t", rest),
         None => ("turbines/A/readings", data),
     };
+    let nested = data.first().is_some_and(|b| b & 4 != 0);
+    let base = if nested {
+        nested_rules()
+    } else {
+        Rules::for_filter("turbines/+/readings")
+    };
     let rules = Rules {
         max_message_bytes: 64 * 1024,
         max_readings_per_message: 50,
-        ..Rules::for_filter("turbines/+/readings")
+        ..base
     };
     let now = Utc
         .with_ymd_and_hms(2026, 11, 30, 12, 0, 0)
@@ -178,16 +319,75 @@ pub fn fuzz_one(data: &[u8]) -> usize {
                 readings += 1;
                 assert!(!r.turbine_id.is_empty());
                 assert!(r.turbine_id.len() <= rules.max_turbine_id_bytes);
-                assert!(r.values.power_kw.is_finite());
-                assert!(
-                    rules.power_kw.min <= r.values.power_kw
-                        && r.values.power_kw <= rules.power_kw.max
-                );
+                assert_eq!(r.values.0.len(), rules.signals.len());
+                for (s, v) in rules.signals.iter().zip(r.values.iter()) {
+                    assert!(!(s.required && v.is_null()), "{} is required", s.name);
+                    match v {
+                        Datum::Null => {}
+                        Datum::Float(x) => {
+                            assert_eq!(s.kind, Kind::Float);
+                            assert!(x.is_finite() && s.min <= *x && *x <= s.max);
+                        }
+                        Datum::Int(x) => {
+                            assert_eq!(s.kind, Kind::Integer);
+                            assert!(s.min <= *x as f64 && *x as f64 <= s.max);
+                        }
+                        Datum::Bool(_) => assert_eq!(s.kind, Kind::Boolean),
+                        Datum::Text(t) => {
+                            assert_eq!(s.kind, Kind::Text);
+                            assert!(t.len() <= s.max_bytes && !t.contains('\0'));
+                        }
+                    }
+                }
             }
             Decoded::Rejected(rej) => assert!(!rej.detail.is_empty()),
         }
     }
     readings
+}
+
+/// The nested shape the fuzz target and the unit tests use: a gateway's
+/// `{"site": …, "readings": [{"id": …, "ts": <epoch s>, "values": {…}, "status": {…}}]}` with
+/// one signal of each type.
+#[doc(hidden)]
+pub fn nested_rules() -> Rules {
+    use crate::signals::SignalSetting;
+    let sig = |name: &str, kind: Kind, required: bool, pointer: &str| SignalSetting {
+        name: name.into(),
+        kind,
+        required,
+        min: None,
+        max: None,
+        max_bytes: None,
+        unit: String::new(),
+        pointer: Some(pointer.into()),
+    };
+    let mut power = sig("power_kw", Kind::Float, true, "/values/P");
+    power.min = Some(-1000.0);
+    power.max = Some(50_000.0);
+    let mut code = sig("status_code", Kind::Integer, false, "/status/code");
+    code.min = Some(0.0);
+    code.max = Some(9999.0);
+    let mut mode = sig("mode", Kind::Text, false, "/status/mode");
+    mode.max_bytes = Some(16);
+    let signals = Signals::new(&[
+        power,
+        code,
+        mode,
+        sig("curtailed", Kind::Boolean, false, "/flags/0"),
+    ])
+    .expect("valid signals");
+    let p = |s: &str| crate::signals::parse_pointer(s).expect("a pointer");
+    let spec = PayloadSpec {
+        turbine_pointer: Some(p("/id")),
+        turbine_level: Some(1),
+        site_pointer: Some(p("/site")),
+        site_level: None,
+        timestamp_pointer: p("/ts"),
+        timestamp_format: TimestampFormat::EpochSeconds,
+        readings_pointer: Some(p("/readings")),
+    };
+    Rules::new(signals, &spec).expect("a valid shape")
 }
 
 /// The identity of a rejected message's payload in `rejected` (V6): the SHA-256 of the whole
@@ -262,9 +462,7 @@ pub fn decode(
             ),
         );
     }
-    let topic_turbine = rules
-        .turbine_level
-        .and_then(|level| topic.split('/').nth(level));
+    let level = |l: Option<usize>| l.and_then(|level| topic.split('/').nth(level));
     let text = match std::str::from_utf8(payload) {
         Ok(t) => t,
         Err(e) => {
@@ -281,11 +479,10 @@ pub fn decode(
         return whole(RejectReason::Malformed, "payload is empty".to_string());
     }
     let mut de = serde_json::Deserializer::from_str(text);
-    let top = TopSeed {
-        max_elements: rules.max_readings_per_message,
-    }
-    .deserialize(&mut de)
-    .and_then(|top| de.end().map(|()| top));
+    let top = rules
+        .shape
+        .parse(&mut de, rules.max_readings_per_message)
+        .and_then(|top| de.end().map(|()| top));
     let top: Top<'_> = match top {
         Ok(top) => top,
         Err(e) if e.to_string().starts_with(TOO_MANY) => {
@@ -305,15 +502,20 @@ pub fn decode(
         }
     };
     let ctx = Ctx {
-        topic_turbine,
+        topic_turbine: level(rules.turbine_level),
+        topic_site: level(rules.site_level),
         received_at,
         rules,
     };
+    let readings_at = || rules.shape.readings_pointer().unwrap_or_default();
     match top {
-        Top::One(fields) => vec![ctx.judge(fields, None)],
+        Top::One(found) => vec![ctx.judge(found, None)],
         Top::Many(elements) if elements.is_empty() => whole(
             RejectReason::Malformed,
-            "payload is an empty array: it holds no readings".to_string(),
+            match rules.shape.readings_pointer() {
+                None => "payload is an empty array: it holds no readings".to_string(),
+                Some(p) => format!("{p} is an empty array: it holds no readings"),
+            },
         ),
         Top::Many(elements) => elements
             .into_iter()
@@ -321,7 +523,7 @@ pub fn decode(
             .map(|(i, el)| {
                 let i = u32::try_from(i).unwrap_or(u32::MAX);
                 match el {
-                    Element::Object(fields) => ctx.judge(fields, Some(i)),
+                    Element::Object(found) => ctx.judge(found, Some(i)),
                     Element::Other(kind) => Decoded::Rejected(Rejection {
                         reason: RejectReason::Malformed,
                         detail: format!("element {i}: expected an object, found {kind}"),
@@ -330,22 +532,96 @@ pub fn decode(
                 }
             })
             .collect(),
+        Top::Other(kind) if rules.shape.readings_pointer().is_some() => whole(
+            RejectReason::Malformed,
+            format!(
+                "payload: expected a JSON object holding the readings at {}, found {kind}",
+                readings_at()
+            ),
+        ),
         Top::Other(kind) => whole(
             RejectReason::Malformed,
             format!("payload: expected a JSON object or an array of objects, found {kind}"),
         ),
+        Top::NoReadings => whole(
+            RejectReason::Malformed,
+            format!("{}: missing (where the readings are)", readings_at()),
+        ),
+        Top::ReadingsNotArray(kind) => whole(
+            RejectReason::Malformed,
+            format!(
+                "{}: expected an array of readings, found {kind}",
+                readings_at()
+            ),
+        ),
+        Top::ReadingsRepeated => whole(
+            RejectReason::Malformed,
+            format!("{}: the field appears more than once", readings_at()),
+        ),
     }
 }
 
+type Refusal = (RejectReason, String);
+
 struct Ctx<'a> {
     topic_turbine: Option<&'a str>,
+    topic_site: Option<&'a str>,
     received_at: DateTime<Utc>,
     rules: &'a Rules,
 }
 
+/// A field's value as found in the payload, by JSON kind; numbers keep their text.
+enum Raw<'de> {
+    Absent,
+    Null,
+    Bool(bool),
+    Num(&'de str),
+    Str(Cow<'de, str>),
+    Array,
+    Object,
+}
+
+impl<'de> Raw<'de> {
+    fn of(raw: Option<&'de RawValue>) -> Raw<'de> {
+        let Some(raw) = raw else { return Raw::Absent };
+        let text = raw.get();
+        match text.as_bytes().first() {
+            Some(b'n') => Raw::Null,
+            Some(b't') => Raw::Bool(true),
+            Some(b'f') => Raw::Bool(false),
+            Some(b'[') => Raw::Array,
+            Some(b'{') => Raw::Object,
+            Some(b'"') => match serde_json::from_str::<&str>(text) {
+                Ok(s) => Raw::Str(Cow::Borrowed(s)),
+                // Escapes: the text differs from the source.
+                Err(_) => Raw::Str(Cow::Owned(
+                    serde_json::from_str::<String>(text).unwrap_or_default(),
+                )),
+            },
+            _ => Raw::Num(text),
+        }
+    }
+
+    fn is_missing(&self) -> bool {
+        matches!(self, Raw::Absent | Raw::Null)
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Raw::Absent | Raw::Null => "null",
+            Raw::Bool(_) => "a boolean",
+            Raw::Num(t) if t.contains(['.', 'e', 'E']) => "a fractional number",
+            Raw::Num(_) => "an integer",
+            Raw::Str(_) => "a string",
+            Raw::Array => "an array",
+            Raw::Object => "an object",
+        }
+    }
+}
+
 impl Ctx<'_> {
-    fn judge(&self, fields: Fields<'_>, element: Option<u32>) -> Decoded {
-        match self.validate(fields) {
+    fn judge(&self, found: Found<'_>, element: Option<u32>) -> Decoded {
+        match self.validate(found) {
             Ok(reading) if reading.recorded_at > self.received_at + self.rules.max_clock_skew => {
                 Decoded::Future(reading)
             }
@@ -361,50 +637,105 @@ impl Ctx<'_> {
         }
     }
 
-    fn validate(&self, f: Fields<'_>) -> Result<Reading, (RejectReason, String)> {
-        use RejectReason::{IdentityMismatch, InvalidValue, Malformed};
-        if let Some(key) = f.repeated {
-            return Err((
-                Malformed,
-                format!("{key}: the field appears more than once"),
-            ));
-        }
-        // Types first: a malformed reading is malformed whatever its values.
-        let payload_turbine = match f.turbine_id {
-            None | Some(Value::Null) => None,
-            Some(Value::Str(s)) => Some(s),
-            Some(other) => return Err((Malformed, mistyped("turbine_id", "a string", &other))),
-        };
-        let recorded_at = match f.recorded_at {
-            None | Some(Value::Null) => return Err((Malformed, "recorded_at: missing".into())),
-            Some(v) => parse_timestamp(v).map_err(|d| (Malformed, format!("recorded_at: {d}")))?,
-        };
-        let power_kw = match f.power_kw {
-            None | Some(Value::Null) => return Err((Malformed, "power_kw: missing".into())),
-            Some(v) => number("power_kw", v)?,
-        };
-        let wind_speed_ms = optional_number("wind_speed_ms", f.wind_speed_ms)?;
-        let rotor_rpm = optional_number("rotor_rpm", f.rotor_rpm)?;
+    fn label(&self, slot: usize) -> &str {
+        &self.rules.labels[slot]
+    }
 
-        let turbine_id = match (self.topic_turbine, payload_turbine) {
-            (Some(t), Some(p)) if t != p => {
-                return Err((
-                    IdentityMismatch,
-                    format!("turbine_id: the payload says {p:?} but the topic names {t:?}"),
-                ))
-            }
-            (Some(t), _) => t.to_string(),
-            (None, Some(p)) => p.into_owned(),
-            (None, None) => {
+    /// An identity text (turbine or site) from the topic and the payload, which must agree.
+    fn identity(
+        &self,
+        slot: usize,
+        topic: Option<&str>,
+        payload: Raw<'_>,
+    ) -> Result<Option<String>, Refusal> {
+        use RejectReason::{IdentityMismatch, Malformed};
+        let payload = match payload {
+            Raw::Absent | Raw::Null => None,
+            Raw::Str(s) => Some(s),
+            other => {
                 return Err((
                     Malformed,
-                    "turbine_id: missing from both topic and payload".into(),
+                    mistyped(self.label(slot), "a string", other.kind()),
                 ))
             }
         };
-        if turbine_id.is_empty() {
+        match (topic, payload) {
+            (Some(t), Some(p)) if t != p => Err((
+                IdentityMismatch,
+                format!(
+                    "{}: the payload says {p:?} but the topic names {t:?}",
+                    self.label(slot)
+                ),
+            )),
+            (Some(t), _) => Ok(Some(t.to_string())),
+            (None, Some(p)) => Ok(Some(p.into_owned())),
+            (None, None) => Ok(None),
+        }
+    }
+
+    fn validate(&self, f: Found<'_>) -> Result<Reading, Refusal> {
+        use RejectReason::{InvalidValue, Malformed};
+        if let Some(slot) = f.repeated {
+            return Err((
+                Malformed,
+                format!("{}: the field appears more than once", self.label(slot)),
+            ));
+        }
+        if let Some((at, kind)) = &f.not_container {
+            return Err((Malformed, format!("{at}: expected an object, found {kind}")));
+        }
+        let signals = &self.rules.signals;
+        // Types first: a malformed reading is malformed whatever its values.
+        let turbine_raw = Raw::of(f.raw[TURBINE]);
+        if !matches!(turbine_raw, Raw::Absent | Raw::Null | Raw::Str(_)) {
+            return Err((
+                Malformed,
+                mistyped(self.label(TURBINE), "a string", turbine_raw.kind()),
+            ));
+        }
+        let recorded_at = match Raw::of(f.raw[TIME]) {
+            r if r.is_missing() => {
+                return Err((Malformed, format!("{}: missing", self.label(TIME))))
+            }
+            r => self
+                .timestamp(r)
+                .map_err(|d| (Malformed, format!("{}: {d}", self.label(TIME))))?,
+        };
+        let mut values = Vec::with_capacity(signals.len());
+        let mut out_of_bounds = None;
+        for (i, s) in signals.iter().enumerate() {
+            let slot = FIRST_SIGNAL + i;
+            let (datum, bound) = value(s, self.label(slot), Raw::of(f.raw[slot]))?;
+            if out_of_bounds.is_none() {
+                out_of_bounds = bound;
+            }
+            values.push(datum);
+        }
+        let site = self.identity(SITE, self.topic_site, Raw::of(f.raw[SITE]))?;
+        let turbine = self.identity(TURBINE, self.topic_turbine, turbine_raw)?;
+        let Some(turbine) = turbine else {
+            return Err((
+                Malformed,
+                format!(
+                    "{}: missing from both topic and payload",
+                    self.label(TURBINE)
+                ),
+            ));
+        };
+        if turbine.is_empty() {
             return Err((InvalidValue, "turbine_id: empty".into()));
         }
+        let turbine_id = match site {
+            Some(site) if site.is_empty() => return Err((InvalidValue, "site: empty".into())),
+            Some(site) => format!("{site}/{turbine}"),
+            None if self.rules.site_level.is_some() || self.rules.labels[SITE] != "site" => {
+                return Err((
+                    Malformed,
+                    format!("{}: missing from both topic and payload", self.label(SITE)),
+                ))
+            }
+            None => turbine,
+        };
         if turbine_id.len() > self.rules.max_turbine_id_bytes {
             return Err((
                 InvalidValue,
@@ -419,331 +750,133 @@ impl Ctx<'_> {
             return Err((InvalidValue, "turbine_id: contains a NUL character".into()));
         }
         let recorded_at =
-            recorded_at.ok_or((InvalidValue, "recorded_at: out of range".to_string()))?;
+            recorded_at.ok_or((InvalidValue, format!("{}: out of range", self.label(TIME))))?;
         if recorded_at < earliest_valid() {
             return Err((
                 InvalidValue,
                 format!(
-                    "recorded_at: {} is before 2000-01-01",
+                    "{}: {} is before 2000-01-01",
+                    self.label(TIME),
                     recorded_at.to_rfc3339()
                 ),
             ));
         }
-        check_range("power_kw", power_kw, self.rules.power_kw)?;
-        if let Some(v) = wind_speed_ms {
-            check_range("wind_speed_ms", v, self.rules.wind_speed_ms)?;
-        }
-        if let Some(v) = rotor_rpm {
-            check_range("rotor_rpm", v, self.rules.rotor_rpm)?;
+        if let Some(detail) = out_of_bounds {
+            return Err((InvalidValue, detail));
         }
         Ok(Reading {
             turbine_id,
             recorded_at,
-            values: Values {
-                power_kw,
-                wind_speed_ms,
-                rotor_rpm,
-            },
+            values: Values(values.into()),
         })
     }
-}
 
-fn check_range(field: &str, v: f64, range: Range) -> Result<(), (RejectReason, String)> {
-    if range.contains(v) {
-        Ok(())
-    } else {
-        Err((
-            RejectReason::InvalidValue,
-            format!("{field}: {v} is outside [{}, {}]", range.min, range.max),
-        ))
+    /// Parses `recorded_at` in the configured format. `Ok(None)` means well-formed but outside
+    /// the representable range (an `invalid_value`, not `malformed`). The instant is the one
+    /// PostgreSQL stores for the same text (second 60, fractions rounded to microseconds: see
+    /// `timestamp.rs`), so that two readings equal in the table are equal here too.
+    fn timestamp(&self, raw: Raw<'_>) -> Result<Option<DateTime<Utc>>, String> {
+        use TimestampFormat::*;
+        let format = self.rules.timestamp_format;
+        match (format, raw) {
+            (Auto | Rfc3339, Raw::Str(s)) => timestamp::parse_rfc3339(&s).map(Some),
+            (Auto, Raw::Num(t)) if !t.contains(['.', 'e', 'E']) => {
+                Ok(t.parse::<i64>().ok().and_then(timestamp::from_epoch_millis))
+            }
+            (EpochSeconds, Raw::Num(t)) => timestamp::from_epoch_decimal(t, 6),
+            (EpochMilliseconds, Raw::Num(t)) => timestamp::from_epoch_decimal(t, 3),
+            (_, other) => Err(format!(
+                "expected {}, found {}",
+                match format {
+                    Auto => "an RFC 3339 string or integer epoch milliseconds",
+                    Rfc3339 => "an RFC 3339 string",
+                    EpochSeconds => "a number of epoch seconds",
+                    EpochMilliseconds => "a number of epoch milliseconds",
+                },
+                other.kind()
+            )),
+        }
     }
 }
 
-fn mistyped(field: &str, expected: &str, found: &Value<'_>) -> String {
-    format!("{field}: expected {expected}, found {}", found.kind())
-}
-
-fn number(field: &str, v: Value<'_>) -> Result<f64, (RejectReason, String)> {
-    match v {
-        Value::Int(i) => Ok(i as f64),
-        Value::UInt(u) => Ok(u as f64),
-        Value::Float(f) => Ok(f),
-        other => Err((RejectReason::Malformed, mistyped(field, "a number", &other))),
+/// One signal's value from what was found, and the detail of a bounds violation (reported
+/// after every type is checked: a malformed reading is malformed whatever its values).
+fn value(s: &Signal, label: &str, raw: Raw<'_>) -> Result<(Datum, Option<String>), Refusal> {
+    use RejectReason::Malformed;
+    if raw.is_missing() {
+        return if s.required {
+            Err((Malformed, format!("{label}: missing")))
+        } else {
+            Ok((Datum::Null, None))
+        };
     }
-}
-
-fn optional_number(
-    field: &str,
-    v: Option<Value<'_>>,
-) -> Result<Option<f64>, (RejectReason, String)> {
-    match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => number(field, v).map(Some),
-    }
-}
-
-/// Parses `recorded_at`. `Ok(None)` means well-formed but outside the representable range (an
-/// `invalid_value`, not `malformed`). The instant is the one PostgreSQL stores for the same text
-/// (second 60, fractions rounded to microseconds: see `timestamp.rs`), so that two readings equal
-/// in the table are equal here too.
-fn parse_timestamp(v: Value<'_>) -> Result<Option<DateTime<Utc>>, String> {
-    match v {
-        Value::Str(s) => timestamp::parse_rfc3339(&s).map(Some),
-        Value::Int(ms) => Ok(timestamp::from_epoch_millis(ms)),
-        Value::UInt(ms) => Ok(i64::try_from(ms)
-            .ok()
-            .and_then(timestamp::from_epoch_millis)),
-        other => Err(format!(
-            "expected an RFC 3339 string or integer epoch milliseconds, found {}",
-            other.kind()
+    let outside =
+        |v: &dyn fmt::Display| Some(format!("{label}: {v} is outside [{}, {}]", s.min, s.max));
+    match (s.kind, raw) {
+        (Kind::Float, Raw::Num(t)) => match t.parse::<f64>() {
+            Ok(v) if v.is_finite() => {
+                let bound = (!(v >= s.min && v <= s.max)).then(|| outside(&v)).flatten();
+                Ok((Datum::Float(v), bound))
+            }
+            _ => Err((
+                Malformed,
+                format!("{label}: {t} is out of range for a double"),
+            )),
+        },
+        (Kind::Integer, Raw::Num(t)) => match timestamp::decimal_scaled(t, 0) {
+            Some((_, false)) => Err((
+                Malformed,
+                mistyped(label, "an integer", "a fractional number"),
+            )),
+            Some((v, true)) => match i64::try_from(v) {
+                Ok(v) => {
+                    let f = v as f64;
+                    let bound = (!(f >= s.min && f <= s.max)).then(|| outside(&v)).flatten();
+                    Ok((Datum::Int(v), bound))
+                }
+                Err(_) => Ok((
+                    Datum::Null,
+                    Some(format!("{label}: {t} is out of range for a 64-bit integer")),
+                )),
+            },
+            None => Ok((
+                Datum::Null,
+                Some(format!("{label}: {t} is out of range for a 64-bit integer")),
+            )),
+        },
+        (Kind::Boolean, Raw::Bool(b)) => Ok((Datum::Bool(b), None)),
+        (Kind::Text, Raw::Str(t)) => {
+            let bound = if t.contains('\0') {
+                Some(format!("{label}: contains a NUL character"))
+            } else if t.len() > s.max_bytes {
+                Some(format!(
+                    "{label}: {} bytes, longer than the limit of {}",
+                    t.len(),
+                    s.max_bytes
+                ))
+            } else {
+                None
+            };
+            Ok((Datum::Text(t.into_owned().into_boxed_str()), bound))
+        }
+        (kind, other) => Err((
+            Malformed,
+            mistyped(
+                label,
+                match kind {
+                    Kind::Float => "a number",
+                    Kind::Integer => "an integer",
+                    Kind::Boolean => "true or false",
+                    Kind::Text => "a string",
+                },
+                other.kind(),
+            ),
         )),
     }
 }
 
-// ---- The JSON shape, read without allocating a tree -------------------------------------------
-
-/// Any JSON value, kept only as far as decoding needs: scalars by value, containers by kind.
-#[derive(Debug)]
-enum Value<'de> {
-    Null,
-    Bool,
-    Int(i64),
-    UInt(u64),
-    Float(f64),
-    Str(Cow<'de, str>),
-    Array,
-    Object,
-}
-
-impl Value<'_> {
-    fn kind(&self) -> &'static str {
-        match self {
-            Value::Null => "null",
-            Value::Bool => "a boolean",
-            Value::Int(_) | Value::UInt(_) => "an integer",
-            Value::Float(_) => "a fractional number",
-            Value::Str(_) => "a string",
-            Value::Array => "an array",
-            Value::Object => "an object",
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Value<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Value<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_unit<E>(self) -> Result<Value<'de>, E> {
-                Ok(Value::Null)
-            }
-            fn visit_none<E>(self) -> Result<Value<'de>, E> {
-                Ok(Value::Null)
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Value<'de>, E> {
-                Ok(Value::Bool)
-            }
-            fn visit_i64<E>(self, v: i64) -> Result<Value<'de>, E> {
-                Ok(Value::Int(v))
-            }
-            fn visit_u64<E>(self, v: u64) -> Result<Value<'de>, E> {
-                Ok(Value::UInt(v))
-            }
-            fn visit_f64<E>(self, v: f64) -> Result<Value<'de>, E> {
-                Ok(Value::Float(v))
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Value<'de>, E> {
-                Ok(Value::Str(Cow::Borrowed(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Value<'de>, E> {
-                Ok(Value::Str(Cow::Owned(v.to_owned())))
-            }
-            fn visit_string<E>(self, v: String) -> Result<Value<'de>, E> {
-                Ok(Value::Str(Cow::Owned(v)))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value<'de>, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Value::Array)
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value<'de>, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Value::Object)
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// The fields of one reading object, each as found (or absent).
-#[derive(Default)]
-struct Fields<'de> {
-    turbine_id: Option<Value<'de>>,
-    recorded_at: Option<Value<'de>>,
-    power_kw: Option<Value<'de>>,
-    wind_speed_ms: Option<Value<'de>>,
-    rotor_rpm: Option<Value<'de>>,
-    /// A known field that appeared twice: ambiguous, so malformed.
-    repeated: Option<&'static str>,
-}
-
-enum Key {
-    TurbineId,
-    RecordedAt,
-    PowerKw,
-    WindSpeedMs,
-    RotorRpm,
-    Unknown,
-}
-
-impl<'de> Deserialize<'de> for Key {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Key;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a field name")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
-                Ok(match v {
-                    "turbine_id" => Key::TurbineId,
-                    "recorded_at" => Key::RecordedAt,
-                    "power_kw" => Key::PowerKw,
-                    "wind_speed_ms" => Key::WindSpeedMs,
-                    "rotor_rpm" => Key::RotorRpm,
-                    _ => Key::Unknown,
-                })
-            }
-        }
-        d.deserialize_identifier(V)
-    }
-}
-
-fn read_fields<'de, A: MapAccess<'de>>(mut map: A) -> Result<Fields<'de>, A::Error> {
-    let mut f = Fields::default();
-    while let Some(key) = map.next_key::<Key>()? {
-        let (slot, name) = match key {
-            Key::TurbineId => (&mut f.turbine_id, "turbine_id"),
-            Key::RecordedAt => (&mut f.recorded_at, "recorded_at"),
-            Key::PowerKw => (&mut f.power_kw, "power_kw"),
-            Key::WindSpeedMs => (&mut f.wind_speed_ms, "wind_speed_ms"),
-            Key::RotorRpm => (&mut f.rotor_rpm, "rotor_rpm"),
-            Key::Unknown => {
-                map.next_value::<IgnoredAny>()?;
-                continue;
-            }
-        };
-        let value = map.next_value::<Value<'de>>()?;
-        if slot.replace(value).is_some() {
-            f.repeated.get_or_insert(name);
-        }
-    }
-    Ok(f)
-}
-
-enum Element<'de> {
-    Object(Fields<'de>),
-    Other(&'static str),
-}
-
-enum Top<'de> {
-    One(Fields<'de>),
-    Many(Vec<Element<'de>>),
-    Other(&'static str),
-}
-
-/// Visits scalars as "some other kind" for both the top level and array elements.
-macro_rules! other_scalars {
-    ($out:ident) => {
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok($out::Other("null"))
-        }
-        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-            Ok($out::Other("a boolean"))
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-            Ok($out::Other("a number"))
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-            Ok($out::Other("a number"))
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-            Ok($out::Other("a number"))
-        }
-        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-            Ok($out::Other("a string"))
-        }
-    };
-}
-
-impl<'de> Deserialize<'de> for Element<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Element<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a reading object")
-            }
-            other_scalars!(Element);
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Element::Other("an array"))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                read_fields(map).map(Element::Object)
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// The start of the error an over-long array raises inside the parser (so it stops there).
-const TOO_MANY: &str = "galewatch: too many elements";
-
-/// Deserializes the top level, refusing an array longer than `max_elements` as soon as it
-/// passes the limit, so a hostile message never makes more than that many elements.
-struct TopSeed {
-    max_elements: usize,
-}
-
-impl<'de> DeserializeSeed<'de> for TopSeed {
-    type Value = Top<'de>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        struct V {
-            max_elements: usize,
-        }
-        impl<'de> Visitor<'de> for V {
-            type Value = Top<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a reading object or an array of them")
-            }
-            other_scalars!(Top);
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                let cap = seq
-                    .size_hint()
-                    .unwrap_or(0)
-                    .min(self.max_elements)
-                    .min(1024);
-                let mut out = Vec::with_capacity(cap);
-                while let Some(el) = seq.next_element::<Element<'de>>()? {
-                    if out.len() == self.max_elements {
-                        return Err(serde::de::Error::custom(TOO_MANY));
-                    }
-                    out.push(el);
-                }
-                Ok(Top::Many(out))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                read_fields(map).map(Top::One)
-            }
-        }
-        d.deserialize_any(V {
-            max_elements: self.max_elements,
-        })
-    }
+fn mistyped(field: &str, expected: &str, found: &str) -> String {
+    format!("{field}: expected {expected}, found {found}")
 }
 
 #[cfg(test)]
@@ -785,9 +918,9 @@ mod tests {
         };
         assert_eq!(r.turbine_id, "WTG-0042");
         assert_eq!(r.recorded_at.to_rfc3339(), "2026-11-30T01:24:40.123+00:00");
-        assert_eq!(r.values.power_kw, 1523.4);
-        assert_eq!(r.values.wind_speed_ms, Some(11.2));
-        assert_eq!(r.values.rotor_rpm, Some(14.1));
+        assert_eq!(r.values.get(0).as_f64(), Some(1523.4));
+        assert_eq!(r.values.get(1).as_f64(), Some(11.2));
+        assert_eq!(r.values.get(2).as_f64(), Some(14.1));
     }
 
     #[test]
@@ -797,7 +930,7 @@ mod tests {
         };
         assert_eq!(a.recorded_at.timestamp_millis(), 1_764_465_880_123);
         assert_eq!(a.turbine_id, "WTG-0042", "turbine id comes from the topic");
-        assert_eq!(a.values.wind_speed_ms, None);
+        assert_eq!(a.values.get(1), &Datum::Null);
         let Decoded::Reading(b) = one(
             T,
             r#"{"recorded_at":"2026-11-30T02:24:40.123+01:00","power_kw":1,"rotor_rpm":null}"#,
@@ -805,7 +938,7 @@ mod tests {
             panic!()
         };
         assert_eq!(b.recorded_at.to_rfc3339(), "2026-11-30T01:24:40.123+00:00");
-        assert_eq!(b.values.rotor_rpm, None);
+        assert_eq!(b.values.get(2), &Datum::Null);
     }
 
     #[test]

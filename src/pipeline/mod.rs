@@ -1,5 +1,5 @@
 //! The pipeline, one file a stage, in the order a message goes through it: [`subscribe`] takes it
-//! from the broker, [`decode`] turns it into readings (with [`timestamp`]), [`batch`] gathers
+//! from the broker, [`decode`] turns it into readings (finding each field by [`shape`], reading times with [`timestamp`]), [`batch`] gathers
 //! them, [`write`] lands each batch (one attempt is [`transaction`], judged by [`classify`]), and
 //! [`ledger`] holds custody of the message from PUBLISH to PUBACK.
 
@@ -8,6 +8,7 @@ pub mod classify;
 pub mod decode;
 pub mod ledger;
 pub mod reading;
+pub mod shape;
 pub mod subscribe;
 pub mod timestamp;
 pub mod transaction;

@@ -2,17 +2,10 @@
 
 use chrono::{DateTime, Utc};
 
-/// The measured values of a reading. Two readings with one key are the same reading exactly when
-/// their values are equal, NULL equal to NULL (SQL's `IS NOT DISTINCT FROM`); otherwise they
-/// collide.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Values {
-    pub power_kw: f64,
-    pub wind_speed_ms: Option<f64>,
-    pub rotor_rpm: Option<f64>,
-}
+pub use crate::signals::{Datum, Values};
 
-/// A decoded, validated reading.
+/// A decoded, validated reading. Its values are indexed like the declared signals
+/// (`signals.rs`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reading {
     pub turbine_id: String,

@@ -373,11 +373,14 @@ mod tests {
         let ok = vec![Decoded::Reading(crate::reading::Reading {
             turbine_id: "a".into(),
             recorded_at: Utc::now(),
-            values: crate::reading::Values {
-                power_kw: 1.0,
-                wind_speed_ms: None,
-                rotor_rpm: None,
-            },
+            values: crate::reading::Values(
+                vec![
+                    crate::reading::Datum::Float(1.0),
+                    crate::reading::Datum::Null,
+                    crate::reading::Datum::Null,
+                ]
+                .into(),
+            ),
         })];
         assert!(kept_payload(&ok, (b"t", 256), &Bytes::from_static(b"{}"), 4096).is_none());
     }

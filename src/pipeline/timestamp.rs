@@ -1,4 +1,4 @@
-//! Timestamp: `recorded_at` text or epoch milliseconds into the instant PostgreSQL stores.
+//! Timestamp: `recorded_at` text or epoch seconds/milliseconds into the instant PostgreSQL stores.
 //!
 //! The key Galewatch classifies on must be the key PostgreSQL stores, or two readings can be
 //! judged different here and land on one row there (one silently lost while counted as inserted).
@@ -120,6 +120,102 @@ pub fn from_epoch_millis(ms: i64) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp_millis(ms)
 }
 
+/// A JSON number's text times 10^`scale`, exactly, as an integer rounded half to even, and
+/// whether no rounding was needed. None when the number is not JSON's grammar or the result is
+/// past ±10^36. Read from the digits, so `1764465880.5`, `1.7644658805e9` and `1764465880.50`
+/// are one value, which a double could not promise.
+pub fn decimal_scaled(text: &str, scale: u32) -> Option<(i128, bool)> {
+    let (negative, rest) = match text.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, text),
+    };
+    let (mantissa, exp) = match rest.find(['e', 'E']) {
+        Some(at) => {
+            let e = &rest[at + 1..];
+            let e = e.strip_prefix('+').unwrap_or(e);
+            if e.is_empty()
+                || !e
+                    .trim_start_matches('-')
+                    .bytes()
+                    .all(|b| b.is_ascii_digit())
+            {
+                return None;
+            }
+            // Far past any value that fits: clamp, the checks below refuse it.
+            let e: i64 = e.parse().unwrap_or(if e.starts_with('-') {
+                -100_000
+            } else {
+                100_000
+            });
+            (&rest[..at], e.clamp(-100_000, 100_000))
+        }
+        None => (rest, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if int.is_empty() || !all_digits(int) || !all_digits(frac) || mantissa.ends_with('.') {
+        return None;
+    }
+    let digits: String = int.chars().chain(frac.chars()).collect();
+    let digits = digits.trim_start_matches('0');
+    if digits.is_empty() {
+        return Some((0, true));
+    }
+    let shift = exp - frac.len() as i64 + i64::from(scale);
+    const LIMIT: usize = 36;
+    let (kept, dropped) = if shift >= 0 {
+        if digits.len() as i64 + shift > LIMIT as i64 {
+            return None;
+        }
+        let mut v: i128 = digits.parse().ok()?;
+        for _ in 0..shift {
+            v *= 10;
+        }
+        (v, "")
+    } else {
+        let cut = digits.len() as i64 + shift;
+        if cut <= 0 {
+            // All of it is below one unit: 0, or 1 past the half.
+            let padded = (-cut) as usize;
+            let half = padded == 0 && digits.as_bytes()[0] > b'5'
+                || padded == 0
+                    && digits.as_bytes()[0] == b'5'
+                    && digits[1..].bytes().any(|b| b != b'0');
+            let v = i128::from(half);
+            return Some((if negative { -v } else { v }, false));
+        }
+        let cut = cut as usize;
+        if cut > LIMIT {
+            return None;
+        }
+        (digits[..cut].parse().ok()?, &digits[cut..])
+    };
+    let exact = dropped.bytes().all(|b| b == b'0');
+    let mut v = kept;
+    if !exact {
+        let first = dropped.as_bytes()[0];
+        let tail_zero = dropped[1..].bytes().all(|b| b == b'0');
+        if first > b'5' || (first == b'5' && (!tail_zero || v % 2 == 1)) {
+            v += 1;
+        }
+    }
+    Some((if negative { -v } else { v }, exact))
+}
+
+/// Epoch seconds (`scale` 6) or milliseconds (`scale` 3), any JSON spelling, fraction rounded
+/// to microseconds half to even. `Ok(None)`: well-formed but outside what can be stored.
+pub fn from_epoch_decimal(text: &str, scale: u32) -> Result<Option<DateTime<Utc>>, String> {
+    debug_assert!(scale <= 6);
+    match decimal_scaled(text, scale) {
+        None if text.bytes().any(|b| b.is_ascii_digit()) => Ok(None),
+        None => Err(format!("{text:?} is not a number")),
+        // Seconds times 10^6, or milliseconds times 10^3: microseconds either way.
+        Some((micros, _)) => Ok(i64::try_from(micros)
+            .ok()
+            .and_then(DateTime::from_timestamp_micros)),
+    }
+}
+
 fn is_leap(year: i64) -> bool {
     (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
 }
@@ -149,6 +245,48 @@ mod tests {
     use super::*;
     use chrono::{Datelike, NaiveDate, Timelike};
     use proptest::prelude::*;
+
+    #[test]
+    fn decimals_are_read_from_their_digits() {
+        let d = |t: &str, s: u32| decimal_scaled(t, s);
+        assert_eq!(d("1764465880", 6), Some((1_764_465_880_000_000, true)));
+        assert_eq!(d("1764465880.5", 6), d("1.7644658805e9", 6));
+        assert_eq!(d("1764465880.50", 6), d("17644658805E-1", 6));
+        assert_eq!(
+            d("1764465880.123456", 6),
+            Some((1_764_465_880_123_456, true))
+        );
+        // Half to even at the seventh digit; past it rounds up.
+        assert_eq!(d("0.0000005", 6), Some((0, false)));
+        assert_eq!(d("0.0000015", 6), Some((2, false)));
+        assert_eq!(d("0.00000150001", 6), Some((2, false)));
+        assert_eq!(d("0.0000004999", 6), Some((0, false)));
+        assert_eq!(d("0.0000006", 6), Some((1, false)));
+        assert_eq!(d("-1.5", 0), Some((-2, false)));
+        assert_eq!(d("-2.5", 0), Some((-2, false)));
+        assert_eq!(d("12.0", 0), Some((12, true)));
+        assert_eq!(d("1.2e1", 0), Some((12, true)));
+        assert_eq!(d("-0", 0), Some((0, true)));
+        assert_eq!(d("0e99999999999", 0), Some((0, true)));
+        assert_eq!(d("1e400", 0), None);
+        assert_eq!(d("1e-400", 0), Some((0, false)));
+        assert_eq!(
+            d("9223372036854775808", 0),
+            Some((9_223_372_036_854_775_808, true))
+        );
+        for bad in ["", "-", "1.", ".5", "1e", "1e+", "0x10", "1,5", "--1"] {
+            assert_eq!(d(bad, 0), None, "{bad:?}");
+        }
+        assert_eq!(
+            from_epoch_decimal("1764465880.123", 6).unwrap(),
+            from_epoch_millis(1_764_465_880_123)
+        );
+        assert_eq!(
+            from_epoch_decimal("1764465880123", 3).unwrap(),
+            from_epoch_millis(1_764_465_880_123)
+        );
+        assert_eq!(from_epoch_decimal("1e30", 6).unwrap(), None);
+    }
 
     fn p(s: &str) -> String {
         parse_rfc3339(s)

@@ -24,7 +24,7 @@ use std::pin::pin;
 use std::time::Duration;
 
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
-use tokio_postgres::types::Type;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Statement};
 
 use crate::batch::{Batch, Message};
@@ -33,82 +33,141 @@ use crate::decode::{Decoded, RejectReason, Rejection};
 use crate::error::Error;
 use crate::health;
 use crate::partition::Partitions;
-use crate::reading::{Reading, Values};
+use crate::reading::{Datum, Reading, Values};
+use crate::signals::Signals;
 
-/// The staging table: one per connection, emptied by every commit.
-const STAGING_DDL: &str = "CREATE TEMP TABLE IF NOT EXISTS galewatch_staging (
-    seq int4 NOT NULL, turbine_id text NOT NULL, recorded_at timestamptz NOT NULL,
-    power_kw float8 NOT NULL, wind_speed_ms float8, rotor_rpm float8
-) ON COMMIT DELETE ROWS";
+/// The statements of one attempt, written for the declared signals.
+struct Sql {
+    staging: String,
+    copy: String,
+    copy_types: Vec<Type>,
+    insert: String,
+    existing: String,
+    quarantine: String,
+}
 
-const COPY_SQL: &str = "COPY galewatch_staging (seq, turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm) FROM STDIN BINARY";
-const COPY_TYPES: [Type; 6] = [
-    Type::INT4,
-    Type::TEXT,
-    Type::TIMESTAMPTZ,
-    Type::FLOAT8,
-    Type::FLOAT8,
-    Type::FLOAT8,
-];
-
-/// Whether staged reading `s` is exactly a reading quarantined as `future_timestamp` (same key,
-/// same values): a resend of it, which stays a duplicate of the quarantined one even once its
-/// timestamp is no longer ahead, so one reading is never in both tables (see V5's migration).
-const QUARANTINED_FUTURE: &str = "EXISTS (SELECT 1 FROM quarantine q
+impl Sql {
+    fn new(signals: &Signals) -> Sql {
+        let cols = signals.columns("");
+        let typed: Vec<String> = signals
+            .iter()
+            .map(|s| format!("{} {}", s.column(), s.kind.sql_type()))
+            .collect();
+        // The staging table: one per connection, emptied by every commit.
+        let staging = format!(
+            "CREATE TEMP TABLE IF NOT EXISTS galewatch_staging (
+    seq int4 NOT NULL, turbine_id text NOT NULL, recorded_at timestamptz NOT NULL, {}
+) ON COMMIT DELETE ROWS",
+            typed.join(", ")
+        );
+        let copy = format!(
+            "COPY galewatch_staging (seq, turbine_id, recorded_at, {cols}) FROM STDIN BINARY"
+        );
+        let mut copy_types = vec![Type::INT4, Type::TEXT, Type::TIMESTAMPTZ];
+        copy_types.extend(signals.iter().map(|s| s.kind.pg_type()));
+        // Whether staged reading `s` is exactly a reading quarantined as `future_timestamp`
+        // (same key, same values): a resend of it, which stays a duplicate of the quarantined
+        // one even once its timestamp is no longer ahead, so one reading is never in both
+        // tables (see V5's migration).
+        let quarantined_future = format!(
+            "EXISTS (SELECT 1 FROM quarantine q
      WHERE q.reason = 'future_timestamp' AND q.turbine_id = s.turbine_id
-       AND q.recorded_at = s.recorded_at AND q.power_kw = s.power_kw
-       AND q.wind_speed_ms IS NOT DISTINCT FROM s.wind_speed_ms
-       AND q.rotor_rpm IS NOT DISTINCT FROM s.rotor_rpm)";
-
-/// Inserts the staged readings (in key order, so two writers take row locks in the same order),
-/// except resends of a quarantined future reading, and returns the `seq` of each staged reading
-/// that was not inserted.
-fn insert_sql() -> String {
-    format!(
-        "WITH ins AS (
-    INSERT INTO readings (turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm)
-    SELECT turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm
-      FROM galewatch_staging s WHERE NOT {QUARANTINED_FUTURE}
+       AND q.recorded_at = s.recorded_at AND {})",
+            signals.same_sql("q", "s")
+        );
+        // Inserts the staged readings (in key order, so two writers take row locks in the same
+        // order), except resends of a quarantined future reading, and returns the `seq` of each
+        // staged reading that was not inserted.
+        let insert = format!(
+            "WITH ins AS (
+    INSERT INTO readings (turbine_id, recorded_at, {cols})
+    SELECT turbine_id, recorded_at, {cols}
+      FROM galewatch_staging s WHERE NOT {quarantined_future}
      ORDER BY turbine_id, recorded_at
     ON CONFLICT (turbine_id, recorded_at) DO NOTHING
     RETURNING turbine_id, recorded_at)
 SELECT s.seq FROM galewatch_staging s
  WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.turbine_id = s.turbine_id AND ins.recorded_at = s.recorded_at)"
-    )
-}
-
-/// The values each key the INSERT skipped is judged against (a fresh snapshot: see the module
-/// comment): the stored row's, or, for a resend of a quarantined future reading with no stored
-/// row, its own (so it is a duplicate).
-fn existing_sql() -> String {
-    format!(
-        "SELECT s.seq, r.power_kw, r.wind_speed_ms, r.rotor_rpm
+        );
+        // The values each key the INSERT skipped is judged against (a fresh snapshot: see the
+        // module comment): the stored row's, or, for a resend of a quarantined future reading
+        // with no stored row, its own (so it is a duplicate).
+        let existing = format!(
+            "SELECT s.seq, {r_cols}
   FROM unnest($1::int4[]) AS u(seq)
   JOIN galewatch_staging s USING (seq)
   JOIN readings r ON r.turbine_id = s.turbine_id AND r.recorded_at = s.recorded_at
 UNION ALL
-SELECT s.seq, s.power_kw, s.wind_speed_ms, s.rotor_rpm
+SELECT s.seq, {s_cols}
   FROM unnest($1::int4[]) AS u(seq)
   JOIN galewatch_staging s USING (seq)
  WHERE NOT EXISTS (SELECT 1 FROM readings r WHERE r.turbine_id = s.turbine_id AND r.recorded_at = s.recorded_at)
-   AND {QUARANTINED_FUTURE}"
-    )
-}
-
-/// Quarantines collisions and future readings, except a future reading already stored exactly
-/// (a resend that reached `readings` first, e.g. through another daemon whose clock is behind),
-/// and returns each row it added, so the writer knows which were resends (duplicates).
-const QUARANTINE_SQL: &str =
-    "INSERT INTO quarantine (turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm,
-    reason, existing_power_kw, existing_wind_speed_ms, existing_rotor_rpm, topic, received_at)
-SELECT u.* FROM unnest($1::text[], $2::timestamptz[], $3::float8[], $4::float8[], $5::float8[],
-    $6::text[], $7::float8[], $8::float8[], $9::float8[], $10::text[], $11::timestamptz[])
-    AS u(turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm, reason, epk, ews, err, topic, received_at)
+   AND {quarantined_future}",
+            r_cols = signals.columns("r."),
+            s_cols = signals.columns("s."),
+        );
+        // Quarantines collisions and future readings, except a future reading already stored
+        // exactly (a resend that reached `readings` first, e.g. through another daemon whose
+        // clock is behind), and returns each row it added, so the writer knows which were
+        // resends (duplicates). A row is named by its key and the digest of its values (V7).
+        let n = signals.len();
+        let mut arrays = vec!["$1::text[]".to_string(), "$2::timestamptz[]".to_string()];
+        let mut names = vec!["turbine_id".to_string(), "recorded_at".to_string()];
+        let mut param = 3;
+        for (prefix, _) in [("v", ()), ("e", ())] {
+            if prefix == "e" {
+                arrays.push(format!("${param}::text[]"));
+                names.push("reason".into());
+                param += 1;
+            }
+            for (i, s) in signals.iter().enumerate() {
+                arrays.push(format!("${param}::{}[]", s.kind.cast()));
+                names.push(format!("{prefix}{i}"));
+                param += 1;
+            }
+        }
+        for (name, ty) in [
+            ("topic", "text"),
+            ("received_at", "timestamptz"),
+            ("values_sha256", "bytea"),
+        ] {
+            arrays.push(format!("${param}::{ty}[]"));
+            names.push(name.into());
+            param += 1;
+        }
+        let v: Vec<String> = (0..n).map(|i| format!("u.v{i}")).collect();
+        let e: Vec<String> = (0..n).map(|i| format!("u.e{i}")).collect();
+        let existing_cols: Vec<String> = signals.iter().map(|s| s.existing_column()).collect();
+        let stored_same: Vec<String> = signals
+            .iter()
+            .enumerate()
+            .map(|(i, s)| format!("r.{} IS NOT DISTINCT FROM u.v{i}", s.column()))
+            .collect();
+        let quarantine = format!(
+            "INSERT INTO quarantine (turbine_id, recorded_at, {cols}, reason, {existing_cols},
+    topic, received_at, values_sha256)
+SELECT u.turbine_id, u.recorded_at, {v}, u.reason, {e}, u.topic, u.received_at, u.values_sha256
+  FROM unnest({arrays}) AS u({names})
  WHERE u.reason <> 'future_timestamp' OR NOT EXISTS (SELECT 1 FROM readings r
-        WHERE r.turbine_id = u.turbine_id AND r.recorded_at = u.recorded_at AND r.power_kw = u.power_kw
-          AND r.wind_speed_ms IS NOT DISTINCT FROM u.wind_speed_ms
-          AND r.rotor_rpm IS NOT DISTINCT FROM u.rotor_rpm)
-ON CONFLICT DO NOTHING RETURNING turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm";
+        WHERE r.turbine_id = u.turbine_id AND r.recorded_at = u.recorded_at AND {stored_same})
+ON CONFLICT DO NOTHING RETURNING turbine_id, recorded_at, values_sha256",
+            existing_cols = existing_cols.join(", "),
+            v = v.join(", "),
+            e = e.join(", "),
+            arrays = arrays.join(", "),
+            names = names.join(", "),
+            stored_same = stored_same.join(" AND "),
+        );
+        Sql {
+            staging,
+            copy,
+            copy_types,
+            insert,
+            existing,
+            quarantine,
+        }
+    }
+}
 
 /// A rejected message is named by its topic, the digest of its whole payload, its size and the
 /// element (V6's `rejected_once`), so a redelivery adds nothing, however little of it is kept.
@@ -162,19 +221,28 @@ pub(crate) struct Conn {
     xid: Statement,
     /// The `readings` partitions known to exist (when the daemon manages them).
     pub(crate) partitions: Partitions,
+    /// What a reading holds, and so the columns each statement names.
+    signals: Signals,
+    copy: String,
+    copy_types: Vec<Type>,
 }
 
 impl Conn {
     /// Makes the connection's staging table and prepares its statements.
-    pub(crate) async fn prepare(client: Client, partitions: Partitions) -> Result<Conn, Error> {
+    pub(crate) async fn prepare(
+        client: Client,
+        partitions: Partitions,
+        signals: Signals,
+    ) -> Result<Conn, Error> {
+        let sql = Sql::new(&signals);
         client
-            .batch_execute(STAGING_DDL)
+            .batch_execute(&sql.staging)
             .await
             .map_err(|e| Error::db("creating the staging table", e))?;
         let err = |e| Error::db("preparing statements", e);
-        let insert = client.prepare(&insert_sql()).await.map_err(err)?;
-        let existing = client.prepare(&existing_sql()).await.map_err(err)?;
-        let quarantine = client.prepare(QUARANTINE_SQL).await.map_err(err)?;
+        let insert = client.prepare(&sql.insert).await.map_err(err)?;
+        let existing = client.prepare(&sql.existing).await.map_err(err)?;
+        let quarantine = client.prepare(&sql.quarantine).await.map_err(err)?;
         let rejected = client.prepare(REJECTED_SQL).await.map_err(err)?;
         let xid = client.prepare("SELECT txid_current()").await.map_err(err)?;
         Ok(Conn {
@@ -185,6 +253,9 @@ impl Conn {
             rejected,
             xid,
             partitions,
+            signals,
+            copy: sql.copy,
+            copy_types: sql.copy_types,
         })
     }
 }
@@ -284,54 +355,78 @@ fn split<'a>(items: &'a [ItemRef<'a>]) -> Parts<'a> {
     p
 }
 
+/// NULL, for the stored values of a row that collided with nothing (a future reading).
+static NULL: Datum = Datum::Null;
+
 /// Quarantine rows in column order, ready for `unnest`.
-#[derive(Default)]
 struct QuarantineRows<'a> {
     turbine_id: Vec<&'a str>,
     recorded_at: Vec<chrono::DateTime<chrono::Utc>>,
-    power_kw: Vec<f64>,
-    wind_speed_ms: Vec<Option<f64>>,
-    rotor_rpm: Vec<Option<f64>>,
+    /// One column per signal: the reading's values...
+    values: Vec<Vec<&'a Datum>>,
     reason: Vec<&'static str>,
-    existing_power_kw: Vec<Option<f64>>,
-    existing_wind_speed_ms: Vec<Option<f64>>,
-    existing_rotor_rpm: Vec<Option<f64>>,
+    /// ...and the stored reading's, for a collision.
+    existing: Vec<Vec<&'a Datum>>,
     topic: Vec<&'a str>,
     received_at: Vec<chrono::DateTime<chrono::Utc>>,
+    digest: Vec<Vec<u8>>,
 }
 
 impl<'a> QuarantineRows<'a> {
+    fn new(signals: usize) -> Self {
+        QuarantineRows {
+            turbine_id: Vec::new(),
+            recorded_at: Vec::new(),
+            values: vec![Vec::new(); signals],
+            reason: Vec::new(),
+            existing: vec![Vec::new(); signals],
+            topic: Vec::new(),
+            received_at: Vec::new(),
+            digest: Vec::new(),
+        }
+    }
+
     fn push(
         &mut self,
+        signals: &Signals,
         r: &'a Reading,
         reason: &'static str,
-        winner: Option<Values>,
+        winner: Option<&'a Values>,
         msg: &'a Message,
     ) {
         self.turbine_id.push(&r.turbine_id);
         self.recorded_at.push(r.recorded_at);
-        self.power_kw.push(r.values.power_kw);
-        self.wind_speed_ms.push(r.values.wind_speed_ms);
-        self.rotor_rpm.push(r.values.rotor_rpm);
+        for (col, v) in self.values.iter_mut().zip(r.values.iter()) {
+            col.push(v);
+        }
         self.reason.push(reason);
-        self.existing_power_kw.push(winner.map(|w| w.power_kw));
-        self.existing_wind_speed_ms
-            .push(winner.and_then(|w| w.wind_speed_ms));
-        self.existing_rotor_rpm
-            .push(winner.and_then(|w| w.rotor_rpm));
+        for (i, col) in self.existing.iter_mut().enumerate() {
+            col.push(winner.map_or(&NULL, |w| w.get(i)));
+        }
         self.topic.push(&msg.topic);
         self.received_at.push(msg.received_at);
+        self.digest.push(signals.digest(&r.values).to_vec());
     }
 
     /// Row `k`'s identity.
     fn key(&self, k: usize) -> QuarantineKey {
-        QuarantineKey::new(
+        QuarantineKey(
             self.turbine_id[k].to_string(),
             self.recorded_at[k],
-            self.power_kw[k],
-            self.wind_speed_ms[k],
-            self.rotor_rpm[k],
+            self.digest[k].clone(),
         )
+    }
+
+    /// The statement's parameters, in its order.
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        let mut p: Vec<&(dyn ToSql + Sync)> = vec![&self.turbine_id, &self.recorded_at];
+        p.extend(self.values.iter().map(|c| c as &(dyn ToSql + Sync)));
+        p.push(&self.reason);
+        p.extend(self.existing.iter().map(|c| c as &(dyn ToSql + Sync)));
+        p.push(&self.topic);
+        p.push(&self.received_at);
+        p.push(&self.digest);
+        p
     }
 }
 
@@ -343,34 +438,9 @@ enum Held {
     Future(usize),
 }
 
-/// A quarantine row's identity (its unique constraint), with the doubles by their bits as sent
-/// and returned, for matching the rows the INSERT added to the rows offered.
+/// A quarantine row's identity (its unique constraint, V7): key and digest of the values.
 #[derive(Debug, PartialEq, Eq, Hash)]
-struct QuarantineKey(
-    String,
-    chrono::DateTime<chrono::Utc>,
-    u64,
-    Option<u64>,
-    Option<u64>,
-);
-
-impl QuarantineKey {
-    fn new(
-        turbine_id: String,
-        recorded_at: chrono::DateTime<chrono::Utc>,
-        power_kw: f64,
-        wind_speed_ms: Option<f64>,
-        rotor_rpm: Option<f64>,
-    ) -> Self {
-        QuarantineKey(
-            turbine_id,
-            recorded_at,
-            power_kw.to_bits(),
-            wind_speed_ms.map(f64::to_bits),
-            rotor_rpm.map(f64::to_bits),
-        )
-    }
-}
+struct QuarantineKey(String, chrono::DateTime<chrono::Utc>, Vec<u8>);
 
 /// Lands `items` in one transaction and says what became of each.
 pub(crate) async fn write_items(
@@ -396,23 +466,22 @@ pub(crate) async fn write_items(
     let mut existing: Vec<Option<Values>> = vec![None; plan.staged.len()];
     if !plan.staged.is_empty() {
         let sink = tx
-            .copy_in(COPY_SQL)
+            .copy_in(&conn.copy)
             .await
             .map_err(|e| Error::db("starting COPY", e))?;
-        let mut writer = pin!(BinaryCopyInWriter::new(sink, &COPY_TYPES));
-        for (seq, &i) in plan.staged.iter().enumerate() {
+        let mut writer = pin!(BinaryCopyInWriter::new(sink, &conn.copy_types));
+        let seqs: Vec<i32> = (0..plan.staged.len())
+            .map(|seq| i32::try_from(seq).expect("a batch holds fewer than 2^31 readings"))
+            .collect();
+        let mut row: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(conn.copy_types.len());
+        for (seq, &i) in seqs.iter().zip(&plan.staged) {
             let r = parts.readings[i];
-            let seq = i32::try_from(seq).expect("a batch holds fewer than 2^31 readings");
+            row.clear();
+            row.extend([seq as &(dyn ToSql + Sync), &r.turbine_id, &r.recorded_at]);
+            row.extend(r.values.iter().map(|v| v as &(dyn ToSql + Sync)));
             writer
                 .as_mut()
-                .write(&[
-                    &seq,
-                    &r.turbine_id,
-                    &r.recorded_at,
-                    &r.values.power_kw,
-                    &r.values.wind_speed_ms,
-                    &r.values.rotor_rpm,
-                ])
+                .write(&row)
                 .await
                 .map_err(|e| Error::db("copying readings", e))?;
         }
@@ -435,11 +504,7 @@ pub(crate) async fn write_items(
                 .map_err(|e| Error::db("reading the stored values of repeated keys", e))?;
             for row in &rows {
                 let seq: i32 = row.get(0);
-                existing[seq as usize] = Some(Values {
-                    power_kw: row.get(1),
-                    wind_speed_ms: row.get(2),
-                    rotor_rpm: row.get(3),
-                });
+                existing[seq as usize] = Some(conn.signals.from_row(row, 1));
             }
             if rows.len() != skipped.len() {
                 // A row the INSERT conflicted with is gone (deleted by retention meanwhile).
@@ -460,7 +525,7 @@ pub(crate) async fn write_items(
     };
     // Collisions and future readings go to quarantine; `held` says, for each row offered, which
     // reading it is (its index among the readings, or among the future ones).
-    let mut quarantine = QuarantineRows::default();
+    let mut quarantine = QuarantineRows::new(conn.signals.len());
     let mut held = Vec::new();
     for (i, fate) in fates.iter().enumerate() {
         match fate {
@@ -471,9 +536,10 @@ pub(crate) async fn write_items(
             Fate::Duplicate => tally.duplicate += 1,
             Fate::Collision { winner } => {
                 quarantine.push(
+                    &conn.signals,
                     parts.readings[i],
                     "collision",
-                    Some(*winner),
+                    Some(winner),
                     parts.reading_msg[i],
                 );
                 held.push(Held::Reading(i));
@@ -481,7 +547,7 @@ pub(crate) async fn write_items(
         }
     }
     for (i, &(r, msg)) in parts.future.iter().enumerate() {
-        quarantine.push(r, "future_timestamp", None, msg);
+        quarantine.push(&conn.signals, r, "future_timestamp", None, msg);
         held.push(Held::Future(i));
     }
     // Which offered rows the quarantine took; the others are resends of what it (or, for a
@@ -490,28 +556,12 @@ pub(crate) async fn write_items(
     if !held.is_empty() {
         let q = &quarantine;
         let rows = tx
-            .query(
-                &conn.quarantine,
-                &[
-                    &q.turbine_id,
-                    &q.recorded_at,
-                    &q.power_kw,
-                    &q.wind_speed_ms,
-                    &q.rotor_rpm,
-                    &q.reason,
-                    &q.existing_power_kw,
-                    &q.existing_wind_speed_ms,
-                    &q.existing_rotor_rpm,
-                    &q.topic,
-                    &q.received_at,
-                ],
-            )
+            .query(&conn.quarantine, &q.params())
             .await
             .map_err(|e| Error::db("quarantining readings", e))?;
         let mut added: HashMap<QuarantineKey, usize> = HashMap::with_capacity(rows.len());
         for row in &rows {
-            let key =
-                QuarantineKey::new(row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
+            let key = QuarantineKey(row.get(0), row.get(1), row.get(2));
             *added.entry(key).or_default() += 1;
         }
         for (k, landed) in landed.iter_mut().enumerate() {

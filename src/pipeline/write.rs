@@ -59,6 +59,8 @@ pub struct Writer {
     /// is tried again, the database is asked how that transaction ended, so a batch that did
     /// commit is counted as it was then (not as all duplicates on the retry).
     in_doubt: Option<InDoubt>,
+    /// The declared signals: the columns each statement names.
+    signals: crate::signals::Signals,
 }
 
 impl Writer {
@@ -71,6 +73,7 @@ impl Writer {
             reported_up: None,
             partitions: g.partitions,
             in_doubt: None,
+            signals: g.signals.clone(),
         }
     }
 
@@ -114,7 +117,7 @@ impl Writer {
             Some(_) => maintain::load(&client).await?,
             None => Partitions::default(),
         };
-        Conn::prepare(client, partitions).await
+        Conn::prepare(client, partitions, self.signals.clone()).await
     }
 
     /// One attempt at landing `items` in one transaction, bounded by the timeout. On an error
@@ -201,7 +204,7 @@ impl Writer {
             if e.is_data_error() {
                 if let Decoded::Reading(r) | Decoded::Future(r) = part[0].item.as_ref() {
                     tracing::warn!(error = %e, turbine_id = %r.turbine_id, recorded_at = %r.recorded_at, "the database refused a reading; rejecting it");
-                    part[0].refused = Some(reading_json(r));
+                    part[0].refused = Some(reading_json(&self.signals, r));
                     part[0].item = Cow::Owned(Decoded::Rejected(Rejection {
                         reason: RejectReason::InvalidValue,
                         detail: format!("the database refused it: {e}"),
@@ -230,15 +233,17 @@ impl Writer {
 
 /// A reading as Galewatch decoded it, as JSON: what `rejected` keeps of a reading the database
 /// refused.
-fn reading_json(r: &Reading) -> String {
-    serde_json::json!({
-        "turbine_id": r.turbine_id,
-        "recorded_at": r.recorded_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
-        "power_kw": r.values.power_kw,
-        "wind_speed_ms": r.values.wind_speed_ms,
-        "rotor_rpm": r.values.rotor_rpm,
-    })
-    .to_string()
+fn reading_json(signals: &crate::signals::Signals, r: &Reading) -> String {
+    let mut o = serde_json::Map::new();
+    o.insert("turbine_id".into(), r.turbine_id.clone().into());
+    o.insert(
+        "recorded_at".into(),
+        r.recorded_at
+            .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+            .into(),
+    );
+    o.extend(signals.to_json(&r.values));
+    serde_json::Value::Object(o).to_string()
 }
 
 /// Commit time minus `recorded_at`, for every reading the batch stored; returns their sum.

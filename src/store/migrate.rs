@@ -1,11 +1,15 @@
-//! Migrate: apply the schema in `migrations/`, in order, tracked in `refinery_schema_history`.
+//! Migrate: apply the schema in `migrations/`, in order, tracked in `refinery_schema_history`,
+//! then make it follow the declared signals (a column per signal).
 //!
 //! Safe to run twice and from several daemons at once: a session advisory lock serialises the
 //! runners, and refinery skips what is already applied.
 
+use std::collections::HashMap;
+
 use tokio_postgres::Client;
 
 use crate::error::Error;
+use crate::signals::Signals;
 
 refinery::embed_migrations!("migrations");
 
@@ -40,4 +44,193 @@ pub async fn run_to(client: &mut Client, version: Option<i32>) -> Result<Vec<Str
         .iter()
         .map(|m| m.to_string())
         .collect())
+}
+
+/// What [`apply`] did.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// Migrations applied now.
+    pub migrations: Vec<String>,
+    /// Changes made for the declared signals, one sentence each.
+    pub signals: Vec<String>,
+}
+
+/// Applies pending migrations, then makes the schema follow the declared signals (see
+/// [`sync_signals`]), under the same lock.
+pub async fn apply(client: &mut Client, signals: &Signals) -> Result<Applied, Error> {
+    let migrations = run(client).await?;
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY])
+        .await
+        .map_err(|e| Error::db("taking the migration lock", e))?;
+    // A schema made just now holds no data in the default signals' columns.
+    let fresh = migrations
+        .iter()
+        .any(|m| m.starts_with("V1__") || m.starts_with("V1_"));
+    let result = sync_signals(client, signals, fresh).await;
+    let unlock = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY])
+        .await
+        .map_err(|e| Error::db("releasing the migration lock", e));
+    let signals = result?;
+    unlock?;
+    Ok(Applied {
+        migrations,
+        signals,
+    })
+}
+
+/// Makes `readings` and `quarantine` hold the declared signals, in one transaction:
+/// - a new signal gets its column in `readings` and two in `quarantine` (its value and the
+///   stored reading's), NULL for every row already there;
+/// - an optional signal's column loses a NOT NULL it had (the old default `power_kw`);
+/// - a signal no longer declared is marked retired; its column stays (never dropped here).
+///
+/// Refused, changing nothing (the command exits 2 naming the signal): a declared type other
+/// than the column's or the one recorded, and a required signal no longer declared (unless the
+/// schema was made in this same run). `fresh`: the schema was created just now.
+pub async fn sync_signals(
+    client: &mut Client,
+    signals: &Signals,
+    fresh: bool,
+) -> Result<Vec<String>, Error> {
+    let err = |e| Error::db("making the schema follow the declared signals", e);
+    let tx = client.transaction().await.map_err(err)?;
+    let known: Vec<(String, String, bool, bool)> = tx
+        .query(
+            "SELECT name, kind, required, retired_at IS NOT NULL FROM galewatch_signal",
+            &[],
+        )
+        .await
+        .map_err(err)?
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    // (table, column) → (data_type, nullable)
+    let columns: HashMap<(String, String), (String, bool)> = tx
+        .query(
+            "SELECT table_name::text, column_name::text, data_type::text, is_nullable = 'YES'
+               FROM information_schema.columns
+              WHERE table_schema = current_schema() AND table_name IN ('readings', 'quarantine')",
+            &[],
+        )
+        .await
+        .map_err(err)?
+        .iter()
+        .map(|r| ((r.get(0), r.get(1)), (r.get(2), r.get(3))))
+        .collect();
+
+    // Refusals first, so nothing changes when one applies.
+    let guide = "see docs/signals.md";
+    for s in signals {
+        if let Some((_, kind, ..)) = known.iter().find(|k| k.0 == s.name) {
+            if kind != s.kind.as_str() {
+                return Err(Error::refused(
+                    "checking the declared signals",
+                    format!(
+                        "signal {} is declared {} but was {kind}: a type change cannot be made safely in place (stored values would have to be converted); declare a new signal instead ({guide})",
+                        s.name,
+                        s.kind.as_str()
+                    ),
+                ));
+            }
+        }
+        for (table, column) in [
+            ("readings", s.name.clone()),
+            ("quarantine", s.name.clone()),
+            ("quarantine", format!("existing_{}", s.name)),
+        ] {
+            if let Some((ty, _)) = columns.get(&(table.to_string(), column.clone())) {
+                if ty != s.kind.sql_type() {
+                    return Err(Error::refused(
+                        "checking the declared signals",
+                        format!(
+                            "signal {} is declared {} ({}) but {table}.{column} is {ty}: a type change cannot be made safely in place; declare a new signal instead ({guide})",
+                            s.name,
+                            s.kind.as_str(),
+                            s.kind.sql_type()
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    for (name, _, required, retired) in &known {
+        if *required && !*retired && !fresh && signals.position(name).is_none() {
+            return Err(Error::refused(
+                "checking the declared signals",
+                format!(
+                    "signal {name} is required and no longer declared: readings would lose it silently. To retire it, declare it with required = false, migrate, then remove it and migrate again; to rename it, follow {guide}"
+                ),
+            ));
+        }
+    }
+
+    let mut changes = Vec::new();
+    for s in signals {
+        let ty = s.kind.sql_type();
+        for (table, column) in [
+            ("readings", s.name.clone()),
+            ("quarantine", s.name.clone()),
+            ("quarantine", format!("existing_{}", s.name)),
+        ] {
+            match columns.get(&(table.to_string(), column.clone())) {
+                None => {
+                    tx.batch_execute(&format!("ALTER TABLE {table} ADD COLUMN \"{column}\" {ty}"))
+                        .await
+                        .map_err(err)?;
+                    if table == "readings" {
+                        changes.push(format!("added signal {} ({})", s.name, s.kind.as_str()));
+                    }
+                }
+                Some((_, false)) if !s.required || column.starts_with("existing_") => {
+                    tx.batch_execute(&format!(
+                        "ALTER TABLE {table} ALTER COLUMN \"{column}\" DROP NOT NULL"
+                    ))
+                    .await
+                    .map_err(err)?;
+                    if table == "readings" {
+                        changes.push(format!("{} may now be NULL (optional)", s.name));
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    for (name, _, _, retired) in &known {
+        if *retired || signals.position(name).is_some() {
+            continue;
+        }
+        for table in ["readings", "quarantine"] {
+            if let Some((_, false)) = columns.get(&(table.to_string(), name.clone())) {
+                tx.batch_execute(&format!(
+                    "ALTER TABLE {table} ALTER COLUMN \"{name}\" DROP NOT NULL"
+                ))
+                .await
+                .map_err(err)?;
+            }
+        }
+        tx.execute(
+            "UPDATE galewatch_signal SET retired_at = now() WHERE name = $1",
+            &[name],
+        )
+        .await
+        .map_err(err)?;
+        changes.push(format!(
+            "retired signal {name} (no longer declared; its column stays)"
+        ));
+    }
+    for (position, s) in signals.iter().enumerate() {
+        let position = i32::try_from(position).unwrap_or(i32::MAX);
+        tx.execute(
+            "INSERT INTO galewatch_signal (name, kind, required, unit, position) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (name) DO UPDATE SET required = EXCLUDED.required, unit = EXCLUDED.unit,
+                 position = EXCLUDED.position, retired_at = NULL",
+            &[&s.name, &s.kind.as_str(), &s.required, &s.unit, &position],
+        )
+        .await
+        .map_err(err)?;
+    }
+    tx.commit().await.map_err(err)?;
+    Ok(changes)
 }

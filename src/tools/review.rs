@@ -148,49 +148,66 @@ pub async fn quarantine_list(
 ) -> Result<String, Error> {
     let db = connect(cfg).await?;
     let since = format!("{} seconds", since.as_secs());
+    let signals = &cfg.rules.signals;
+    let pairs: Vec<String> = signals
+        .iter()
+        .map(|s| format!("q.{}, q.{}", s.column(), s.existing_column()))
+        .collect();
     let rows = db
         .query(
-            "SELECT q.id, q.turbine_id, q.recorded_at, q.reason, q.power_kw, q.existing_power_kw,
-                    q.wind_speed_ms, q.existing_wind_speed_ms, q.rotor_rpm, q.existing_rotor_rpm,
-                    q.received_at, r.choice, r.resolved_by
+            &format!(
+                "SELECT q.id, q.turbine_id, q.recorded_at, q.reason, q.received_at, r.choice,
+                    r.resolved_by, {}
                FROM quarantine q LEFT JOIN quarantine_resolution r ON r.quarantine_id = q.id
               WHERE ($1::text IS NULL OR q.turbine_id = $1)
                 AND ($2::text IS NULL OR q.reason = $2)
                 AND q.received_at > now() - ($3::text)::interval
                 AND ($4 OR r.quarantine_id IS NULL)
               ORDER BY q.received_at DESC, q.id DESC",
+                pairs.join(", ")
+            ),
             &[&turbine, &reason, &since, &include_resolved],
         )
         .await
         .map_err(|e| Error::db("reading the quarantine", e))?;
     let mut out = String::new();
-    let _ = writeln!(
+    let _ = write!(
         out,
-        "{:>6} {:<14} {:<19} {:<16} {:>19} {:>19} {:>14}",
-        "id",
-        "turbine",
-        "recorded_at",
-        "reason",
-        "power_kw (in|kept)",
-        "wind m/s (in|kept)",
-        "rpm (in|kept)"
+        "{:>6} {:<14} {:<19} {:<16}",
+        "id", "turbine", "recorded_at", "reason"
     );
+    for s in signals {
+        let _ = write!(out, " {:>19}", format!("{} (in|kept)", s.name));
+    }
+    out.push('\n');
     for r in &rows {
-        let pair = |a: Option<f64>, b: Option<f64>| format!("{}|{}", num(a), num(b));
-        let resolved: Option<String> = r.get(11);
-        let _ = writeln!(
+        let resolved: Option<String> = r.get(5);
+        let _ = write!(
             out,
-            "{:>6} {:<14} {:<19} {:<16} {:>19} {:>19} {:>14}{}",
+            "{:>6} {:<14} {:<19} {:<16}",
             r.get::<_, i64>(0),
             r.get::<_, String>(1),
             ts(Some(r.get(2))),
             r.get::<_, String>(3),
-            pair(Some(r.get(4)), r.get(5)),
-            pair(r.get(6), r.get(7)),
-            pair(r.get(8), r.get(9)),
+        );
+        for (i, s) in signals.iter().enumerate() {
+            let at = 7 + 2 * i;
+            let shown = |d: crate::signals::Datum| match d {
+                crate::signals::Datum::Null => "-".to_string(),
+                d => d.to_string(),
+            };
+            let (a, b) = (
+                shown(crate::signals::Datum::from_row(r, at, s.kind)),
+                shown(crate::signals::Datum::from_row(r, at + 1, s.kind)),
+            );
+            let _ = write!(out, " {:>19}", format!("{a}|{b}"));
+        }
+        let _ = writeln!(
+            out,
+            "{}",
             resolved
                 .map(|c| format!("  resolved: kept {c}"))
-                .unwrap_or_default(),
+                .unwrap_or_default()
         );
     }
     let _ = write!(
@@ -247,11 +264,14 @@ pub async fn quarantine_resolve(
         // (a future_timestamp entry, or a row since deleted), else replaces the stored reading.
         // Insert first: ON CONFLICT waits for a daemon inserting the same key right now, so the
         // effect recorded is the one that happened.
+        let cols = cfg.rules.signals.columns("");
         let added = tx
             .execute(
-                "INSERT INTO readings (turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm)
-                 SELECT turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm FROM quarantine WHERE id = $1
-                 ON CONFLICT (turbine_id, recorded_at) DO NOTHING",
+                &format!(
+                    "INSERT INTO readings (turbine_id, recorded_at, {cols})
+                 SELECT turbine_id, recorded_at, {cols} FROM quarantine WHERE id = $1
+                 ON CONFLICT (turbine_id, recorded_at) DO NOTHING"
+                ),
                 &[&id],
             )
             .await
@@ -259,11 +279,19 @@ pub async fn quarantine_resolve(
         if added == 1 {
             "added"
         } else {
+            let set: Vec<String> = cfg
+                .rules
+                .signals
+                .iter()
+                .map(|s| format!("{c} = q.{c}", c = s.column()))
+                .collect();
             tx.execute(
-                "UPDATE readings r SET power_kw = q.power_kw, wind_speed_ms = q.wind_speed_ms,
-                        rotor_rpm = q.rotor_rpm
+                &format!(
+                    "UPDATE readings r SET {}
                    FROM quarantine q
                   WHERE q.id = $1 AND r.turbine_id = q.turbine_id AND r.recorded_at = q.recorded_at",
+                    set.join(", ")
+                ),
                 &[&id],
             )
             .await

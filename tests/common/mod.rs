@@ -659,9 +659,13 @@ pub fn readings_in(messages: &[(String, Vec<u8>)]) -> std::collections::BTreeSet
                     out.insert((
                         key.0,
                         key.1,
-                        r.values.power_kw.to_bits(),
-                        r.values.wind_speed_ms.map(f64::to_bits),
-                        r.values.rotor_rpm.map(f64::to_bits),
+                        r.values
+                            .get(0)
+                            .as_f64()
+                            .expect("power_kw is required")
+                            .to_bits(),
+                        r.values.get(1).as_f64().map(f64::to_bits),
+                        r.values.get(2).as_f64().map(f64::to_bits),
                     ));
                 }
             }
