@@ -139,6 +139,8 @@ pub struct Rules {
     pub turbine_level: Option<usize>,
     /// Which topic level names the site, if one does.
     pub site_level: Option<usize>,
+    /// Whether a site is configured at all (a level or a pointer): then a reading needs one.
+    pub has_site: bool,
     /// Larger messages are rejected `too_large` without being parsed.
     pub max_message_bytes: usize,
     /// How far ahead of the time of receipt a turbine's clock may be before its reading is
@@ -220,6 +222,7 @@ impl Rules {
         Ok(Rules {
             turbine_level: spec.turbine_level,
             site_level: spec.site_level,
+            has_site: spec.site_level.is_some() || spec.site_pointer.is_some(),
             max_message_bytes: d.max_message_bytes,
             max_clock_skew: chrono::Duration::minutes(5),
             signals,
@@ -728,7 +731,7 @@ impl Ctx<'_> {
         let turbine_id = match site {
             Some(site) if site.is_empty() => return Err((InvalidValue, "site: empty".into())),
             Some(site) => format!("{site}/{turbine}"),
-            None if self.rules.site_level.is_some() || self.rules.labels[SITE] != "site" => {
+            None if self.rules.has_site => {
                 return Err((
                     Malformed,
                     format!("{}: missing from both topic and payload", self.label(SITE)),
@@ -1219,7 +1222,186 @@ mod tests {
         assert!(rejected(out[0].clone()).detail.contains("NUL"));
     }
 
+    const N: &str = "turbines/T7/readings";
+
+    fn nested(payload: &str) -> Vec<Decoded> {
+        decode(N, payload.as_bytes(), now(), &nested_rules())
+    }
+
+    #[test]
+    fn a_gateway_shape_with_a_readings_array_epoch_seconds_a_site_and_typed_signals() {
+        let out = nested(
+            r#"{"gateway":"gw-1","readings":[
+                {"site":"North","id":"T7","ts":1764465880.5,"values":{"P":1523.4,"x":[1,2]},
+                 "status":{"code":12.0,"mode":"run"},"flags":[true]},
+                {"site":"North","ts":1.7644658805e9,"values":{"P":-0},"status":null},
+                {"site":"North","ts":"2026-11-30T01:24:40Z","values":{"P":1}}
+            ],"readings_count":3}"#,
+        );
+        assert_eq!(out.len(), 3, "{out:?}");
+        let Decoded::Reading(a) = &out[0] else {
+            panic!("{out:?}")
+        };
+        assert_eq!(a.turbine_id, "North/T7", "site and turbine make the id");
+        assert_eq!(a.recorded_at.timestamp_micros(), 1_764_465_880_500_000);
+        assert_eq!(
+            a.values.0.as_ref(),
+            &[
+                Datum::Float(1523.4),
+                Datum::Int(12),
+                Datum::Text("run".into()),
+                Datum::Bool(true)
+            ]
+        );
+        let Decoded::Reading(b) = &out[1] else {
+            panic!("{out:?}")
+        };
+        assert_eq!(b.key(), a.key(), "another spelling of the same instant");
+        assert_eq!(b.values.get(1), &Datum::Null, "null on the way: absent");
+        let r = rejected(out[2].clone());
+        assert_eq!((r.reason, r.element), (RejectReason::Malformed, Some(2)));
+        assert!(
+            r.detail
+                .contains("recorded_at at /ts: expected a number of epoch seconds, found a string"),
+            "{}",
+            r.detail
+        );
+    }
+
+    #[test]
+    fn nested_fields_of_the_wrong_type_are_malformed_and_named() {
+        let el = |body: &str| format!(r#"{{"readings":[{{"site":"S","ts":1764465880,{body}}}]}}"#);
+        let cases: &[(&str, RejectReason, &str)] = &[
+            (
+                r#""values":{}"#,
+                RejectReason::Malformed,
+                "power_kw at /values/P: missing",
+            ),
+            (
+                r#""values":5"#,
+                RejectReason::Malformed,
+                "/values: expected an object, found a number",
+            ),
+            (
+                r#""values":{"P":"1"}"#,
+                RejectReason::Malformed,
+                "power_kw at /values/P: expected a number, found a string",
+            ),
+            (
+                r#""values":{"P":1},"status":{"code":1.5}"#,
+                RejectReason::Malformed,
+                "status_code at /status/code: expected an integer, found a fractional number",
+            ),
+            (
+                r#""values":{"P":1},"status":{"mode":7}"#,
+                RejectReason::Malformed,
+                "mode at /status/mode: expected a string, found an integer",
+            ),
+            (
+                r#""values":{"P":1},"flags":["yes"]"#,
+                RejectReason::Malformed,
+                "curtailed at /flags/0: expected true or false, found a string",
+            ),
+            (
+                r#""values":{"P":1,"P":2}"#,
+                RejectReason::Malformed,
+                "power_kw at /values/P: the field appears more than once",
+            ),
+            (
+                r#""values":{"P":1e400}"#,
+                RejectReason::Malformed,
+                "out of range for a double",
+            ),
+            (
+                r#""values":{"P":1},"status":{"code":10000}"#,
+                RejectReason::InvalidValue,
+                "status_code at /status/code: 10000 is outside [0, 9999]",
+            ),
+            (
+                r#""values":{"P":1},"status":{"code":99999999999999999999}"#,
+                RejectReason::InvalidValue,
+                "out of range for a 64-bit integer",
+            ),
+            (
+                r#""values":{"P":1},"status":{"mode":"a\u0000b"}"#,
+                RejectReason::InvalidValue,
+                "mode at /status/mode: contains a NUL",
+            ),
+            (
+                r#""values":{"P":1},"status":{"mode":"seventeen bytes!!"}"#,
+                RejectReason::InvalidValue,
+                "17 bytes, longer than the limit of 16",
+            ),
+            (
+                r#""values":{"P":1},"id":"T8""#,
+                RejectReason::IdentityMismatch,
+                "turbine_id at /id: the payload says \"T8\" but the topic names \"T7\"",
+            ),
+        ];
+        for (body, reason, detail) in cases {
+            let out = nested(&el(body));
+            let r = rejected(out[0].clone());
+            assert_eq!(r.reason, *reason, "{body}: {r:?}");
+            assert!(
+                r.detail.contains(detail),
+                "{body}: {:?} lacks {detail:?}",
+                r.detail
+            );
+        }
+        // Without the site: malformed, named.
+        let out = nested(r#"{"readings":[{"ts":1764465880,"values":{"P":1}}]}"#);
+        assert!(rejected(out[0].clone()).detail.contains("site: missing"));
+        // The readings pointer itself.
+        for (payload, detail) in [
+            (r#"{"data":[]}"#, "/readings: missing"),
+            (
+                r#"{"readings":{}}"#,
+                "/readings: expected an array of readings, found an object",
+            ),
+            (r#"{"readings":[]}"#, "/readings is an empty array"),
+            (
+                r#"[{"site":"S","ts":1,"values":{"P":1}}]"#,
+                "holding the readings at /readings, found an array",
+            ),
+            (
+                r#"{"readings":[],"readings":[]}"#,
+                "/readings: the field appears more than once",
+            ),
+        ] {
+            let r = rejected(nested(payload).remove(0));
+            assert_eq!(r.reason, RejectReason::Malformed);
+            assert!(r.detail.contains(detail), "{payload}: {:?}", r.detail);
+        }
+    }
+
+    #[test]
+    fn overlapping_pointers_are_refused() {
+        use crate::signals::SignalSetting;
+        let mut s = SignalSetting::defaults();
+        s[1].pointer = Some("/power_kw/x".into());
+        let e =
+            Rules::new(Signals::new(&s).unwrap(), &PayloadSpec::for_filter("t/+/r")).unwrap_err();
+        assert!(e.1.contains("overlap"), "{e:?}");
+        let mut spec = PayloadSpec::for_filter("t/+/r");
+        spec.timestamp_pointer = vec!["power_kw".into()];
+        assert!(Rules::new(Signals::defaults(), &spec).is_err());
+    }
+
     proptest! {
+        /// Nested-shape noise: no panic, and at least one outcome.
+        #[test]
+        fn nested_noise_never_panics(parts in proptest::collection::vec(prop_oneof![
+            Just("{"), Just("}"), Just("["), Just("]"), Just(","), Just(":"),
+            Just("\"readings\""), Just("\"values\""), Just("\"P\""), Just("\"status\""),
+            Just("\"code\""), Just("\"mode\""), Just("\"flags\""), Just("\"ts\""), Just("\"site\""),
+            Just("1764465880.5"), Just("-1e400"), Just("12"), Just("null"), Just("true"), Just("\"x\""),
+        ], 0..60)) {
+            let text: String = parts.concat();
+            let out = nested(&text);
+            prop_assert!(!out.is_empty());
+            prop_assert!(fuzz_one(&[&[4u8][..], text.as_bytes()].concat()) <= 50);
+        }
+
         /// Any bytes at all: no panic, and at least one outcome, so the message is accounted for.
         #[test]
         fn never_panics_and_always_accounts(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {

@@ -352,6 +352,9 @@ pub struct Daemon {
     child: Option<Child>,
     pub metrics_port: u16,
     pub env: BTreeMap<String, String>,
+    /// A settings file to run with (`--config`), for what the environment cannot say well
+    /// (`[[signals]]`).
+    pub config: Option<PathBuf>,
     log: PathBuf,
     _logdir: tempfile::TempDir,
 }
@@ -373,6 +376,7 @@ impl Daemon {
             child: None,
             metrics_port,
             env,
+            config: None,
             log: dir.path().join("galewatch.log"),
             _logdir: dir,
         }
@@ -385,8 +389,12 @@ impl Daemon {
             .append(true)
             .open(&self.log)
             .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_galewatch"))
-            .arg("run")
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_galewatch"));
+        cmd.arg("run");
+        if let Some(c) = &self.config {
+            cmd.arg("--config").arg(c);
+        }
+        let child = cmd
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("RUST_LOG", "info")
@@ -476,6 +484,22 @@ impl Daemon {
                 );
             }
             std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits for the daemon to exit by itself (a refusal at start); fails past `within`.
+    pub fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+        let mut c = self.child.take().expect("running");
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(s) = c.try_wait().unwrap() {
+                return s;
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                panic!("galewatch did not exit within {within:?}:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
