@@ -1,13 +1,115 @@
 //! The decoder alone: CPU per reading for single-reading and 100-reading messages, with values
 //! spelled as a firmware prints them (short decimals) and at full precision (17 significant
-//! digits), so the cost of exact number and timestamp parsing is a figure, not a guess.
+//! digits), so the cost of exact number and timestamp parsing is a figure, not a guess; and the
+//! same for twelve signals in a gateway's nested shape (a readings array, epoch seconds, values
+//! two levels down), the cost of declaring a real turbine's signals.
 //!
 //!     cargo run --release --example bench-decode [SECONDS_PER_CASE]
 
 use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
-use galewatch::decode::{decode, Decoded, Rules};
+use galewatch::decode::{decode, Decoded, PayloadSpec, Rules, TimestampFormat};
+use galewatch::signals::{parse_pointer, Kind, SignalSetting, Signals};
+
+/// Twelve signals (nine floats, an integer, a text, a boolean) in the nested shape of
+/// tests/signals.rs.
+fn twelve() -> Rules {
+    let sig = |name: &str, kind: Kind, pointer: &str| SignalSetting {
+        name: name.into(),
+        kind,
+        required: name == "power_kw",
+        min: None,
+        max: None,
+        max_bytes: None,
+        unit: String::new(),
+        pointer: Some(pointer.into()),
+    };
+    let signals = Signals::new(&[
+        sig("power_kw", Kind::Float, "/values/ActivePower"),
+        sig("wind_speed_ms", Kind::Float, "/values/WindSpeed"),
+        sig("rotor_rpm", Kind::Float, "/values/RotorSpeed"),
+        sig("generator_rpm", Kind::Float, "/values/GenSpeed"),
+        sig("pitch_deg", Kind::Float, "/values/Pitch"),
+        sig("nacelle_dir_deg", Kind::Float, "/values/NacelleDir"),
+        sig("gen_temp_c", Kind::Float, "/values/Temps/Gen"),
+        sig("gearbox_temp_c", Kind::Float, "/values/Temps/Gearbox"),
+        sig("ambient_temp_c", Kind::Float, "/values/Temps/Ambient"),
+        sig("status_code", Kind::Integer, "/state/code"),
+        sig("mode", Kind::Text, "/state/mode"),
+        sig("curtailed", Kind::Boolean, "/state/curtailed"),
+    ])
+    .unwrap();
+    let p = |s: &str| parse_pointer(s).unwrap();
+    let spec = PayloadSpec {
+        turbine_pointer: None,
+        turbine_level: Some(3),
+        site_pointer: None,
+        site_level: Some(1),
+        timestamp_pointer: p("/ts"),
+        timestamp_format: TimestampFormat::EpochSeconds,
+        readings_pointer: Some(p("/readings")),
+    };
+    Rules::new(signals, &spec).unwrap()
+}
+
+fn nested_reading(i: u64) -> String {
+    format!(
+        r#"{{"ts":{}.{:03},"values":{{"ActivePower":{:.1},"WindSpeed":{:.1},"RotorSpeed":{:.1},"GenSpeed":{},"Pitch":2.5,"NacelleDir":271.0,"Temps":{{"Gen":61.5,"Gearbox":58.25,"Ambient":-3.5}}}},"state":{{"code":3,"mode":"run","curtailed":false}}}}"#,
+        1_764_465_880 + i / 1000,
+        i % 1000,
+        (i % 3000) as f64 + 0.5,
+        (i % 25) as f64 + 0.3,
+        (i % 15) as f64 + 0.7,
+        1500 + i % 20
+    )
+}
+
+fn nested_case(name: &str, per_message: u64, secs: f64) {
+    let rules = twelve();
+    let now = Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap();
+    let messages: Vec<Vec<u8>> = (0..64)
+        .map(|m| {
+            let rs: Vec<String> = (0..per_message)
+                .map(|k| nested_reading(m * per_message + k))
+                .collect();
+            format!(r#"{{"gateway":"edge-7","readings":[{}]}}"#, rs.join(",")).into_bytes()
+        })
+        .collect();
+    run(
+        name,
+        &rules,
+        now,
+        &messages,
+        "sites/north/turbines/T01/readings",
+        secs,
+    );
+}
+
+fn run(
+    name: &str,
+    rules: &Rules,
+    now: chrono::DateTime<Utc>,
+    messages: &[Vec<u8>],
+    topic: &str,
+    secs: f64,
+) {
+    let until = Instant::now() + Duration::from_secs_f64(secs);
+    let start = Instant::now();
+    let mut readings = 0u64;
+    while Instant::now() < until {
+        for m in messages {
+            let out = decode(topic, m, now, rules);
+            readings += out
+                .iter()
+                .filter(|d| matches!(d, Decoded::Reading(_)))
+                .count() as u64;
+        }
+    }
+    assert!(readings > 0, "{name}: no reading decoded");
+    let ns = start.elapsed().as_nanos() as f64 / readings as f64;
+    println!("{name:<40} {ns:>8.1} ns/reading ({readings} readings)");
+}
 
 fn reading(i: u64, full: bool) -> String {
     let ts = format!(
@@ -49,20 +151,14 @@ fn case(name: &str, per_message: u64, full: bool, secs: f64) {
             }
         })
         .collect();
-    let until = Instant::now() + Duration::from_secs_f64(secs);
-    let start = Instant::now();
-    let mut readings = 0u64;
-    while Instant::now() < until {
-        for m in &messages {
-            let out = decode("turbines/WTG-0042/readings", m, now, &rules);
-            readings += out
-                .iter()
-                .filter(|d| matches!(d, Decoded::Reading(_)))
-                .count() as u64;
-        }
-    }
-    let ns = start.elapsed().as_nanos() as f64 / readings as f64;
-    println!("{name:<40} {ns:>8.1} ns/reading ({readings} readings)");
+    run(
+        name,
+        &rules,
+        now,
+        &messages,
+        "turbines/WTG-0042/readings",
+        secs,
+    );
 }
 
 fn main() {
@@ -74,4 +170,6 @@ fn main() {
     case("1/message, 17 significant digits", 1, true, secs);
     case("100/message, short decimals", 100, false, secs);
     case("100/message, 17 significant digits", 100, true, secs);
+    nested_case("12 signals nested, 1/message", 1, secs);
+    nested_case("12 signals nested, 100/message", 100, secs);
 }

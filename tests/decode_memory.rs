@@ -30,7 +30,15 @@ static ALLOC: Counting = Counting;
 
 /// Peak heap growth while decoding `payload`.
 fn peak_of(payload: &[u8]) -> usize {
-    let rules = galewatch::decode::Rules::for_filter("turbines/+/readings");
+    peak_with(
+        payload,
+        &galewatch::decode::Rules::for_filter("turbines/+/readings"),
+    )
+}
+
+/// Peak heap growth while decoding `payload` under `rules`.
+fn peak_with(payload: &[u8], rules: &galewatch::decode::Rules) -> usize {
+    let rules = rules.clone();
     let now = chrono::Utc::now();
     let base = CURRENT.load(Ordering::SeqCst);
     PEAK.store(base, Ordering::SeqCst);
@@ -90,9 +98,57 @@ fn hostile_messages_never_cost_more_than_a_small_multiple_of_their_size() {
         }),
         ("not UTF-8", vec![0xff; mib]),
     ];
-    for (name, payload) in cases {
+    // The nested gateway shape (decode::nested_rules: a readings array under /readings, fields
+    // under /values, /status, /flags/0): the walk keeps one slot per declared field.
+    let nested = galewatch::decode::nested_rules();
+    let element = r#"{"site":"S","ts":1764465880.5,"values":{"P":1,"junk":[1,2,3]},"status":{"code":3,"mode":"run"},"flags":[true]},"#;
+    let nested_cases: Vec<(&str, Vec<u8>)> = vec![
+        ("nested: 1,000 readings", {
+            let mut s = r#"{"readings":["#.to_string() + &element.repeat(1000);
+            s.pop();
+            s.push_str("]}");
+            s.into_bytes()
+        }),
+        ("nested: past the limit", {
+            let n = mib / element.len();
+            let mut s = r#"{"readings":["#.to_string() + &element.repeat(n);
+            s.pop();
+            s.push_str("]}");
+            s.into_bytes()
+        }),
+        ("nested: deep on a path", {
+            let depth = 100;
+            format!(
+                r#"{{"readings":[{{"values":{}1{}}}]}}"#,
+                r#"{"P":"#.repeat(depth),
+                "}".repeat(depth)
+            )
+            .into_bytes()
+        }),
+        ("nested: a huge mode", {
+            format!(
+                r#"{{"readings":[{{"site":"S","ts":1,"values":{{"P":1}},"status":{{"mode":"{}"}}}}]}}"#,
+                "m".repeat(mib - 100)
+            )
+            .into_bytes()
+        }),
+        ("nested: many gateway keys", {
+            let mut s = "{".to_string() + &r#""k":[1,2],"#.repeat(mib / 11 - 10);
+            s.push_str(r#""readings":[]}"#);
+            s.into_bytes()
+        }),
+    ];
+    let all = cases
+        .into_iter()
+        .map(|(n, p)| (n, p, false))
+        .chain(nested_cases.into_iter().map(|(n, p)| (n, p, true)));
+    for (name, payload, is_nested) in all {
         assert!(payload.len() <= 1024 * 1024, "{name}: {}", payload.len());
-        let peak = peak_of(&payload);
+        let peak = if is_nested {
+            peak_with(&payload, &nested)
+        } else {
+            peak_of(&payload)
+        };
         let bound = 8 * payload.len() + 1000 * 200 + 64 * 1024;
         println!(
             "{name:<20} {:>9} bytes -> peak {:>9} bytes ({:.2}x)",
