@@ -650,15 +650,10 @@ impl Settings {
                 "is the level that names the turbine",
             ));
         }
+        // Empty is refused by `Rules::new`, which names this setting too.
         let timestamp_pointer =
-            pointer("payload_timestamp_pointer", &self.payload_timestamp_pointer)?.ok_or_else(
-                || {
-                    ConfigError::new(
-                        "payload_timestamp_pointer",
-                        "must point into the reading (e.g. /recorded_at)",
-                    )
-                },
-            )?;
+            pointer("payload_timestamp_pointer", &self.payload_timestamp_pointer)?
+                .unwrap_or_default();
         Ok(PayloadSpec {
             turbine_pointer: pointer("payload_turbine_pointer", &self.payload_turbine_pointer)?,
             turbine_level,

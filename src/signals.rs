@@ -321,6 +321,15 @@ impl Signals {
             .join(", ")
     }
 
+    /// Quarantine's `existing_` columns (the stored reading's side), like [`Signals::columns`].
+    pub fn existing_columns(&self, prefix: &str) -> String {
+        self.list
+            .iter()
+            .map(|s| format!("{prefix}{}", s.existing_column()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// `a.x IS NOT DISTINCT FROM b.x AND …` over every signal: "same values", NULL equal to NULL.
     pub fn same_sql(&self, a: &str, b: &str) -> String {
         self.list

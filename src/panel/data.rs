@@ -87,16 +87,13 @@ impl Queries {
  GROUP BY 1 ORDER BY 1",
             sep(&bucket_cols)
         );
-        let pairs: Vec<String> = signals
-            .iter()
-            .map(|s| format!("q.{}, q.{}", s.column(), s.existing_column()))
-            .collect();
         let quarantine = format!(
-            "SELECT q.id, q.recorded_at, q.reason, q.received_at, r.choice, {}
+            "SELECT q.id, q.recorded_at, q.reason, q.received_at, r.choice, {}, {}
   FROM quarantine q LEFT JOIN quarantine_resolution r ON r.quarantine_id = q.id
  WHERE q.turbine_id = $1 AND q.recorded_at >= $2 AND q.recorded_at < $3
  ORDER BY q.recorded_at, q.id LIMIT 1000",
-            pairs.join(", ")
+            signals.columns("q."),
+            signals.existing_columns("q.")
         );
         let changes = listed
             .iter()
@@ -394,15 +391,6 @@ impl Db {
             .query(&self.queries.quarantine, &[&id, &w.from, &w.to])
             .await
             .map_err(|e| Error::db("reading a turbine's quarantine", e))?;
-        let pick = |r: &Row, offset: usize| {
-            Values(
-                signals
-                    .iter()
-                    .enumerate()
-                    .map(|(i, s)| Datum::from_row(r, 5 + 2 * i + offset, s.kind))
-                    .collect(),
-            )
-        };
         Ok(rows
             .iter()
             .map(|r| Quarantined {
@@ -411,8 +399,8 @@ impl Db {
                 reason: r.get(2),
                 received_at: r.get(3),
                 resolution: r.get(4),
-                values: pick(r, 0),
-                existing: pick(r, 1),
+                values: signals.from_row(r, 5),
+                existing: signals.from_row(r, 5 + signals.len()),
             })
             .collect())
     }

@@ -831,21 +831,18 @@ fn value(s: &Signal, label: &str, raw: Raw<'_>) -> Result<(Datum, Option<String>
                 Malformed,
                 mistyped(label, "an integer", "a fractional number"),
             )),
-            Some((v, true)) => match i64::try_from(v) {
-                Ok(v) => {
+            // Integral: in range of a bigint, or (like a number past ±10^36) out of it.
+            exact => match exact.and_then(|(v, _)| i64::try_from(v).ok()) {
+                Some(v) => {
                     let f = v as f64;
                     let bound = (!(f >= s.min && f <= s.max)).then(|| outside(&v)).flatten();
                     Ok((Datum::Int(v), bound))
                 }
-                Err(_) => Ok((
+                None => Ok((
                     Datum::Null,
                     Some(format!("{label}: {t} is out of range for a 64-bit integer")),
                 )),
             },
-            None => Ok((
-                Datum::Null,
-                Some(format!("{label}: {t} is out of range for a 64-bit integer")),
-            )),
         },
         (Kind::Boolean, Raw::Bool(b)) => Ok((Datum::Bool(b), None)),
         (Kind::Text, Raw::Str(t)) => {

@@ -110,53 +110,35 @@ SELECT s.seq, {s_cols}
         // exactly (a resend that reached `readings` first, e.g. through another daemon whose
         // clock is behind), and returns each row it added, so the writer knows which were
         // resends (duplicates). A row is named by its key and the digest of its values (V7).
-        let n = signals.len();
-        let mut arrays = vec!["$1::text[]".to_string(), "$2::timestamptz[]".to_string()];
-        let mut names = vec!["turbine_id".to_string(), "recorded_at".to_string()];
-        let mut param = 3;
-        for (prefix, _) in [("v", ()), ("e", ())] {
-            if prefix == "e" {
-                arrays.push(format!("${param}::text[]"));
-                names.push("reason".into());
-                param += 1;
-            }
-            for (i, s) in signals.iter().enumerate() {
-                arrays.push(format!("${param}::{}[]", s.kind.cast()));
-                names.push(format!("{prefix}{i}"));
-                param += 1;
-            }
-        }
-        for (name, ty) in [
-            ("topic", "text"),
-            ("received_at", "timestamptz"),
-            ("values_sha256", "bytea"),
-        ] {
-            arrays.push(format!("${param}::{ty}[]"));
-            names.push(name.into());
-            param += 1;
-        }
-        let v: Vec<String> = (0..n).map(|i| format!("u.v{i}")).collect();
-        let e: Vec<String> = (0..n).map(|i| format!("u.e{i}")).collect();
-        let existing_cols: Vec<String> = signals.iter().map(|s| s.existing_column()).collect();
-        let stored_same: Vec<String> = signals
+        // The unnest's columns are named as the table's (signal names never clash with
+        // Galewatch's own: `signals::check_name`), so "same values" is `same_sql` here too.
+        let mut columns: Vec<(String, &str)> = vec![
+            ("turbine_id".into(), "text"),
+            ("recorded_at".into(), "timestamptz"),
+        ];
+        columns.extend(signals.iter().map(|s| (s.column(), s.kind.cast())));
+        columns.push(("reason".into(), "text"));
+        columns.extend(signals.iter().map(|s| (s.existing_column(), s.kind.cast())));
+        columns.extend([
+            ("topic".into(), "text"),
+            ("received_at".into(), "timestamptz"),
+            ("values_sha256".into(), "bytea"),
+        ]);
+        let arrays: Vec<String> = columns
             .iter()
             .enumerate()
-            .map(|(i, s)| format!("r.{} IS NOT DISTINCT FROM u.v{i}", s.column()))
+            .map(|(i, (_, ty))| format!("${}::{ty}[]", i + 1))
             .collect();
+        let names: Vec<&str> = columns.iter().map(|(name, _)| name.as_str()).collect();
         let quarantine = format!(
-            "INSERT INTO quarantine (turbine_id, recorded_at, {cols}, reason, {existing_cols},
-    topic, received_at, values_sha256)
-SELECT u.turbine_id, u.recorded_at, {v}, u.reason, {e}, u.topic, u.received_at, u.values_sha256
-  FROM unnest({arrays}) AS u({names})
+            "INSERT INTO quarantine ({names})
+SELECT u.* FROM unnest({arrays}) AS u({names})
  WHERE u.reason <> 'future_timestamp' OR NOT EXISTS (SELECT 1 FROM readings r
         WHERE r.turbine_id = u.turbine_id AND r.recorded_at = u.recorded_at AND {stored_same})
 ON CONFLICT DO NOTHING RETURNING turbine_id, recorded_at, values_sha256",
-            existing_cols = existing_cols.join(", "),
-            v = v.join(", "),
-            e = e.join(", "),
-            arrays = arrays.join(", "),
             names = names.join(", "),
-            stored_same = stored_same.join(" AND "),
+            arrays = arrays.join(", "),
+            stored_same = signals.same_sql("r", "u"),
         );
         Sql {
             staging,

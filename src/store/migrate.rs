@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use tokio_postgres::Client;
 
 use crate::error::Error;
-use crate::signals::Signals;
+use crate::signals::{Signal, Signals};
 
 refinery::embed_migrations!("migrations");
 
@@ -80,6 +80,16 @@ pub async fn apply(client: &mut Client, signals: &Signals) -> Result<Applied, Er
     })
 }
 
+/// Where a signal's values live: its column in `readings`, and its two in `quarantine` (the
+/// reading's value, and the stored reading's for a collision).
+fn homes(s: &Signal) -> [(&'static str, String); 3] {
+    [
+        ("readings", s.name.clone()),
+        ("quarantine", s.name.clone()),
+        ("quarantine", format!("existing_{}", s.name)),
+    ]
+}
+
 /// Makes `readings` and `quarantine` hold the declared signals, in one transaction:
 /// - a new signal gets its column in `readings` and two in `quarantine` (its value and the
 ///   stored reading's), NULL for every row already there;
@@ -135,11 +145,7 @@ pub async fn sync_signals(
                 ));
             }
         }
-        for (table, column) in [
-            ("readings", s.name.clone()),
-            ("quarantine", s.name.clone()),
-            ("quarantine", format!("existing_{}", s.name)),
-        ] {
+        for (table, column) in homes(s) {
             if let Some((ty, _)) = columns.get(&(table.to_string(), column.clone())) {
                 if ty != s.kind.sql_type() {
                     return Err(Error::refused(
@@ -169,11 +175,7 @@ pub async fn sync_signals(
     let mut changes = Vec::new();
     for s in signals {
         let ty = s.kind.sql_type();
-        for (table, column) in [
-            ("readings", s.name.clone()),
-            ("quarantine", s.name.clone()),
-            ("quarantine", format!("existing_{}", s.name)),
-        ] {
+        for (table, column) in homes(s) {
             match columns.get(&(table.to_string(), column.clone())) {
                 None => {
                     tx.batch_execute(&format!("ALTER TABLE {table} ADD COLUMN \"{column}\" {ty}"))

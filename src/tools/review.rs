@@ -149,22 +149,19 @@ pub async fn quarantine_list(
     let db = connect(cfg).await?;
     let since = format!("{} seconds", since.as_secs());
     let signals = &cfg.rules.signals;
-    let pairs: Vec<String> = signals
-        .iter()
-        .map(|s| format!("q.{}, q.{}", s.column(), s.existing_column()))
-        .collect();
     let rows = db
         .query(
             &format!(
                 "SELECT q.id, q.turbine_id, q.recorded_at, q.reason, q.received_at, r.choice,
-                    r.resolved_by, {}
+                    r.resolved_by, {}, {}
                FROM quarantine q LEFT JOIN quarantine_resolution r ON r.quarantine_id = q.id
               WHERE ($1::text IS NULL OR q.turbine_id = $1)
                 AND ($2::text IS NULL OR q.reason = $2)
                 AND q.received_at > now() - ($3::text)::interval
                 AND ($4 OR r.quarantine_id IS NULL)
               ORDER BY q.received_at DESC, q.id DESC",
-                pairs.join(", ")
+                signals.columns("q."),
+                signals.existing_columns("q.")
             ),
             &[&turbine, &reason, &since, &include_resolved],
         )
@@ -190,17 +187,16 @@ pub async fn quarantine_list(
             ts(Some(r.get(2))),
             r.get::<_, String>(3),
         );
-        for (i, s) in signals.iter().enumerate() {
-            let at = 7 + 2 * i;
-            let shown = |d: crate::signals::Datum| match d {
-                crate::signals::Datum::Null => "-".to_string(),
-                d => d.to_string(),
-            };
-            let (a, b) = (
-                shown(crate::signals::Datum::from_row(r, at, s.kind)),
-                shown(crate::signals::Datum::from_row(r, at + 1, s.kind)),
-            );
-            let _ = write!(out, " {:>19}", format!("{a}|{b}"));
+        let (incoming, kept) = (
+            signals.from_row(r, 7),
+            signals.from_row(r, 7 + signals.len()),
+        );
+        let shown = |d: &crate::signals::Datum| match d {
+            crate::signals::Datum::Null => "-".to_string(),
+            d => d.to_string(),
+        };
+        for (a, b) in incoming.iter().zip(kept.iter()) {
+            let _ = write!(out, " {:>19}", format!("{}|{}", shown(a), shown(b)));
         }
         let _ = writeln!(
             out,
