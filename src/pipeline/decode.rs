@@ -730,6 +730,17 @@ impl Ctx<'_> {
         }
         let turbine_id = match site {
             Some(site) if site.is_empty() => return Err((InvalidValue, "site: empty".into())),
+            // `{site}/{turbine}` splits at the first `/` only if the site has none: otherwise
+            // site `a/b` with turbine `c` and site `a` with turbine `b/c` would be one turbine.
+            Some(site) if site.contains('/') => {
+                return Err((
+                    InvalidValue,
+                    format!(
+                        "{}: {site:?} contains '/', which would make the turbine id {site}/{turbine} ambiguous",
+                        self.label(SITE)
+                    ),
+                ))
+            }
             Some(site) => format!("{site}/{turbine}"),
             None if self.rules.has_site => {
                 return Err((
@@ -1345,6 +1356,15 @@ mod tests {
                 r.detail
             );
         }
+        // A site with a '/': {site}/{turbine} would be ambiguous.
+        let out = nested(r#"{"readings":[{"site":"a/b","ts":1764465880,"values":{"P":1}}]}"#);
+        let r = rejected(out[0].clone());
+        assert_eq!(r.reason, RejectReason::InvalidValue);
+        assert!(
+            r.detail.contains("site: \"a/b\" contains '/'"),
+            "{}",
+            r.detail
+        );
         // Without the site: malformed, named.
         let out = nested(r#"{"readings":[{"ts":1764465880,"values":{"P":1}}]}"#);
         assert!(rejected(out[0].clone()).detail.contains("site: missing"));
