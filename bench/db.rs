@@ -2,6 +2,10 @@
 //! NOTHING, in transactions of `--batch` rows, over the same readings the other rows of the
 //! benchmark publish. No broker, no daemon: the ceiling for a single writer.
 //!
+//! On a Citus cluster (where `galewatch migrate` made a distributed `galewatch_staging`), the
+//! same through that table, emptied before each commit, with the writer's session settings: what
+//! the daemon does there (docs/scaling.md).
+//!
 //!     bench-db DATABASE_URL READINGS_PER_TURBINE [BATCH]
 
 use std::pin::pin;
@@ -35,20 +39,43 @@ async fn main() {
     let (client, conn) = tokio_postgres::connect(url, NoTls).await.expect("connect");
     tokio::spawn(conn);
     let mut client = client;
-    client
-        .batch_execute(
-            "CREATE TEMP TABLE staging (turbine_id text, recorded_at timestamptz, power_kw float8,
-               wind_speed_ms float8, rotor_rpm float8) ON COMMIT DELETE ROWS",
-        )
+    let sharded: bool = client
+        .query_one("SELECT to_regclass('galewatch_staging') IS NOT NULL", &[])
         .await
-        .unwrap();
+        .unwrap()
+        .get(0);
+    let (staging, cleanup) = if sharded {
+        client
+            .batch_execute(
+                "SET citus.max_adaptive_executor_pool_size = 4;
+                 SET citus.max_cached_conns_per_worker = 4",
+            )
+            .await
+            .unwrap();
+        ("galewatch_staging", Some("DELETE FROM galewatch_staging"))
+    } else {
+        client
+            .batch_execute(
+                "CREATE TEMP TABLE staging (seq int4, turbine_id text, recorded_at timestamptz,
+                   power_kw float8, wind_speed_ms float8, rotor_rpm float8) ON COMMIT DELETE ROWS",
+            )
+            .await
+            .unwrap();
+        ("staging", None)
+    };
     let insert = client
-        .prepare(
-            "INSERT INTO readings SELECT * FROM staging ON CONFLICT (turbine_id, recorded_at) DO NOTHING",
-        )
+        .prepare(&format!(
+            "INSERT INTO readings (turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm)
+             SELECT turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm FROM {staging}
+             ON CONFLICT (turbine_id, recorded_at) DO NOTHING"
+        ))
         .await
         .unwrap();
+    let copy = format!(
+        "COPY {staging} (seq, turbine_id, recorded_at, power_kw, wind_speed_ms, rotor_rpm) FROM STDIN BINARY"
+    );
     let types = [
+        Type::INT4,
         Type::TEXT,
         Type::TIMESTAMPTZ,
         Type::FLOAT8,
@@ -59,11 +86,12 @@ async fn main() {
     let mut inserted = 0u64;
     for chunk in readings.chunks(batch) {
         let tx = client.transaction().await.unwrap();
-        let sink = tx.copy_in("COPY staging FROM STDIN BINARY").await.unwrap();
+        let sink = tx.copy_in(&copy).await.unwrap();
         let mut w = pin!(BinaryCopyInWriter::new(sink, &types));
-        for r in chunk {
+        for (seq, r) in chunk.iter().enumerate() {
             w.as_mut()
                 .write(&[
+                    &(seq as i32),
                     &r.turbine_id,
                     &r.recorded_at,
                     r.values.get(0),
@@ -75,11 +103,15 @@ async fn main() {
         }
         w.finish().await.unwrap();
         inserted += tx.execute(&insert, &[]).await.unwrap();
+        if let Some(sql) = cleanup {
+            tx.execute(sql, &[]).await.unwrap();
+        }
         tx.commit().await.unwrap();
     }
     let secs = started.elapsed().as_secs_f64();
     println!(
-        "database alone: {inserted} readings in {secs:.2} s = {:.0} readings/s ({batch}-row transactions)",
+        "database alone{}: {inserted} readings in {secs:.2} s = {:.0} readings/s ({batch}-row transactions)",
+        if sharded { " (citus cluster)" } else { "" },
         inserted as f64 / secs
     );
 }

@@ -57,8 +57,8 @@ async fn main() {
          SELECT 'WTG-' || lpad(((i % 2000) * 50)::text, 6, '0'), now() - i * interval '1 s',
                 1, 'collision', 't', now() - (i % 3) * interval '12 hours'
            FROM generate_series(1, 20000) i;
-         INSERT INTO quarantine_resolution (quarantine_id, choice, resolved_by)
-         SELECT id, 'existing', 'bench' FROM quarantine WHERE id % 4 = 0;
+         INSERT INTO quarantine_resolution (turbine_id, quarantine_id, choice, resolved_by)
+         SELECT turbine_id, id, 'existing', 'bench' FROM quarantine WHERE id % 4 = 0;
          ANALYZE;"
     ))
     .await

@@ -185,7 +185,7 @@ pub async fn apply_migrations(cfg: &Config) -> Result<(), Error> {
     } else {
         tracing::info!(applied = ?applied.migrations, "migrations applied");
     }
-    for change in &applied.signals {
+    for change in applied.signals.iter().chain(&applied.distributed) {
         tracing::info!("{change}");
     }
     Ok(())

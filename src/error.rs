@@ -21,6 +21,9 @@ enum Kind {
         code: Option<String>,
         closed: bool,
         bug: bool,
+        /// A sharded database (Citus) could not reach a node holding some of the rows: the
+        /// coordinator answers with an internal error (XX000) naming the lost connection.
+        node_unreachable: bool,
     },
     /// The database did not answer within the configured time.
     Timeout,
@@ -40,6 +43,7 @@ impl Error {
                 code: e.code().map(|c| c.code().to_string()),
                 closed: lost_connection(&e),
                 bug: client_mistake(&e),
+                node_unreachable: node_unreachable(&e),
             },
             source: Some(Box::new(e)),
         }
@@ -101,9 +105,11 @@ impl Error {
             Kind::Database {
                 code: Some(code),
                 closed,
+                node_unreachable,
                 ..
             } => {
                 *closed
+                    || *node_unreachable
                     || matches!(&code[..2], "08" | "40" | "53" | "57" | "58")
                     // 55000: "database is not currently accepting connections"; 55P03: lock timeout.
                     || code == "55000"
@@ -146,6 +152,17 @@ impl Error {
 /// an I/O or TLS failure underneath, a connect timeout, or a reply the client could not follow.
 /// tokio-postgres does not expose its error kinds, so the I/O source and its documented messages
 /// are what tell these from conversion errors (`FromSql`, `ToSql`) and row-count mistakes.
+/// Citus's words when a worker it needs is down or restarting (SQLSTATE XX000 or 08xxx): the
+/// same batch commits once the node is back.
+fn node_unreachable(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error().is_some_and(|d| {
+        let m = d.message();
+        m.contains("connection to the remote node")
+            || m.contains("failure on connection marked as essential")
+            || m.contains("could not establish any connections to the node")
+    })
+}
+
 fn lost_connection(e: &tokio_postgres::Error) -> bool {
     if e.is_closed() {
         return true;
@@ -237,9 +254,27 @@ mod tests {
                 code: Some(code.into()),
                 closed: false,
                 bug: false,
+                node_unreachable: false,
             },
             source: None,
         }
+    }
+
+    #[test]
+    fn an_unreachable_citus_worker_is_retryable_other_internal_errors_are_not() {
+        let mut e = with_code("XX000");
+        assert!(!e.is_retryable());
+        if let Kind::Database {
+            node_unreachable, ..
+        } = &mut e.kind
+        {
+            *node_unreachable = true;
+        }
+        assert!(e.is_retryable());
+        assert!(
+            !e.is_data_error(),
+            "never split and rejected reading by reading"
+        );
     }
 
     #[test]

@@ -28,5 +28,5 @@ pub use error::Error;
 pub use pipeline::{
     batch, classify, decode, ledger, reading, shape, subscribe, timestamp, transaction, write,
 };
-pub use store::{db, health, maintain, migrate, partition};
+pub use store::{citus, db, health, maintain, migrate, partition};
 pub use tools::{demo, review, simulate, view};

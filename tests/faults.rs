@@ -393,3 +393,121 @@ async fn sigterm_during_a_flood_exits_cleanly_within_the_grace_and_a_restart_dou
         d.log()
     );
 }
+
+/// Fault 1 on a Citus cluster: kill -9 three times during a 30,000-reading flood into the
+/// coordinator. A batch cut off mid-transaction is rolled back on every node it touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_three_times_during_a_flood_into_a_citus_cluster_loses_and_doubles_nothing() {
+    let cluster = citus::Cluster::start().await;
+    let db = cluster.db();
+    let broker = Broker::start();
+    let mut d = Daemon::new(&broker, &db, "gw-kill9-citus");
+    d.env
+        .insert("GALEWATCH_MAX_UNACKED_READINGS".into(), "2000".into());
+    d.env
+        .insert("GALEWATCH_BATCH_MAX_READINGS".into(), "500".into());
+    d.start_ready();
+    let msgs = fleet(1000, 30, 1, "KC-"); // 30,000 readings
+    let sent = msgs.clone();
+    let publisher = {
+        let addr = broker.addr();
+        tokio::spawn(async move {
+            galewatch::simulate::publish_all(&addr, "gw-kill9-citus-pub", msgs).await
+        })
+    };
+    let seed: u64 = rand::rng().random();
+    eprintln!("kill -9 schedule seed: {seed}");
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let mut kills_mid_stream = 0;
+    let mut last = 0;
+    for _ in 0..3 {
+        // Each kill after the restarted daemon has committed something, at a random moment.
+        eventually(
+            Duration::from_secs(60),
+            "progress since the last kill",
+            || async { db.rows().await > last },
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(rng.random_range(0..600))).await;
+        let before = db.rows().await;
+        last = before;
+        d.kill9();
+        if before > 0 && before < 30_000 {
+            kills_mid_stream += 1;
+        }
+        d.start();
+    }
+    assert_eq!(publisher.await.unwrap().expect("publish").acked, 30_000);
+    land_all(&db, &sent, Duration::from_secs(120)).await;
+    assert!(
+        kills_mid_stream >= 2,
+        "only {kills_mid_stream} of 3 kills landed mid-stream"
+    );
+    assert_eq!(db.count("SELECT count(*) FROM quarantine").await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM rejected").await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM galewatch_staging").await, 0);
+    let (status, _) = d.terminate();
+    assert!(status.success());
+}
+
+/// A Citus worker goes down mid-flood and comes back: while its shards are unreachable no batch
+/// commits, so no ack leaves; afterwards the daemon recovers by itself (no restart) and every
+/// reading is stored once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_citus_worker_restarted_mid_flood_holds_acks_and_loses_nothing() {
+    let cluster = citus::Cluster::start().await;
+    let db = cluster.db();
+    let broker = Broker::start();
+    let mut d = Daemon::new(&broker, &db, "gw-worker-down");
+    d.env
+        .insert("GALEWATCH_MAX_UNACKED_READINGS".into(), "2000".into());
+    d.env
+        .insert("GALEWATCH_BATCH_MAX_READINGS".into(), "500".into());
+    d.start_ready();
+    let mut sent = fleet(500, 10, 1, "WA-");
+    publish(&broker, sent.clone()).await;
+    land_all(&db, &sent, Duration::from_secs(60)).await;
+    let acks_before = d.metric("galewatch_acks_sent_total");
+    assert_eq!(acks_before, 5_000.0);
+
+    cluster.stop_worker(0);
+    // 1,000 turbines: every batch has readings for the stopped worker's shards.
+    let b = fleet(1000, 20, 1, "WB-");
+    sent.extend(b.clone());
+    let publisher = {
+        let addr = broker.addr();
+        tokio::spawn(
+            async move { galewatch::simulate::publish_all(&addr, "gw-worker-pub", b).await },
+        )
+    };
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(d.is_running(), "the daemon stays up");
+    let m = d.scrape();
+    assert_eq!(
+        sample(&m, "galewatch_acks_sent_total"),
+        acks_before,
+        "no ack while a worker's shards are unreachable"
+    );
+    let held = sample(&m, "galewatch_messages_unacked");
+    assert!(
+        held > 0.0 && held <= 2_000.0,
+        "intake paused at the budget: {held} held"
+    );
+    let log = d.log();
+    assert!(
+        log.contains("batch not written; retrying") && !log.contains("not a transient error"),
+        "an unreachable worker is a transient error: {log}"
+    );
+
+    cluster.start_worker(0);
+    assert_eq!(publisher.await.unwrap().expect("publish").acked, 20_000);
+    land_all(&db, &sent, Duration::from_secs(120)).await;
+    eventually(Duration::from_secs(30), "all acks", || async {
+        d.metric("galewatch_acks_sent_total") == 25_000.0
+    })
+    .await;
+    assert_eq!(db.count("SELECT count(*) FROM quarantine").await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM rejected").await, 0);
+    let (status, _) = d.terminate();
+    assert!(status.success());
+}

@@ -1,5 +1,6 @@
 //! Every reading ends in exactly one place with its reason named, and the counters add up:
-//! against a real Mosquitto and PostgreSQL, with one daemon and with two racing for the same keys.
+//! against a real Mosquitto and PostgreSQL, with one daemon and with two racing for the same keys,
+//! on the single server and on a Citus cluster (a coordinator and two workers).
 
 mod common;
 
@@ -18,9 +19,66 @@ fn reading(ts: &str, power: f64) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_eight_outcomes_are_stored_counted_and_add_up() {
+    eight_outcomes(&TestDb::create().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_eight_outcomes_on_a_citus_cluster() {
+    let cluster = citus::Cluster::start().await;
+    let db = cluster.db();
+    eight_outcomes(&db).await;
+    // The schema was sharded: every table that grows with the fleet, beside `readings`.
+    let c = db.client().await;
+    let sharded: Vec<String> = c
+        .query(
+            "SELECT logicalrelid::text FROM pg_dist_partition
+              WHERE logicalrelid::text NOT LIKE 'readings\\_%' ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        sharded,
+        [
+            "galewatch_staging",
+            "quarantine",
+            "quarantine_resolution",
+            "readings",
+            "turbine_status"
+        ]
+    );
+    let colocated: i64 = c
+        .query_one(
+            "SELECT count(DISTINCT colocationid) FROM pg_dist_partition",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(colocated, 1, "all co-located with readings");
+    // The readings really are on the workers: the coordinator holds no shard of them.
+    let placements: i64 = c
+        .query_one(
+            "SELECT count(DISTINCT nodeport) FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid)
+               JOIN pg_dist_node n USING (groupid) WHERE s.logicalrelid = 'readings'::regclass",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(placements, 2, "readings' shards on both workers");
+    // Nothing left behind in the shared staging table.
+    assert_eq!(db.count("SELECT count(*) FROM galewatch_staging").await, 0);
+}
+
+/// Publishes one message for each outcome (and each way to reach some) and checks the counters
+/// and the tables say the same.
+async fn eight_outcomes(db: &TestDb) {
     let broker = Broker::start();
-    let db = TestDb::create().await;
-    let mut d = Daemon::new(&broker, &db, "gw-outcomes");
+    let mut d = Daemon::new(&broker, db, "gw-outcomes");
     d.env
         .insert("GALEWATCH_MAX_MESSAGE_BYTES".into(), "4096".into());
     d.start_ready();
@@ -267,10 +325,20 @@ async fn all_eight_outcomes_are_stored_counted_and_add_up() {
 /// exactly one reading per key lands in `readings` and the other in `quarantine`, beside it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_daemons_racing_for_one_key_keep_one_and_quarantine_the_other_20_rounds() {
+    race(&TestDb::create().await, 20).await;
+}
+
+/// The same race into a Citus cluster: the row locks and the look-ups happen on the workers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_daemons_racing_for_one_key_on_a_citus_cluster_10_rounds() {
+    let cluster = citus::Cluster::start().await;
+    race(&cluster.db(), 10).await;
+}
+
+async fn race(db: &TestDb, rounds: usize) {
     let broker = Broker::start();
-    let db = TestDb::create().await;
-    let mut a = Daemon::new(&broker, &db, "gw-race-a");
-    let mut b = Daemon::new(&broker, &db, "gw-race-b");
+    let mut a = Daemon::new(&broker, db, "gw-race-a");
+    let mut b = Daemon::new(&broker, db, "gw-race-b");
     b.env
         .insert("GALEWATCH_MQTT_TOPIC".into(), "site/+/readings".into());
     for d in [&mut a, &mut b] {
@@ -283,8 +351,7 @@ async fn two_daemons_racing_for_one_key_keep_one_and_quarantine_the_other_20_rou
     b.start_ready();
 
     const KEYS: usize = 400;
-    const ROUNDS: usize = 20;
-    for round in 0..ROUNDS {
+    for round in 0..rounds {
         let mut msgs = Vec::with_capacity(2 * KEYS);
         for k in 0..KEYS {
             let turbine = format!("R{round:02}-{k:04}");
@@ -334,7 +401,7 @@ async fn two_daemons_racing_for_one_key_keep_one_and_quarantine_the_other_20_rou
     }
     let (ma, mb) = (a.scrape(), b.scrape());
     let total = |name: &str| sample(&ma, name) + sample(&mb, name);
-    let n = (KEYS * ROUNDS) as f64;
+    let n = (KEYS * rounds) as f64;
     assert_eq!(total("galewatch_readings_received_total"), 2.0 * n);
     assert_eq!(total("galewatch_readings_inserted_total"), n);
     assert_eq!(

@@ -1,5 +1,6 @@
 //! The partitioned readings table: no reading is lost to a missing partition, retention drops
 //! whole partitions and deletes old entries in batches, and the V4 conversion keeps every row.
+//! The first two also run on a Citus cluster, where the partitions are distributed tables.
 
 mod common;
 
@@ -31,8 +32,17 @@ async fn homes(db: &TestDb) -> Vec<(DateTime<Utc>, String)> {
         .await
         .unwrap()
         .iter()
-        .map(|r| (r.get(0), r.get(1)))
+        .map(|r| (r.get(0), shell(r.get(1))))
         .collect()
+}
+
+/// On a Citus cluster a row's `tableoid` is its shard's (`readings_p20261130_102041`): the
+/// partition's name without the shard number.
+fn shell(name: String) -> String {
+    match name.rsplit_once('_') {
+        Some((head, n)) if n.len() >= 6 && n.bytes().all(|b| b.is_ascii_digit()) => head.into(),
+        _ => name,
+    }
 }
 
 fn day_name(ts: DateTime<Utc>) -> String {
@@ -41,9 +51,28 @@ fn day_name(ts: DateTime<Utc>) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readings_without_a_partition_still_land_and_partitions_are_made_ahead() {
+    on_demand(&TestDb::create().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_are_made_ahead_and_on_demand_on_a_citus_cluster() {
+    let cluster = citus::Cluster::start().await;
+    let db = cluster.db();
+    on_demand(&db).await;
+    // Every partition the daemon made is distributed with its parent.
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM galewatch_partition g
+              WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition d WHERE d.logicalrelid = g.name::regclass)"
+        )
+        .await,
+        0
+    );
+}
+
+async fn on_demand(db: &TestDb) {
     let broker = Broker::start();
-    let db = TestDb::create().await;
-    let mut d = Daemon::new(&broker, &db, "gw-partitions");
+    let mut d = Daemon::new(&broker, db, "gw-partitions");
     d.start_ready();
 
     let now = Utc::now();
@@ -67,7 +96,7 @@ async fn readings_without_a_partition_still_land_and_partitions_are_made_ahead()
     .await;
     assert_eq!(d.metric("galewatch_readings_inserted_total"), 5.0);
 
-    let homes = homes(&db).await;
+    let homes = homes(db).await;
     assert_eq!(
         homes[0].1, "readings_default",
         "2001 (a reset clock): no partition of its own"
@@ -80,7 +109,14 @@ async fn readings_without_a_partition_still_land_and_partitions_are_made_ahead()
     assert_eq!(homes[2].1, day_name(backlog));
     assert_eq!(homes[3].1, day_name(now));
     assert_eq!(homes[4].1, day_name(soon));
-    // Made ahead: today and the next three days.
+    // Made ahead: today and the next three days (the pass that makes them runs beside the
+    // writer; on a cluster each one is distributed DDL, so it may end after the readings land).
+    eventually(
+        Duration::from_secs(20),
+        "the maintenance pass done",
+        || async { d.metric("galewatch_maintenance_last_success_timestamp_seconds") > 0.0 },
+    )
+    .await;
     for days in 0..=3 {
         let name = day_name(now + chrono::Duration::days(days));
         assert_eq!(
@@ -111,15 +147,24 @@ async fn readings_without_a_partition_still_land_and_partitions_are_made_ahead()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retention_drops_old_partitions_and_deletes_old_entries_in_batches() {
+    retention(&TestDb::create().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_on_a_citus_cluster() {
+    let cluster = citus::Cluster::start().await;
+    retention(&cluster.db()).await;
+}
+
+async fn retention(db: &TestDb) {
     let broker = Broker::start();
-    let db = TestDb::create().await;
     let now = Utc::now();
     let old = now - chrono::Duration::days(40);
     let recent = now - chrono::Duration::days(10);
     let ancient: DateTime<Utc> = "2001-06-01T00:00:00Z".parse().unwrap();
 
     // First run keeps everything: the 40-day-old readings get a partition of their own.
-    let mut d = Daemon::new(&broker, &db, "gw-retention");
+    let mut d = Daemon::new(&broker, db, "gw-retention");
     d.start_ready();
     let mut msgs: Vec<_> = (0..300)
         .map(|i| reading(old + chrono::Duration::seconds(2 * i), 1.0))
@@ -134,7 +179,7 @@ async fn retention_drops_old_partitions_and_deletes_old_entries_in_batches() {
     .await;
     d.terminate();
     assert_eq!(
-        homes(&db).await[1].1,
+        homes(db).await[1].1,
         day_name(old),
         "the old readings have their own partition"
     );
@@ -150,8 +195,8 @@ async fn retention_drops_old_partitions_and_deletes_old_entries_in_batches() {
          INSERT INTO quarantine (turbine_id, recorded_at, power_kw, reason, topic, received_at)
          SELECT 'Q', timestamptz '2027-01-01' + i * interval '1 s', 1, 'collision', 't', now()
            FROM generate_series(1, 5) i;
-         INSERT INTO quarantine_resolution (quarantine_id, choice, resolved_by)
-         SELECT min(id), 'existing', 'test' FROM quarantine;
+         INSERT INTO quarantine_resolution (turbine_id, quarantine_id, choice, resolved_by)
+         SELECT 'Q', min(id), 'existing', 'test' FROM quarantine;
          INSERT INTO rejected (received_at, topic, payload, payload_bytes, reason, detail, payload_sha256)
          SELECT now() - interval '31 days', 't', int4send(i), 4, 'malformed', 'x', sha256(int4send(i))
            FROM generate_series(1, 12000) i;
@@ -162,7 +207,7 @@ async fn retention_drops_old_partitions_and_deletes_old_entries_in_batches() {
     .await
     .unwrap();
 
-    let mut d = Daemon::new(&broker, &db, "gw-retention");
+    let mut d = Daemon::new(&broker, db, "gw-retention");
     d.env
         .insert("GALEWATCH_READINGS_RETENTION".into(), "30days".into());
     d.start_ready();
@@ -172,7 +217,7 @@ async fn retention_drops_old_partitions_and_deletes_old_entries_in_batches() {
     })
     .await;
 
-    let left: Vec<_> = homes(&db).await.into_iter().map(|(t, _)| t).collect();
+    let left: Vec<_> = homes(db).await.into_iter().map(|(t, _)| t).collect();
     assert_eq!(
         left.len(),
         2,
@@ -239,7 +284,8 @@ async fn the_conversion_keeps_every_row_of_an_unpartitioned_table() {
             "V4__partitioned_readings",
             "V5__one_reading_one_place",
             "V6__rejected_by_digest",
-            "V7__declared_signals"
+            "V7__declared_signals",
+            "V8__quarantine_by_turbine"
         ]
     );
     let after: String = c.query_one(digest, &[]).await.unwrap().get(0);

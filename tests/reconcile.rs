@@ -96,7 +96,7 @@ async fn reconcile(db: &TestDb, d: &Daemon, expected: i64, what: &str) {
               WHERE r.power_kw = q.power_kw
                 AND r.wind_speed_ms IS NOT DISTINCT FROM q.wind_speed_ms
                 AND r.rotor_rpm IS NOT DISTINCT FROM q.rotor_rpm
-                AND NOT EXISTS (SELECT 1 FROM quarantine_resolution x WHERE x.quarantine_id = q.id)"
+                AND NOT EXISTS (SELECT 1 FROM quarantine_resolution x WHERE x.turbine_id = q.turbine_id AND x.quarantine_id = q.id)"
         )
         .await,
         0,

@@ -89,7 +89,8 @@ impl Queries {
         );
         let quarantine = format!(
             "SELECT q.id, q.recorded_at, q.reason, q.received_at, r.choice, {}, {}
-  FROM quarantine q LEFT JOIN quarantine_resolution r ON r.quarantine_id = q.id
+  FROM quarantine q LEFT JOIN quarantine_resolution r
+       ON r.turbine_id = q.turbine_id AND r.quarantine_id = q.id
  WHERE q.turbine_id = $1 AND q.recorded_at >= $2 AND q.recorded_at < $3
  ORDER BY q.recorded_at, q.id LIMIT 1000",
             signals.columns("q."),
@@ -460,7 +461,8 @@ impl Db {
                   open_q AS (SELECT q.turbine_id, count(*) AS n FROM quarantine q
                               WHERE q.turbine_id LIKE $4
                                 AND NOT EXISTS (SELECT 1 FROM quarantine_resolution x
-                                                 WHERE x.quarantine_id = q.id)
+                                                 WHERE x.turbine_id = q.turbine_id
+                                                   AND x.quarantine_id = q.id)
                               GROUP BY q.turbine_id),
                   hit AS (SELECT s.turbine_id, s.last_seen, s.last_recorded_at,
                                  {power_col} AS power_kw,

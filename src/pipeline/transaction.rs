@@ -15,6 +15,14 @@
 //! quarantine leaves out a future reading already stored exactly; the rows the quarantine did
 //! not take are duplicates, for the counters and for `turbine_status` alike.
 //!
+//! On a sharded database (Citus, docs/scaling.md) the same statements run unchanged, with one
+//! difference in where the staging rows live: a session's temporary table cannot be joined with
+//! a distributed table there, so `galewatch migrate` makes `galewatch_staging` a distributed
+//! table of its own, sharded like `readings`. Each transaction sees only its own uncommitted
+//! staging rows (every writer deletes its rows before it commits), so the same statements read
+//! the same rows, and every join stays on one turbine's shard. On the single server the
+//! temporary table (emptied by COMMIT at no cost) stays: nothing there gets slower.
+//!
 //! The retries, the splitting of a refused batch and the acks are `write.rs`'s; this file is
 //! only what one attempt does inside the database.
 
@@ -43,6 +51,7 @@ struct Sql {
     copy_types: Vec<Type>,
     insert: String,
     existing: String,
+    future_stored: String,
     quarantine: String,
 }
 
@@ -106,12 +115,18 @@ SELECT s.seq, {s_cols}
             r_cols = signals.columns("r."),
             s_cols = signals.columns("s."),
         );
-        // Quarantines collisions and future readings, except a future reading already stored
-        // exactly (a resend that reached `readings` first, e.g. through another daemon whose
-        // clock is behind), and returns each row it added, so the writer knows which were
-        // resends (duplicates). A row is named by its key and the digest of its values (V7).
-        // The unnest's columns are named as the table's (signal names never clash with
-        // Galewatch's own: `signals::check_name`), so "same values" is `same_sql` here too.
+        // The stored rows of the future readings' keys: a future reading already stored exactly
+        // (a resend that reached `readings` first, e.g. through another daemon whose clock is
+        // behind) is a duplicate, not quarantined. Its own statement, not a correlated
+        // sub-query of the quarantine INSERT: a sharded database refuses those beside `unnest`.
+        let future_stored = format!(
+            "SELECT r.turbine_id, r.recorded_at, {r_cols} FROM readings r
+ WHERE (r.turbine_id, r.recorded_at) IN (SELECT * FROM unnest($1::text[], $2::timestamptz[]))",
+            r_cols = signals.columns("r."),
+        );
+        // Quarantines collisions and future readings, and returns each row it added, so the
+        // writer knows which were resends (duplicates). A row is named by its key and the
+        // digest of its values (V7).
         let mut columns: Vec<(String, &str)> = vec![
             ("turbine_id".into(), "text"),
             ("recorded_at".into(), "timestamptz"),
@@ -133,12 +148,9 @@ SELECT s.seq, {s_cols}
         let quarantine = format!(
             "INSERT INTO quarantine ({names})
 SELECT u.* FROM unnest({arrays}) AS u({names})
- WHERE u.reason <> 'future_timestamp' OR NOT EXISTS (SELECT 1 FROM readings r
-        WHERE r.turbine_id = u.turbine_id AND r.recorded_at = u.recorded_at AND {stored_same})
 ON CONFLICT DO NOTHING RETURNING turbine_id, recorded_at, values_sha256",
             names = names.join(", "),
             arrays = arrays.join(", "),
-            stored_same = signals.same_sql("r", "u"),
         );
         Sql {
             staging,
@@ -146,10 +158,15 @@ ON CONFLICT DO NOTHING RETURNING turbine_id, recorded_at, values_sha256",
             copy_types,
             insert,
             existing,
+            future_stored,
             quarantine,
         }
     }
 }
+
+/// A writer's session settings on a sharded database (see `Conn::prepare`).
+const CITUS_SESSION: &str = "SET citus.max_adaptive_executor_pool_size = 4;
+SET citus.max_cached_conns_per_worker = 4";
 
 /// A rejected message is named by its topic, the digest of its whole payload, its size and the
 /// element (V6's `rejected_once`), so a redelivery adds nothing, however little of it is kept.
@@ -197,8 +214,12 @@ pub(crate) struct Conn {
     pub(crate) client: Client,
     insert: Statement,
     existing: Statement,
+    future_stored: Statement,
     quarantine: Statement,
     rejected: Statement,
+    /// True on a sharded database (Citus), where `galewatch_staging` is a distributed table shared by
+    /// all writers (see the module comment): each transaction deletes its rows before COMMIT.
+    sharded: bool,
     /// The current transaction's id (see `InDoubt`).
     xid: Statement,
     /// The `readings` partitions known to exist (when the daemon manages them).
@@ -217,13 +238,31 @@ impl Conn {
         signals: Signals,
     ) -> Result<Conn, Error> {
         let sql = Sql::new(&signals);
-        client
-            .batch_execute(&sql.staging)
+        // `galewatch migrate` makes a permanent staging table only on a sharded database.
+        let sharded: bool = client
+            .query_one("SELECT to_regclass('galewatch_staging') IS NOT NULL", &[])
             .await
-            .map_err(|e| Error::db("creating the staging table", e))?;
+            .map_err(|e| Error::db("looking for a shared staging table", e))?
+            .get(0);
+        if sharded {
+            // Citus keeps one connection per worker open between transactions by default and
+            // opens the rest of a multi-shard statement's anew each time: 250 ms of every
+            // 500-reading batch on the test cluster, against 40 ms with this (docs/scaling.md).
+            // Four per worker keeps each writer's connections to a worker bounded.
+            client
+                .batch_execute(CITUS_SESSION)
+                .await
+                .map_err(|e| Error::db("setting up the session (citus)", e))?;
+        } else {
+            client
+                .batch_execute(&sql.staging)
+                .await
+                .map_err(|e| Error::db("creating the staging table", e))?;
+        }
         let err = |e| Error::db("preparing statements", e);
         let insert = client.prepare(&sql.insert).await.map_err(err)?;
         let existing = client.prepare(&sql.existing).await.map_err(err)?;
+        let future_stored = client.prepare(&sql.future_stored).await.map_err(err)?;
         let quarantine = client.prepare(&sql.quarantine).await.map_err(err)?;
         let rejected = client.prepare(REJECTED_SQL).await.map_err(err)?;
         let xid = client.prepare("SELECT txid_current()").await.map_err(err)?;
@@ -231,8 +270,10 @@ impl Conn {
             client,
             insert,
             existing,
+            future_stored,
             quarantine,
             rejected,
+            sharded,
             xid,
             partitions,
             signals,
@@ -424,6 +465,37 @@ enum Held {
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct QuarantineKey(String, chrono::DateTime<chrono::Utc>, Vec<u8>);
 
+/// For each future reading, whether `readings` holds it exactly (same key, same values).
+async fn future_stored(
+    tx: &tokio_postgres::Transaction<'_>,
+    statement: &Statement,
+    signals: &Signals,
+    future: &[(&Reading, &Message)],
+) -> Result<Vec<bool>, Error> {
+    if future.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<&str> = future.iter().map(|(r, _)| r.turbine_id.as_str()).collect();
+    let at: Vec<chrono::DateTime<chrono::Utc>> =
+        future.iter().map(|(r, _)| r.recorded_at).collect();
+    let rows = tx
+        .query(statement, &[&ids, &at])
+        .await
+        .map_err(|e| Error::db("looking up stored future readings", e))?;
+    let stored: HashMap<(String, chrono::DateTime<chrono::Utc>), Values> = rows
+        .iter()
+        .map(|row| ((row.get(0), row.get(1)), signals.from_row(row, 2)))
+        .collect();
+    Ok(future
+        .iter()
+        .map(|(r, _)| {
+            stored
+                .get(&(r.turbine_id.to_string(), r.recorded_at))
+                .is_some_and(|v| classify::same_values(&r.values, v))
+        })
+        .collect())
+}
+
 /// Lands `items` in one transaction and says what became of each.
 pub(crate) async fn write_items(
     conn: &mut Conn,
@@ -528,7 +600,12 @@ pub(crate) async fn write_items(
             }
         }
     }
+    // A future reading already stored exactly is not offered (it stays a duplicate, below).
+    let stored = future_stored(&tx, &conn.future_stored, &conn.signals, &parts.future).await?;
     for (i, &(r, msg)) in parts.future.iter().enumerate() {
+        if stored[i] {
+            continue;
+        }
         quarantine.push(&conn.signals, r, "future_timestamp", None, msg);
         held.push(Held::Future(i));
     }
@@ -564,7 +641,17 @@ pub(crate) async fn write_items(
             Fate::Collision { .. } => health::Seen::Collision,
         })
         .collect();
-    let mut future_seen = vec![health::Seen::Future; parts.future.len()];
+    let mut future_seen: Vec<health::Seen> = stored
+        .iter()
+        .map(|&s| {
+            if s {
+                tally.duplicate += 1;
+                health::Seen::Duplicate
+            } else {
+                health::Seen::Future
+            }
+        })
+        .collect();
     for (&h, &landed) in held.iter().zip(&landed) {
         match (h, landed) {
             (Held::Reading(_), true) => tally.collision += 1,
@@ -591,7 +678,7 @@ pub(crate) async fn write_items(
     for (&(r, msg), &seen) in parts.future.iter().zip(&future_seen) {
         turbines.add(&r.turbine_id, msg.received_at, r.recorded_at, seen);
     }
-    health::record(&tx, &turbines, drift_window).await?;
+    health::record(&tx, &turbines, drift_window, conn.sharded).await?;
     if !parts.rejected.is_empty() {
         let mut received_at = Vec::new();
         let mut topic = Vec::new();
@@ -641,6 +728,11 @@ pub(crate) async fn write_items(
         }
         // Not inserted: the same message was rejected before (a redelivery).
         tally.duplicate += (parts.rejected.len() - rows.len()) as u64;
+    }
+    if conn.sharded && !plan.staged.is_empty() {
+        tx.execute("DELETE FROM galewatch_staging", &[])
+            .await
+            .map_err(|e| Error::db("emptying the staging table", e))?;
     }
     // From here until the answer comes, the outcome is unknown to us (see `InDoubt`).
     *in_doubt = Some(InDoubt {

@@ -201,8 +201,11 @@ impl Maintainer {
                 report.readings_deleted += delete_batched(
                     client,
                     "readings",
-                    "DELETE FROM readings_default WHERE ctid = ANY(ARRAY(
-                        SELECT ctid FROM readings_default WHERE recorded_at < $1 LIMIT $2))",
+                    // By key, not by ctid: on a sharded database a ctid names a row only
+                    // within its shard.
+                    "DELETE FROM readings_default WHERE (turbine_id, recorded_at) IN (
+                        SELECT turbine_id, recorded_at FROM readings_default
+                         WHERE recorded_at < $1 LIMIT $2)",
                     cutoff,
                 )
                 .await?;

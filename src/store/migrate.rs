@@ -53,10 +53,13 @@ pub struct Applied {
     pub migrations: Vec<String>,
     /// Changes made for the declared signals, one sentence each.
     pub signals: Vec<String>,
+    /// Tables distributed now, on a Citus cluster (`citus.rs`), one sentence each.
+    pub distributed: Vec<String>,
 }
 
 /// Applies pending migrations, then makes the schema follow the declared signals (see
-/// [`sync_signals`]), under the same lock.
+/// [`sync_signals`]) and, on a database with the `citus` extension, distributes it
+/// (`citus::distribute`), under the same lock.
 pub async fn apply(client: &mut Client, signals: &Signals) -> Result<Applied, Error> {
     let migrations = run(client).await?;
     client
@@ -67,16 +70,26 @@ pub async fn apply(client: &mut Client, signals: &Signals) -> Result<Applied, Er
     let fresh = migrations
         .iter()
         .any(|m| m.starts_with("V1__") || m.starts_with("V1_"));
-    let result = sync_signals(client, signals, fresh).await;
+    let result = async {
+        let changes = sync_signals(client, signals, fresh).await?;
+        let distributed = if crate::citus::is_citus(client).await? {
+            crate::citus::distribute(client, signals).await?
+        } else {
+            Vec::new()
+        };
+        Ok::<_, Error>((changes, distributed))
+    }
+    .await;
     let unlock = client
         .execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY])
         .await
         .map_err(|e| Error::db("releasing the migration lock", e));
-    let signals = result?;
+    let (signals, distributed) = result?;
     unlock?;
     Ok(Applied {
         migrations,
         signals,
+        distributed,
     })
 }
 

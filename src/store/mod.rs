@@ -1,7 +1,9 @@
 //! The database side beyond the pipeline: connections ([`db`]), the schema ([`migrate`]), the
 //! `readings` partitions ([`partition`], pure, and [`maintain`], which makes and drops them and
-//! applies retention), and each turbine's clock health ([`health`]).
+//! applies retention), each turbine's clock health ([`health`]), and the sharding of the schema
+//! on a Citus cluster ([`citus`]).
 
+pub mod citus;
 pub mod db;
 pub mod health;
 pub mod maintain;

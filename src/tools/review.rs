@@ -154,7 +154,8 @@ pub async fn quarantine_list(
             &format!(
                 "SELECT q.id, q.turbine_id, q.recorded_at, q.reason, q.received_at, r.choice,
                     r.resolved_by, {}, {}
-               FROM quarantine q LEFT JOIN quarantine_resolution r ON r.quarantine_id = q.id
+               FROM quarantine q LEFT JOIN quarantine_resolution r
+                    ON r.turbine_id = q.turbine_id AND r.quarantine_id = q.id
               WHERE ($1::text IS NULL OR q.turbine_id = $1)
                 AND ($2::text IS NULL OR q.reason = $2)
                 AND q.received_at > now() - ($3::text)::interval
@@ -228,18 +229,28 @@ pub async fn quarantine_resolve(
         .transaction()
         .await
         .map_err(|e| Error::db("beginning a transaction", e))?;
+    // The entry's turbine first: every statement after it names the turbine, so on a sharded
+    // database (docs/scaling.md) each goes to one shard, and the row lock is a single-shard one
+    // (a lock taken across all shards, by `id` alone, is refused there).
+    let turbine: String = tx
+        .query_opt("SELECT turbine_id FROM quarantine WHERE id = $1", &[&id])
+        .await
+        .map_err(|e| Error::db("reading the quarantine entry", e))?
+        .ok_or_else(|| ReviewError::Refused(format!("no quarantine entry {id}")))?
+        .get(0);
     let q = tx
         .query_opt(
-            "SELECT turbine_id, recorded_at FROM quarantine WHERE id = $1 FOR UPDATE",
-            &[&id],
+            "SELECT turbine_id, recorded_at FROM quarantine WHERE turbine_id = $1 AND id = $2 FOR UPDATE",
+            &[&turbine, &id],
         )
         .await
         .map_err(|e| Error::db("reading the quarantine entry", e))?
         .ok_or_else(|| ReviewError::Refused(format!("no quarantine entry {id}")))?;
     if let Some(prev) = tx
         .query_opt(
-            "SELECT choice, resolved_by, resolved_at FROM quarantine_resolution WHERE quarantine_id = $1",
-            &[&id],
+            "SELECT choice, resolved_by, resolved_at FROM quarantine_resolution
+              WHERE turbine_id = $1 AND quarantine_id = $2",
+            &[&turbine, &id],
         )
         .await
         .map_err(|e| Error::db("reading resolutions", e))?
@@ -251,7 +262,6 @@ pub async fn quarantine_resolve(
             ts(Some(prev.get(2)))
         )));
     }
-    let turbine: String = q.get(0);
     let recorded_at: DateTime<Utc> = q.get(1);
     // What the resolution does to `readings`, recorded with it so the tables reconcile with the
     // counters: rows in readings = inserted readings + resolutions that added one.
@@ -265,10 +275,11 @@ pub async fn quarantine_resolve(
             .execute(
                 &format!(
                     "INSERT INTO readings (turbine_id, recorded_at, {cols})
-                 SELECT turbine_id, recorded_at, {cols} FROM quarantine WHERE id = $1
+                 SELECT turbine_id, recorded_at, {cols} FROM quarantine
+                  WHERE turbine_id = $1 AND id = $2
                  ON CONFLICT (turbine_id, recorded_at) DO NOTHING"
                 ),
-                &[&id],
+                &[&turbine, &id],
             )
             .await
             .map_err(|e| Error::db("storing the reading", e))?;
@@ -285,10 +296,11 @@ pub async fn quarantine_resolve(
                 &format!(
                     "UPDATE readings r SET {}
                    FROM quarantine q
-                  WHERE q.id = $1 AND r.turbine_id = q.turbine_id AND r.recorded_at = q.recorded_at",
+                  WHERE q.turbine_id = $1 AND q.id = $2
+                    AND r.turbine_id = q.turbine_id AND r.recorded_at = q.recorded_at",
                     set.join(", ")
                 ),
-                &[&id],
+                &[&turbine, &id],
             )
             .await
             .map_err(|e| Error::db("replacing the reading", e))?;
@@ -298,8 +310,9 @@ pub async fn quarantine_resolve(
         "none"
     };
     tx.execute(
-        "INSERT INTO quarantine_resolution (quarantine_id, choice, resolved_by, note, effect) VALUES ($1, $2, $3, $4, $5)",
-        &[&id, &keep.as_str(), &by, &note, &effect],
+        "INSERT INTO quarantine_resolution (turbine_id, quarantine_id, choice, resolved_by, note, effect)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+        &[&turbine, &id, &keep.as_str(), &by, &note, &effect],
     )
     .await
     .map_err(|e| Error::db("recording the resolution", e))?;

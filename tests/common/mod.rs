@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use galewatch::config::BrokerAddr;
 use tokio_postgres::NoTls;
 
+pub mod citus;
+
 /// Where the tests find PostgreSQL: a URL to its maintenance database.
 pub fn admin_url() -> String {
     std::env::var("TEST_PG_ADMIN_URL")
@@ -239,6 +241,9 @@ static DB_SEQ: AtomicUsize = AtomicUsize::new(0);
 pub struct TestDb {
     pub name: String,
     pub url: String,
+    /// Made for this test on the machine's server, and dropped with it (false: a database of a
+    /// private server, such as a Citus cluster's, which goes with its server).
+    pub owned: bool,
 }
 
 impl TestDb {
@@ -259,7 +264,11 @@ impl TestDb {
                 .expect("create the test database");
         }
         let url = format!("postgresql://postgres@127.0.0.1:5432/{name}");
-        TestDb { name, url }
+        TestDb {
+            name,
+            url,
+            owned: true,
+        }
     }
 
     pub async fn client(&self) -> tokio_postgres::Client {
@@ -277,6 +286,7 @@ impl TestDb {
 
     /// The database goes away: new connections are refused and open ones cut.
     pub async fn refuse_connections(&self) {
+        assert!(self.owned, "only a database of the machine's server");
         let admin = admin_client().await;
         admin
             .batch_execute(&format!(
@@ -318,6 +328,9 @@ impl TestDb {
 
 impl Drop for TestDb {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         let name = self.name.clone();
         // Drop runs outside any runtime guarantee: use a thread with its own.
         let _ = std::thread::spawn(move || {
@@ -404,6 +417,22 @@ impl Daemon {
             .spawn()
             .expect("spawn galewatch");
         self.child = Some(child);
+    }
+
+    /// Runs `galewatch <args>` to its end with this daemon's settings (for `leave`, `migrate`):
+    /// its exit status, stdout and stderr.
+    pub fn command(&self, args: &[&str]) -> std::process::Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_galewatch"));
+        cmd.args(args);
+        if let Some(c) = &self.config {
+            cmd.arg("--config").arg(c);
+        }
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("RUST_LOG", "info")
+            .envs(&self.env)
+            .output()
+            .expect("run galewatch")
     }
 
     /// Starts and waits until the daemon says it is ready (`galewatch_ready` 1: migrations
