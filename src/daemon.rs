@@ -1,6 +1,7 @@
 //! Daemon: wire the stages together (subscribe → decode → batch → write → ack) and shut them
 //! down in order.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -12,6 +13,7 @@ use crate::backoff::Backoff;
 use crate::batch::{self, Batcher};
 use crate::config::Config;
 use crate::error::Error;
+use crate::leave;
 use crate::ledger::Ledger;
 use crate::maintain::Maintainer;
 use crate::migrate;
@@ -33,6 +35,53 @@ use crate::write::{self, Writer};
 ///    broker closes the connection (at most 2 s more).
 /// 4. The background tasks (gauges, clock health) are cancelled and awaited.
 pub async fn run(cfg: Config, shutdown: CancellationToken, probe: Probe) -> Result<(), Error> {
+    run_as(cfg, shutdown, probe, None).await
+}
+
+/// `galewatch leave`: retires this member of its share group for good (see `leave.rs`). Runs the
+/// pipeline on what the member's session still holds, stops when it has run dry, then ends the
+/// session. Interrupted (`shutdown`), it keeps the session and says so.
+pub async fn leave(cfg: Config, shutdown: CancellationToken) -> Result<leave::Report, Error> {
+    let probe = Probe::default();
+    let leaving = Arc::new(leave::Leaving::default());
+    let drained = shutdown.child_token();
+    let watcher = {
+        let (probe, leaving, drained) = (probe.clone(), leaving.clone(), drained.clone());
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_millis(200));
+            loop {
+                every.tick().await;
+                if leaving.drained(probe.unacked(), std::time::Instant::now()) {
+                    drained.cancel();
+                    return;
+                }
+            }
+        })
+    };
+    let ran = run_as(cfg.clone(), drained, probe.clone(), Some(leaving.clone())).await;
+    watcher.abort();
+    ran?;
+    if shutdown.is_cancelled() {
+        return Err(Error::other(
+            "leaving the share group",
+            "interrupted: the session is kept (run galewatch leave again)",
+        ));
+    }
+    leave::end_session(&cfg.mqtt()).await?;
+    let t = probe.totals().committed;
+    Ok(leave::Report {
+        messages: t.messages,
+        readings: t.received,
+        had_session: !leaving.had_no_session(),
+    })
+}
+
+async fn run_as(
+    cfg: Config,
+    shutdown: CancellationToken,
+    probe: Probe,
+    leaving: Option<Arc<leave::Leaving>>,
+) -> Result<(), Error> {
     if !migrate_when_reachable(&cfg, &shutdown).await? {
         return Ok(());
     }
@@ -50,7 +99,11 @@ pub async fn run(cfg: Config, shutdown: CancellationToken, probe: Probe) -> Resu
     // Tasks with no work to finish: cancelled and awaited at the end.
     let background = CancellationToken::new();
     let tracker = TaskTracker::new();
-    let (subscriber, client) = Subscriber::new(&cfg.mqtt(), ledger.clone(), probe.clone(), msg_tx);
+    let (mut subscriber, client) =
+        Subscriber::new(&cfg.mqtt(), ledger.clone(), probe.clone(), msg_tx);
+    if let Some(leaving) = leaving {
+        subscriber = subscriber.leaving(leaving);
+    }
 
     let mut subscriber: tokio::task::JoinHandle<Result<(), Error>> =
         tokio::spawn(subscriber.run(shutdown.clone()));

@@ -26,7 +26,8 @@ pub mod tools;
 
 pub use error::Error;
 pub use pipeline::{
-    batch, classify, decode, ledger, reading, shape, subscribe, timestamp, transaction, write,
+    batch, classify, decode, leave, ledger, reading, shape, subscribe, timestamp, transaction,
+    write,
 };
 pub use store::{citus, db, health, maintain, migrate, partition};
 pub use tools::{demo, review, simulate, view};

@@ -28,6 +28,14 @@ enum Command {
         #[arg(long, env = "GALEWATCH_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Retire this member of its share group for good: stop the member first, then run this
+    /// with its settings. Unsubscribes, lands everything its session still holds (ack after
+    /// commit, as `run`), then ends the session on the broker.
+    Leave {
+        /// TOML file of settings; GALEWATCH_* variables override it.
+        #[arg(long, env = "GALEWATCH_CONFIG")]
+        config: Option<PathBuf>,
+    },
     /// Apply pending schema migrations and exit.
     Migrate {
         /// TOML file of settings; GALEWATCH_* variables override it.
@@ -235,6 +243,32 @@ fn main() -> ExitCode {
                 tracing::info!(metrics = %cfg.metrics_listen, "serving /metrics");
                 let probe = galewatch::probe::Probe::default();
                 report(galewatch::daemon::run(cfg, shutdown, probe).await)
+            })
+        }
+        Command::Leave { config } => {
+            let cfg = match config::load(config.as_deref()) {
+                Ok(c) => c,
+                Err(e) => return config_error(e),
+            };
+            let client_id = cfg.settings.mqtt_client_id.clone();
+            let subscription = cfg.settings.subscription();
+            runtime.block_on(async {
+                let shutdown = galewatch::daemon::shutdown_on_signal();
+                tracing::info!(client_id = %client_id, subscription = %subscription, "leaving: resuming the member's session");
+                match galewatch::daemon::leave(cfg, shutdown).await {
+                    Ok(r) if !r.had_session => {
+                        println!("{client_id}: the broker held no session for this member; nothing to land, nothing left behind");
+                        ExitCode::SUCCESS
+                    }
+                    Ok(r) => {
+                        println!(
+                            "{client_id}: left {subscription}: landed {} messages ({} readings) from its session, then ended the session",
+                            r.messages, r.readings
+                        );
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => report(Err(e)),
+                }
             })
         }
         Command::Migrate { config } => {

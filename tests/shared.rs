@@ -1,5 +1,6 @@
 //! Several daemons on one MQTT v5 shared subscription: the broker deals the flood among them,
-//! every reading lands exactly once, and a member killed mid-flood loses nothing.
+//! every reading lands exactly once, a member killed mid-flood loses nothing, and a member
+//! retired for good with `galewatch leave` loses nothing without ever running again.
 
 mod common;
 
@@ -94,4 +95,81 @@ async fn three_daemons_share_a_flood_and_a_killed_one_loses_nothing() {
     let back = daemons[1].metric("galewatch_readings_received_total");
     eprintln!("the returning member then received {back}");
     assert!(back > 0.0, "its share came back to it");
+}
+
+/// Scaling in: one of three members is stopped mid-flood and retired with `galewatch leave`
+/// while the other two keep running. Its share that waited in its session lands, the rest of the
+/// flood goes to the two, every reading is stored once, and the broker keeps no session for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_retired_with_leave_mid_flood_loses_nothing_and_never_runs_again() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut daemons: Vec<Daemon> = (0..3)
+        .map(|i| {
+            let mut d = Daemon::new(&broker, &db, &format!("gw-leave-{i}"));
+            d.env
+                .insert("GALEWATCH_MQTT_SHARE_GROUP".into(), "galewatch".into());
+            d.env
+                .insert("GALEWATCH_MAX_UNACKED_READINGS".into(), "2000".into());
+            d.env
+                .insert("GALEWATCH_BATCH_MAX_READINGS".into(), "500".into());
+            d
+        })
+        .collect();
+    for d in &mut daemons {
+        d.start_ready();
+    }
+    let sent = fleet(1000, 40, 1, "L-");
+    let flood = {
+        let addr = broker.addr();
+        let msgs = sent.clone();
+        tokio::spawn(
+            async move { galewatch::simulate::publish_all(&addr, "gw-leave-pub", msgs).await },
+        )
+    };
+    eventually(Duration::from_secs(30), "the flood under way", || async {
+        db.rows().await >= 2_000
+    })
+    .await;
+    // Stopped for good (SIGTERM: it commits what it holds and exits).
+    let (status, _) = daemons[2].terminate();
+    assert!(status.success());
+    // The broker deals it its share of what follows, into its session.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let out = daemons[2].command(&["leave"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "leave failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{stdout}");
+    assert!(stdout.contains("left $share/galewatch/"), "{stdout}");
+    let landed: u64 = stdout
+        .split("landed ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("leave says how many messages it landed");
+    assert_eq!(flood.await.unwrap().expect("publish").acked, 40_000);
+    // Everything, once, with the retired member never started again.
+    assert_stored_exactly(&db, &readings_in(&sent), Duration::from_secs(60)).await;
+    assert_eq!(db.count("SELECT count(*) FROM quarantine").await, 0);
+    assert!(!daemons[2].is_running());
+    let received: f64 = daemons[..2]
+        .iter()
+        .map(|d| d.metric("galewatch_readings_received_total"))
+        .sum();
+    eprintln!(
+        "leave landed {landed} messages from the session; the two members received {received}"
+    );
+    assert!(landed > 0, "its share had waited in its session");
+    // The session is gone: a second leave finds nothing to land.
+    let again = daemons[2].command(&["leave"]);
+    let again_out = String::from_utf8_lossy(&again.stdout);
+    assert!(again.status.success());
+    assert!(
+        again_out.contains("held no session"),
+        "the session was ended: {again_out}"
+    );
 }

@@ -6,6 +6,7 @@
 pub mod batch;
 pub mod classify;
 pub mod decode;
+pub mod leave;
 pub mod ledger;
 pub mod reading;
 pub mod shape;

@@ -51,6 +51,9 @@ pub struct Subscriber {
     /// Whether any connection succeeded yet: a TLS failure before that is a configuration error.
     ever_connected: bool,
     backoff: Backoff,
+    /// Set for `galewatch leave`: unsubscribe instead of subscribing, and report to the leaving
+    /// run what arrives (see `leave.rs`).
+    leaving: Option<std::sync::Arc<crate::leave::Leaving>>,
 }
 
 /// Whether a connection error is TLS refusing the peer (a certificate problem, or an alert from
@@ -120,8 +123,15 @@ impl Subscriber {
             subscribed: false,
             ever_connected: false,
             backoff: Backoff::new(Duration::from_millis(200), Duration::from_secs(30)),
+            leaving: None,
         };
         (sub, client)
+    }
+
+    /// Makes this the subscriber of a leaving member (`galewatch leave`, `leave.rs`).
+    pub fn leaving(mut self, leaving: std::sync::Arc<crate::leave::Leaving>) -> Self {
+        self.leaving = Some(leaving);
+        self
     }
 
     /// Runs until shutdown and the final DISCONNECT. `shutdown` stops intake; after it the loop
@@ -162,7 +172,14 @@ impl Subscriber {
                         session_present = ack.session_present,
                         "connected to the broker"
                     );
-                    if !self.subscribed || !ack.session_present {
+                    if let Some(leaving) = &self.leaving {
+                        if !ack.session_present {
+                            // Nothing waits for this member (or the session was lost meanwhile).
+                            leaving.no_session();
+                        } else if let Err(e) = self.client.try_unsubscribe(self.topic.clone()) {
+                            tracing::error!(error = %e, "could not queue the unsubscribe");
+                        }
+                    } else if !self.subscribed || !ack.session_present {
                         if let Err(e) = self.client.try_subscribe_many([subscription(&self.topic)])
                         {
                             tracing::error!(error = %e, "could not queue the subscription");
@@ -192,7 +209,16 @@ impl Subscriber {
                         tracing::error!(topic = %self.topic, codes = ?refused, "the broker refused the subscription: nothing will arrive");
                     }
                 }
+                Ok(Event::Incoming(Packet::UnsubAck(_))) => {
+                    if let Some(leaving) = &self.leaving {
+                        tracing::info!(topic = %self.topic, "unsubscribed: landing what the session still holds");
+                        leaving.unsubscribed();
+                    }
+                }
                 Ok(Event::Incoming(Packet::Publish(p))) => {
+                    if let Some(leaving) = &self.leaving {
+                        leaving.touch();
+                    }
                     if !draining && !self.hand_on(p, &shutdown).await {
                         self.stop_intake();
                     }
