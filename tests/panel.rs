@@ -45,8 +45,20 @@ async fn get_json(addr: SocketAddr, path: &str) -> (u16, Value) {
 /// power = i, wind = i % 10, rotor = i on even i only; one quarantined reading at 10:05.
 async fn known_readings() -> TestDb {
     let db = TestDb::create().await;
+    seed(&db).await;
+    db
+}
+
+/// Migrates `db` (sharding it on a Citus cluster) and writes API-1's readings (see above).
+async fn seed(db: &TestDb) {
     let mut c = db.client().await;
-    galewatch::migrate::run(&mut c).await.unwrap();
+    let signals = galewatch::config::Settings::default()
+        .validate()
+        .unwrap()
+        .rules
+        .signals
+        .clone();
+    galewatch::migrate::apply(&mut c, &signals).await.unwrap();
     c.batch_execute(
         "SELECT galewatch_ensure_partition('2026-11-20 10:00:00+00', '1 day');
          INSERT INTO readings
@@ -63,13 +75,106 @@ async fn known_readings() -> TestDb {
     )
     .await
     .unwrap();
-    db
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_buckets_exactly_and_names_bad_input() {
-    let db = known_readings().await;
-    let (addr, _stop) = panel(&db).await;
+    api_answers_exactly(&known_readings().await).await;
+}
+
+/// The panel and the engineers' commands against a Citus coordinator: the same answers as on one
+/// server, and a quarantine resolution that replaces a reading on its shard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_panel_and_the_tools_answer_from_a_citus_coordinator() {
+    let cluster = citus::Cluster::start().await;
+    let db = cluster.db();
+    seed(&db).await;
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM pg_dist_partition WHERE logicalrelid = 'quarantine'::regclass"
+        )
+        .await,
+        1,
+        "sharded"
+    );
+    api_answers_exactly(&db).await;
+
+    db.client()
+        .await
+        .batch_execute(
+            "INSERT INTO rejected (received_at, topic, payload, payload_bytes, reason, detail, payload_sha256)
+             VALUES (now(), 'turbines/API-1/readings', 'nope', 4, 'malformed', 'payload is not valid JSON', sha256('nope'))",
+        )
+        .await
+        .unwrap();
+    let tool = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_galewatch"))
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("GALEWATCH_DATABASE_URL", &db.url)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{args:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    let turbines = tool(&["turbines", "--format", "json"]);
+    assert!(turbines.contains("\"API-1\""), "{turbines}");
+    let list = tool(&["quarantine", "list", "--since", "3650d"]);
+    assert!(
+        list.contains("API-1") && list.contains("9999|150"),
+        "{list}"
+    );
+    let rejected = tool(&["rejected", "list"]);
+    assert!(
+        rejected.contains("[malformed]") && rejected.contains("nope"),
+        "{rejected}"
+    );
+    let id: i64 = db
+        .client()
+        .await
+        .query_one("SELECT id FROM quarantine WHERE turbine_id = 'API-1'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let resolved = tool(&[
+        "quarantine",
+        "resolve",
+        &id.to_string(),
+        "--keep",
+        "incoming",
+        "--by",
+        "test",
+    ]);
+    assert!(resolved.contains("kept incoming"), "{resolved}");
+    assert_eq!(
+        db.count(
+            "SELECT power_kw::int8 FROM readings WHERE turbine_id = 'API-1'
+                AND recorded_at = '2026-11-20 10:05:00+00'"
+        )
+        .await,
+        9999,
+        "the incoming reading replaced the stored one"
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM quarantine_resolution WHERE effect = 'replaced'")
+            .await,
+        1
+    );
+    let list = tool(&["quarantine", "list", "--since", "3650d"]);
+    assert!(
+        list.contains("0 entries"),
+        "resolved, so no longer listed: {list}"
+    );
+}
+
+async fn api_answers_exactly(db: &TestDb) {
+    let (addr, _stop) = panel(db).await;
     let base = "/api/turbines/API-1/readings";
 
     // Ten 1-minute buckets of 30 readings each, with exact min/avg/max.
@@ -165,7 +270,7 @@ async fn the_api_buckets_exactly_and_names_bad_input() {
 
     // The fleet, filtered by prefix.
     let (status, v) = get_json(addr, "/api/turbines?prefix=API").await;
-    assert_eq!(status, 200);
+    assert_eq!(status, 200, "{v}");
     assert_eq!(v["total"], 1);
     assert_eq!(
         v["turbines"][0]["power_kw"], 299.0,

@@ -434,7 +434,9 @@ impl Db {
         // Built to cost what the page shows, not what the fleet holds: each turbine's counts come
         // from one aggregate of the quarantine (hash-joined, not a sub-query per turbine), and
         // the latest power is looked up for the page's rows only (for every matching turbine
-        // only when the page is sorted by it). 100,000 turbines: docs/panel.md.
+        // only when the page is sorted by it). 100,000 turbines: docs/panel.md. The page's
+        // powers come from a second statement, by key: a sharded database (Citus) refuses a
+        // lateral join from the page (a sub-query with a LIMIT) to the distributed `readings`.
         let headline = self
             .queries
             .headline()
@@ -447,10 +449,10 @@ impl Db {
                                            AND recorded_at = s.last_recorded_at) r ON true"
         );
         let power = power.as_str();
-        let (power_all, power_page, power_col) = if sort == Sort::Power {
-            (power, "", "r.power_kw")
+        let (power_all, power_col) = if sort == Sort::Power {
+            (power, "r.power_kw")
         } else {
-            ("", power, "NULL::float8")
+            ("", "NULL::float8")
         };
         let order = sort.order_by(desc);
         let sql = format!(
@@ -480,13 +482,9 @@ impl Db {
              SELECT s.turbine_id, s.last_seen, s.last_recorded_at,
                     {}, s.suspect, s.offset_seconds, s.drift_seconds_per_day, s.quarantined,
                     (SELECT count(*) FROM turbine_status WHERE turbine_id LIKE $4) AS total
-               FROM hit s {power_page}
+               FROM hit s
               ORDER BY {order}",
-            if sort == Sort::Power {
-                "s.power_kw"
-            } else {
-                "r.power_kw"
-            },
+            "s.power_kw",
         );
         let th = &self.thresholds;
         let rows = c
@@ -502,21 +500,45 @@ impl Db {
             .await
             .map_err(|e| Error::db("reading the fleet", e))?;
         let total = rows.first().map_or(0, |r| r.get(8));
-        Ok((
-            rows.iter()
-                .map(|r| Status {
-                    turbine_id: r.get(0),
-                    last_seen: r.get(1),
-                    last_recorded_at: r.get(2),
-                    headline: r.get(3),
-                    clock_suspect: r.get(4),
-                    clock_offset_seconds: r.get(5),
-                    clock_drift_seconds_per_day: r.get(6),
-                    quarantined: r.get(7),
-                })
-                .collect(),
-            total,
-        ))
+        let mut page: Vec<Status> = rows
+            .iter()
+            .map(|r| Status {
+                turbine_id: r.get(0),
+                last_seen: r.get(1),
+                last_recorded_at: r.get(2),
+                headline: r.get(3),
+                clock_suspect: r.get(4),
+                clock_offset_seconds: r.get(5),
+                clock_drift_seconds_per_day: r.get(6),
+                quarantined: r.get(7),
+            })
+            .collect();
+        if sort != Sort::Power && !page.is_empty() {
+            let keyed: Vec<&Status> = page
+                .iter()
+                .filter(|s| s.last_recorded_at.is_some())
+                .collect();
+            let ids: Vec<&str> = keyed.iter().map(|s| s.turbine_id.as_str()).collect();
+            let at: Vec<DateTime<Utc>> = keyed.iter().filter_map(|s| s.last_recorded_at).collect();
+            let powers: std::collections::HashMap<String, Option<f64>> = c
+                .query(
+                    &format!(
+                        "SELECT turbine_id, {headline} FROM readings
+                          WHERE (turbine_id, recorded_at) IN
+                                (SELECT * FROM unnest($1::text[], $2::timestamptz[]))"
+                    ),
+                    &[&ids, &at],
+                )
+                .await
+                .map_err(|e| Error::db("reading the fleet's latest readings", e))?
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect();
+            for s in &mut page {
+                s.headline = powers.get(&s.turbine_id).copied().flatten();
+            }
+        }
+        Ok((page, total))
     }
 }
 

@@ -50,6 +50,7 @@ struct Sql {
     copy: String,
     copy_types: Vec<Type>,
     insert: String,
+    insert_keys: String,
     existing: String,
     future_stored: String,
     quarantine: String,
@@ -97,6 +98,19 @@ impl Sql {
     RETURNING turbine_id, recorded_at)
 SELECT s.seq FROM galewatch_staging s
  WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.turbine_id = s.turbine_id AND ins.recorded_at = s.recorded_at)"
+        );
+        // The same INSERT returning the keys it inserted, for a sharded database: there the
+        // CTE's result would be gathered on the coordinator and shipped back to every shard for
+        // the anti-join (106 ms a 5,000-row batch on the test cluster, 35 ms for this); the
+        // writer finds the skipped keys itself. On one server the anti-join is cheaper than
+        // sending every inserted key back, so it stays.
+        let insert_keys = format!(
+            "INSERT INTO readings (turbine_id, recorded_at, {cols})
+SELECT turbine_id, recorded_at, {cols}
+  FROM galewatch_staging s WHERE NOT {quarantined_future}
+ ORDER BY turbine_id, recorded_at
+ON CONFLICT (turbine_id, recorded_at) DO NOTHING
+RETURNING turbine_id, recorded_at"
         );
         // The values each key the INSERT skipped is judged against (a fresh snapshot: see the
         // module comment): the stored row's, or, for a resend of a quarantined future reading
@@ -157,6 +171,7 @@ ON CONFLICT DO NOTHING RETURNING turbine_id, recorded_at, values_sha256",
             copy,
             copy_types,
             insert,
+            insert_keys,
             existing,
             future_stored,
             quarantine,
@@ -260,7 +275,14 @@ impl Conn {
                 .map_err(|e| Error::db("creating the staging table", e))?;
         }
         let err = |e| Error::db("preparing statements", e);
-        let insert = client.prepare(&sql.insert).await.map_err(err)?;
+        let insert = client
+            .prepare(if sharded {
+                &sql.insert_keys
+            } else {
+                &sql.insert
+            })
+            .await
+            .map_err(err)?;
         let existing = client.prepare(&sql.existing).await.map_err(err)?;
         let future_stored = client.prepare(&sql.future_stored).await.map_err(err)?;
         let quarantine = client.prepare(&sql.quarantine).await.map_err(err)?;
@@ -544,13 +566,25 @@ pub(crate) async fn write_items(
             .await
             .map_err(|e| Error::db("finishing COPY", e))?;
 
-        let skipped: Vec<i32> = tx
+        let rows = tx
             .query(&conn.insert, &[])
             .await
-            .map_err(|e| Error::db("inserting readings", e))?
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
+            .map_err(|e| Error::db("inserting readings", e))?;
+        let skipped: Vec<i32> = if conn.sharded {
+            // The keys inserted; the staged keys are distinct, so the rest were skipped.
+            let inserted: std::collections::HashSet<(&str, chrono::DateTime<chrono::Utc>)> =
+                rows.iter().map(|row| (row.get(0), row.get(1))).collect();
+            seqs.iter()
+                .zip(&plan.staged)
+                .filter(|(_, &i)| {
+                    let r = parts.readings[i];
+                    !inserted.contains(&(r.turbine_id.as_ref(), r.recorded_at))
+                })
+                .map(|(&seq, _)| seq)
+                .collect()
+        } else {
+            rows.iter().map(|row| row.get(0)).collect()
+        };
         if !skipped.is_empty() {
             let rows = tx
                 .query(&conn.existing, &[&skipped])
