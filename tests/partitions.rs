@@ -310,3 +310,88 @@ async fn the_conversion_keeps_every_row_of_an_unpartitioned_table() {
         .await;
     assert!(dup.is_err(), "primary key holds after the conversion");
 }
+
+/// An existing Galewatch database moves onto Citus in place: `galewatch migrate` distributes
+/// every table with its rows (partitions, the default partition and resolutions included), and
+/// the coordinator keeps no second copy of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_shards_an_existing_database_in_place_keeping_every_row() {
+    let cluster = citus::Cluster::start_plain().await;
+    let db = cluster.db();
+    let broker = Broker::start();
+    let mut d = Daemon::new(&broker, &db, "gw-convert");
+    d.start_ready();
+    let now = Utc::now();
+    let ancient: DateTime<Utc> = "2001-06-01T00:00:00Z".parse().unwrap();
+    let mut msgs: Vec<_> = (0..500)
+        .map(|i| reading(now - chrono::Duration::seconds(2 * i), 1.0))
+        .collect();
+    msgs.push(reading(ancient, 4.0));
+    msgs.push(reading(now, 99.0)); // a collision: quarantined
+    publish(&broker, msgs).await;
+    eventually(Duration::from_secs(20), "502 readings counted", || async {
+        d.metric("galewatch_readings_received_total") == 502.0
+    })
+    .await;
+    d.terminate();
+    let digest = "SELECT count(*)::text || md5(string_agg(turbine_id || recorded_at::text || power_kw::text, ',' ORDER BY turbine_id, recorded_at)) FROM readings";
+    let c = db.client().await;
+    let before: String = c.query_one(digest, &[]).await.unwrap().get(0);
+    assert!(before.starts_with("501"), "{before}");
+    let id: i64 = c
+        .query_one("SELECT id FROM quarantine", &[])
+        .await
+        .unwrap()
+        .get(0);
+    c.execute(
+        "INSERT INTO quarantine_resolution (turbine_id, quarantine_id, choice, resolved_by) VALUES ('WTG-P', $1, 'existing', 'test')",
+        &[&id],
+    )
+    .await
+    .unwrap();
+
+    cluster.enable_citus().await;
+    let out = d.command(&["migrate"]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("distributed readings by turbine_id")
+            && log.contains("removed the coordinator's copy of readings's rows"),
+        "{log}"
+    );
+    let c = db.client().await;
+    let after: String = c.query_one(digest, &[]).await.unwrap().get(0);
+    assert_eq!(before, after, "every row, the same values");
+    assert_eq!(db.count("SELECT count(*) FROM quarantine").await, 1);
+    assert_eq!(
+        db.count("SELECT count(*) FROM quarantine_resolution").await,
+        1
+    );
+    assert_eq!(db.count("SELECT count(*) FROM readings_default").await, 1);
+    // No second copy on the coordinator: its own tables are empty shells now.
+    let local: i64 = c
+        .query_one(
+            "SELECT sum(pg_relation_size(relid))::int8 FROM pg_partition_tree('readings') WHERE isleaf",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(local, 0, "the coordinator keeps no rows of readings");
+    // And it keeps working: a resend is a duplicate, a new reading lands.
+    d.start_ready();
+    publish(
+        &broker,
+        vec![
+            reading(now, 1.0),
+            reading(now + chrono::Duration::seconds(1), 2.0),
+        ],
+    )
+    .await;
+    eventually(Duration::from_secs(20), "both counted", || async {
+        d.metric("galewatch_readings_received_total") == 2.0
+    })
+    .await;
+    assert_eq!(d.metric("galewatch_readings_duplicate_total"), 1.0);
+    assert_eq!(d.metric("galewatch_readings_inserted_total"), 1.0);
+}

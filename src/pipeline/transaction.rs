@@ -899,7 +899,11 @@ mod tests {
             .clone();
         let sql = Sql::new(&signals);
         let per_row = sql.quarantine_columns.len();
-        assert_eq!(per_row, 2 + 3 + 1 + 3 + 3, "key, values, reason, existing, 3 more");
+        assert_eq!(
+            per_row,
+            2 + 3 + 1 + 3 + 3,
+            "key, values, reason, existing, 3 more"
+        );
         let two = quarantine_values(&sql.quarantine_columns, 2);
         assert!(two.contains("($1::text, $2::timestamptz"), "{two}");
         assert!(two.contains(&format!("(${}::text", per_row + 1)), "{two}");

@@ -48,6 +48,7 @@ pub async fn is_citus(client: &Client) -> Result<bool, Error> {
 pub async fn distribute(client: &Client, signals: &Signals) -> Result<Vec<String>, Error> {
     let err = |e| Error::db("distributing the schema (citus)", e);
     let mut changes = Vec::new();
+    let mut copied = Vec::new();
     // Unlogged: it is empty whenever no batch is in flight, so a worker's crash (which empties
     // unlogged shards) loses nothing, and staging rows cost no WAL.
     client
@@ -93,16 +94,21 @@ pub async fn distribute(client: &Client, signals: &Signals) -> Result<Vec<String
             .await
             .map_err(err)?;
         if had_rows {
-            // The rows were copied to the shards; the coordinator's copy is dead weight.
-            client
-                .execute(
-                    "SELECT truncate_local_data_after_distributing_table($1::text::regclass)",
-                    &[table],
-                )
-                .await
-                .map_err(err)?;
+            copied.push(*table);
         }
         changes.push(format!("distributed {table} by turbine_id (citus)"));
+    }
+    // The rows were copied to the shards; the coordinator's own copy is dead weight. Once all
+    // are distributed: a table still referenced by a local one cannot be emptied.
+    for table in copied {
+        client
+            .execute(
+                "SELECT truncate_local_data_after_distributing_table($1::text::regclass)",
+                &[&table],
+            )
+            .await
+            .map_err(err)?;
+        changes.push(format!("removed the coordinator's copy of {table}'s rows"));
     }
     Ok(changes)
 }

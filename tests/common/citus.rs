@@ -90,6 +90,14 @@ impl Node {
 impl Cluster {
     /// Starts a coordinator and two workers.
     pub async fn start() -> Cluster {
+        let cluster = Cluster::start_plain().await;
+        cluster.enable_citus().await;
+        cluster
+    }
+
+    /// Starts the three servers with Citus loaded, but the coordinator's database is a plain
+    /// PostgreSQL one until [`Cluster::enable_citus`] (for converting an existing database).
+    pub async fn start_plain() -> Cluster {
         let bin = pg_bin();
         let root = tempfile::tempdir().expect("a temporary directory");
         // The servers run as `postgres`: let that user into the directory.
@@ -140,33 +148,40 @@ impl Cluster {
         };
         let coordinator = make("coordinator");
         let workers = vec![make("worker1"), make("worker2")];
-        for node in std::iter::once(&coordinator).chain(&workers) {
+        for node in &workers {
             node.client()
                 .await
                 .batch_execute("CREATE EXTENSION citus")
                 .await
                 .expect("CREATE EXTENSION citus");
         }
-        let c = coordinator.client().await;
+        Cluster {
+            coordinator,
+            workers,
+            bin,
+            _root: root,
+        }
+    }
+
+    /// Makes the coordinator's database a Citus one and adds the two workers.
+    pub async fn enable_citus(&self) {
+        let c = self.coordinator.client().await;
+        c.batch_execute("CREATE EXTENSION citus")
+            .await
+            .expect("CREATE EXTENSION citus");
         c.execute(
             "SELECT citus_set_coordinator_host('127.0.0.1', $1)",
-            &[&i32::from(coordinator.port)],
+            &[&i32::from(self.coordinator.port)],
         )
         .await
         .expect("citus_set_coordinator_host");
-        for w in &workers {
+        for w in &self.workers {
             c.execute(
                 "SELECT citus_add_node('127.0.0.1', $1)",
                 &[&i32::from(w.port)],
             )
             .await
             .expect("citus_add_node");
-        }
-        Cluster {
-            coordinator,
-            workers,
-            bin,
-            _root: root,
         }
     }
 
