@@ -8,13 +8,12 @@ use std::time::Duration;
 
 use common::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_daemons_share_a_flood_and_a_killed_one_loses_nothing() {
-    let broker = Broker::start();
-    let db = TestDb::create().await;
+/// Three daemons in the share group `galewatch`, started and ready, with a small budget and
+/// batches so a flood takes a while.
+fn members(broker: &Broker, db: &TestDb, prefix: &str) -> Vec<Daemon> {
     let mut daemons: Vec<Daemon> = (0..3)
         .map(|i| {
-            let mut d = Daemon::new(&broker, &db, &format!("gw-share-{i}"));
+            let mut d = Daemon::new(broker, db, &format!("{prefix}-{i}"));
             d.env
                 .insert("GALEWATCH_MQTT_SHARE_GROUP".into(), "galewatch".into());
             d.env
@@ -27,6 +26,14 @@ async fn three_daemons_share_a_flood_and_a_killed_one_loses_nothing() {
     for d in &mut daemons {
         d.start_ready();
     }
+    daemons
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_daemons_share_a_flood_and_a_killed_one_loses_nothing() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut daemons = members(&broker, &db, "gw-share");
 
     // 1. A flood of 30,000: dealt among the three, each reading lands once.
     let mut sent = fleet(1000, 30, 1, "S-");
@@ -104,21 +111,7 @@ async fn three_daemons_share_a_flood_and_a_killed_one_loses_nothing() {
 async fn a_member_retired_with_leave_mid_flood_loses_nothing_and_never_runs_again() {
     let broker = Broker::start();
     let db = TestDb::create().await;
-    let mut daemons: Vec<Daemon> = (0..3)
-        .map(|i| {
-            let mut d = Daemon::new(&broker, &db, &format!("gw-leave-{i}"));
-            d.env
-                .insert("GALEWATCH_MQTT_SHARE_GROUP".into(), "galewatch".into());
-            d.env
-                .insert("GALEWATCH_MAX_UNACKED_READINGS".into(), "2000".into());
-            d.env
-                .insert("GALEWATCH_BATCH_MAX_READINGS".into(), "500".into());
-            d
-        })
-        .collect();
-    for d in &mut daemons {
-        d.start_ready();
-    }
+    let mut daemons = members(&broker, &db, "gw-leave");
     let sent = fleet(1000, 40, 1, "L-");
     let flood = {
         let addr = broker.addr();

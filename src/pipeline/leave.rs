@@ -18,7 +18,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use rumqttc::v5::mqttbytes::v5::Packet;
-use rumqttc::v5::{AsyncClient, Event, MqttOptions};
+use rumqttc::v5::{AsyncClient, Event};
 
 use crate::config::MqttGroup;
 use crate::error::Error;
@@ -86,19 +86,9 @@ pub fn is_drained(no_session: bool, unsubscribed: bool, held: usize, quiet_for: 
 /// Ends the member's session: a clean-start connection with a session expiry of 0 replaces it,
 /// and the DISCONNECT that follows leaves nothing behind on the broker.
 pub async fn end_session(g: &MqttGroup) -> Result<(), Error> {
-    let mut opts = MqttOptions::new(g.client_id.clone(), g.broker.host.clone(), g.broker.port);
+    let mut opts = crate::subscribe::connect_options(g);
     opts.set_clean_start(true)
-        .set_session_expiry_interval(Some(0))
-        .set_keep_alive(g.keep_alive)
-        .set_connection_timeout(10);
-    if let Some(tls) = &g.tls {
-        opts.set_transport(rumqttc::Transport::tls_with_config(
-            rumqttc::TlsConfiguration::Rustls(tls.clone()),
-        ));
-    }
-    if !g.username.is_empty() {
-        opts.set_credentials(g.username.clone(), g.password.expose());
-    }
+        .set_session_expiry_interval(Some(0));
     let (client, mut eventloop) = AsyncClient::new(opts, 10);
     let work = async {
         loop {

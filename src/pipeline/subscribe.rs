@@ -92,24 +92,14 @@ impl Subscriber {
         probe: Probe,
         out: mpsc::UnboundedSender<Message>,
     ) -> (Subscriber, AsyncClient) {
-        let mut opts = MqttOptions::new(g.client_id.clone(), g.broker.host.clone(), g.broker.port);
+        let mut opts = connect_options(g);
         opts.set_clean_start(false)
             .set_session_expiry_interval(Some(
                 u32::try_from(g.session_expiry.as_secs()).unwrap_or(u32::MAX),
             ))
-            .set_keep_alive(g.keep_alive)
             .set_receive_maximum(Some(g.receive_maximum))
             .set_max_packet_size(Some(g.max_packet_bytes))
-            .set_manual_acks(true)
-            .set_connection_timeout(10);
-        if let Some(tls) = &g.tls {
-            opts.set_transport(rumqttc::Transport::tls_with_config(
-                rumqttc::TlsConfiguration::Rustls(tls.clone()),
-            ));
-        }
-        if !g.username.is_empty() {
-            opts.set_credentials(g.username.clone(), g.password.expose());
-        }
+            .set_manual_acks(true);
         let (client, eventloop) = AsyncClient::new(opts, g.request_capacity);
         let sub = Subscriber {
             eventloop,
@@ -310,6 +300,22 @@ impl Subscriber {
         };
         self.out.as_ref().is_some_and(|out| out.send(msg).is_ok())
     }
+}
+
+/// Who connects and how: the client id, the broker, keep-alive, TLS and credentials (what
+/// `leave.rs` needs too, to end the session as the same client).
+pub(crate) fn connect_options(g: &MqttGroup) -> MqttOptions {
+    let mut opts = MqttOptions::new(g.client_id.clone(), g.broker.host.clone(), g.broker.port);
+    opts.set_keep_alive(g.keep_alive).set_connection_timeout(10);
+    if let Some(tls) = &g.tls {
+        opts.set_transport(rumqttc::Transport::tls_with_config(
+            rumqttc::TlsConfiguration::Rustls(tls.clone()),
+        ));
+    }
+    if !g.username.is_empty() {
+        opts.set_credentials(g.username.clone(), g.password.expose());
+    }
+    opts
 }
 
 /// The subscription, with what retained messages mean to Galewatch: a retained message is the
