@@ -73,6 +73,18 @@ fn pg(bin: &Path, program: &str, args: &[&str]) {
     );
 }
 
+/// Starts the server of data directory `dir`, logging beside it (`dir.log`), and waits until it
+/// takes connections.
+fn start_server(bin: &Path, dir: &Path) {
+    let log = dir.with_extension("log");
+    let args = ["-D", dir.to_str().unwrap(), "-l", log.to_str().unwrap()];
+    pg(
+        bin,
+        "pg_ctl",
+        &[&args[..], &["-w", "-t", "60", "start"]].concat(),
+    );
+}
+
 impl Node {
     pub fn url(&self) -> String {
         format!("postgresql://postgres@127.0.0.1:{}/postgres", self.port)
@@ -129,21 +141,7 @@ impl Cluster {
                 .open(dir.join("postgresql.conf"))
                 .unwrap();
             std::io::Write::write_all(&mut f, conf.as_bytes()).unwrap();
-            let log = root.path().join(format!("{name}.log"));
-            pg(
-                &bin,
-                "pg_ctl",
-                &[
-                    "-D",
-                    d,
-                    "-l",
-                    log.to_str().unwrap(),
-                    "-w",
-                    "-t",
-                    "60",
-                    "start",
-                ],
-            );
+            start_server(&bin, &dir);
             Node { port, dir }
         };
         let coordinator = make("coordinator");
@@ -203,22 +201,7 @@ impl Cluster {
 
     /// Starts worker `i` again.
     pub fn start_worker(&self, i: usize) {
-        let d = self.workers[i].dir.to_str().unwrap();
-        let log = self.workers[i].dir.with_extension("log");
-        pg(
-            &self.bin,
-            "pg_ctl",
-            &[
-                "-D",
-                d,
-                "-l",
-                log.to_str().unwrap(),
-                "-w",
-                "-t",
-                "60",
-                "start",
-            ],
-        );
+        start_server(&self.bin, &self.workers[i].dir);
     }
 }
 
