@@ -171,7 +171,7 @@ fn describe() {
     );
     describe_gauge!(
         READY,
-        "1 while the daemon takes messages: migrations applied, connected to the broker and subscribed (SUBACK granted, or the session kept the subscription)."
+        "1 while the daemon takes messages: migrations applied, connected to the broker and subscribed (SUBACK granted; the daemon subscribes on every connection)."
     );
     describe_gauge!(
         BYTES_UNACKED,

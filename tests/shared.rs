@@ -166,3 +166,27 @@ async fn a_member_retired_with_leave_mid_flood_loses_nothing_and_never_runs_agai
         "the session was ended: {again_out}"
     );
 }
+
+/// `leave` while the member is still running: the two would take the session from each other,
+/// so `leave` stops with a message that says to stop the member first, and the member carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leave_refuses_to_fight_a_running_member_for_its_session() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut member = Daemon::new(&broker, &db, "gw-still-running");
+    member
+        .env
+        .insert("GALEWATCH_MQTT_SHARE_GROUP".into(), "galewatch".into());
+    member.start_ready();
+    let out = member.command(&["leave"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("stop the member first"), "{stderr}");
+    // The member took its session back and still lands readings.
+    publish(&broker, fleet(10, 10, 1, "RUN-")).await;
+    eventually(Duration::from_secs(20), "100 rows", || async {
+        db.rows().await == 100
+    })
+    .await;
+    assert!(member.is_running());
+}

@@ -45,9 +45,6 @@ pub struct Subscriber {
     /// How much of a rejected payload is kept for the `rejected` table.
     keep_bytes: usize,
     out: Option<mpsc::UnboundedSender<Message>>,
-    /// Subscribe on the first connection of this process (the filter may have changed since the
-    /// session was made) and on any connection where the broker kept no session.
-    subscribed: bool,
     /// Whether any connection succeeded yet: a TLS failure before that is a configuration error.
     ever_connected: bool,
     backoff: Backoff,
@@ -110,7 +107,6 @@ impl Subscriber {
             probe,
             keep_bytes: g.rejected_payload_keep_bytes,
             out: Some(out),
-            subscribed: false,
             ever_connected: false,
             backoff: Backoff::new(Duration::from_millis(200), Duration::from_secs(30)),
             leaving: None,
@@ -169,16 +165,14 @@ impl Subscriber {
                         } else if let Err(e) = self.client.try_unsubscribe(self.topic.clone()) {
                             tracing::error!(error = %e, "could not queue the unsubscribe");
                         }
-                    } else if !self.subscribed || !ack.session_present {
-                        if let Err(e) = self.client.try_subscribe_many([subscription(&self.topic)])
-                        {
-                            tracing::error!(error = %e, "could not queue the subscription");
-                        }
-                        self.subscribed = true;
-                    } else {
-                        // The session kept the subscription: messages flow again now.
-                        self.set_ready(true);
-                        tracing::info!(topic = %self.topic, "ready: the session kept the subscription");
+                    } else if let Err(e) =
+                        self.client.try_subscribe_many([subscription(&self.topic)])
+                    {
+                        // On every connection, even when the broker kept the session: the
+                        // filter may have changed since the session was made, and someone may
+                        // have unsubscribed the session meanwhile (a `galewatch leave` run by
+                        // mistake while this member runs). Subscribing again is idempotent.
+                        tracing::error!(error = %e, "could not queue the subscription");
                     }
                 }
                 Ok(Event::Incoming(Packet::SubAck(ack))) => {
@@ -215,6 +209,17 @@ impl Subscriber {
                 }
                 Ok(Event::Incoming(Packet::Disconnect(d))) => {
                     tracing::warn!(reason = ?d.reason_code, "the broker closed the connection");
+                    if self.leaving.is_some()
+                        && d.reason_code
+                            == rumqttc::v5::mqttbytes::v5::DisconnectReasonCode::SessionTakenOver
+                    {
+                        // The member (or another leave) runs with this client id: the two
+                        // would take the session from each other for ever.
+                        return Err(Error::other(
+                            "leaving the share group",
+                            "another client connected with this client id and took the session: stop the member first, then run galewatch leave again",
+                        ));
+                    }
                 }
                 Ok(Event::Outgoing(Outgoing::Disconnect)) if draining => {
                     disconnect_sent = Some(tokio::time::Instant::now() + Duration::from_secs(2));
@@ -223,6 +228,15 @@ impl Subscriber {
                 Err(e) => {
                     if draining {
                         return Ok(());
+                    }
+                    if self.leaving.is_some() && self.ever_connected {
+                        // Most likely the member itself, still running, took its session back
+                        // (Mosquitto closes the older connection without a word). Retrying would
+                        // take it from the member again, for ever.
+                        return Err(Error::other(
+                            "leaving the share group",
+                            format!("the connection was lost ({e}); another client with this client id (the member, still running?) may have taken the session: stop the member first, then run galewatch leave again (the session is kept)"),
+                        ));
                     }
                     if !self.ever_connected && is_tls_failure(&e) {
                         return Err(Error::other(
