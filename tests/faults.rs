@@ -249,6 +249,14 @@ async fn a_row_the_database_refuses_is_rejected_and_the_rest_of_the_batch_commit
     d.env
         .insert("GALEWATCH_BATCH_MAX_WAIT".into(), "300ms".into());
     d.start_ready();
+    // After the daemon's first maintenance pass: it makes partitions ahead (locking the default
+    // partition), and an ALTER TABLE of the parent at that moment can deadlock with it.
+    eventually(
+        Duration::from_secs(20),
+        "the maintenance pass done",
+        || async { d.metric("galewatch_maintenance_last_success_timestamp_seconds") > 0.0 },
+    )
+    .await;
     // An operator's constraint the decoder knows nothing about.
     db.client()
         .await
