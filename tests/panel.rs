@@ -454,6 +454,19 @@ fn expand_grafana(sql: &str) -> String {
 
 #[tokio::test]
 async fn the_grafana_dashboard_queries_run_against_the_schema() {
+    grafana_queries_answer(&known_readings().await).await;
+}
+
+/// The Grafana dashboard's SQL against a Citus coordinator: the same rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_grafana_dashboard_queries_run_on_a_citus_coordinator() {
+    let cluster = citus::Cluster::start().await;
+    let db = cluster.db();
+    seed(&db).await;
+    grafana_queries_answer(&db).await;
+}
+
+async fn grafana_queries_answer(db: &TestDb) {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/config/grafana/galewatch-turbine.json"
@@ -461,7 +474,6 @@ async fn the_grafana_dashboard_queries_run_against_the_schema() {
     let dash: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let var = &dash["templating"]["list"][0];
     assert_eq!(var["name"], "turbine");
-    let db = known_readings().await;
     let c = db.client().await;
     let rows = c.query(var["query"].as_str().unwrap(), &[]).await.unwrap();
     assert_eq!(rows[0].get::<_, String>(0), "API-1");
