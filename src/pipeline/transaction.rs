@@ -206,9 +206,6 @@ ON CONFLICT DO NOTHING RETURNING turbine_id, recorded_at, values_sha256",
     }
 }
 
-/// The protocol's limit on a statement's parameters.
-const MAX_PARAMS: usize = 65_535;
-
 /// A writer's session settings on a sharded database (see `Conn::prepare`).
 const CITUS_SESSION: &str = "SET citus.max_adaptive_executor_pool_size = 4;
 SET citus.max_cached_conns_per_worker = 4";
@@ -345,25 +342,23 @@ impl Conn {
     }
 }
 
-/// The quarantine INSERT for `rows` rows as a multi-row VALUES list (sharded database), over
-/// the columns (name, type) in the order of `QuarantineRows::row_params`.
+/// The quarantine INSERT for `rows` rows as a multi-row VALUES list (sharded database:
+/// `citus::values_list`), over the columns (name, type) in the order of
+/// `QuarantineRows::row_params`.
 fn quarantine_values(cols: &[(String, String)], rows: usize) -> String {
     let names: Vec<&str> = cols.iter().map(|(n, _)| n.as_str()).collect();
-    let values: Vec<String> = (0..rows)
-        .map(|r| {
-            let row: Vec<String> = cols
-                .iter()
-                .enumerate()
-                .map(|(c, (_, ty))| format!("${}::{ty}", r * cols.len() + c + 1))
-                .collect();
-            format!("({})", row.join(", "))
-        })
-        .collect();
+    let values = crate::citus::values_list(rows, cols.len(), |first| {
+        let row: Vec<String> = cols
+            .iter()
+            .enumerate()
+            .map(|(c, (_, ty))| format!("${}::{ty}", first + c))
+            .collect();
+        format!("({})", row.join(", "))
+    });
     format!(
-        "INSERT INTO quarantine ({}) VALUES {}
+        "INSERT INTO quarantine ({}) {values}
 ON CONFLICT DO NOTHING RETURNING turbine_id, recorded_at, values_sha256",
-        names.join(", "),
-        values.join(",\n")
+        names.join(", ")
     )
 }
 
@@ -742,7 +737,7 @@ pub(crate) async fn write_items(
             let mut rows = Vec::with_capacity(q.len());
             let mut start = 0;
             while start < q.len() {
-                let n = (q.len() - start).min(MAX_PARAMS / per_row);
+                let n = (q.len() - start).min(crate::citus::MAX_PARAMS / per_row);
                 let sql = quarantine_values(&conn.quarantine_columns, n);
                 rows.extend(
                     tx.query(&sql, &q.row_params(start, n))
@@ -910,6 +905,9 @@ mod tests {
         assert!(two.contains(&format!("${}::bytea)", 2 * per_row)), "{two}");
         assert!(!two.contains(&format!("${}", 2 * per_row + 1)), "{two}");
         assert!(two.ends_with("RETURNING turbine_id, recorded_at, values_sha256"));
-        assert!(MAX_PARAMS / per_row >= 1000, "a thousand rows a statement");
+        assert!(
+            crate::citus::MAX_PARAMS / per_row >= 1000,
+            "a thousand rows a statement"
+        );
     }
 }
