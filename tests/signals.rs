@@ -338,11 +338,32 @@ unit = "°C"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signal_added_to_a_running_system_and_changes_refused_by_name() {
+    add_and_refuse(&TestDb::create().await).await;
+}
+
+/// The same on a Citus cluster, where a new signal's columns are added to the sharded tables
+/// and to the writers' shared staging table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_added_on_a_citus_cluster_and_changes_refused_by_name() {
+    let cluster = citus::Cluster::start().await;
+    let db = cluster.db();
+    add_and_refuse(&db).await;
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM information_schema.columns
+              WHERE table_name = 'galewatch_staging' AND column_name = 'gearbox_temp_c'"
+        )
+        .await,
+        1,
+        "galewatch_staging.gearbox_temp_c"
+    );
+}
+
+async fn add_and_refuse(db: &TestDb) {
     let broker = Broker::start();
-    let db = TestDb::create().await;
     let dir = tempfile::tempdir().unwrap();
     let topic = "turbines/WTG-0001/readings";
-    let mut d = Daemon::new(&broker, &db, "gw-add");
+    let mut d = Daemon::new(&broker, db, "gw-add");
     d.start_ready();
     publish(
         &broker,
@@ -360,11 +381,11 @@ async fn a_signal_added_to_a_running_system_and_changes_refused_by_name() {
 
     // Declare a fourth signal; migrate adds its columns (and says so); restart.
     let four = write_config(dir.path(), FOUR);
-    let out = migrate(&db, &four);
+    let out = migrate(db, &four);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("added signal gearbox_temp_c (float)"), "{err}");
-    let again = migrate(&db, &four);
+    let again = migrate(db, &four);
     assert!(again.status.success());
     assert!(
         !String::from_utf8_lossy(&again.stderr).contains("added signal"),
@@ -418,7 +439,7 @@ async fn a_signal_added_to_a_running_system_and_changes_refused_by_name() {
         dir.path(),
         &FOUR.replace("unit = \"°C\"", "type = \"integer\""),
     );
-    let out = migrate(&db, &typed);
+    let out = migrate(db, &typed);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
@@ -426,7 +447,7 @@ async fn a_signal_added_to_a_running_system_and_changes_refused_by_name() {
         "{err}"
     );
     // The daemon refuses it the same way at start.
-    let mut refused = Daemon::new(&broker, &db, "gw-add");
+    let mut refused = Daemon::new(&broker, db, "gw-add");
     refused.config = Some(typed);
     refused.start();
     let status = refused.wait_exit(Duration::from_secs(20));
@@ -437,7 +458,7 @@ async fn a_signal_added_to_a_running_system_and_changes_refused_by_name() {
         dir.path(),
         "[[signals]]\nname = \"wind_speed_ms\"\n[[signals]]\nname = \"gearbox_temp_c\"\n",
     );
-    let out = migrate(&db, &dropped);
+    let out = migrate(db, &dropped);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
@@ -450,8 +471,8 @@ async fn a_signal_added_to_a_running_system_and_changes_refused_by_name() {
         dir.path(),
         &FOUR.replace("required = true", "required = false"),
     );
-    assert!(migrate(&db, &optional).status.success());
-    let out = migrate(&db, &dropped);
+    assert!(migrate(db, &optional).status.success());
+    let out = migrate(db, &dropped);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("retired signal power_kw"), "{err}");

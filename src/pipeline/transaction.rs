@@ -63,16 +63,10 @@ struct Sql {
 impl Sql {
     fn new(signals: &Signals) -> Sql {
         let cols = signals.columns("");
-        let typed: Vec<String> = signals
-            .iter()
-            .map(|s| format!("{} {}", s.column(), s.kind.sql_type()))
-            .collect();
         // The staging table: one per connection, emptied by every commit.
         let staging = format!(
-            "CREATE TEMP TABLE IF NOT EXISTS galewatch_staging (
-    seq int4 NOT NULL, turbine_id text NOT NULL, recorded_at timestamptz NOT NULL, {}
-) ON COMMIT DELETE ROWS",
-            typed.join(", ")
+            "CREATE TEMP TABLE IF NOT EXISTS galewatch_staging ({}) ON COMMIT DELETE ROWS",
+            staging_columns(signals)
         );
         let copy = format!(
             "COPY galewatch_staging (seq, turbine_id, recorded_at, {cols}) FROM STDIN BINARY"
@@ -204,6 +198,22 @@ ON CONFLICT DO NOTHING RETURNING turbine_id, recorded_at, values_sha256",
             quarantine_columns,
         }
     }
+}
+
+/// The staging table's columns: the batch position, the key and one per signal. The temporary
+/// table here and the shared one on a sharded database (`citus.rs`) are made from it.
+pub(crate) fn staging_columns(signals: &Signals) -> String {
+    let mut columns = vec![
+        "seq int4 NOT NULL".to_string(),
+        "turbine_id text NOT NULL".into(),
+        "recorded_at timestamptz NOT NULL".into(),
+    ];
+    columns.extend(
+        signals
+            .iter()
+            .map(|s| format!("{} {}", s.column(), s.kind.sql_type())),
+    );
+    columns.join(", ")
 }
 
 /// A writer's session settings on a sharded database (see `Conn::prepare`).

@@ -63,24 +63,16 @@ pub async fn distribute(client: &Client, signals: &Signals) -> Result<Vec<String
     let mut changes = Vec::new();
     let mut copied = Vec::new();
     // Unlogged: it is empty whenever no batch is in flight, so a worker's crash (which empties
-    // unlogged shards) loses nothing, and staging rows cost no WAL.
+    // unlogged shards) loses nothing, and staging rows cost no WAL. Made with the signals
+    // declared now; a signal declared later gets its column from `migrate::sync_signals`, as
+    // in `readings`.
     client
-        .batch_execute(
-            "CREATE UNLOGGED TABLE IF NOT EXISTS galewatch_staging (
-                seq int4 NOT NULL, turbine_id text NOT NULL, recorded_at timestamptz NOT NULL)",
-        )
+        .batch_execute(&format!(
+            "CREATE UNLOGGED TABLE IF NOT EXISTS galewatch_staging ({})",
+            crate::transaction::staging_columns(signals)
+        ))
         .await
         .map_err(err)?;
-    for s in signals {
-        client
-            .batch_execute(&format!(
-                "ALTER TABLE galewatch_staging ADD COLUMN IF NOT EXISTS {} {}",
-                s.column(),
-                s.kind.sql_type()
-            ))
-            .await
-            .map_err(err)?;
-    }
     for (i, table) in SHARDED.iter().enumerate() {
         let done: bool = client
             .query_one(

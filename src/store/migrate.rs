@@ -94,13 +94,18 @@ pub async fn apply(client: &mut Client, signals: &Signals) -> Result<Applied, Er
 }
 
 /// Where a signal's values live: its column in `readings`, and its two in `quarantine` (the
-/// reading's value, and the stored reading's for a collision).
-fn homes(s: &Signal) -> [(&'static str, String); 3] {
-    [
+/// reading's value, and the stored reading's for a collision); on a sharded database also its
+/// column in the writers' shared `galewatch_staging` (`citus.rs`), when that exists.
+fn homes(s: &Signal, staging: bool) -> Vec<(&'static str, String)> {
+    let mut homes = vec![
         ("readings", s.name.clone()),
         ("quarantine", s.name.clone()),
         ("quarantine", format!("existing_{}", s.name)),
-    ]
+    ];
+    if staging {
+        homes.push(("galewatch_staging", s.name.clone()));
+    }
+    homes
 }
 
 /// Makes `readings` and `quarantine` hold the declared signals, in one transaction:
@@ -134,7 +139,8 @@ pub async fn sync_signals(
         .query(
             "SELECT table_name::text, column_name::text, data_type::text, is_nullable = 'YES'
                FROM information_schema.columns
-              WHERE table_schema = current_schema() AND table_name IN ('readings', 'quarantine')",
+              WHERE table_schema = current_schema()
+                AND table_name IN ('readings', 'quarantine', 'galewatch_staging')",
             &[],
         )
         .await
@@ -142,6 +148,7 @@ pub async fn sync_signals(
         .iter()
         .map(|r| ((r.get(0), r.get(1)), (r.get(2), r.get(3))))
         .collect();
+    let staging = columns.keys().any(|(t, _)| t == "galewatch_staging");
 
     // Refusals first, so nothing changes when one applies.
     let guide = "see docs/signals.md";
@@ -158,7 +165,7 @@ pub async fn sync_signals(
                 ));
             }
         }
-        for (table, column) in homes(s) {
+        for (table, column) in homes(s, staging) {
             if let Some((ty, _)) = columns.get(&(table.to_string(), column.clone())) {
                 if ty != s.kind.sql_type() {
                     return Err(Error::refused(
@@ -188,7 +195,7 @@ pub async fn sync_signals(
     let mut changes = Vec::new();
     for s in signals {
         let ty = s.kind.sql_type();
-        for (table, column) in homes(s) {
+        for (table, column) in homes(s, staging) {
             match columns.get(&(table.to_string(), column.clone())) {
                 None => {
                     tx.batch_execute(&format!("ALTER TABLE {table} ADD COLUMN \"{column}\" {ty}"))
