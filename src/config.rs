@@ -213,6 +213,16 @@ pub struct Settings {
     /// How often partitions are made ahead and retention runs (also once at start).
     #[serde(with = "humantime_serde")]
     pub maintenance_interval: Duration,
+    /// Whether each batch also keeps the interval statistics (`interval_stats`, docs/stats.md).
+    pub stats_enabled: bool,
+    /// Width of a statistics interval, aligned to the clock in UTC (10 minutes: IEC 61400-25's
+    /// and every SCADA report's). Must divide a day.
+    #[serde(with = "humantime_serde")]
+    pub stats_interval: Duration,
+    /// Statistics of intervals that started longer ago than this are deleted; 0 keeps everything.
+    /// Independent of `readings_retention`: statistics outlive the raw readings.
+    #[serde(with = "humantime_serde")]
+    pub stats_retention: Duration,
     /// The signals a reading carries (`[[signals]]` tables): each one's column, type, bounds,
     /// unit and pointer. Default: `power_kw` (required), `wind_speed_ms`, `rotor_rpm`.
     pub signals: Vec<SignalSetting>,
@@ -277,6 +287,9 @@ impl Default for Settings {
             quarantine_retention: 30 * DAY,
             rejected_retention: 30 * DAY,
             maintenance_interval: Duration::from_secs(3600),
+            stats_enabled: true,
+            stats_interval: Duration::from_secs(600),
+            stats_retention: Duration::ZERO,
             signals: SignalSetting::defaults(),
         }
     }
@@ -387,6 +400,8 @@ pub struct WriteGroup {
     pub partitions: Option<crate::partition::Policy>,
     /// What a reading holds: the columns written.
     pub signals: Signals,
+    /// The interval statistics' width, when each batch keeps them.
+    pub stats: Option<crate::stats::Width>,
 }
 
 /// Upkeep of the tables: what `maintain.rs` is made from.
@@ -396,6 +411,8 @@ pub struct UpkeepGroup {
     pub partitions: Option<crate::partition::Policy>,
     pub quarantine_retention: Duration,
     pub rejected_retention: Duration,
+    /// Zero keeps every interval's statistics.
+    pub stats_retention: Duration,
     pub interval: Duration,
 }
 
@@ -441,6 +458,7 @@ impl Config {
             drift_window: s.clock_drift_window,
             partitions: s.readings_manage_partitions.then(|| s.partition_policy()),
             signals: self.rules.signals.clone(),
+            stats: s.stats_enabled.then(|| s.stats_width()),
         }
     }
 
@@ -452,6 +470,7 @@ impl Config {
             partitions: s.readings_manage_partitions.then(|| s.partition_policy()),
             quarantine_retention: s.quarantine_retention,
             rejected_retention: s.rejected_retention,
+            stats_retention: s.stats_retention,
             interval: s.maintenance_interval,
         }
     }
@@ -550,6 +569,11 @@ fn from_figment(e: figment::Error) -> ConfigError {
 }
 
 impl Settings {
+    /// The statistics interval, checked by `validate`.
+    pub fn stats_width(&self) -> crate::stats::Width {
+        crate::stats::Width::new(self.stats_interval).expect("checked by validate")
+    }
+
     /// How the daemon manages `readings` partitions.
     pub fn partition_policy(&self) -> crate::partition::Policy {
         crate::partition::Policy {
@@ -885,6 +909,9 @@ impl Settings {
                 "readings_retention",
                 "needs readings_manage_partitions = true (where the engine manages partitions, use its own retention: docs/scaling.md)",
             ));
+        }
+        if let Err(problem) = crate::stats::Width::new(self.stats_interval) {
+            return Err(ConfigError::new("stats_interval", problem));
         }
         if self.maintenance_interval < Duration::from_secs(1) {
             return Err(ConfigError::new(

@@ -29,5 +29,5 @@ pub use pipeline::{
     batch, classify, decode, leave, ledger, reading, shape, subscribe, timestamp, transaction,
     write,
 };
-pub use store::{citus, db, health, maintain, migrate, partition};
-pub use tools::{demo, review, simulate, view};
+pub use store::{citus, db, health, maintain, migrate, partition, stats};
+pub use tools::{demo, export, review, simulate, view};

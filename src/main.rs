@@ -87,8 +87,48 @@ enum Command {
         #[command(subcommand)]
         command: RejectedCommand,
     },
+    /// One turbine's interval statistics (10 minutes by default) as CSV, one row per interval:
+    /// count, mean, min, max and population standard deviation per numeric signal (docs/stats.md).
+    Export {
+        #[command(flatten)]
+        config: ConfigArg,
+        #[arg(long)]
+        turbine: String,
+        /// First interval start: RFC 3339, a UTC date (2026-11-30) or Unix seconds.
+        #[arg(long)]
+        from: String,
+        /// End (exclusive), as --from.
+        #[arg(long)]
+        to: String,
+        #[arg(long, value_enum, default_value = "csv")]
+        format: galewatch::export::ExportFormat,
+    },
+    /// Interval statistics kept beside the readings.
+    Stats {
+        #[command(subcommand)]
+        command: StatsCommand,
+    },
     /// Publish a simulated fleet's traffic at QoS 1, in real time or as a flood.
     Simulate(SimulateArgs),
+}
+
+#[derive(Subcommand)]
+enum StatsCommand {
+    /// Recompute the statistics of a time range from `readings` (after a restore, or for
+    /// readings stored before statistics were kept). Idempotent; safe beside running daemons.
+    Rebuild {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Only this turbine (default: all).
+        #[arg(long)]
+        turbine: Option<String>,
+        /// Start: RFC 3339, a UTC date (2026-11-30) or Unix seconds; widened to a whole interval.
+        #[arg(long)]
+        from: String,
+        /// End (exclusive), as --from.
+        #[arg(long)]
+        to: String,
+    },
 }
 
 #[derive(clap::Args)]
@@ -360,6 +400,53 @@ fn main() -> ExitCode {
                 .await
                 .map_err(Into::into)
         }),
+        Command::Export {
+            config,
+            turbine,
+            from,
+            to,
+            format,
+        } => {
+            let (from, to) = match times(&from, &to) {
+                Ok(t) => t,
+                Err(e) => return usage(&e),
+            };
+            let cfg = match config::load(config.config.as_deref()) {
+                Ok(c) => c,
+                Err(e) => return config_error(e),
+            };
+            let mut out = std::io::stdout().lock();
+            match runtime.block_on(galewatch::export::export(
+                &cfg, &turbine, from, to, format, &mut out,
+            )) {
+                Ok(0) => {
+                    eprintln!("galewatch export: no statistics for {turbine} in that range");
+                    ExitCode::SUCCESS
+                }
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("galewatch: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Stats {
+            command:
+                StatsCommand::Rebuild {
+                    config,
+                    turbine,
+                    from,
+                    to,
+                },
+        } => {
+            let (from, to) = match times(&from, &to) {
+                Ok(t) => t,
+                Err(e) => return usage(&e),
+            };
+            with_config(&runtime, config, |cfg| async move {
+                galewatch::export::rebuild(&cfg, turbine.as_deref(), from, to).await
+            })
+        }
         Command::Simulate(args) => {
             if let Err(e) = config::check_environment() {
                 return config_error(e);
@@ -471,6 +558,25 @@ fn print_out(text: &str) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `--from` and `--to` of `export` and `stats rebuild`.
+fn times(
+    from: &str,
+    to: &str,
+) -> Result<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>), String> {
+    let from = galewatch::export::parse_time("from", from)?;
+    let to = galewatch::export::parse_time("to", to)?;
+    if from >= to {
+        return Err("--from must be before --to".into());
+    }
+    Ok((from, to))
+}
+
+/// A command line that cannot be used: exit 2, as clap does.
+fn usage(problem: &str) -> ExitCode {
+    eprintln!("galewatch: {problem}");
+    ExitCode::from(2)
 }
 
 fn config_error(e: config::ConfigError) -> ExitCode {

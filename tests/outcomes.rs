@@ -44,6 +44,7 @@ async fn all_eight_outcomes_on_a_citus_cluster() {
         sharded,
         [
             "galewatch_staging",
+            "interval_stats",
             "quarantine",
             "quarantine_resolution",
             "readings",
@@ -232,6 +233,15 @@ async fn eight_outcomes(db: &TestDb) {
         );
     }
 
+    // The statistics count the six inserted readings and nothing else: not the duplicates, the
+    // collisions, the future reading or the rejected ones.
+    assert_stats_exact(db, 600).await;
+    assert_eq!(
+        db.count("SELECT sum(readings)::int8 FROM interval_stats")
+            .await,
+        6
+    );
+
     // The first-arrived value stays; the collider sits in quarantine beside it.
     let c = db.client().await;
     let stored: f64 = c
@@ -419,4 +429,6 @@ async fn race(db: &TestDb, rounds: usize) {
         sample(&ma, "galewatch_readings_inserted_total") > 0.0
             && sample(&mb, "galewatch_readings_inserted_total") > 0.0
     );
+    // Both merged into the same intervals at once: the statistics are the winners', exactly.
+    assert!(assert_stats_exact(db, 600).await > 0);
 }

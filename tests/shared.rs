@@ -63,6 +63,8 @@ async fn three_daemons_share_a_flood_and_a_killed_one_loses_nothing() {
     );
     assert_eq!(inserted.iter().sum::<f64>(), 30_000.0);
     assert_stored_exactly(&db, &readings_in(&sent), Duration::from_secs(5)).await;
+    // Three members merged into the same turbines' intervals at once: one pass's statistics.
+    assert!(assert_stats_exact(&db, 600).await >= 1000);
 
     // 2. Kill -9 one member mid-flood; bring it back later.
     let flood = {
@@ -99,6 +101,8 @@ async fn three_daemons_share_a_flood_and_a_killed_one_loses_nothing() {
     // Exactly the 70,000 sent, with their values.
     assert_stored_exactly(&db, &readings_in(&sent), Duration::from_secs(5)).await;
     assert_eq!(db.count("SELECT count(*) FROM quarantine").await, 0);
+    // A batch in flight when its member was killed, landed again by it later: counted once.
+    assert_stats_exact(&db, 600).await;
     let back = daemons[1].metric("galewatch_readings_received_total");
     eprintln!("the returning member then received {back}");
     assert!(back > 0.0, "its share came back to it");

@@ -2,8 +2,9 @@
 //!
 //! Per batch: binary COPY of the first reading of each key into a temporary staging table, one
 //! `INSERT … SELECT … ON CONFLICT DO NOTHING` that reports the keys it did not insert, a look-up
-//! of the stored values of those keys, then the quarantine and rejected rows, then COMMIT. Only
-//! after COMMIT are the messages acknowledged.
+//! of the stored values of those keys, then the quarantine rows, the turbines' status
+//! (`health.rs`), the interval statistics of the readings inserted (`stats.rs`) and the rejected
+//! rows, then COMMIT. Only after COMMIT are the messages acknowledged.
 //!
 //! Why the look-up is its own statement: under READ COMMITTED each statement takes a fresh
 //! snapshot. When the INSERT skips a key because another daemon's transaction holds it, the
@@ -280,6 +281,8 @@ pub(crate) struct Conn {
     pub(crate) partitions: Partitions,
     /// What a reading holds, and so the columns each statement names.
     signals: Signals,
+    /// The interval statistics' statements, when each batch keeps them.
+    stats: Option<crate::stats::Sql>,
     copy: String,
     copy_types: Vec<Type>,
 }
@@ -290,6 +293,7 @@ impl Conn {
         client: Client,
         partitions: Partitions,
         signals: Signals,
+        stats: Option<crate::stats::Sql>,
     ) -> Result<Conn, Error> {
         let sql = Sql::new(&signals);
         // `galewatch migrate` makes a permanent staging table only on a sharded database.
@@ -346,6 +350,7 @@ impl Conn {
             xid,
             partitions,
             signals,
+            stats,
             copy: sql.copy,
             copy_types: sql.copy_types,
         })
@@ -823,6 +828,17 @@ pub(crate) async fn write_items(
         turbines.add(&r.turbine_id, msg.received_at, r.recorded_at, seen);
     }
     health::record(&tx, &turbines, drift_window, conn.sharded).await?;
+    // The inserted readings' intervals: only these change the statistics (a duplicate or a
+    // collision changes nothing), merged in key order after the status rows.
+    if let Some(sql) = &conn.stats {
+        let mut fold = crate::stats::Fold::new(sql.width, &conn.signals);
+        for (r, fate) in parts.readings.iter().zip(&fates) {
+            if *fate == Fate::Inserted {
+                fold.add(r);
+            }
+        }
+        crate::stats::record(&tx, sql, &fold, conn.sharded).await?;
+    }
     if !parts.rejected.is_empty() {
         let mut received_at = Vec::new();
         let mut topic = Vec::new();

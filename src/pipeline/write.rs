@@ -61,6 +61,8 @@ pub struct Writer {
     in_doubt: Option<InDoubt>,
     /// The declared signals: the columns each statement names.
     signals: crate::signals::Signals,
+    /// The interval statistics' statements, when each batch keeps them (`stats.rs`).
+    stats: Option<crate::stats::Sql>,
 }
 
 impl Writer {
@@ -74,6 +76,7 @@ impl Writer {
             partitions: g.partitions,
             in_doubt: None,
             signals: g.signals.clone(),
+            stats: g.stats.map(|w| crate::stats::Sql::new(&g.signals, w)),
         }
     }
 
@@ -117,7 +120,7 @@ impl Writer {
             Some(_) => maintain::load(&client).await?,
             None => Partitions::default(),
         };
-        Conn::prepare(client, partitions, self.signals.clone()).await
+        Conn::prepare(client, partitions, self.signals.clone(), self.stats.clone()).await
     }
 
     /// One attempt at landing `items` in one transaction, bounded by the timeout. On an error

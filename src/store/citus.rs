@@ -7,7 +7,7 @@
 //! - `readings` is hash-sharded by `turbine_id`, the first column of its key, so
 //!   `ON CONFLICT (turbine_id, recorded_at)` is decided on one shard; its time partitions (and
 //!   the ones the daemon makes later) are distributed with it.
-//! - `quarantine`, `quarantine_resolution`, `turbine_status` and the writers' shared
+//! - `quarantine`, `quarantine_resolution`, `turbine_status`, `interval_stats` and the writers' shared
 //!   `galewatch_staging` are co-located with it (same shard for the same turbine), so every
 //!   join of a batch, and of the panel's per-turbine pages, stays on one shard.
 //! - `rejected` stays on the coordinator: a rejected message may name no turbine at all (that is
@@ -23,11 +23,12 @@ use crate::signals::Signals;
 
 /// The tables sharded by `turbine_id`, in the order they are distributed (a table before any
 /// that refers to it; each co-located with the first).
-const SHARDED: [&str; 5] = [
+const SHARDED: [&str; 6] = [
     "readings",
     "turbine_status",
     "quarantine",
     "quarantine_resolution",
+    "interval_stats",
     "galewatch_staging",
 ];
 

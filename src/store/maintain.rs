@@ -95,6 +95,8 @@ pub struct Report {
     pub readings_deleted: u64,
     pub quarantine_deleted: u64,
     pub rejected_deleted: u64,
+    /// Interval statistics rows removed (`stats_retention`).
+    pub stats_deleted: u64,
 }
 
 /// Owns the maintenance schedule and its connection.
@@ -105,6 +107,8 @@ pub struct Maintainer {
     /// Zero keeps everything.
     quarantine_retention: Duration,
     rejected_retention: Duration,
+    /// Zero keeps every interval's statistics; independent of the readings' retention.
+    stats_retention: Duration,
     interval: Duration,
 }
 
@@ -115,6 +119,7 @@ impl Maintainer {
             policy: g.partitions,
             quarantine_retention: g.quarantine_retention,
             rejected_retention: g.rejected_retention,
+            stats_retention: g.stats_retention,
             interval: g.interval,
         }
     }
@@ -229,6 +234,18 @@ impl Maintainer {
                 _ => report.rejected_deleted = n,
             }
         }
+        // Statistics by the interval's start, by key (a sharded table: see readings_default).
+        if let Some(cutoff) = cutoff(now, self.stats_retention) {
+            report.stats_deleted = delete_batched(
+                client,
+                "interval_stats",
+                "DELETE FROM interval_stats WHERE (turbine_id, interval_seconds, interval_start) IN (
+                    SELECT turbine_id, interval_seconds, interval_start FROM interval_stats
+                     WHERE interval_start < $1 LIMIT $2)",
+                cutoff,
+            )
+            .await?;
+        }
         Ok(report)
     }
 }
@@ -304,6 +321,12 @@ fn log(r: &Report) {
     }
     if !r.partitions_dropped.is_empty() || r.readings_deleted > 0 {
         tracing::info!(partitions = ?r.partitions_dropped, rows = r.readings_deleted, "retention: old readings dropped");
+    }
+    if r.stats_deleted > 0 {
+        tracing::info!(
+            rows = r.stats_deleted,
+            "retention: old interval statistics deleted"
+        );
     }
     if r.quarantine_deleted > 0 || r.rejected_deleted > 0 {
         tracing::info!(

@@ -93,17 +93,57 @@ pub async fn apply(client: &mut Client, signals: &Signals) -> Result<Applied, Er
     })
 }
 
+/// A column a signal's values live in.
+struct Home {
+    table: &'static str,
+    column: String,
+    /// As `information_schema.columns.data_type` spells it.
+    data_type: &'static str,
+    /// What `ADD COLUMN` writes after the type.
+    extra: &'static str,
+    /// Whether the column is NOT NULL exactly when the signal is required (a reading's own
+    /// values); the others are always nullable or always not.
+    follows_required: bool,
+}
+
 /// Where a signal's values live: its column in `readings`, and its two in `quarantine` (the
-/// reading's value, and the stored reading's for a collision); on a sharded database also its
-/// column in the writers' shared `galewatch_staging` (`citus.rs`), when that exists.
-fn homes(s: &Signal, staging: bool) -> Vec<(&'static str, String)> {
+/// reading's value, and the stored reading's for a collision); for a numeric signal its five
+/// statistics columns in `interval_stats` (`stats.rs`); on a sharded database also its column in
+/// the writers' shared `galewatch_staging` (`citus.rs`), when that exists.
+fn homes(s: &Signal, staging: bool) -> Vec<Home> {
+    let value = |table, column: String, follows_required| Home {
+        table,
+        column,
+        data_type: s.kind.sql_type(),
+        extra: "",
+        follows_required,
+    };
     let mut homes = vec![
-        ("readings", s.name.clone()),
-        ("quarantine", s.name.clone()),
-        ("quarantine", format!("existing_{}", s.name)),
+        value("readings", s.name.clone(), true),
+        value("quarantine", s.name.clone(), true),
+        value("quarantine", format!("existing_{}", s.name), false),
     ];
     if staging {
-        homes.push(("galewatch_staging", s.name.clone()));
+        homes.push(value("galewatch_staging", s.name.clone(), true));
+    }
+    if s.kind.is_numeric() {
+        for (column, (_, ty)) in crate::stats::column_names(s)
+            .into_iter()
+            .zip(crate::stats::COLUMNS)
+        {
+            homes.push(Home {
+                table: "interval_stats",
+                column,
+                data_type: ty,
+                // The count of an interval written before the signal was declared is 0.
+                extra: if ty == "bigint" {
+                    " NOT NULL DEFAULT 0"
+                } else {
+                    ""
+                },
+                follows_required: false,
+            });
+        }
     }
     homes
 }
@@ -140,7 +180,7 @@ pub async fn sync_signals(
             "SELECT table_name::text, column_name::text, data_type::text, is_nullable = 'YES'
                FROM information_schema.columns
               WHERE table_schema = current_schema()
-                AND table_name IN ('readings', 'quarantine', 'galewatch_staging')",
+                AND table_name IN ('readings', 'quarantine', 'galewatch_staging', 'interval_stats')",
             &[],
         )
         .await
@@ -165,16 +205,21 @@ pub async fn sync_signals(
                 ));
             }
         }
-        for (table, column) in homes(s, staging) {
+        for Home {
+            table,
+            column,
+            data_type,
+            ..
+        } in homes(s, staging)
+        {
             if let Some((ty, _)) = columns.get(&(table.to_string(), column.clone())) {
-                if ty != s.kind.sql_type() {
+                if ty != data_type {
                     return Err(Error::refused(
                         "checking the declared signals",
                         format!(
-                            "signal {} is declared {} ({}) but {table}.{column} is {ty}: a type change cannot be made safely in place; declare a new signal instead ({guide})",
+                            "signal {} is declared {} ({data_type}) but {table}.{column} is {ty}: a type change cannot be made safely in place; declare a new signal instead ({guide})",
                             s.name,
                             s.kind.as_str(),
-                            s.kind.sql_type()
                         ),
                     ));
                 }
@@ -194,18 +239,28 @@ pub async fn sync_signals(
 
     let mut changes = Vec::new();
     for s in signals {
-        let ty = s.kind.sql_type();
-        for (table, column) in homes(s, staging) {
+        for home in homes(s, staging) {
+            let Home {
+                table,
+                column,
+                data_type,
+                extra,
+                follows_required,
+            } = home;
             match columns.get(&(table.to_string(), column.clone())) {
                 None => {
-                    tx.batch_execute(&format!("ALTER TABLE {table} ADD COLUMN \"{column}\" {ty}"))
-                        .await
-                        .map_err(err)?;
+                    tx.batch_execute(&format!(
+                        "ALTER TABLE {table} ADD COLUMN \"{column}\" {data_type}{extra}"
+                    ))
+                    .await
+                    .map_err(err)?;
                     if table == "readings" {
                         changes.push(format!("added signal {} ({})", s.name, s.kind.as_str()));
                     }
                 }
-                Some((_, false)) if !s.required || column.starts_with("existing_") => {
+                Some((_, false))
+                    if (follows_required && !s.required) || column.starts_with("existing_") =>
+                {
                     tx.batch_execute(&format!(
                         "ALTER TABLE {table} ALTER COLUMN \"{column}\" DROP NOT NULL"
                     ))

@@ -9,3 +9,4 @@ pub mod health;
 pub mod maintain;
 pub mod migrate;
 pub mod partition;
+pub mod stats;

@@ -309,6 +309,22 @@ pub async fn quarantine_resolve(
     } else {
         "none"
     };
+    // A reading added or replaced changes its interval's statistics. One added is merged as a
+    // batch would have merged it; one replaced may have been the interval's minimum or maximum,
+    // which cannot be un-merged, so its interval is recomputed from `readings`. Both in this
+    // transaction, so the statistics never disagree with the readings.
+    if effect != "none" && cfg.settings.stats_enabled {
+        let sql = crate::stats::Sql::new(&cfg.rules.signals, cfg.settings.stats_width());
+        if effect == "added" {
+            tx.execute(sql.add_quarantined(), &[&turbine, &id])
+                .await
+                .map_err(|e| Error::db("updating interval statistics", e))?;
+        } else {
+            let start = sql.width.start_of(recorded_at);
+            let end = start + chrono::Duration::seconds(i64::from(sql.width.secs()));
+            crate::stats::recompute(&tx, &sql, start, end, Some(&turbine)).await?;
+        }
+    }
     tx.execute(
         "INSERT INTO quarantine_resolution (turbine_id, quarantine_id, choice, resolved_by, note, effect)
          VALUES ($1, $2, $3, $4, $5, $6)",

@@ -776,3 +776,73 @@ pub async fn assert_stored_exactly(
         stored.len()
     );
 }
+
+/// Checks `interval_stats` (width `width_secs`) against one direct aggregate over `readings`:
+/// the same intervals, the same count of readings, and per default signal the same count, and
+/// mean, minimum, maximum and population standard deviation within 1e-9 relative (to the
+/// largest value of the interval, so a mean near zero is judged against the data's scale).
+/// Returns the intervals compared.
+pub async fn assert_stats_exact(db: &TestDb, width_secs: i32) -> usize {
+    let c = db.client().await;
+    let signals = ["power_kw", "wind_speed_ms", "rotor_rpm"];
+    let mut direct_cols = Vec::new();
+    let mut kept_cols = Vec::new();
+    for s in signals {
+        direct_cols.push(format!(
+            "count({s}), avg({s}), min({s}), max({s}), stddev_pop({s}), greatest(abs(min({s})), abs(max({s})))"
+        ));
+        kept_cols.push(format!(
+            "{s}_n, {s}_mean, {s}_min, {s}_max, sqrt(greatest({s}_m2, 0) / NULLIF({s}_n, 0)), 0::float8"
+        ));
+    }
+    let direct = format!(
+        "SELECT turbine_id, date_bin(make_interval(secs => {width_secs}), recorded_at, TIMESTAMPTZ '2000-01-03 00:00:00+00') AS s,
+                count(*), {}
+           FROM readings GROUP BY 1, 2 ORDER BY 1, 2",
+        direct_cols.join(", ")
+    );
+    let kept = format!(
+        "SELECT turbine_id, interval_start, readings, {}
+           FROM interval_stats WHERE interval_seconds = {width_secs} ORDER BY 1, 2",
+        kept_cols.join(", ")
+    );
+    let a = c.query(&direct, &[]).await.unwrap();
+    let b = c.query(&kept, &[]).await.unwrap();
+    let key = |r: &tokio_postgres::Row| {
+        (
+            r.get::<_, String>(0),
+            r.get::<_, chrono::DateTime<chrono::Utc>>(1),
+            r.get::<_, i64>(2),
+        )
+    };
+    let ka: Vec<_> = a.iter().map(key).collect();
+    let kb: Vec<_> = b.iter().map(key).collect();
+    assert_eq!(
+        ka, kb,
+        "interval_stats holds the intervals and counts of readings"
+    );
+    for (ra, rb) in a.iter().zip(&b) {
+        for (k, signal) in signals.iter().enumerate() {
+            let base = 3 + 6 * k;
+            let what = format!(
+                "{} {} {signal}",
+                ra.get::<_, String>(0),
+                ra.get::<_, chrono::DateTime<chrono::Utc>>(1),
+            );
+            assert_eq!(ra.get::<_, i64>(base), rb.get::<_, i64>(base), "{what}: n");
+            let scale: Option<f64> = ra.get(base + 5);
+            for (j, name) in [(1, "mean"), (2, "min"), (3, "max"), (4, "std")] {
+                let x: Option<f64> = ra.get(base + j);
+                let y: Option<f64> = rb.get(base + j);
+                match (x, y) {
+                    (Some(x), Some(y)) => {
+                        let tol = 1e-9 * scale.unwrap_or(0.0).max(x.abs()).max(y.abs()).max(1e-300);
+                        assert!((x - y).abs() <= tol, "{what}: {name} {y} kept, {x} direct");
+                    }
+                    (x, y) => assert_eq!(x, y, "{what}: {name}"),
+                }
+            }
+        }
+    }
+    a.len()
+}

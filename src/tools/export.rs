@@ -1,0 +1,292 @@
+//! Export: `galewatch export` (one turbine's interval statistics as CSV or JSON lines, for an
+//! analyst's notebook) and `galewatch stats rebuild` (recompute a range from `readings`).
+//!
+//! The export streams rows from the database to the output as they come, so a year of
+//! statistics (52,560 ten-minute rows) never sits in memory whole.
+
+use std::io::Write;
+use std::pin::pin;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use futures_util::TryStreamExt;
+
+use crate::config::Config;
+use crate::error::Error;
+use crate::review::ReviewError;
+use crate::stats::{self, Sql};
+
+/// The output format of `galewatch export`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// A header line, then one line per interval; empty fields for NULL.
+    Csv,
+    /// One JSON object per interval and line; null for NULL.
+    Jsonl,
+}
+
+/// Parses `--from`/`--to`: RFC 3339 (`2026-11-30T12:00:00Z`, any offset), a UTC date
+/// (`2026-11-30`, its midnight) or Unix seconds.
+pub fn parse_time(name: &str, s: &str) -> Result<DateTime<Utc>, String> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        return Ok(d.and_hms_opt(0, 0, 0).expect("midnight").and_utc());
+    }
+    if let Some(t) = s
+        .parse::<i64>()
+        .ok()
+        .and_then(|x| DateTime::from_timestamp(x, 0))
+    {
+        return Ok(t);
+    }
+    Err(format!(
+        "bad --{name}: {s:?} is neither RFC 3339 (2026-11-30T12:00:00Z), a date (2026-11-30) nor Unix seconds"
+    ))
+}
+
+/// The export's column names, in order: `turbine_id`, `interval_start` (RFC 3339, UTC),
+/// `interval_seconds`, `readings`, then per numeric signal `{name}_n`, `{name}_mean`,
+/// `{name}_min`, `{name}_max`, `{name}_std` (population standard deviation).
+pub fn header(sql: &Sql) -> Vec<String> {
+    let mut h: Vec<String> = [
+        "turbine_id",
+        "interval_start",
+        "interval_seconds",
+        "readings",
+    ]
+    .map(String::from)
+    .into();
+    for s in &sql.numeric {
+        for suffix in ["n", "mean", "min", "max", "std"] {
+            h.push(format!("{}_{suffix}", s.name));
+        }
+    }
+    h
+}
+
+/// The statement behind the export: one turbine's intervals of the configured width in
+/// `[$2, $3)`, in time order, with the standard deviation computed from `m2`.
+fn export_sql(sql: &Sql) -> String {
+    let mut cols = vec![
+        "turbine_id".to_string(),
+        "interval_start".into(),
+        "interval_seconds".into(),
+        "readings".into(),
+    ];
+    for s in &sql.numeric {
+        let [n, mean, m2, min, max] = stats::column_names(s);
+        cols.extend([
+            format!("\"{n}\""),
+            format!("\"{mean}\""),
+            format!("\"{min}\""),
+            format!("\"{max}\""),
+            format!("sqrt(greatest(\"{m2}\", 0) / NULLIF(\"{n}\", 0))"),
+        ]);
+    }
+    format!(
+        "SELECT {} FROM interval_stats
+ WHERE turbine_id = $1 AND interval_seconds = {} AND interval_start >= $2 AND interval_start < $3
+ ORDER BY interval_start",
+        cols.join(", "),
+        sql.width.secs()
+    )
+}
+
+/// A CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180).
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// `galewatch export`: writes the intervals of `turbine` starting in `[from, to)` to `out`.
+/// Returns the rows written. A reader that goes away (`| head`) ends the export quietly.
+pub async fn export(
+    cfg: &Config,
+    turbine: &str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    format: ExportFormat,
+    out: &mut impl Write,
+) -> Result<u64, ReviewError> {
+    if from >= to {
+        return Err(ReviewError::Refused(
+            "--from must be before --to".to_string(),
+        ));
+    }
+    let sql = Sql::new(&cfg.rules.signals, cfg.settings.stats_width());
+    let client = cfg
+        .db
+        .connect()
+        .await
+        .map_err(|e| Error::db("connecting to the database", e))?;
+    let header = header(&sql);
+    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::BrokenPipe;
+    let write_err = |e: std::io::Error| ReviewError::Refused(format!("writing the output: {e}"));
+    if format == ExportFormat::Csv {
+        match writeln!(out, "{}", header.join(",")) {
+            Err(e) if gone(&e) => return Ok(0),
+            r => r.map_err(write_err)?,
+        }
+    }
+    let err = |e| Error::db("reading interval statistics", e);
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&turbine, &from, &to];
+    let rows = client
+        .query_raw(&export_sql(&sql), params)
+        .await
+        .map_err(err)?;
+    let mut rows = pin!(rows);
+    let mut written = 0u64;
+    while let Some(row) = rows.try_next().await.map_err(err)? {
+        let mut fields: Vec<serde_json::Value> = Vec::with_capacity(header.len());
+        fields.push(row.get::<_, String>(0).into());
+        let start: DateTime<Utc> = row.get(1);
+        fields.push(
+            start
+                .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+                .into(),
+        );
+        fields.push(row.get::<_, i32>(2).into());
+        fields.push(row.get::<_, i64>(3).into());
+        for k in 0..sql.numeric.len() {
+            let base = 4 + 5 * k;
+            fields.push(row.get::<_, i64>(base).into());
+            for j in 1..5 {
+                fields.push(serde_json::json!(row.get::<_, Option<f64>>(base + j)));
+            }
+        }
+        let line = match format {
+            ExportFormat::Csv => fields
+                .iter()
+                .map(|v| match v {
+                    serde_json::Value::Null => String::new(),
+                    serde_json::Value::String(s) => csv_field(s),
+                    other => other.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(","),
+            ExportFormat::Jsonl => {
+                let o: serde_json::Map<String, serde_json::Value> =
+                    header.iter().cloned().zip(fields).collect();
+                serde_json::Value::Object(o).to_string()
+            }
+        };
+        match writeln!(out, "{line}") {
+            Err(e) if gone(&e) => return Ok(written),
+            r => r.map_err(write_err)?,
+        }
+        written += 1;
+    }
+    match out.flush() {
+        Err(e) if gone(&e) => {}
+        r => r.map_err(write_err)?,
+    }
+    Ok(written)
+}
+
+/// `galewatch stats rebuild`: recomputes the statistics of `[from, to)` (widened to whole
+/// intervals; of one turbine or all) from `readings`. Where `readings_retention` has dropped
+/// raw readings, the range starts after the retention cutoff: an interval whose readings are
+/// partly gone would be rebuilt from the part left. Idempotent.
+pub async fn rebuild(
+    cfg: &Config,
+    turbine: Option<&str>,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<String, ReviewError> {
+    if from >= to {
+        return Err(ReviewError::Refused(
+            "--from must be before --to".to_string(),
+        ));
+    }
+    let sql = Sql::new(&cfg.rules.signals, cfg.settings.stats_width());
+    let mut from = from;
+    let mut note = String::new();
+    let keep = cfg.settings.readings_retention;
+    if !keep.is_zero() {
+        let cutoff = Utc::now() - chrono::Duration::from_std(keep).unwrap_or(chrono::Duration::MAX);
+        // Whole partitions go once all of them is older than the cutoff; a day's margin more
+        // keeps a partly dropped interval out of the range.
+        let floor = sql
+            .width
+            .start_at_or_after(cutoff - chrono::Duration::days(1));
+        if from < floor {
+            from = floor;
+            note = format!(
+                " (started at {} instead: readings_retention drops the raw readings before it, and their statistics are kept as they are)",
+                floor.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+            );
+        }
+    }
+    if from >= to {
+        return Ok(format!("nothing to rebuild{note}"));
+    }
+    let mut client = cfg
+        .db
+        .connect()
+        .await
+        .map_err(|e| Error::db("connecting to the database", e))?;
+    let (n, from, to) = stats::rebuild(&mut client, &sql, from, to, turbine).await?;
+    let mut out = format!(
+        "rebuilt {n} intervals of {}s for {} from {} to {} from readings{note}",
+        sql.width.secs(),
+        turbine.unwrap_or("every turbine"),
+        from.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+        to.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+    );
+    if !cfg.settings.stats_enabled {
+        out.push_str("\nnote: stats_enabled is false, so the daemon does not keep them current");
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_rfc_3339_dates_or_unix_seconds() {
+        let t = |s: &str| parse_time("from", s);
+        let want: DateTime<Utc> = "2026-11-30T00:00:00Z".parse().unwrap();
+        assert_eq!(t("2026-11-30").unwrap(), want);
+        assert_eq!(t("2026-11-30T01:00:00+01:00").unwrap(), want);
+        assert_eq!(t(&want.timestamp().to_string()).unwrap(), want);
+        for bad in ["yesterday", "2026-13-01", "", "2026-11-30 00:00"] {
+            let e = t(bad).unwrap_err();
+            assert!(e.contains("bad --from"), "{e}");
+        }
+    }
+
+    #[test]
+    fn csv_fields_are_quoted_only_when_needed() {
+        assert_eq!(csv_field("WTG-1"), "WTG-1");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("two\nlines"), "\"two\nlines\"");
+    }
+
+    #[test]
+    fn the_header_names_five_columns_per_numeric_signal() {
+        let sql = Sql::new(
+            &crate::signals::Signals::defaults(),
+            stats::Width::new(std::time::Duration::from_secs(600)).unwrap(),
+        );
+        let h = header(&sql);
+        assert_eq!(h.len(), 4 + 15);
+        assert_eq!(
+            &h[..5],
+            [
+                "turbine_id",
+                "interval_start",
+                "interval_seconds",
+                "readings",
+                "power_kw_n"
+            ]
+        );
+        assert_eq!(h[8], "power_kw_std");
+        assert_eq!(export_sql(&sql).matches("sqrt(").count(), 3);
+    }
+}

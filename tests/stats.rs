@@ -1,0 +1,710 @@
+//! Interval statistics against real PostgreSQL (and a Citus cluster): exact whatever the order
+//! of arrival, the duplicates, collisions, late readings and resolutions; retention of their
+//! own; `galewatch stats rebuild` and `galewatch export`.
+//!
+//! The batches here go through the daemon's own writer (`Writer::land`, the same transaction as
+//! in `galewatch run`) without MQTT, so a property test can try many arrival orders; the
+//! two-daemon and kill -9 comparisons through the broker are in outcomes.rs and shared.rs.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, TimeZone, Utc};
+use galewatch::batch::{Batch, Message};
+use galewatch::config::{Config, Settings};
+use galewatch::decode::Decoded;
+use galewatch::reading::{Datum, Reading, Values};
+use galewatch::write::Writer;
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
+use common::*;
+
+/// The settings of a writer on `db`, with `f` applied.
+fn config(db: &TestDb, f: impl FnOnce(&mut Settings)) -> Config {
+    let mut s = Settings {
+        database_url: db.url.clone(),
+        ..Settings::default()
+    };
+    f(&mut s);
+    s.validate().expect("valid settings")
+}
+
+async fn migrate(db: &TestDb) {
+    let mut c = db.client().await;
+    galewatch::migrate::apply(&mut c, &galewatch::signals::Signals::defaults())
+        .await
+        .expect("migrate");
+}
+
+fn reading(t: &str, at: DateTime<Utc>, p: f64, w: Option<f64>, r: Option<f64>) -> Reading {
+    let opt = |v: Option<f64>| v.map_or(Datum::Null, Datum::Float);
+    Reading {
+        turbine_id: t.into(),
+        recorded_at: at,
+        values: Values(vec![Datum::Float(p), opt(w), opt(r)].into()),
+    }
+}
+
+/// Lands `readings` in batches of the given sizes (cycled), one reading per message, through the
+/// daemon's writer.
+async fn land(cfg: &Config, readings: Vec<Reading>, sizes: &[usize]) {
+    let mut writer = Writer::new(&cfg.write());
+    let mut backoff =
+        galewatch::backoff::Backoff::new(Duration::from_millis(50), Duration::from_millis(500));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut it = readings.into_iter().peekable();
+    let mut k = 0;
+    while it.peek().is_some() {
+        let size = sizes[k % sizes.len()].max(1);
+        k += 1;
+        let messages: Vec<Message> = it
+            .by_ref()
+            .take(size)
+            .map(|r| Message {
+                ack: galewatch::ledger::AckToken {
+                    epoch: 0,
+                    pkid: 1,
+                    qos: rumqttc::v5::mqttbytes::QoS::AtLeastOnce,
+                },
+                topic: format!("turbines/{}/readings", r.turbine_id),
+                payload: None,
+                payload_sha256: None,
+                payload_bytes: 64,
+                received_at: Utc::now(),
+                arrived: Instant::now(),
+                items: vec![Decoded::Reading(r)],
+                permit: None,
+            })
+            .collect();
+        let batch = Batch {
+            items: messages.len(),
+            bytes: 64 * messages.len(),
+            messages,
+        };
+        writer
+            .land(&batch, &mut backoff, &stop)
+            .await
+            .expect("landed");
+    }
+}
+
+/// Every statistics row as text, for "unchanged" comparisons.
+async fn snapshot(db: &TestDb) -> Vec<String> {
+    db.client()
+        .await
+        .query(
+            "SELECT s::text FROM interval_stats s ORDER BY turbine_id, interval_seconds, interval_start",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+/// Every statistics row with its sums rounded (to compare two computations of the same data).
+async fn rounded(db: &TestDb) -> Vec<String> {
+    let cols: Vec<String> = ["power_kw", "wind_speed_ms", "rotor_rpm"]
+        .iter()
+        .map(|s| {
+            format!(
+                "{s}_n, {s}_min, {s}_max, round({s}_mean::numeric, 6), round({s}_m2::numeric, 3)"
+            )
+        })
+        .collect();
+    db.client()
+        .await
+        .query(
+            &format!("SELECT row(turbine_id, interval_seconds, interval_start, readings, {})::text FROM interval_stats ORDER BY 1", cols.join(", ")),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+/// A reading to send: (turbine, seconds after the origin, microseconds, power, wind, rpm).
+type Base = (u8, i64, u32, f64, Option<f64>, Option<f64>);
+
+/// What arrives: distinct readings, exact resends of some, colliding versions of some, in some
+/// order and batch sizes, then some resolutions of the quarantined ones.
+#[derive(Debug, Clone)]
+struct Scenario {
+    base: Vec<Base>,
+    resends: Vec<usize>,
+    collisions: Vec<(usize, f64)>,
+    order_seed: u64,
+    sizes: Vec<usize>,
+    /// (which quarantine entry, keep the incoming one?)
+    resolutions: Vec<(usize, bool)>,
+}
+
+fn scenario() -> impl Strategy<Value = Scenario> {
+    let at = prop_oneof![
+        // A few neighbouring intervals, densely...
+        4 => 0i64..3_600,
+        // ...and the same hour a day later and two days earlier (late readings, backlogs).
+        1 => 86_400i64..90_000,
+        1 => -172_800i64..-169_200,
+    ];
+    let base = proptest::collection::vec(
+        (
+            0u8..3,
+            at,
+            0u32..1_000_000,
+            -1000.0f64..50_000.0,
+            proptest::option::of(0.0f64..120.0),
+            proptest::option::of(0.0f64..200.0),
+        ),
+        1..160,
+    );
+    (
+        base,
+        proptest::collection::vec(any::<usize>(), 0..40),
+        proptest::collection::vec((any::<usize>(), -1000.0f64..50_000.0), 0..30),
+        any::<u64>(),
+        proptest::collection::vec(1usize..60, 1..6),
+        proptest::collection::vec((any::<usize>(), any::<bool>()), 0..10),
+    )
+        .prop_map(
+            |(base, resends, collisions, order_seed, sizes, resolutions)| Scenario {
+                base,
+                resends,
+                collisions,
+                order_seed,
+                sizes,
+                resolutions,
+            },
+        )
+}
+
+/// Plays `s` into `db` and checks the statistics against a direct aggregate over `readings`.
+async fn play(db: &TestDb, s: &Scenario) {
+    let cfg = config(db, |_| {});
+    let origin = Utc.with_ymd_and_hms(2026, 11, 20, 12, 0, 0).unwrap();
+    let mut seen = std::collections::HashSet::new();
+    let mut base = Vec::new();
+    for &(t, secs, micros, p, w, r) in &s.base {
+        let at = origin
+            + chrono::Duration::seconds(secs)
+            + chrono::Duration::microseconds(micros.into());
+        if seen.insert((t, at)) {
+            base.push(reading(&format!("P-{t}"), at, p, w, r));
+        }
+    }
+    let mut all = base.clone();
+    for &i in &s.resends {
+        all.push(base[i % base.len()].clone());
+    }
+    for &(i, p) in &s.collisions {
+        let mut c = base[i % base.len()].clone();
+        if c.values.get(0).as_f64() != Some(p) {
+            c.values.0[0] = Datum::Float(p);
+            all.push(c);
+        }
+    }
+    all.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(s.order_seed));
+    land(&cfg, all, &s.sizes).await;
+    assert_eq!(
+        db.count("SELECT count(*) FROM readings").await,
+        base.len() as i64
+    );
+    assert_stats_exact(db, 600).await;
+
+    let ids: Vec<i64> = db
+        .client()
+        .await
+        .query("SELECT id FROM quarantine ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    if !ids.is_empty() {
+        for &(i, incoming) in &s.resolutions {
+            let keep = if incoming {
+                galewatch::review::Keep::Incoming
+            } else {
+                galewatch::review::Keep::Existing
+            };
+            // An entry already settled is refused; that is fine here.
+            let _ =
+                galewatch::review::quarantine_resolve(&cfg, ids[i % ids.len()], keep, None, "prop")
+                    .await;
+        }
+        // Replacing a stored reading recomputes its interval: still one pass's statistics.
+        assert_stats_exact(db, 600).await;
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Any arrival order, batching, resends, collisions, late readings and resolutions: the kept
+    /// statistics equal `count`, `avg`, `min`, `max` and `stddev_pop` over `readings`.
+    #[test]
+    fn statistics_equal_a_direct_aggregate_whatever_arrives(s in scenario()) {
+        runtime().block_on(async {
+            let db = TestDb::create().await;
+            migrate(&db).await;
+            play(&db, &s).await;
+        });
+    }
+}
+
+#[test]
+fn statistics_equal_a_direct_aggregate_on_a_citus_cluster() {
+    runtime().block_on(async {
+        let cluster = citus::Cluster::start().await;
+        let db = cluster.db();
+        migrate(&db).await;
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+            cases: 3,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        });
+        for _ in 0..3 {
+            let s = scenario().new_tree(&mut runner).unwrap().current();
+            db.client()
+                .await
+                .batch_execute(
+                    "TRUNCATE readings, quarantine, quarantine_resolution, interval_stats, turbine_status",
+                )
+                .await
+                .unwrap();
+            play(&db, &s).await;
+        }
+        assert_eq!(db.count("SELECT count(*) FROM galewatch_staging").await, 0);
+    });
+}
+
+/// A collision whose stored reading was its interval's maximum, resolved by keeping the lower
+/// incoming value: the maximum cannot be un-merged, so the interval is recomputed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replacing_the_maximum_recomputes_its_interval() {
+    let db = TestDb::create().await;
+    migrate(&db).await;
+    let cfg = config(&db, |_| {});
+    let t0 = Utc.with_ymd_and_hms(2026, 11, 20, 12, 0, 0).unwrap();
+    let s = chrono::Duration::seconds;
+    land(
+        &cfg,
+        vec![
+            reading("R-1", t0, 10.0, Some(5.0), None),
+            reading("R-1", t0 + s(2), 900.0, Some(6.0), None),
+            reading("R-1", t0 + s(4), 30.0, None, Some(12.0)),
+            reading("R-1", t0 + s(2), 20.0, Some(6.0), None),
+        ],
+        &[3, 1],
+    )
+    .await;
+    let max = "SELECT power_kw_max::int8 FROM interval_stats WHERE turbine_id = 'R-1'";
+    assert_eq!(db.count(max).await, 900);
+    let id = db.count("SELECT id FROM quarantine").await;
+    galewatch::review::quarantine_resolve(&cfg, id, galewatch::review::Keep::Incoming, None, "t")
+        .await
+        .unwrap();
+    assert_eq!(db.count(max).await, 30, "900 replaced by 20: max is 30");
+    assert_eq!(
+        db.count("SELECT power_kw_n FROM interval_stats WHERE turbine_id = 'R-1'")
+            .await,
+        3
+    );
+    assert_stats_exact(&db, 600).await;
+}
+
+/// Raw partitions dropped by `readings_retention` leave the statistics as they were; then
+/// `stats_retention` deletes old intervals and only those.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statistics_outlive_the_raw_readings_and_have_their_own_retention() {
+    let db = TestDb::create().await;
+    migrate(&db).await;
+    let now = Utc::now();
+    let day = chrono::Duration::days(1);
+    // A turbine's readings every 30 s over the last five days.
+    let mut rs = Vec::new();
+    for i in 0..(5 * 2880) {
+        let at = now - day * 5 + chrono::Duration::seconds(30 * i);
+        rs.push(reading(
+            "K-1",
+            at,
+            (i % 977) as f64,
+            Some((i % 13) as f64),
+            None,
+        ));
+    }
+    // Landed while everything was kept (so each day has its partition)...
+    land(&config(&db, |_| {}), rs, &[2000]).await;
+    // ...then raw readings are kept for two days only.
+    let cfg = config(&db, |s| {
+        s.readings_retention = Duration::from_secs(2 * 86_400);
+    });
+    assert_eq!(db.rows().await, 5 * 2880);
+    assert_stats_exact(&db, 600).await;
+    let before = snapshot(&db).await;
+    assert!(before.len() >= 5 * 144);
+
+    let report = galewatch::maintain::Maintainer::new(&cfg.upkeep())
+        .pass(&db.client().await, now)
+        .await
+        .unwrap();
+    assert!(
+        !report.partitions_dropped.is_empty(),
+        "raw partitions dropped: {report:?}"
+    );
+    assert!(db.rows().await < 5 * 2880);
+    assert_eq!(snapshot(&db).await, before, "statistics unchanged");
+
+    // Rebuilding everything touches only what the raw readings still cover: the statistics
+    // of dropped days are kept, not wiped.
+    let out = galewatch::export::rebuild(&cfg, None, now - day * 6, now + day)
+        .await
+        .unwrap();
+    assert!(out.contains("instead"), "{out}");
+    let rebuilt = snapshot(&db).await;
+    assert_eq!(rebuilt.len(), before.len());
+    assert_eq!(
+        rebuilt[..144 * 2],
+        before[..144 * 2],
+        "the two oldest days, whose raw readings are gone, kept as they were"
+    );
+    let oldest = "SELECT (extract(epoch FROM min(interval_start)))::int8 FROM interval_stats";
+    let kept_from = db.count(oldest).await;
+
+    // Now statistics older than three days go, and only those.
+    let cfg = config(&db, |s| {
+        s.readings_retention = Duration::from_secs(2 * 86_400);
+        s.stats_retention = Duration::from_secs(3 * 86_400);
+    });
+    let report = galewatch::maintain::Maintainer::new(&cfg.upkeep())
+        .pass(&db.client().await, now)
+        .await
+        .unwrap();
+    assert!(report.stats_deleted > 0);
+    let cutoff = now - day * 3;
+    assert_eq!(
+        db.count(&format!(
+            "SELECT count(*) FROM interval_stats WHERE interval_start < '{}'",
+            cutoff.to_rfc3339()
+        ))
+        .await,
+        0
+    );
+    let after = snapshot(&db).await;
+    assert_eq!(rebuilt.len() - after.len(), report.stats_deleted as usize);
+    assert!(
+        rebuilt.ends_with(&after),
+        "the newer intervals are untouched"
+    );
+    assert!(db.count(oldest).await > kept_from);
+}
+
+fn galewatch_cmd(db: &TestDb, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_galewatch"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("GALEWATCH_DATABASE_URL", &db.url)
+        .output()
+        .expect("run galewatch")
+}
+
+/// Readings stored while statistics were off (as before this feature) get them from
+/// `galewatch stats rebuild`, which can run again and again with the same result, and repairs
+/// a damaged interval; `galewatch export` then gives them as CSV and JSON lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebuild_is_idempotent_and_export_gives_one_row_per_interval() {
+    let db = TestDb::create().await;
+    migrate(&db).await;
+    let off = config(&db, |s| s.stats_enabled = false);
+    let t0 = Utc.with_ymd_and_hms(2026, 11, 20, 0, 0, 0).unwrap();
+    let mut rs = Vec::new();
+    for i in 0..1800 {
+        let at = t0 + chrono::Duration::seconds(2 * i);
+        for t in ["E-1", "E-2"] {
+            rs.push(reading(
+                t,
+                at,
+                1000.0 + (i % 50) as f64,
+                Some(8.5),
+                (i % 2 == 0).then_some(14.0),
+            ));
+        }
+    }
+    land(&off, rs, &[500]).await;
+    assert_eq!(db.count("SELECT count(*) FROM interval_stats").await, 0);
+
+    let out = galewatch_cmd(
+        &db,
+        &[
+            "stats",
+            "rebuild",
+            "--from",
+            "2026-11-20",
+            "--to",
+            "2026-11-20T00:55:00Z",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("rebuilt 12 intervals"), "{text}");
+    assert_stats_exact(&db, 600).await;
+    let first = rounded(&db).await;
+    // Again: the same (to the rounding of the database's own sums, whose order follows its
+    // scan). A damaged interval is repaired; one outside the range is not
+    // touched.
+    db.client()
+        .await
+        .batch_execute("UPDATE interval_stats SET power_kw_max = 1e9, readings = 1 WHERE turbine_id = 'E-1' AND interval_start = '2026-11-20T00:10:00Z'")
+        .await
+        .unwrap();
+    let out = galewatch_cmd(
+        &db,
+        &[
+            "stats",
+            "rebuild",
+            "--turbine",
+            "E-1",
+            "--from",
+            "2026-11-20T00:05:00Z",
+            "--to",
+            "2026-11-20T00:15:00Z",
+        ],
+    );
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("rebuilt 2 intervals"));
+    assert_eq!(rounded(&db).await, first);
+    assert_stats_exact(&db, 600).await;
+
+    // Export: one row per interval, the documented columns.
+    let out = galewatch_cmd(
+        &db,
+        &[
+            "export",
+            "--turbine",
+            "E-1",
+            "--from",
+            "2026-11-20T00:00:00Z",
+            "--to",
+            "2026-11-20T00:30:00Z",
+        ],
+    );
+    assert!(out.status.success());
+    let csv = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(
+        lines[0],
+        "turbine_id,interval_start,interval_seconds,readings,power_kw_n,power_kw_mean,power_kw_min,power_kw_max,power_kw_std,wind_speed_ms_n,wind_speed_ms_mean,wind_speed_ms_min,wind_speed_ms_max,wind_speed_ms_std,rotor_rpm_n,rotor_rpm_mean,rotor_rpm_min,rotor_rpm_max,rotor_rpm_std"
+    );
+    assert_eq!(lines.len(), 4, "three intervals: {csv}");
+    let row: Vec<&str> = lines[1].split(',').collect();
+    assert_eq!(
+        &row[..5],
+        ["E-1", "2026-11-20T00:00:00Z", "600", "300", "300"]
+    );
+    assert_eq!(row[6], "1000.0", "min");
+    assert_eq!(row[7], "1049.0", "max");
+    assert_eq!(&row[9..14], ["300", "8.5", "8.5", "8.5", "0.0"]);
+    assert_eq!(row[14], "150", "rotor_rpm in every other reading");
+    eprintln!("{}", lines[..2].join("\n"));
+
+    let out = galewatch_cmd(
+        &db,
+        &[
+            "export",
+            "--turbine",
+            "E-2",
+            "--from",
+            "2026-11-20",
+            "--to",
+            "2026-11-21",
+            "--format",
+            "jsonl",
+        ],
+    );
+    assert!(out.status.success());
+    let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 6);
+    assert_eq!(rows[5]["interval_start"], "2026-11-20T00:50:00Z");
+    assert_eq!(rows[0]["rotor_rpm_std"], 0.0);
+
+    // A user's mistakes, named.
+    for (args, want) in [
+        (
+            vec![
+                "export",
+                "--turbine",
+                "E-1",
+                "--from",
+                "yesterday",
+                "--to",
+                "2026-11-21",
+            ],
+            "bad --from",
+        ),
+        (
+            vec![
+                "export",
+                "--turbine",
+                "E-1",
+                "--from",
+                "2026-11-21",
+                "--to",
+                "2026-11-20",
+            ],
+            "before --to",
+        ),
+        (
+            vec![
+                "stats",
+                "rebuild",
+                "--from",
+                "2026-11-20",
+                "--to",
+                "2026-11-20",
+            ],
+            "before --to",
+        ),
+    ] {
+        let out = galewatch_cmd(&db, &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(want),
+            "{args:?}"
+        );
+    }
+    let out = galewatch_cmd(
+        &db,
+        &[
+            "export",
+            "--turbine",
+            "nobody",
+            "--from",
+            "2026-11-20",
+            "--to",
+            "2026-11-21",
+        ],
+    );
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        1,
+        "the header only"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no statistics for nobody"));
+}
+
+/// A signal declared later gets its statistics columns (count 0 for the intervals already
+/// there), and an unbounded signal's huge values keep the mean but leave the deviation unknown
+/// rather than overflowing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_signal_gets_columns_and_huge_values_do_not_overflow() {
+    let db = TestDb::create().await;
+    let broker = Broker::start();
+    let mut d = Daemon::new(&broker, &db, "gw-stats-signal");
+    d.start_ready();
+    publish(
+        &broker,
+        vec![json(
+            "turbines/N-1/readings",
+            r#"{"recorded_at":"2026-11-20T00:00:01Z","power_kw":5}"#,
+        )],
+    )
+    .await;
+    eventually(Duration::from_secs(10), "one row", || async {
+        db.rows().await == 1
+    })
+    .await;
+    d.terminate();
+
+    let toml = std::env::temp_dir().join(format!("gw-stats-{}.toml", std::process::id()));
+    std::fs::write(
+        &toml,
+        r#"
+[[signals]]
+name = "power_kw"
+required = true
+[[signals]]
+name = "wind_speed_ms"
+[[signals]]
+name = "rotor_rpm"
+[[signals]]
+name = "strain"
+[[signals]]
+name = "mode"
+type = "text"
+"#,
+    )
+    .unwrap();
+    d.config = Some(toml.clone());
+    d.start_ready();
+    publish(
+        &broker,
+        vec![
+            json("turbines/N-1/readings", r#"{"recorded_at":"2026-11-20T00:00:03Z","power_kw":6,"strain":1e200,"mode":"run"}"#),
+            json("turbines/N-1/readings", r#"{"recorded_at":"2026-11-20T00:00:05Z","power_kw":7,"strain":-1e300}"#),
+            json("turbines/N-1/readings", r#"{"recorded_at":"2026-11-20T00:00:07Z","power_kw":8,"strain":1.7976931348623157e308}"#),
+        ],
+    )
+    .await;
+    eventually(Duration::from_secs(10), "four rows", || async {
+        db.rows().await == 4
+    })
+    .await;
+    let c = db.client().await;
+    let row = c
+        .query_one(
+            "SELECT readings, power_kw_n, strain_n, strain_mean, strain_m2, strain_min, strain_max
+               FROM interval_stats WHERE turbine_id = 'N-1'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 4);
+    assert_eq!(row.get::<_, i64>(1), 4);
+    assert_eq!(row.get::<_, i64>(2), 3);
+    let mean: f64 = row.get(3);
+    assert!(mean.is_finite(), "{mean}");
+    assert_eq!(
+        row.get::<_, Option<f64>>(4),
+        None,
+        "no deviation past 1e100"
+    );
+    assert_eq!(row.get::<_, f64>(5), -1e300);
+    assert_eq!(row.get::<_, f64>(6), f64::MAX);
+    let text_stats: i64 = c
+        .query_one(
+            "SELECT count(*) FROM information_schema.columns WHERE table_name = 'interval_stats' AND column_name LIKE 'mode%'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(text_stats, 0, "a text signal has no statistics");
+    assert_eq!(d.metric("galewatch_readings_rejected_total"), 0.0);
+    let _ = std::fs::remove_file(toml);
+}
