@@ -139,7 +139,10 @@ async fn main() {
         );
     }
 
-    let queries = galewatch::panel::data::Queries::new(&galewatch::signals::Signals::defaults());
+    let queries = galewatch::panel::data::Queries::new(
+        &galewatch::signals::Signals::defaults(),
+        galewatch::stats::Width::new(std::time::Duration::from_secs(600)).ok(),
+    );
     for (name, sql) in [
         (
             "one turbine, one day, 1-minute averages",

@@ -75,6 +75,22 @@ async fn seed(db: &TestDb) {
     )
     .await
     .unwrap();
+    // Written straight into `readings` (as a restore would): their statistics are rebuilt.
+    let sql = galewatch::stats::Sql::new(
+        &signals,
+        galewatch::stats::Width::new(Duration::from_secs(600)).unwrap(),
+    );
+    let at = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
+    let (n, ..) = galewatch::stats::rebuild(
+        &mut c,
+        &sql,
+        at("2026-11-20T00:00:00Z"),
+        at("2026-11-21T00:00:00Z"),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(n, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -208,6 +224,63 @@ async fn api_answers_exactly(db: &TestDb) {
     assert_eq!(q[0]["existing_power_kw"], 150.0);
     assert_eq!(q[0]["resolution"], Value::Null);
 
+    // Windows in whole 10-minute steps read the interval statistics: a day (one interval holds
+    // API-1's readings) and a year.
+    let (status, v) = get_json(
+        addr,
+        &format!("{base}?from=2026-11-20T00:00:00Z&to=2026-11-21T00:00:00Z&step=10m"),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let points = v["points"].as_array().unwrap();
+    assert_eq!(points.len(), 1);
+    let p = &points[0];
+    assert_eq!(p["t"], "2026-11-20T10:00:00Z");
+    assert_eq!(p["n"], 300);
+    assert_eq!(p["power_kw"]["min"], 0.0);
+    assert_eq!(p["power_kw"]["max"], 299.0);
+    assert_eq!(p["power_kw"]["avg"], 149.5);
+    assert_eq!(p["wind_speed_ms"]["avg"], 4.5);
+    assert_eq!(p["rotor_rpm"]["max"], 298.0);
+    assert_eq!(p["rotor_rpm"]["avg"], 149.0, "NULLs left out");
+    for range in ["365d", "366d", "30d"] {
+        let (status, v) = get_json(
+            addr,
+            &format!("{base}?to=2026-11-21T00:00:00Z&range={range}"),
+        )
+        .await;
+        assert_eq!(status, 200, "{range}: {v}");
+        let points = v["points"].as_array().unwrap();
+        assert_eq!(points.len(), 1, "{range}: {v}");
+        assert_eq!(points[0]["n"], 300, "{range}");
+        assert_eq!(points[0]["power_kw"]["avg"], 149.5, "{range}");
+    }
+    // The edges of a window that cut an interval come from the raw readings: 10:03 to 10:20
+    // holds readings 90 to 299.
+    let (_, v) = get_json(
+        addr,
+        &format!("{base}?from=2026-11-20T10:03:00Z&to=2026-11-20T10:20:00Z&step=10m"),
+    )
+    .await;
+    let p = &v["points"][0];
+    assert_eq!(p["n"], 210, "{v}");
+    assert_eq!(p["power_kw"]["min"], 90.0);
+    assert_eq!(p["power_kw"]["avg"], 194.5);
+    // And the whole intervals really come from the statistics.
+    let c = db.client().await;
+    c.batch_execute("UPDATE interval_stats SET power_kw_max = 12345 WHERE turbine_id = 'API-1'")
+        .await
+        .unwrap();
+    let (_, v) = get_json(
+        addr,
+        &format!("{base}?from=2026-11-20T06:00:00Z&to=2026-11-20T12:00:00Z&step=1h"),
+    )
+    .await;
+    assert_eq!(v["points"][0]["power_kw"]["max"], 12345.0, "{v}");
+    c.batch_execute("UPDATE interval_stats SET power_kw_max = 299 WHERE turbine_id = 'API-1'")
+        .await
+        .unwrap();
+
     // A small range comes back raw.
     let (status, v) = get_json(
         addr,
@@ -241,7 +314,12 @@ async fn api_answers_exactly(db: &TestDb) {
             400,
             "from must be before to",
         ),
-        (format!("{base}?range=40d"), 400, "range too large"),
+        (format!("{base}?range=400d"), 400, "range too large"),
+        (
+            format!("{base}?range=90d&step=7m"),
+            400,
+            "multiple of 600 seconds",
+        ),
         (format!("{base}?from=yesterday"), 400, "bad from"),
         (format!("{base}?range=7d&step=1s"), 400, "step too small"),
         (format!("{base}?step=9999999999999999s"), 400, "bad step"),

@@ -177,7 +177,14 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
-    let db = Db::new(cfg.db.clone(), cfg.clock(), &cfg.rules.signals);
+    let db = Db::new(
+        cfg.db.clone(),
+        cfg.clock(),
+        &cfg.rules.signals,
+        cfg.settings
+            .stats_enabled
+            .then(|| cfg.settings.stats_width()),
+    );
     axum::serve(listener, router(db))
         .with_graceful_shutdown(async move {
             let _ = shutdown.cancelled().await;
@@ -276,6 +283,7 @@ async fn fleet_api(
 fn checked(
     id: &str,
     p: Result<Query<Params>, axum::extract::rejection::QueryRejection>,
+    stats: Option<crate::stats::Width>,
 ) -> Result<(Params, Window), Failure> {
     window::check_id(id)?;
     let Query(p) = p.map_err(|e| Failure {
@@ -284,7 +292,7 @@ fn checked(
     })?;
     // Whole seconds, so requests for "the last 24 hours" in the same second are one question.
     let now = chrono::SubsecRound::trunc_subsecs(chrono::Utc::now(), 0);
-    let w = window::window(&p, now)?;
+    let w = window::window(&p, now, stats.map(crate::stats::Width::duration))?;
     Ok((p, w))
 }
 
@@ -293,7 +301,7 @@ async fn readings_api(
     Path(id): Path<String>,
     p: Result<Query<Params>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiFailure> {
-    let (_, w) = checked(&id, p)?;
+    let (_, w) = checked(&id, p, db.queries.stats_width)?;
     let answer = db.turbine(&id, &w).await?;
     let (points, quarantined) = (&answer.0, &answer.1);
     if points.is_empty() && quarantined.is_empty() && !db.known(&id).await? {
@@ -308,7 +316,7 @@ async fn turbine_page(
     Path(id): Path<String>,
     p: Result<Query<Params>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Html<String>, PageFailure> {
-    let (p, w) = checked(&id, p)?;
+    let (p, w) = checked(&id, p, db.queries.stats_width)?;
     let (points, quarantined, (status, _), changes) = tokio::try_join!(
         db.db.series(&id, &w),
         db.db.quarantine(&id, &w),

@@ -384,7 +384,7 @@ mod tests {
     }
 
     fn queries() -> Queries {
-        Queries::new(&crate::signals::Signals::defaults())
+        Queries::new(&crate::signals::Signals::defaults(), None)
     }
 
     fn values(v: &[Option<f64>]) -> crate::signals::Values {

@@ -5,8 +5,11 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-/// The widest window one request may ask for.
-pub const MAX_RANGE: Duration = Duration::from_secs(31 * 86_400);
+/// The widest window one request may ask for, when the panel reads the interval statistics
+/// (`stats.rs`): a year, leap day included.
+pub const MAX_RANGE: Duration = Duration::from_secs(366 * 86_400);
+/// The widest window aggregated from raw readings (statistics off, or a step they cannot serve).
+pub const MAX_RAW_RANGE: Duration = Duration::from_secs(31 * 86_400);
 /// Windows up to this wide come back as raw points when no step is asked for (5,400 points
 /// at one reading per 2 s).
 pub const RAW_UP_TO: Duration = Duration::from_secs(3 * 3600);
@@ -22,10 +25,12 @@ const TARGET_BUCKETS: u64 = 1_500;
 pub const MAX_ID_CHARS: usize = 128;
 
 /// The presets the page offers.
-pub const PRESETS: [(&str, Duration); 3] = [
+pub const PRESETS: [(&str, Duration); 5] = [
     ("1h", Duration::from_secs(3600)),
     ("24h", Duration::from_secs(86_400)),
     ("7d", Duration::from_secs(7 * 86_400)),
+    ("30d", Duration::from_secs(30 * 86_400)),
+    ("365d", Duration::from_secs(365 * 86_400)),
 ];
 
 /// A request's parameters as they came (all optional).
@@ -107,8 +112,20 @@ fn parse_duration(name: &str, s: &str) -> Result<Duration, BadRequest> {
     Ok(d)
 }
 
-/// Checks `p` against `now`. Default: the last 24 hours.
-pub fn window(p: &Params, now: DateTime<Utc>) -> Result<Window, BadRequest> {
+/// Checks `p` against `now`. Default: the last 24 hours. `stats`: the width of the interval
+/// statistics when they are kept, which widens the limit to [`MAX_RANGE`] for steps that are
+/// whole multiples of it (a bucket is then whole intervals); without them the limit is
+/// [`MAX_RAW_RANGE`].
+pub fn window(
+    p: &Params,
+    now: DateTime<Utc>,
+    stats: Option<Duration>,
+) -> Result<Window, BadRequest> {
+    let max_range = if stats.is_some() {
+        MAX_RANGE
+    } else {
+        MAX_RAW_RANGE
+    };
     let to = match &p.to {
         Some(s) => parse_time("to", s)?,
         None => now,
@@ -120,8 +137,8 @@ pub fn window(p: &Params, now: DateTime<Utc>) -> Result<Window, BadRequest> {
                 Some(r) => parse_duration("range", r)?,
                 None => PRESETS[1].1,
             };
-            if width > MAX_RANGE {
-                return Err(range_too_large());
+            if width > max_range {
+                return Err(range_too_large(max_range));
             }
             to - chrono::Duration::from_std(width).expect("bounded above")
         }
@@ -131,8 +148,8 @@ pub fn window(p: &Params, now: DateTime<Utc>) -> Result<Window, BadRequest> {
         return Err(bad("bad range: from must be before to"));
     }
     let width = (to - from).to_std().expect("positive");
-    if width > MAX_RANGE {
-        return Err(range_too_large());
+    if width > max_range {
+        return Err(range_too_large(max_range));
     }
     let step = match &p.step {
         Some(s) => {
@@ -140,10 +157,10 @@ pub fn window(p: &Params, now: DateTime<Utc>) -> Result<Window, BadRequest> {
             if step.as_secs() == 0 || step.subsec_nanos() != 0 {
                 return Err(bad("bad step: whole seconds, at least 1s"));
             }
-            if step > MAX_RANGE {
+            if step > max_range {
                 return Err(bad(format!(
                     "bad step: at most {} days (the widest range)",
-                    MAX_RANGE.as_secs() / 86_400
+                    max_range.as_secs() / 86_400
                 )));
             }
             if width.as_secs() / step.as_secs() > MAX_BUCKETS {
@@ -154,15 +171,35 @@ pub fn window(p: &Params, now: DateTime<Utc>) -> Result<Window, BadRequest> {
             Some(step)
         }
         None if width <= RAW_UP_TO => None,
-        None => Some(auto_step(width)),
+        None => {
+            let step = auto_step(width);
+            // Past the raw limit, a step of whole statistics intervals.
+            Some(match stats {
+                Some(sw) if width > MAX_RAW_RANGE => {
+                    let sw = sw.as_secs().max(1);
+                    Duration::from_secs(step.as_secs().div_ceil(sw) * sw)
+                }
+                _ => step,
+            })
+        }
     };
+    if let (Some(step), Some(sw)) = (step, stats) {
+        if width > MAX_RAW_RANGE && step.as_secs() % sw.as_secs().max(1) != 0 {
+            return Err(bad(format!(
+                "bad step for a window over {} days: it is read from the {}-second statistics, so the step must be a multiple of {} seconds",
+                MAX_RAW_RANGE.as_secs() / 86_400,
+                sw.as_secs(),
+                sw.as_secs()
+            )));
+        }
+    }
     Ok(Window { from, to, step })
 }
 
-fn range_too_large() -> BadRequest {
+fn range_too_large(max_range: Duration) -> BadRequest {
     bad(format!(
         "range too large: at most {} days per request",
-        MAX_RANGE.as_secs() / 86_400
+        max_range.as_secs() / 86_400
     ))
 }
 
@@ -194,7 +231,7 @@ mod huge_step_tests {
                 step: Some(step.into()),
                 ..Params::default()
             };
-            let e = window(&p, now).unwrap_err();
+            let e = window(&p, now, None).unwrap_err();
             assert_eq!(e.status, 400, "{step}");
         }
         let ok = Params {
@@ -202,7 +239,7 @@ mod huge_step_tests {
             step: Some("31days".into()),
             ..Params::default()
         };
-        assert!(window(&ok, now).is_ok());
+        assert!(window(&ok, now, None).is_ok());
     }
 }
 
@@ -231,18 +268,18 @@ mod tests {
 
     #[test]
     fn presets_pick_raw_points_or_a_step() {
-        let w = window(&params(None, None, Some("1h"), None), now()).unwrap();
+        let w = window(&params(None, None, Some("1h"), None), now(), None).unwrap();
         assert_eq!(w.step, None, "an hour comes back raw");
         assert_eq!(w.to, now());
-        let w = window(&params(None, None, Some("24h"), None), now()).unwrap();
+        let w = window(&params(None, None, Some("24h"), None), now(), None).unwrap();
         assert_eq!(
             w.step,
             Some(Duration::from_secs(60)),
             "24 h in 1-minute buckets"
         );
-        let w = window(&params(None, None, Some("7d"), None), now()).unwrap();
+        let w = window(&params(None, None, Some("7d"), None), now(), None).unwrap();
         assert_eq!(w.step, Some(Duration::from_secs(600)));
-        let w = window(&Params::default(), now()).unwrap();
+        let w = window(&Params::default(), now(), None).unwrap();
         assert_eq!(
             w.width(),
             Duration::from_secs(86_400),
@@ -260,6 +297,7 @@ mod tests {
                 Some("5m"),
             ),
             now(),
+            None,
         )
         .unwrap();
         assert_eq!(
@@ -271,7 +309,7 @@ mod tests {
             "2026-11-30T00:00:00Z".parse::<DateTime<Utc>>().unwrap()
         );
         assert_eq!(w.step, Some(Duration::from_secs(300)));
-        let w = window(&params(None, None, Some("2h"), Some("30")), now()).unwrap();
+        let w = window(&params(None, None, Some("2h"), Some("30")), now(), None).unwrap();
         assert_eq!(w.step, Some(Duration::from_secs(30)));
     }
 
@@ -298,7 +336,7 @@ mod tests {
             ),
         ];
         for (p, want) in cases {
-            let e = window(&p, now()).expect_err(want);
+            let e = window(&p, now(), None).expect_err(want);
             assert_eq!(e.status, 400);
             assert!(e.message.contains(want), "{p:?}: {}", e.message);
         }
@@ -306,6 +344,36 @@ mod tests {
         assert!(check_id("").is_err());
         assert!(check_id("a\u{7}b").is_err());
         assert!(check_id(&"x".repeat(129)).is_err());
+    }
+
+    #[test]
+    fn with_statistics_a_year_is_one_request_in_whole_intervals() {
+        let ten = Some(Duration::from_secs(600));
+        let w = window(&params(None, None, Some("365d"), None), now(), ten).unwrap();
+        assert_eq!(
+            w.step,
+            Some(Duration::from_secs(21_600)),
+            "a year in 6-hour buckets"
+        );
+        let w = window(&params(None, None, Some("366d"), Some("1d")), now(), ten).unwrap();
+        assert_eq!(w.width(), MAX_RANGE);
+        let e = window(&params(None, None, Some("367d"), None), now(), ten).unwrap_err();
+        assert!(e.message.contains("at most 366 days"), "{}", e.message);
+        let e = window(&params(None, None, Some("90d"), Some("7m")), now(), ten).unwrap_err();
+        assert!(e.message.contains("multiple of 600"), "{}", e.message);
+        // Within the raw limit any step still goes (aggregated from readings).
+        assert!(window(&params(None, None, Some("7d"), Some("7m")), now(), ten).is_ok());
+        // Without statistics, the raw limit.
+        let e = window(&params(None, None, Some("90d"), None), now(), None).unwrap_err();
+        assert!(e.message.contains("at most 31 days"), "{}", e.message);
+        // An hour-wide statistics interval: auto steps past 31 days are whole hours.
+        let w = window(
+            &params(None, None, Some("40d"), None),
+            now(),
+            Some(Duration::from_secs(3600)),
+        )
+        .unwrap();
+        assert_eq!(w.step.unwrap().as_secs() % 3600, 0);
     }
 
     proptest! {
@@ -327,12 +395,38 @@ mod tests {
                 range: None,
                 step: step.map(|s| s.to_string()),
             };
-            if let Ok(w) = window(&p, now()) {
+            if let Ok(w) = window(&p, now(), None) {
                 prop_assert!(w.from < w.to);
-                prop_assert!(w.width() <= MAX_RANGE);
+                prop_assert!(w.width() <= MAX_RAW_RANGE);
                 if let Some(s) = w.step {
                     prop_assert!(w.width().as_secs() / s.as_secs() <= MAX_BUCKETS);
                 }
+            }
+        }
+
+        /// With statistics of any width, an accepted window past the raw limit has a step of
+        /// whole intervals, and stays within a year and the bucket limit.
+        #[test]
+        fn wide_windows_step_in_whole_intervals(
+            width in 1u64..(400 * 86_400), sw in proptest::sample::select(vec![60u64, 300, 600, 900, 1800, 3600, 7200, 86_400]),
+            step in proptest::option::of(1u64..400_000)
+        ) {
+            let p = Params {
+                from: Some((1_800_000_000 - width as i64).to_string()),
+                to: Some("1800000000".into()),
+                range: None,
+                step: step.map(|s| s.to_string()),
+            };
+            if let Ok(w) = window(&p, now(), Some(Duration::from_secs(sw))) {
+                prop_assert!(w.width() <= MAX_RANGE);
+                if w.width() > MAX_RAW_RANGE {
+                    prop_assert_eq!(w.step.unwrap().as_secs() % sw, 0);
+                }
+                if let Some(s) = w.step {
+                    prop_assert!(w.width().as_secs() / s.as_secs() <= MAX_BUCKETS);
+                }
+            } else {
+                prop_assert!(width > 31 * 86_400 || step.is_some());
             }
         }
     }
