@@ -501,10 +501,12 @@ async fn chromium_renders_three_charts_and_the_quarantine_marker() {
     assert!(blue > 200, "line pixels in the screenshot: {blue}");
 }
 
-/// Grafana's PostgreSQL macros, expanded as Grafana does for a 1-minute interval and the range
-/// 2026-11-20 10:00–10:10 UTC, with `$turbine` = API-1.
-fn expand_grafana(sql: &str) -> String {
-    let mut s = sql.replace("'$turbine'", "'API-1'");
+/// Grafana's PostgreSQL macros, expanded as Grafana does for an interval of `secs` and the range
+/// `range`, with `$turbine` = API-1.
+fn expand_grafana(sql: &str, secs: u64, range: (&str, &str)) -> String {
+    let mut s = sql
+        .replace("'$turbine'", "'API-1'")
+        .replace("$__interval_ms", &(secs * 1000).to_string());
     while let Some(at) = s.find("$__timeGroupAlias(") {
         let end = at + s[at..].find(')').unwrap();
         let col = s[at + 18..end]
@@ -515,7 +517,7 @@ fn expand_grafana(sql: &str) -> String {
             .to_string();
         s.replace_range(
             at..=end,
-            &format!("floor(extract(epoch from {col})/60)*60 AS \"time\""),
+            &format!("floor(extract(epoch from {col})/{secs})*{secs} AS \"time\""),
         );
     }
     while let Some(at) = s.find("$__timeFilter(") {
@@ -523,7 +525,7 @@ fn expand_grafana(sql: &str) -> String {
         let col = s[at + 14..end].trim().to_string();
         s.replace_range(
             at..=end,
-            &format!("{col} BETWEEN '2026-11-20T10:00:00Z' AND '2026-11-20T10:10:00Z'"),
+            &format!("{col} BETWEEN '{}' AND '{}'", range.0, range.1),
         );
     }
     assert!(!s.contains('$'), "an unexpanded macro or variable: {s}");
@@ -572,16 +574,30 @@ async fn grafana_queries_answer(db: &TestDb) {
         ));
     }
     for (title, sql) in &queries {
+        // Ten minutes at 1-minute intervals: from the raw readings.
+        let expanded = expand_grafana(sql, 60, ("2026-11-20T10:00:00Z", "2026-11-20T10:10:00Z"));
         let rows = c
-            .query(&expand_grafana(sql), &[])
+            .query(&expanded, &[])
             .await
-            .unwrap_or_else(|e| panic!("{title}: {e}\n{sql}"));
+            .unwrap_or_else(|e| panic!("{title}: {e}\n{expanded}"));
         let want = match title.as_str() {
             "Power" | "Wind speed" | "Rotor speed" => 10, // ten 1-minute buckets (10:10 is empty)
             "Quarantined readings" => 1,
             other => panic!("an unexpected SQL panel: {other}"),
         };
         assert_eq!(rows.len(), want, "{title}");
+        // A day at 1-hour intervals: from the 10-minute statistics.
+        let expanded = expand_grafana(sql, 3600, ("2026-11-20T00:00:00Z", "2026-11-21T00:00:00Z"));
+        let rows = c
+            .query(&expanded, &[])
+            .await
+            .unwrap_or_else(|e| panic!("{title}: {e}\n{expanded}"));
+        assert_eq!(rows.len(), 1, "{title}: one hour holds the readings");
+        if title == "Power" {
+            let (avg, min, max): (f64, f64, f64) = (rows[0].get(1), rows[0].get(2), rows[0].get(3));
+            assert_eq!((avg, min, max), (149.5, 0.0, 299.0));
+            assert!(expanded.contains("FROM interval_stats"));
+        }
         checked.push(title.clone());
     }
     checked.sort();
