@@ -1,5 +1,8 @@
 //! bench-panel: the per-turbine panel on a 30-million-reading table (7 days x 100 turbines x one
-//! reading every 2 s), end to end over HTTP, and the V4 conversion's time on that table.
+//! reading every 2 s), end to end over HTTP, and the V4 conversion's time on that table; with
+//! the 10-minute statistics rebuilt from those readings (timed) and a year of the fleet's
+//! statistics before them (as `stats_retention` keeps them once raw readings are dropped), for
+//! the 7-day and 1-year views.
 //!
 //!   cargo run --release --example bench-panel [-- --reuse]
 //!
@@ -87,6 +90,72 @@ async fn main() {
     } else {
         println!("reusing {DB} ({have} rows)");
     }
+    // The statistics: V9 and the signals' columns, the 7 days rebuilt from `readings` (as an
+    // operator upgrading would), and the year before as kept statistics, written in time order
+    // (every turbine's interval, then the next interval), as the daemon writes them: one
+    // turbine's year is spread over the table, not packed together.
+    {
+        let (mut c, conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+        tokio::spawn(conn);
+        let signals = galewatch::signals::Signals::defaults();
+        galewatch::migrate::apply(&mut c, &signals).await.unwrap();
+        let count = |sql: String| {
+            let c = &c;
+            async move { c.query_one(&sql, &[]).await.unwrap().get::<_, i64>(0) }
+        };
+        let recent = count(format!(
+            "SELECT count(*) FROM interval_stats WHERE interval_start >= '{START}'"
+        ))
+        .await;
+        let older = count(format!(
+            "SELECT count(*) FROM interval_stats WHERE interval_start < '{START}'"
+        ))
+        .await;
+        if recent == 0 {
+            let sql = galewatch::stats::Sql::new(
+                &signals,
+                galewatch::stats::Width::new(std::time::Duration::from_secs(600)).unwrap(),
+            );
+            let at = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
+            let t = Instant::now();
+            let (n, ..) = galewatch::stats::rebuild(
+                &mut c,
+                &sql,
+                at("2026-11-20T00:00:00Z"),
+                at("2026-11-27T00:00:00Z"),
+                None,
+            )
+            .await
+            .unwrap();
+            let secs = t.elapsed().as_secs_f64();
+            println!(
+                "stats rebuild: {want} readings into {n} intervals in {secs:.1} s ({:.1} s per million readings)",
+                secs / (want as f64 / 1e6)
+            );
+        }
+        if older == 0 {
+            let t = Instant::now();
+            c.batch_execute(&format!(
+                "INSERT INTO interval_stats
+                 SELECT 'WTG-' || lpad(k::text, 5, '0'), 600,
+                        timestamptz '{START}' - (i + 1) * interval '10 min', 300,
+                        300, 1500 + 1000 * sin(i / 17.0), 300 * 100.0, 400, 2600,
+                        300, 8 + 4 * sin(i / 23.0), 300 * 2.0, 3, 13,
+                        300, 12 + 3 * sin(i / 29.0), 300 * 1.0, 8, 16
+                   FROM generate_series(0, 52559) i, generate_series(0, {TURBINES} - 1) k"
+            ))
+            .await
+            .unwrap();
+            c.batch_execute("VACUUM ANALYZE interval_stats")
+                .await
+                .unwrap();
+            println!(
+                "a year of statistics before them: {} rows in {:.1} s",
+                TURBINES * 52_560,
+                t.elapsed().as_secs_f64()
+            );
+        }
+    }
 
     let (c, conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
     tokio::spawn(conn);
@@ -110,8 +179,24 @@ async fn main() {
             format!("/api/turbines/{id}/readings?from=2026-11-23T00:00:00Z&to=2026-11-24T00:00:00Z&step=60"),
         ),
         (
-            "7 d, auto (10-minute buckets)",
+            "7 d, auto (10-minute buckets, from the statistics)",
             format!("/api/turbines/{id}/readings?from=2026-11-20T00:00:00Z&to=2026-11-27T00:00:00Z"),
+        ),
+        (
+            "7 d, 10-minute buckets cut mid-interval (edges from readings)",
+            format!("/api/turbines/{id}/readings?from=2026-11-20T00:05:00Z&to=2026-11-27T00:05:00Z&step=600"),
+        ),
+        (
+            "365 d, auto (6-hour buckets, from the statistics)",
+            format!("/api/turbines/{id}/readings?from=2025-11-27T00:00:00Z&to=2026-11-27T00:00:00Z"),
+        ),
+        (
+            "365 d, 1-day buckets",
+            format!("/api/turbines/{id}/readings?from=2025-11-27T00:00:00Z&to=2026-11-27T00:00:00Z&step=1d"),
+        ),
+        (
+            "365 d page (HTML, three SVG charts)",
+            format!("/turbines/{id}?from=2025-11-27T00:00:00Z&to=2026-11-27T00:00:00Z"),
         ),
         (
             "1 h, raw 2-second points",
@@ -139,26 +224,53 @@ async fn main() {
         );
     }
 
+    // The plans as the panel's sessions run them (data.rs sets these).
+    c.batch_execute("SET work_mem = '32MB'; SET jit = off")
+        .await
+        .unwrap();
     let queries = galewatch::panel::data::Queries::new(
         &galewatch::signals::Signals::defaults(),
         galewatch::stats::Width::new(std::time::Duration::from_secs(600)).ok(),
     );
-    for (name, sql) in [
+    let day = [
+        "'2026-11-23 00:00:00+00'",
+        "'2026-11-24 00:00:00+00'",
+        "60",
+        "",
+        "",
+    ];
+    let year = [
+        "'2025-11-27 00:00:00+00'",
+        "'2026-11-27 00:00:00+00'",
+        "21600",
+        "'2025-11-27 00:00:00+00'",
+        "'2026-11-27 00:00:00+00'",
+    ];
+    for (name, sql, p) in [
         (
             "one turbine, one day, 1-minute averages",
             queries.bucket.as_str(),
+            day,
         ),
         (
             "one turbine, one day, 2-second points",
             queries.raw.as_str(),
+            day,
+        ),
+        (
+            "one turbine, a year, 6-hour buckets from the statistics",
+            queries.stats_bucket.as_deref().unwrap(),
+            year,
         ),
     ] {
         let explain = format!(
             "EXPLAIN (ANALYZE, BUFFERS) {}",
             sql.replace("$1", &format!("'{id}'"))
-                .replace("$2", "'2026-11-23 00:00:00+00'")
-                .replace("$3", "'2026-11-24 00:00:00+00'")
-                .replace("$4", "60")
+                .replace("$2", p[0])
+                .replace("$3", p[1])
+                .replace("$4", p[2])
+                .replace("$5", p[3])
+                .replace("$6", p[4])
         );
         let rows = c.simple_query(&explain).await.unwrap();
         println!("\n{name}:\n");

@@ -84,7 +84,7 @@ pub fn install(listen: SocketAddr) -> Result<(), Error> {
     metrics::gauge!(TURBINES_CLOCK_SUSPECT).set(0.0);
     metrics::counter!(PARTITIONS_CREATED).increment(0);
     metrics::counter!(PARTITIONS_DROPPED).increment(0);
-    for table in ["readings", "quarantine", "rejected"] {
+    for table in ["readings", "quarantine", "rejected", "interval_stats"] {
         metrics::counter!(RETENTION_DELETED, "table" => table).increment(0);
     }
     Ok(())

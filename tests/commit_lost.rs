@@ -196,6 +196,13 @@ async fn a_lost_commit_answer_is_settled_by_asking_the_database() {
             .await,
         6000
     );
+    // The statistics were in the same transactions: each committed batch counted once.
+    assert_stats_exact(&db, 600).await;
+    assert_eq!(
+        db.count("SELECT sum(readings)::int8 FROM interval_stats")
+            .await,
+        6000
+    );
     let log = d.log();
     assert_eq!(
         log.matches("the database says it committed").count(),

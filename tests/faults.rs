@@ -13,6 +13,8 @@ use rand::{Rng, SeedableRng};
 /// `assert_stored_exactly`).
 async fn land_all(db: &TestDb, sent: &[(String, Vec<u8>)], within: Duration) {
     assert_stored_exactly(db, &readings_in(sent), within).await;
+    // And their interval statistics, counted once through every fault.
+    assert_stats_exact(db, 600).await;
 }
 
 /// Fault 1: kill -9 at random moments during a flood, restarted each time with the same id.

@@ -344,13 +344,15 @@ impl managed::Manager for Manager {
             .connect()
             .await
             .map_err(|e| Error::db("connecting to the database", e))?;
-        // Read-only by construction, whatever the role may do; no query runs away; and a 7-day
-        // range (302,400 readings) sorts or hashes in memory instead of spilling to disk at the
-        // default 4 MB (the spill was the p95 outlier in bench/panel.rs).
+        // Read-only by construction, whatever the role may do; no query runs away; a 7-day range
+        // (302,400 readings) sorts or hashes in memory instead of spilling to disk at the
+        // default 4 MB (the spill was the p95 outlier in bench/panel.rs); and no JIT: a year of
+        // statistics (52,560 rows) is estimated past `jit_above_cost`, and compiling the query
+        // took 112 ms of its 137 (bench/panel.rs) for a 30 ms query.
         client
             .batch_execute(
                 "SET default_transaction_read_only = on; SET statement_timeout = '10s';
-                 SET work_mem = '32MB'; SET application_name = 'galewatch panel'",
+                 SET work_mem = '32MB'; SET jit = off; SET application_name = 'galewatch panel'",
             )
             .await
             .map_err(|e| Error::db("setting up the panel's session", e))?;
@@ -458,10 +460,12 @@ impl Db {
     }
 
     /// When each listed signal (status code, flag) changed in the window, at most
-    /// [`CHANGES_LIMIT`] each; nothing when all signals are numeric.
+    /// [`CHANGES_LIMIT`] each; nothing when all signals are numeric, or when the window is wider
+    /// than [`super::window::MAX_RAW_RANGE`] (finding changes reads every raw reading in the
+    /// window, and the statistics keep none of a text signal).
     pub async fn changes(&self, id: &str, w: &Window) -> Result<Vec<Change>, Error> {
         let q = &self.queries;
-        if q.listed.is_empty() {
+        if q.listed.is_empty() || w.width() > super::window::MAX_RAW_RANGE {
             return Ok(Vec::new());
         }
         let c = self.client().await?;

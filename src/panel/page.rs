@@ -229,7 +229,10 @@ pub fn turbine(v: &TurbineView<'_>) -> String {
         }
         @if !queries.listed.is_empty() {
             h2 { "Status signals: each change in this range (" (changes.len()) ")" }
-            @if changes.is_empty() {
+            @if w.width() > super::window::MAX_RAW_RANGE {
+                p.muted { "Changes are listed for ranges up to "
+                    (super::window::MAX_RAW_RANGE.as_secs() / 86_400) " days: choose a shorter range." }
+            } @else if changes.is_empty() {
                 p.muted { "No readings in this range." }
             } @else {
                 table #changes {
