@@ -435,7 +435,8 @@ async fn rebuild_is_idempotent_and_export_gives_one_row_per_interval() {
     let off = config(&db, |s| s.stats_enabled = false);
     let t0 = Utc.with_ymd_and_hms(2026, 11, 20, 0, 0, 0).unwrap();
     let mut rs = Vec::new();
-    for i in 0..1800 {
+    // 80 minutes of readings, past 01:00 (so an hour's chunk would cut a 40-minute interval).
+    for i in 0..2400 {
         let at = t0 + chrono::Duration::seconds(2 * i);
         for t in ["E-1", "E-2"] {
             rs.push(reading(
@@ -458,7 +459,7 @@ async fn rebuild_is_idempotent_and_export_gives_one_row_per_interval() {
             "--from",
             "2026-11-20",
             "--to",
-            "2026-11-20T00:55:00Z",
+            "2026-11-20T01:15:00Z",
         ],
     );
     let text = String::from_utf8_lossy(&out.stdout);
@@ -467,7 +468,7 @@ async fn rebuild_is_idempotent_and_export_gives_one_row_per_interval() {
         "{text} {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.contains("rebuilt 12 intervals"), "{text}");
+    assert!(text.contains("rebuilt 16 intervals"), "{text}");
     assert_stats_exact(&db, 600).await;
     let first = rounded(&db).await;
     // Again: the same (to the rounding of the database's own sums, whose order follows its
@@ -495,6 +496,57 @@ async fn rebuild_is_idempotent_and_export_gives_one_row_per_interval() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("rebuilt 2 intervals"));
     assert_eq!(rounded(&db).await, first);
     assert_stats_exact(&db, 600).await;
+
+    // Decades asked for, an hour of readings there: done in a few dozen look-ups.
+    let t = std::time::Instant::now();
+    let out = galewatch_cmd(
+        &db,
+        &[
+            "stats",
+            "rebuild",
+            "--from",
+            "1990-01-01",
+            "--to",
+            "2040-01-01",
+        ],
+    );
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("rebuilt 16 intervals"));
+    eprintln!("50 years rebuilt in {:?}", t.elapsed());
+    assert_eq!(rounded(&db).await, first);
+    // A width that does not divide an hour (40 minutes): chunks of whole intervals, none cut.
+    let out = Command::new(env!("CARGO_BIN_EXE_galewatch"))
+        .args([
+            "stats",
+            "rebuild",
+            "--from",
+            "2026-11-20",
+            "--to",
+            "2026-11-21",
+        ])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("GALEWATCH_DATABASE_URL", &db.url)
+        .env("GALEWATCH_STATS_INTERVAL", "40m")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("rebuilt 4 intervals of 2400s"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_stats_exact(&db, 2400).await;
+    assert_stats_exact(&db, 600).await;
+    db.client()
+        .await
+        .batch_execute("DELETE FROM interval_stats WHERE interval_seconds = 2400")
+        .await
+        .unwrap();
 
     // Export: one row per interval, the documented columns.
     let out = galewatch_cmd(
@@ -548,7 +600,7 @@ async fn rebuild_is_idempotent_and_export_gives_one_row_per_interval() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(rows.len(), 6);
+    assert_eq!(rows.len(), 8);
     assert_eq!(rows[5]["interval_start"], "2026-11-20T00:50:00Z");
     assert_eq!(rows[0]["rotor_rpm_std"], 0.0);
 

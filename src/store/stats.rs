@@ -561,8 +561,8 @@ pub async fn recompute<C: GenericClient>(
     .map_err(err)
 }
 
-/// `galewatch stats rebuild`: recomputes `[from, to)` (widened to whole intervals) one hour
-/// (or one interval, if wider) per transaction, so the daemons wait at most one chunk's
+/// `galewatch stats rebuild`: recomputes `[from, to)` (widened to whole intervals) an hour's
+/// worth of whole intervals per transaction, so the daemons wait at most one chunk's
 /// statement. Idempotent. Returns the intervals written and the range covered.
 pub async fn rebuild(
     client: &mut tokio_postgres::Client,
@@ -573,11 +573,36 @@ pub async fn rebuild(
 ) -> Result<(u64, DateTime<Utc>, DateTime<Utc>), Error> {
     let w = sql.width;
     let (from, to) = (w.start_of(from), w.start_at_or_after(to));
-    let chunk = chrono::Duration::seconds(i64::from(w.secs().max(3600)));
+    // Whole intervals, at least an hour: a chunk boundary never cuts an interval (a 40-minute
+    // width gives 80-minute chunks), or its second part would replace its first.
+    let ws = i64::from(w.secs());
+    let chunk = chrono::Duration::seconds(ws * (3600 + ws - 1).div_euclid(ws));
     let mut total = 0;
     let mut at = from;
+    // The span looked at next: a chunk, doubling over empty stretches, so a range over decades
+    // of which a few days hold readings costs a few dozen look-ups, not one per empty hour.
+    let mut span = chunk;
     while at < to {
-        let end = (at + chunk).min(to);
+        let end = (at + span).min(to);
+        // Skipped without taking the lock when it holds no readings (pruned to no partition, or
+        // to the default one).
+        let any: bool = client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM readings WHERE recorded_at >= $1 AND recorded_at < $2)",
+                &[&at, &end],
+            )
+            .await
+            .map_err(|e| Error::db("looking for readings to rebuild from", e))?
+            .get(0);
+        if !any {
+            at = end;
+            span = (span * 2).min(chrono::Duration::days(366));
+            continue;
+        }
+        if span > chunk {
+            span = chunk;
+            continue;
+        }
         let tx = client
             .transaction()
             .await
