@@ -334,8 +334,26 @@ async fn replacing_the_maximum_recomputes_its_interval() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statistics_outlive_the_raw_readings_and_have_their_own_retention() {
     let db = TestDb::create().await;
-    migrate(&db).await;
-    let now = Utc::now();
+    outlive(&db).await;
+}
+
+/// The same on a Citus cluster, where the partitions and the statistics are distributed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statistics_outlive_the_raw_readings_on_a_citus_cluster() {
+    let cluster = citus::Cluster::start().await;
+    let db = cluster.db();
+    outlive(&db).await;
+    assert_eq!(
+        db.count("SELECT count(*) FROM pg_dist_partition WHERE logicalrelid = 'interval_stats'::regclass")
+            .await,
+        1
+    );
+}
+
+async fn outlive(db: &TestDb) {
+    migrate(db).await;
+    // Whole seconds: a decoded reading is never finer than PostgreSQL's microseconds.
+    let now = chrono::SubsecRound::trunc_subsecs(Utc::now(), 0);
     let day = chrono::Duration::days(1);
     // A turbine's readings every 30 s over the last five days.
     let mut rs = Vec::new();
@@ -350,14 +368,14 @@ async fn statistics_outlive_the_raw_readings_and_have_their_own_retention() {
         ));
     }
     // Landed while everything was kept (so each day has its partition)...
-    land(&config(&db, |_| {}), rs, &[2000]).await;
+    land(&config(db, |_| {}), rs, &[2000]).await;
     // ...then raw readings are kept for two days only.
-    let cfg = config(&db, |s| {
+    let cfg = config(db, |s| {
         s.readings_retention = Duration::from_secs(2 * 86_400);
     });
     assert_eq!(db.rows().await, 5 * 2880);
-    assert_stats_exact(&db, 600).await;
-    let before = snapshot(&db).await;
+    assert_stats_exact(db, 600).await;
+    let before = snapshot(db).await;
     assert!(before.len() >= 5 * 144);
 
     let report = galewatch::maintain::Maintainer::new(&cfg.upkeep())
@@ -369,7 +387,7 @@ async fn statistics_outlive_the_raw_readings_and_have_their_own_retention() {
         "raw partitions dropped: {report:?}"
     );
     assert!(db.rows().await < 5 * 2880);
-    assert_eq!(snapshot(&db).await, before, "statistics unchanged");
+    assert_eq!(snapshot(db).await, before, "statistics unchanged");
 
     // Rebuilding everything touches only what the raw readings still cover: the statistics
     // of dropped days are kept, not wiped.
@@ -377,7 +395,7 @@ async fn statistics_outlive_the_raw_readings_and_have_their_own_retention() {
         .await
         .unwrap();
     assert!(out.contains("instead"), "{out}");
-    let rebuilt = snapshot(&db).await;
+    let rebuilt = snapshot(db).await;
     assert_eq!(rebuilt.len(), before.len());
     assert_eq!(
         rebuilt[..144 * 2],
@@ -388,7 +406,7 @@ async fn statistics_outlive_the_raw_readings_and_have_their_own_retention() {
     let kept_from = db.count(oldest).await;
 
     // Now statistics older than three days go, and only those.
-    let cfg = config(&db, |s| {
+    let cfg = config(db, |s| {
         s.readings_retention = Duration::from_secs(2 * 86_400);
         s.stats_retention = Duration::from_secs(3 * 86_400);
     });
@@ -406,7 +424,7 @@ async fn statistics_outlive_the_raw_readings_and_have_their_own_retention() {
         .await,
         0
     );
-    let after = snapshot(&db).await;
+    let after = snapshot(db).await;
     assert_eq!(rebuilt.len() - after.len(), report.stats_deleted as usize);
     assert!(
         rebuilt.ends_with(&after),
