@@ -41,11 +41,28 @@ async fn kill_9_repeatedly_during_a_flood_loses_and_doubles_nothing() {
     eprintln!("kill -9 schedule seed: {seed}");
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
     let mut kills_mid_stream = 0;
+    let mut last = 0;
     for _ in 0..6 {
-        tokio::time::sleep(Duration::from_millis(rng.random_range(50..600))).await;
+        // Each kill after the restarted daemon has committed something (a kill before its first
+        // commit tests nothing new), at a random moment; none once the flood has landed. Without
+        // the wait a slow start could leave fewer than two kills mid-stream (seen in CI).
+        eventually(
+            Duration::from_secs(60),
+            "progress since the last kill",
+            || async {
+                let n = db.rows().await;
+                n > last || n >= 40_000
+            },
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(rng.random_range(0..400))).await;
         let before = db.rows().await;
+        if before >= 40_000 {
+            break;
+        }
+        last = before;
         d.kill9();
-        if before > 0 && before < 40_000 {
+        if before > 0 {
             kills_mid_stream += 1;
         }
         d.start();

@@ -649,32 +649,22 @@ mod tests {
     fn intervals_start_on_the_clock_in_utc() {
         let w = Width::new(Duration::from_secs(600)).unwrap();
         let t = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
-        assert_eq!(
-            w.start_of(t("2026-11-30T12:19:59.999999Z")),
-            t("2026-11-30T12:10:00Z")
-        );
-        assert_eq!(
-            w.start_of(t("2026-11-30T12:20:00Z")),
-            t("2026-11-30T12:20:00Z")
-        );
-        // Another offset names the same instant, so the same interval.
-        assert_eq!(
-            w.start_of(t("2026-11-30T13:25:00+01:00")),
-            t("2026-11-30T12:20:00Z")
-        );
-        // Before 1970: floored, not truncated towards zero.
-        assert_eq!(
-            w.start_of(t("1969-12-31T23:59:59Z")),
-            t("1969-12-31T23:50:00Z")
-        );
-        assert_eq!(
-            w.start_at_or_after(t("2026-11-30T12:20:00Z")),
-            t("2026-11-30T12:20:00Z")
-        );
-        assert_eq!(
-            w.start_at_or_after(t("2026-11-30T12:20:00.000001Z")),
-            t("2026-11-30T12:30:00Z")
-        );
+        for (at, start) in [
+            ("2026-11-30T12:19:59.999999Z", "2026-11-30T12:10:00Z"),
+            ("2026-11-30T12:20:00Z", "2026-11-30T12:20:00Z"),
+            // Another offset names the same instant, so the same interval.
+            ("2026-11-30T13:25:00+01:00", "2026-11-30T12:20:00Z"),
+            // Before 1970: floored, not truncated towards zero.
+            ("1969-12-31T23:59:59Z", "1969-12-31T23:50:00Z"),
+        ] {
+            assert_eq!(w.start_of(t(at)), t(start), "{at}");
+        }
+        for (at, start) in [
+            ("2026-11-30T12:20:00Z", "2026-11-30T12:20:00Z"),
+            ("2026-11-30T12:20:00.000001Z", "2026-11-30T12:30:00Z"),
+        ] {
+            assert_eq!(w.start_at_or_after(t(at)), t(start), "{at}");
+        }
     }
 
     #[test]
