@@ -434,11 +434,17 @@ async fn outlive(db: &TestDb) {
 }
 
 fn galewatch_cmd(db: &TestDb, args: &[&str]) -> std::process::Output {
+    galewatch_cmd_with(db, args, &[])
+}
+
+/// `galewatch ARGS` on `db` with settings `env` besides.
+fn galewatch_cmd_with(db: &TestDb, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_galewatch"))
         .args(args)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("GALEWATCH_DATABASE_URL", &db.url)
+        .envs(env.iter().copied())
         .output()
         .expect("run galewatch")
 }
@@ -533,21 +539,18 @@ async fn rebuild_is_idempotent_and_export_gives_one_row_per_interval() {
     eprintln!("50 years rebuilt in {:?}", t.elapsed());
     assert_eq!(rounded(&db).await, first);
     // A width that does not divide an hour (40 minutes): chunks of whole intervals, none cut.
-    let out = Command::new(env!("CARGO_BIN_EXE_galewatch"))
-        .args([
+    let out = galewatch_cmd_with(
+        &db,
+        &[
             "stats",
             "rebuild",
             "--from",
             "2026-11-20",
             "--to",
             "2026-11-21",
-        ])
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("GALEWATCH_DATABASE_URL", &db.url)
-        .env("GALEWATCH_STATS_INTERVAL", "40m")
-        .output()
-        .unwrap();
+        ],
+        &[("GALEWATCH_STATS_INTERVAL", "40m")],
+    );
     assert!(
         out.status.success(),
         "{}",

@@ -85,11 +85,11 @@ impl Queries {
             sep(&raw_cols)
         );
         let bucket = format!(
-            "SELECT date_bin(make_interval(secs => $4::float8), recorded_at,
-                TIMESTAMPTZ '2000-01-03 00:00:00+00') AS t, count(*){}
+            "SELECT date_bin(make_interval(secs => $4::float8), recorded_at, {}) AS t, count(*){}
   FROM readings
  WHERE turbine_id = $1 AND recorded_at >= $2 AND recorded_at < $3
  GROUP BY 1 ORDER BY 1",
+            crate::partition::ORIGIN_SQL,
             sep(&bucket_cols)
         );
         let quarantine = format!(

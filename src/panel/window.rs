@@ -86,18 +86,23 @@ pub fn check_id(id: &str) -> Result<(), BadRequest> {
     Ok(())
 }
 
-fn parse_time(name: &str, s: &str) -> Result<DateTime<Utc>, BadRequest> {
+/// An instant written as RFC 3339 (any offset) or Unix seconds; None for anything else. The
+/// panel's `from`/`to` and `galewatch export`'s (which also takes a date) read times with it.
+pub fn parse_instant(s: &str) -> Option<DateTime<Utc>> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
-        return Ok(t.with_timezone(&Utc));
+        return Some(t.with_timezone(&Utc));
     }
-    if let Ok(secs) = s.parse::<i64>() {
-        if let Some(t) = DateTime::from_timestamp(secs, 0) {
-            return Ok(t);
-        }
-    }
-    Err(bad(format!(
-        "bad {name}: {s:?} is neither RFC 3339 (2026-11-30T12:00:00Z) nor Unix seconds"
-    )))
+    s.parse::<i64>()
+        .ok()
+        .and_then(|secs| DateTime::from_timestamp(secs, 0))
+}
+
+fn parse_time(name: &str, s: &str) -> Result<DateTime<Utc>, BadRequest> {
+    parse_instant(s).ok_or_else(|| {
+        bad(format!(
+            "bad {name}: {s:?} is neither RFC 3339 (2026-11-30T12:00:00Z) nor Unix seconds"
+        ))
+    })
 }
 
 fn parse_duration(name: &str, s: &str) -> Result<Duration, BadRequest> {

@@ -712,11 +712,20 @@ pub(crate) async fn write_items(
     // reading it is (its index among the readings, or among the future ones).
     let mut quarantine = QuarantineRows::new(conn.signals.len());
     let mut held = Vec::new();
+    // The inserted readings' intervals: only these change the statistics (a duplicate or a
+    // collision changes nothing).
+    let mut intervals = conn
+        .stats
+        .as_ref()
+        .map(|sql| crate::stats::Fold::new(sql.width, &conn.signals));
     for (i, fate) in fates.iter().enumerate() {
         match fate {
             Fate::Inserted => {
                 tally.inserted += 1;
                 tally.inserted_at.push(parts.readings[i].recorded_at);
+                if let Some(fold) = &mut intervals {
+                    fold.add(parts.readings[i]);
+                }
             }
             Fate::Duplicate => tally.duplicate += 1,
             Fate::Collision { winner } => {
@@ -828,16 +837,9 @@ pub(crate) async fn write_items(
         turbines.add(&r.turbine_id, msg.received_at, r.recorded_at, seen);
     }
     health::record(&tx, &turbines, drift_window, conn.sharded).await?;
-    // The inserted readings' intervals: only these change the statistics (a duplicate or a
-    // collision changes nothing), merged in key order after the status rows.
-    if let Some(sql) = &conn.stats {
-        let mut fold = crate::stats::Fold::new(sql.width, &conn.signals);
-        for (r, fate) in parts.readings.iter().zip(&fates) {
-            if *fate == Fate::Inserted {
-                fold.add(r);
-            }
-        }
-        crate::stats::record(&tx, sql, &fold, conn.sharded).await?;
+    // Merged in key order after the status rows.
+    if let (Some(sql), Some(fold)) = (&conn.stats, &intervals) {
+        crate::stats::record(&tx, sql, fold, conn.sharded).await?;
     }
     if !parts.rejected.is_empty() {
         let mut received_at = Vec::new();

@@ -17,6 +17,9 @@ pub fn origin() -> DateTime<Utc> {
         .expect("a valid date")
 }
 
+/// [`origin`] as SQL, for `date_bin` (the panel's buckets, the interval statistics).
+pub const ORIGIN_SQL: &str = "TIMESTAMPTZ '2000-01-03 00:00:00+00'";
+
 /// How the daemon manages `readings` partitions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Policy {

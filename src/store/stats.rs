@@ -12,7 +12,7 @@
 //!
 //! What cannot be merged is recomputed: a resolution that replaces a stored reading (its old
 //! value may have been the minimum) recomputes its interval from `readings`
-//! ([`Sql::recompute_one`]), and `galewatch stats rebuild` recomputes a range.
+//! ([`recompute`]), and `galewatch stats rebuild` recomputes a range.
 //!
 //! The standard deviation is the population one (`stddev_pop`: divide by n), as IEC 61400-25's
 //! and most SCADA exports' 10-minute statistics are; the sample one is `sqrt(m2 / (n − 1))` for
@@ -31,7 +31,7 @@ use crate::signals::{Signal, Signals};
 
 /// The origin intervals are aligned on, as the partitions' and the panel's buckets: a Monday at
 /// midnight UTC (any midnight gives the same intervals, as a width divides a day).
-pub const ORIGIN: &str = "TIMESTAMPTZ '2000-01-03 00:00:00+00'";
+pub use crate::partition::ORIGIN_SQL as ORIGIN;
 
 /// Values this large (in magnitude) leave a signal's `m2` (and so its standard deviation) NULL
 /// for the interval: beyond it a square could overflow a double. The mean, minimum and maximum
@@ -72,11 +72,9 @@ impl Width {
         Duration::from_secs(u64::from(self.0))
     }
 
-    /// The start of the interval holding `t`.
+    /// The start of the interval holding `t` (`date_bin` on [`ORIGIN`], as the SQL computes it).
     pub fn start_of(self, t: DateTime<Utc>) -> DateTime<Utc> {
-        let w = i64::from(self.0) * 1_000_000;
-        let start = t.timestamp_micros().div_euclid(w) * w;
-        DateTime::from_timestamp_micros(start).expect("within chrono's range")
+        crate::partition::bucket_start(t, self.duration())
     }
 
     /// The first interval start at or after `t`.
@@ -101,12 +99,6 @@ pub struct Partial {
     pub m2: Option<f64>,
     pub min: Option<f64>,
     pub max: Option<f64>,
-}
-
-impl Default for Partial {
-    fn default() -> Self {
-        Partial::EMPTY
-    }
 }
 
 impl Partial {
@@ -181,7 +173,7 @@ impl Partial {
 }
 
 /// One turbine's interval as a batch saw it.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Interval {
     /// Readings inserted into it (whichever signals they carry).
     pub readings: i64,
@@ -417,12 +409,6 @@ ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}
             "INSERT INTO {}\n{values}\n{}",
             self.target, self.on_conflict
         )
-    }
-
-    /// Recomputes one turbine's intervals in `[from, to)` from `readings`, replacing what was
-    /// there. The caller holds [`LOCK_SQL`] (see [`recompute`]).
-    pub fn recompute_one(&self) -> &str {
-        &self.recompute_one
     }
 
     /// Merges quarantine entry `$2` of turbine `$1` into its interval, as a batch would have
@@ -755,6 +741,6 @@ mod tests {
         assert!(two.contains("($1::text, 600, $2::timestamptz"), "{two}");
         assert!(two.contains("($19::text, 600, $20::timestamptz"), "{two}");
         assert!(!two.contains("$37"), "{two}");
-        assert!(sql.recompute_one().contains("turbine_id = $3"));
+        assert!(sql.recompute_one.contains("turbine_id = $3"));
     }
 }

@@ -27,18 +27,11 @@ pub enum ExportFormat {
 /// Parses `--from`/`--to`: RFC 3339 (`2026-11-30T12:00:00Z`, any offset), a UTC date
 /// (`2026-11-30`, its midnight) or Unix seconds.
 pub fn parse_time(name: &str, s: &str) -> Result<DateTime<Utc>, String> {
-    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
-        return Ok(t.with_timezone(&Utc));
+    if let Some(t) = crate::panel::window::parse_instant(s) {
+        return Ok(t);
     }
     if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
         return Ok(d.and_hms_opt(0, 0, 0).expect("midnight").and_utc());
-    }
-    if let Some(t) = s
-        .parse::<i64>()
-        .ok()
-        .and_then(|x| DateTime::from_timestamp(x, 0))
-    {
-        return Ok(t);
     }
     Err(format!(
         "bad --{name}: {s:?} is neither RFC 3339 (2026-11-30T12:00:00Z), a date (2026-11-30) nor Unix seconds"
@@ -205,9 +198,7 @@ pub async fn rebuild(
     let sql = Sql::new(&cfg.rules.signals, cfg.settings.stats_width());
     let mut from = from;
     let mut note = String::new();
-    let keep = cfg.settings.readings_retention;
-    if !keep.is_zero() {
-        let cutoff = Utc::now() - chrono::Duration::from_std(keep).unwrap_or(chrono::Duration::MAX);
+    if let Some(cutoff) = cfg.settings.partition_policy().retention_cutoff(Utc::now()) {
         // Whole partitions go once all of them is older than the cutoff; a day's margin more
         // keeps a partly dropped interval out of the range.
         let floor = sql
