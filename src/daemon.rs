@@ -29,8 +29,8 @@ use crate::write::{self, Writer};
 /// 1. `shutdown` is cancelled: the subscriber stops handing messages on (and keeps polling, so
 ///    acks still go out; it never races its poll against anything: see `subscribe.rs`), the
 ///    batcher flushes what it holds and ends, maintenance stops between passes.
-/// 2. The writer commits and acknowledges the last batches within `shutdown_grace`; past it,
-///    `hard_stop` makes it give up (those messages stay unacknowledged: the broker redelivers).
+/// 2. The writers commit and acknowledge the last batches within `shutdown_grace`; past it,
+///    `hard_stop` makes them give up (those messages stay unacknowledged: the broker redelivers).
 /// 3. The DISCONNECT is queued behind the last acks; the subscriber sends it and reads until the
 ///    broker closes the connection (at most 2 s more).
 /// 4. The background tasks (gauges, clock health) are cancelled and awaited.
@@ -93,7 +93,7 @@ async fn run_as(
     let ledger = Ledger::new(intake.max_unacked_readings, intake.max_unacked_bytes);
     probe.attach(ledger.clone());
     let (msg_tx, msg_rx) = mpsc::unbounded_channel();
-    // One batch waits while the previous one commits.
+    // One batch waits while the writers land the ones before it.
     let (batch_tx, batch_rx) = mpsc::channel(1);
     let hard_stop = CancellationToken::new();
     // Tasks with no work to finish: cancelled and awaited at the end.
@@ -114,11 +114,13 @@ async fn run_as(
             intake.batch_max_readings,
             intake.batch_max_bytes,
             intake.batch_max_wait,
-        ),
+        )
+        .tracking_keys(s.database_writers > 1),
         shutdown.clone(),
     ));
-    let mut writer = tokio::spawn(write::run(
+    let mut writer = tokio::spawn(write::run_all(
         Writer::new(&cfg.write()),
+        s.database_writers,
         batch_rx,
         ledger.clone(),
         client.clone(),

@@ -29,6 +29,7 @@ pub const READY: &str = "galewatch_ready";
 pub const RETAINED_CLEARS: &str = "galewatch_retained_clears_total";
 pub const DB_CONNECTED: &str = "galewatch_db_connected";
 pub const MESSAGES_UNACKED: &str = "galewatch_messages_unacked";
+pub const BATCHES_PARKED: &str = "galewatch_batches_parked";
 pub const BYTES_UNACKED: &str = "galewatch_unacked_bytes";
 pub const OLDEST_UNACKED_SECONDS: &str = "galewatch_oldest_unacked_message_age_seconds";
 pub const INGEST_LAG_SECONDS: &str = "galewatch_ingest_lag_seconds";
@@ -78,6 +79,7 @@ pub fn install(listen: SocketAddr) -> Result<(), Error> {
     metrics::counter!(RETAINED_CLEARS).increment(0);
     metrics::gauge!(DB_CONNECTED).set(0.0);
     metrics::gauge!(MESSAGES_UNACKED).set(0.0);
+    metrics::gauge!(BATCHES_PARKED).set(0.0);
     metrics::gauge!(BYTES_UNACKED).set(0.0);
     metrics::gauge!(OLDEST_UNACKED_SECONDS).set(0.0);
     metrics::counter!(BROKER_RECONNECTS).increment(0);
@@ -159,11 +161,15 @@ fn describe() {
     describe_gauge!(BROKER_CONNECTED, "1 while connected to the broker, else 0.");
     describe_gauge!(
         DB_CONNECTED,
-        "1 while the writer holds a database connection, else 0."
+        "1 while any writer holds a database connection, else 0."
     );
     describe_gauge!(
         MESSAGES_UNACKED,
         "Messages received and not yet acknowledged."
+    );
+    describe_gauge!(
+        BATCHES_PARKED,
+        "Batches committed whose acks wait for an earlier batch still being written (database_writers > 1): acks leave in arrival order."
     );
     describe_counter!(
         RETAINED_CLEARS,

@@ -20,9 +20,21 @@ async fn land_all(db: &TestDb, sent: &[(String, Vec<u8>)], within: Duration) {
 /// Fault 1: kill -9 at random moments during a flood, restarted each time with the same id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_repeatedly_during_a_flood_loses_and_doubles_nothing() {
+    kill_9_repeatedly(1).await;
+}
+
+/// The same with four writers: batches committed out of order, parked with their acks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_repeatedly_with_four_writers_loses_and_doubles_nothing() {
+    kill_9_repeatedly(4).await;
+}
+
+async fn kill_9_repeatedly(writers: usize) {
     let broker = Broker::start();
     let db = TestDb::create().await;
     let mut d = Daemon::new(&broker, &db, "gw-kill9");
+    d.env
+        .insert("GALEWATCH_DATABASE_WRITERS".into(), writers.to_string());
     // A small budget and batches stretch the flood out, so the kills land mid-stream.
     d.env
         .insert("GALEWATCH_MAX_UNACKED_READINGS".into(), "2000".into());

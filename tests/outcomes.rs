@@ -19,14 +19,20 @@ fn reading(ts: &str, power: f64) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_eight_outcomes_are_stored_counted_and_add_up() {
-    eight_outcomes(&TestDb::create().await).await;
+    eight_outcomes(&TestDb::create().await, 1).await;
+}
+
+/// The same with four writers: every message its own batch, so they land side by side.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_eight_outcomes_with_four_writers() {
+    eight_outcomes(&TestDb::create().await, 4).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_eight_outcomes_on_a_citus_cluster() {
     let cluster = citus::Cluster::start().await;
     let db = cluster.db();
-    eight_outcomes(&db).await;
+    eight_outcomes(&db, 2).await;
     // The schema was sharded: every table that grows with the fleet, beside `readings`.
     let c = db.client().await;
     let sharded: Vec<String> = c
@@ -77,11 +83,18 @@ async fn all_eight_outcomes_on_a_citus_cluster() {
 
 /// Publishes one message for each outcome (and each way to reach some) and checks the counters
 /// and the tables say the same.
-async fn eight_outcomes(db: &TestDb) {
+async fn eight_outcomes(db: &TestDb, writers: usize) {
     let broker = Broker::start();
     let mut d = Daemon::new(&broker, db, "gw-outcomes");
     d.env
         .insert("GALEWATCH_MAX_MESSAGE_BYTES".into(), "4096".into());
+    d.env
+        .insert("GALEWATCH_DATABASE_WRITERS".into(), writers.to_string());
+    if writers > 1 {
+        // One message a batch: the batches holding a key's copies are in flight together.
+        d.env
+            .insert("GALEWATCH_BATCH_MAX_READINGS".into(), "1".into());
+    }
     d.start_ready();
 
     let future = (Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
@@ -335,17 +348,23 @@ async fn eight_outcomes(db: &TestDb) {
 /// exactly one reading per key lands in `readings` and the other in `quarantine`, beside it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_daemons_racing_for_one_key_keep_one_and_quarantine_the_other_20_rounds() {
-    race(&TestDb::create().await, 20).await;
+    race(&TestDb::create().await, 20, 1).await;
+}
+
+/// The race with four writers in each daemon.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_daemons_of_four_writers_racing_for_one_key_10_rounds() {
+    race(&TestDb::create().await, 10, 4).await;
 }
 
 /// The same race into a Citus cluster: the row locks and the look-ups happen on the workers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_daemons_racing_for_one_key_on_a_citus_cluster_10_rounds() {
     let cluster = citus::Cluster::start().await;
-    race(&cluster.db(), 10).await;
+    race(&cluster.db(), 10, 2).await;
 }
 
-async fn race(db: &TestDb, rounds: usize) {
+async fn race(db: &TestDb, rounds: usize, writers: usize) {
     let broker = Broker::start();
     let mut a = Daemon::new(&broker, db, "gw-race-a");
     let mut b = Daemon::new(&broker, db, "gw-race-b");
@@ -356,6 +375,8 @@ async fn race(db: &TestDb, rounds: usize) {
             .insert("GALEWATCH_BATCH_MAX_WAIT".into(), "20ms".into());
         d.env
             .insert("GALEWATCH_BATCH_MAX_READINGS".into(), "200".into());
+        d.env
+            .insert("GALEWATCH_DATABASE_WRITERS".into(), writers.to_string());
     }
     a.start_ready();
     b.start_ready();

@@ -82,6 +82,8 @@ async fn land(cfg: &Config, readings: Vec<Reading>, sizes: &[usize]) {
             })
             .collect();
         let batch = Batch {
+            seq: 0,
+            keys: Vec::new(),
             items: messages.len(),
             bytes: 64 * messages.len(),
             messages,

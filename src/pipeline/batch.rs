@@ -40,11 +40,16 @@ pub struct Message {
 /// Messages whose outcomes are written in one transaction.
 #[derive(Debug, Default)]
 pub struct Batch {
+    /// Its place in arrival order, from 0 without gaps: the ledger sends acks in this order.
+    pub seq: u64,
     pub messages: Vec<Message>,
     /// Items (readings and rejections) in all the messages.
     pub items: usize,
     /// Payload bytes of all the messages, as received.
     pub bytes: usize,
+    /// The hashes of its readings' keys, when several writers must keep batches that share a key
+    /// in order (`overlap.rs`); empty otherwise.
+    pub keys: Vec<u64>,
 }
 
 /// The flush policy: at `max_items` items or `max_bytes` payload bytes, or `max_wait` after the
@@ -56,6 +61,10 @@ pub struct Batcher {
     max_wait: Duration,
     current: Batch,
     opened: Option<Instant>,
+    /// The number the next batch taken gets.
+    next_seq: u64,
+    /// Whether batches record their readings' key hashes (only needed with several writers).
+    track_keys: bool,
 }
 
 impl Batcher {
@@ -66,7 +75,15 @@ impl Batcher {
             max_wait,
             current: Batch::default(),
             opened: None,
+            next_seq: 0,
+            track_keys: false,
         }
+    }
+
+    /// Batches record the hashes of their readings' keys (see `overlap.rs`).
+    pub fn tracking_keys(mut self, track: bool) -> Self {
+        self.track_keys = track;
+        self
     }
 
     /// Adds a message; returns the batch when it is full. A message is never split, so a batch
@@ -75,6 +92,15 @@ impl Batcher {
         self.opened.get_or_insert(now);
         self.current.items += m.items.len();
         self.current.bytes += m.payload_bytes;
+        if self.track_keys {
+            for item in &m.items {
+                if let Decoded::Reading(r) | Decoded::Future(r) = item {
+                    self.current
+                        .keys
+                        .push(crate::overlap::key_hash(&r.turbine_id, r.recorded_at));
+                }
+            }
+        }
         self.current.messages.push(m);
         if self.current.items >= self.max_items || self.current.bytes >= self.max_bytes {
             self.take()
@@ -94,7 +120,10 @@ impl Batcher {
         if self.current.messages.is_empty() {
             None
         } else {
-            Some(std::mem::take(&mut self.current))
+            let mut b = std::mem::take(&mut self.current);
+            b.seq = self.next_seq;
+            self.next_seq += 1;
+            Some(b)
         }
     }
 }
@@ -234,6 +263,9 @@ mod tests {
             out.extend(b.take());
             let ids: Vec<u16> = out.iter().flat_map(|b| b.messages.iter().map(|m| m.ack.pkid)).collect();
             prop_assert_eq!(ids, (0..sizes.len() as u16).collect::<Vec<_>>());
+            // Numbered in order from 0 without gaps: the ledger waits for every number.
+            let seqs: Vec<u64> = out.iter().map(|b| b.seq).collect();
+            prop_assert_eq!(seqs, (0..out.len() as u64).collect::<Vec<_>>());
         }
     }
 }

@@ -6,7 +6,9 @@
 //! The subscriber takes from it, the writer gives back to it, the gauges read it.
 //!
 //! The rules are [`Custody`], pure: an ack is owed only once its message's transaction has
-//! committed; owed acks go out in arrival order; an ack owed to an earlier connection is dropped,
+//! committed; owed acks go out in arrival order, so with several writers (`database_writers`) a
+//! batch that commits before an earlier one is parked, its acks and its share of the budget
+//! kept, until every batch before it has committed; an ack owed to an earlier connection is dropped,
 //! never sent on a later one (after a reconnect the broker redelivers that message under its old
 //! packet id, and after a reconnect without a session a packet id names another message
 //! altogether; the database absorbs the redelivered copy). The epoch moves under the same lock
@@ -18,7 +20,7 @@
 //! many messages of many readings do the same. A message's cost is clamped to the whole budget,
 //! so one message larger than the budget still passes, alone.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -46,15 +48,36 @@ pub enum SendError {
     Gone,
 }
 
-/// The rules of custody, without I/O.
-#[derive(Debug, Default)]
-pub struct Custody {
+/// The rules of custody, without I/O. `P` is what a batch keeps while it is parked (the daemon's
+/// budget permits; nothing in the unit tests).
+#[derive(Debug)]
+pub struct Custody<P = ()> {
     epoch: u64,
-    /// Messages handed on and not yet committed or given up, oldest first: arrival and size.
+    /// Messages handed on whose acks are not owed yet (in flight, or committed and parked behind
+    /// an earlier batch), oldest first: arrival and size.
     held: VecDeque<(Instant, usize)>,
     held_bytes: usize,
     /// Acks of committed messages not yet handed to the client, in arrival order.
     owed: VecDeque<AckToken>,
+    /// The batch whose acks are owed next: batches are numbered in arrival order by the batcher,
+    /// and commit in any order across writers.
+    next_batch: u64,
+    /// Batches that committed while an earlier one was still in flight: their acks and what they
+    /// keep until it commits.
+    parked: BTreeMap<u64, (Vec<AckToken>, P)>,
+}
+
+impl<P> Default for Custody<P> {
+    fn default() -> Self {
+        Custody {
+            epoch: 0,
+            held: VecDeque::new(),
+            held_bytes: 0,
+            owed: VecDeque::new(),
+            next_batch: 0,
+            parked: BTreeMap::new(),
+        }
+    }
 }
 
 /// What one [`Custody::send`] did.
@@ -65,7 +88,7 @@ pub struct Sent {
     pub dropped: u64,
 }
 
-impl Custody {
+impl<P> Custody<P> {
     /// A message is handed on: it is held, and its ack token names this connection.
     pub fn receive(&mut self, pkid: u16, qos: QoS, arrived: Instant, bytes: usize) -> AckToken {
         self.held.push_back((arrived, bytes));
@@ -77,15 +100,41 @@ impl Custody {
         }
     }
 
-    /// The transaction holding these messages' outcomes committed: they were the oldest held
-    /// (batches commit in arrival order), and their acks are owed.
-    pub fn commit(&mut self, tokens: impl IntoIterator<Item = AckToken>) {
+    /// Batch `seq`'s transaction committed. If every batch before it has committed, its acks
+    /// (and those of the batches parked behind it, in order) are owed now; otherwise it is parked
+    /// with `keep`. Returns what the released batches kept, for the caller to drop.
+    ///
+    /// Batches are numbered from 0 without gaps (`Batcher`), and their messages are the oldest
+    /// held, so releasing in batch order pops `held` in arrival order.
+    pub fn commit(&mut self, seq: u64, tokens: Vec<AckToken>, keep: P) -> Vec<P> {
+        let mut released = Vec::new();
+        if seq < self.next_batch {
+            // Not reached: a batch commits once. Its acks are owed all the same.
+            self.owe(tokens);
+            released.push(keep);
+            return released;
+        }
+        self.parked.insert(seq, (tokens, keep));
+        while let Some((tokens, keep)) = self.parked.remove(&self.next_batch) {
+            self.owe(tokens);
+            released.push(keep);
+            self.next_batch += 1;
+        }
+        released
+    }
+
+    fn owe(&mut self, tokens: Vec<AckToken>) {
         for t in tokens {
             if let Some((_, bytes)) = self.held.pop_front() {
                 self.held_bytes -= bytes;
             }
             self.owed.push_back(t);
         }
+    }
+
+    /// Batches committed and waiting for an earlier one.
+    pub fn parked(&self) -> usize {
+        self.parked.len()
     }
 
     /// The connection was lost: acks owed to it will never be sent.
@@ -148,10 +197,11 @@ pub struct Held {
     _bytes: OwnedSemaphorePermit,
 }
 
-/// The shared ledger: [`Custody`] under a lock, and the budget's two semaphores.
+/// The shared ledger: [`Custody`] under a lock (a parked batch keeps its messages' budget), and
+/// the budget's two semaphores.
 #[derive(Debug, Clone)]
 pub struct Ledger {
-    custody: Arc<Mutex<Custody>>,
+    custody: Arc<Mutex<Custody<Vec<Held>>>>,
     readings: Arc<Semaphore>,
     bytes: Arc<Semaphore>,
     max_readings: usize,
@@ -169,7 +219,7 @@ impl Ledger {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Custody> {
+    fn lock(&self) -> MutexGuard<'_, Custody<Vec<Held>>> {
         self.custody
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -232,18 +282,25 @@ impl Ledger {
         epoch
     }
 
-    /// A batch committed: its acks are owed, and as many as the client takes are sent now.
-    /// Returns how many still wait (the channel was full).
+    /// Batch `seq` committed: once every batch before it has, its acks are owed and as many as
+    /// the client takes are sent now, and its messages' budget (`permits`) is given back; until
+    /// then both are parked. Returns how many acks still wait (the channel was full).
     pub fn commit(
         &self,
-        tokens: impl IntoIterator<Item = AckToken>,
+        seq: u64,
+        tokens: Vec<AckToken>,
+        permits: Vec<Held>,
         client: &AsyncClient,
     ) -> usize {
-        {
+        let released = {
             let mut c = self.lock();
-            c.commit(tokens);
+            let released = c.commit(seq, tokens, permits);
             publish_held(&c);
-        }
+            metrics::gauge!(telemetry::BATCHES_PARKED).set(c.parked() as f64);
+            released
+        };
+        // Given back outside the lock: the subscriber may be waiting on the semaphores.
+        drop(released);
         self.publish_age(Instant::now());
         self.flush(client)
     }
@@ -290,7 +347,7 @@ impl Ledger {
     }
 }
 
-fn publish_held(c: &Custody) {
+fn publish_held<P>(c: &Custody<P>) {
     metrics::gauge!(telemetry::MESSAGES_UNACKED).set(c.held() as f64);
     metrics::gauge!(telemetry::BYTES_UNACKED).set(c.held_bytes() as f64);
 }
@@ -342,28 +399,61 @@ mod tests {
 
     #[test]
     fn held_bytes_and_age_follow_receipt_and_commit() {
-        let mut c = Custody::default();
+        let mut c = Custody::<()>::default();
         let t0 = Instant::now();
         let a = c.receive(1, QoS::AtLeastOnce, t0, 100);
         let b = c.receive(2, QoS::AtLeastOnce, t0 + Duration::from_secs(1), 50);
         assert_eq!((c.held(), c.held_bytes()), (2, 150));
         assert_eq!(c.oldest_age(t0 + Duration::from_secs(3)), 3.0);
-        c.commit([a]);
+        c.commit(0, vec![a], ());
         assert_eq!((c.held(), c.held_bytes(), c.owed()), (1, 50, 1));
         assert_eq!(c.oldest_age(t0 + Duration::from_secs(3)), 2.0);
-        c.commit([b]);
+        c.commit(1, vec![b], ());
         assert_eq!((c.held(), c.held_bytes(), c.oldest_age(t0)), (0, 0, 0.0));
     }
 
     #[test]
+    fn a_batch_that_commits_early_waits_for_the_one_before_it() {
+        let mut c = Custody::<&str>::default();
+        let t = Instant::now();
+        let a = c.receive(1, QoS::AtLeastOnce, t, 10);
+        let b = c.receive(2, QoS::AtLeastOnce, t, 20);
+        let d = c.receive(3, QoS::AtLeastOnce, t, 30);
+        // Batch 1 (b) and batch 2 (d) commit while batch 0 (a) is still being written.
+        assert!(c.commit(2, vec![d], "budget of 2").is_empty());
+        assert!(c.commit(1, vec![b], "budget of 1").is_empty());
+        assert_eq!(
+            (c.owed(), c.parked(), c.held(), c.held_bytes()),
+            (0, 2, 3, 60)
+        );
+        let mut out = Vec::new();
+        c.send(|t| {
+            out.push(t.pkid);
+            Ok(())
+        });
+        assert!(out.is_empty(), "nothing may leave before batch 0's acks");
+        // Batch 0 commits: all three are owed, in arrival order, and every budget comes back.
+        assert_eq!(
+            c.commit(0, vec![a], "budget of 0"),
+            vec!["budget of 0", "budget of 1", "budget of 2"]
+        );
+        assert_eq!((c.owed(), c.parked(), c.held()), (3, 0, 0));
+        c.send(|t| {
+            out.push(t.pkid);
+            Ok(())
+        });
+        assert_eq!(out, vec![1, 2, 3]);
+    }
+
+    #[test]
     fn an_ack_owed_to_a_lost_connection_is_dropped_and_qos0_needs_none() {
-        let mut c = Custody::default();
+        let mut c = Custody::<()>::default();
         let t = Instant::now();
         let a = c.receive(7, QoS::AtLeastOnce, t, 1);
         c.reconnect();
         let z = c.receive(8, QoS::AtMostOnce, t, 1);
         let b = c.receive(7, QoS::AtLeastOnce, t, 1); // the same pkid, redelivered
-        c.commit([a, z, b]);
+        c.commit(0, vec![a, z, b], ());
         let mut out = Vec::new();
         let s = c.send(|t| {
             out.push(t);
@@ -382,7 +472,10 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Step {
         Receive,
-        /// Commit the oldest `n` handed on.
+        /// The batcher takes the oldest `n` received messages not yet in a batch.
+        Seal(usize),
+        /// Commit the in-flight batch at this index (modulo how many are in flight): any order,
+        /// as writers finish.
         Commit(usize),
         Reconnect,
         /// Send with room for `n` in the channel.
@@ -393,7 +486,8 @@ mod tests {
     fn step() -> impl Strategy<Value = Step> {
         prop_oneof![
             4 => Just(Step::Receive),
-            2 => (0usize..5).prop_map(Step::Commit),
+            2 => (1usize..5).prop_map(Step::Seal),
+            2 => (0usize..4).prop_map(Step::Commit),
             1 => Just(Step::Reconnect),
             3 => (0usize..6).prop_map(Step::Send),
             1 => Just(Step::Gone),
@@ -401,17 +495,24 @@ mod tests {
     }
 
     proptest! {
-        /// Whatever the order of arrivals, commits, reconnects and a full or vanished channel:
-        /// every ack is sent at most once, only after its commit, in arrival order, and only on
-        /// the connection its message came on.
+        /// Whatever the order of arrivals, of commits across writers, reconnects and a full or
+        /// vanished channel: every ack is sent at most once, only after its batch and every batch
+        /// before it committed, in arrival order, and only on the connection its message came
+        /// on; a batch's budget comes back exactly when its acks are owed.
         #[test]
         fn acks_once_in_order_on_their_own_connection(steps in proptest::collection::vec(step(), 0..200)) {
-            let mut c = Custody::default();
+            let mut c = Custody::<u64>::default();
             let now = Instant::now();
-            // Every token in arrival order with its sequence number; which are committed.
+            // Every token in arrival order; which are committed.
             let mut received: Vec<AckToken> = Vec::new();
-            let mut uncommitted: VecDeque<usize> = VecDeque::new();
-            let mut committed = vec![false; 0];
+            let mut unsealed: VecDeque<usize> = VecDeque::new();
+            // Batches in flight: (seq, the messages' arrival numbers).
+            let mut in_flight: Vec<(u64, Vec<usize>)> = Vec::new();
+            let mut next_seq = 0u64;
+            let mut committed: Vec<bool> = Vec::new();
+            let mut batch_committed: Vec<bool> = Vec::new();
+            let mut batch_len: Vec<usize> = Vec::new();
+            let mut released: Vec<u64> = Vec::new();
             let mut sent_seq: Vec<usize> = Vec::new();
             for s in steps {
                 match s {
@@ -419,18 +520,38 @@ mod tests {
                         // Packet ids unique within the run, so each ack names one message.
                         let t = c.receive(received.len() as u16, QoS::AtLeastOnce, now, 10);
                         prop_assert_eq!(t.epoch, c.epoch());
-                        uncommitted.push_back(received.len());
+                        unsealed.push_back(received.len());
                         received.push(t);
                         committed.push(false);
                     }
-                    Step::Commit(n) => {
-                        let seqs: Vec<usize> = (0..n.min(uncommitted.len()))
-                            .filter_map(|_| uncommitted.pop_front())
+                    Step::Seal(n) => {
+                        let ids: Vec<usize> = (0..n.min(unsealed.len()))
+                            .filter_map(|_| unsealed.pop_front())
                             .collect();
-                        for &i in &seqs {
-                            committed[i] = true;
+                        if !ids.is_empty() {
+                            batch_len.push(ids.len());
+                            in_flight.push((next_seq, ids));
+                            batch_committed.push(false);
+                            next_seq += 1;
                         }
-                        c.commit(seqs.iter().map(|&i| received[i]));
+                    }
+                    Step::Commit(i) => {
+                        if !in_flight.is_empty() {
+                            let (seq, ids) = in_flight.remove(i % in_flight.len());
+                            for &id in &ids {
+                                committed[id] = true;
+                            }
+                            batch_committed[seq as usize] = true;
+                            let back = c.commit(seq, ids.iter().map(|&id| received[id]).collect(), seq);
+                            // Released exactly when every batch before is committed, in order.
+                            for b in back {
+                                prop_assert_eq!(b, released.len() as u64);
+                                prop_assert!(batch_committed[..=b as usize].iter().all(|&x| x));
+                                released.push(b);
+                            }
+                            let ready = batch_committed.iter().take_while(|&&x| x).count();
+                            prop_assert_eq!(released.len(), ready);
+                        }
                     }
                     Step::Reconnect => {
                         c.reconnect();
@@ -451,7 +572,7 @@ mod tests {
                             prop_assert_eq!(t.epoch, epoch, "never on a later connection");
                             let i = usize::from(t.pkid);
                             prop_assert_eq!(received[i], t);
-                            prop_assert!(committed[i], "acked only after its commit");
+                            prop_assert!(committed[..=i].iter().all(|&x| x), "acked only once it and everything before it committed");
                             prop_assert!(!sent_seq.contains(&i), "acked at most once");
                             sent_seq.push(i);
                         }
@@ -461,8 +582,11 @@ mod tests {
                         prop_assert_eq!(c.owed(), 0);
                     }
                 }
-                prop_assert_eq!(c.held(), uncommitted.len());
-                prop_assert_eq!(c.held_bytes(), uncommitted.len() * 10);
+                // Held: every message whose acks are not owed yet (in a batch or not, parked or not).
+                let owed_messages: usize = released.iter().map(|&b| batch_len[b as usize]).sum();
+                prop_assert_eq!(c.held(), received.len() - owed_messages);
+                prop_assert_eq!(c.parked(), batch_committed.len() - released.len() - in_flight.len());
+                prop_assert_eq!(c.held_bytes(), c.held() * 10);
             }
             // In arrival order.
             prop_assert!(sent_seq.windows(2).all(|w| w[0] < w[1]), "{:?}", sent_seq);

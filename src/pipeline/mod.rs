@@ -1,6 +1,7 @@
 //! The pipeline, one file a stage, in the order a message goes through it: [`subscribe`] takes it
 //! from the broker, [`decode`] turns it into readings (finding each field by [`shape`], reading times with [`timestamp`]), [`batch`] gathers
-//! them, [`write`] lands each batch (one attempt is [`transaction`], judged by [`classify`]), and
+//! them, [`write`] lands each batch (one attempt is [`transaction`], judged by [`classify`]; batches
+//! sharing a key keep their order across writers by [`overlap`]), and
 //! [`ledger`] holds custody of the message from PUBLISH to PUBACK.
 
 pub mod batch;
@@ -8,6 +9,7 @@ pub mod classify;
 pub mod decode;
 pub mod leave;
 pub mod ledger;
+pub mod overlap;
 pub mod reading;
 pub mod shape;
 pub mod subscribe;

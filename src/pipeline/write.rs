@@ -1,16 +1,25 @@
 //! Write: land each batch (retrying what can be retried, splitting a batch the database refuses
 //! for one reading's sake), then acknowledge its messages in order and give back their budget.
 //!
+//! `database_writers` writers, each with its own connection, take batches from one queue, so
+//! batch k+1's COPY runs while batch k commits. They may commit out of order; the ledger keeps
+//! the acks in arrival order (`ledger.rs`). A batch that shares a reading's key with an earlier
+//! batch still in flight waits for it first (`overlap.rs`), so a key's copies land in arrival
+//! order and a collision keeps the first to arrive, exactly as with one writer.
+//!
 //! What one attempt does inside the database (COPY, INSERT, look-ups, quarantine and rejected
 //! rows, COMMIT, and asking how a transaction ended when the answer to COMMIT was lost) is
 //! `transaction.rs`.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Mutex};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::backoff::Backoff;
 use crate::batch::Batch;
@@ -63,6 +72,10 @@ pub struct Writer {
     signals: crate::signals::Signals,
     /// The interval statistics' statements, when each batch keeps them (`stats.rs`).
     stats: Option<crate::stats::Sql>,
+    /// Writers holding a connection, shared by all of them: `galewatch_db_connected` is 1 while
+    /// any does. `up` is this writer's share in it.
+    connected: Arc<AtomicUsize>,
+    up: bool,
 }
 
 impl Writer {
@@ -77,7 +90,41 @@ impl Writer {
             in_doubt: None,
             signals: g.signals.clone(),
             stats: g.stats.map(|w| crate::stats::Sql::new(&g.signals, w)),
+            connected: Arc::default(),
+            up: false,
         }
+    }
+
+    /// Another writer like this one (its own connection), counted in the same gauge.
+    fn sibling(&self) -> Self {
+        Writer {
+            db: self.db.clone(),
+            conn: None,
+            timeout: self.timeout,
+            drift_window: self.drift_window,
+            reported_up: None,
+            partitions: self.partitions,
+            in_doubt: None,
+            signals: self.signals.clone(),
+            stats: self.stats.clone(),
+            connected: self.connected.clone(),
+            up: false,
+        }
+    }
+
+    /// Records whether this writer holds a connection, in the shared gauge.
+    fn set_connected(&mut self) {
+        let up = self.conn.is_some();
+        if up != self.up {
+            self.up = up;
+            if up {
+                self.connected.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.connected.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        let any = self.connected.load(Ordering::Relaxed) > 0;
+        metrics::gauge!(telemetry::DB_CONNECTED).set(if any { 1.0 } else { 0.0 });
     }
 
     /// Connects if there is no live connection, and says so when the state changes. Called at
@@ -95,7 +142,7 @@ impl Writer {
             Ok(Err(e)) => Err(e),
             Err(_) => Err(Error::timeout("connecting to the database")),
         };
-        metrics::gauge!(telemetry::DB_CONNECTED).set(if up.is_ok() { 1.0 } else { 0.0 });
+        self.set_connected();
         match (up, self.reported_up) {
             (Ok(()), Some(true)) => {}
             (Ok(()), _) => {
@@ -136,7 +183,7 @@ impl Writer {
                 self.conn = None;
             }
         }
-        metrics::gauge!(telemetry::DB_CONNECTED).set(if self.conn.is_some() { 1.0 } else { 0.0 });
+        self.set_connected();
         result
     }
 
@@ -144,7 +191,7 @@ impl Writer {
         if self.conn.as_ref().is_none_or(|c| c.client.is_closed()) {
             self.conn = None;
             self.conn = Some(self.connect().await?);
-            metrics::gauge!(telemetry::DB_CONNECTED).set(1.0);
+            self.set_connected();
         }
         let conn = self.conn.as_mut().expect("connected above");
         // Kept in place while asking: a timeout here drops this future, and the next try must
@@ -234,6 +281,14 @@ impl Writer {
     }
 }
 
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if self.up {
+            self.connected.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
 /// A reading as Galewatch decoded it, as JSON: what `rejected` keeps of a reading the database
 /// refused.
 fn reading_json(signals: &crate::signals::Signals, r: &Reading) -> String {
@@ -262,11 +317,71 @@ fn record_ingest_lag(tally: &Tally) -> f64 {
     sum
 }
 
-/// The writer's loop: take batches in order, land each (retrying what can be retried), then
-/// acknowledge its messages and give back their share of the budget.
-pub async fn run(
+/// Runs `writers` writers on one queue of batches until it closes (or the hard stop), each with
+/// its own connection; returns when all have ended.
+pub async fn run_all(
+    writer: Writer,
+    writers: usize,
+    rx: mpsc::Receiver<Batch>,
+    ledger: Ledger,
+    client: rumqttc::v5::AsyncClient,
+    probe: crate::probe::Probe,
+    hard_stop: CancellationToken,
+) {
+    let queue = Queue {
+        rx: Arc::new(Mutex::new(rx)),
+        flight: Arc::default(),
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    for n in 1..writers {
+        let w = writer.sibling();
+        let run = run(
+            w,
+            queue.clone(),
+            ledger.clone(),
+            client.clone(),
+            probe.clone(),
+            hard_stop.clone(),
+        );
+        tasks.spawn(run.instrument(tracing::info_span!("writer", n = n + 1)));
+    }
+    tasks.spawn(
+        run(writer, queue, ledger, client, probe, hard_stop)
+            .instrument(tracing::info_span!("writer", n = 1)),
+    );
+    while let Some(ended) = tasks.join_next().await {
+        if let Err(e) = ended {
+            if e.is_panic() {
+                std::panic::resume_unwind(e.into_panic());
+            }
+        }
+    }
+}
+
+/// The writers' shared queue of batches, and the batches they are writing.
+#[derive(Clone)]
+struct Queue {
+    rx: Arc<Mutex<mpsc::Receiver<Batch>>>,
+    flight: Arc<crate::overlap::InFlight>,
+}
+
+impl Queue {
+    /// The next batch, entered in flight before the next writer may take one (cancel-safe: a
+    /// batch is only taken when this returns).
+    async fn next(&self) -> Option<(Batch, crate::overlap::Flying)> {
+        let mut rx = self.rx.lock().await;
+        let mut b = rx.recv().await?;
+        let flying = self.flight.enter(b.seq, std::mem::take(&mut b.keys));
+        Some((b, flying))
+    }
+}
+
+/// One writer's loop: take the next batch from the shared queue, wait for any earlier batch in
+/// flight that shares a key, land it (retrying what can be retried), then hand its acks and
+/// budget to the ledger, which sends them in arrival order.
+async fn run(
     mut writer: Writer,
-    mut rx: mpsc::Receiver<Batch>,
+    queue: Queue,
     ledger: Ledger,
     client: rumqttc::v5::AsyncClient,
     probe: crate::probe::Probe,
@@ -277,7 +392,8 @@ pub async fn run(
     health.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let next = tokio::select! {
-            b = rx.recv() => b,
+            // Waiting for the queue, or for another writer taking from it: both cancel-safe.
+            b = queue.next() => b,
             // Acks the full request channel refused: again, once the event loop has drained it.
             _ = tokio::time::sleep(Duration::from_millis(2)), if ledger.owed() > 0 => {
                 ledger.flush(&client);
@@ -289,9 +405,16 @@ pub async fn run(
                 continue;
             }
         };
-        let Some(batch) = next else { break };
+        let Some((mut batch, flying)) = next else {
+            break;
+        };
         let started = Instant::now();
-        let tally = writer.land(&batch, &mut backoff, &hard_stop).await;
+        let tally = tokio::select! {
+            _ = queue.flight.wait_clear(batch.seq) => writer.land(&batch, &mut backoff, &hard_stop).await,
+            _ = hard_stop.cancelled() => None,
+        };
+        // Committed (or abandoned): later batches sharing a key may go.
+        drop(flying);
         let Some(tally) = tally else {
             tracing::warn!(
                 messages = batch.messages.len(),
@@ -306,13 +429,21 @@ pub async fn run(
         probe.committed(&tally, lag);
         let clears = batch.messages.iter().filter(|m| m.items.is_empty()).count();
         metrics::counter!(telemetry::RETAINED_CLEARS).increment(clears as u64);
-        ledger.commit(batch.messages.iter().map(|m| m.ack), &client);
+        let tokens = batch.messages.iter().map(|m| m.ack).collect();
+        let permits = batch
+            .messages
+            .iter_mut()
+            .filter_map(|m| m.permit.take())
+            .collect();
+        let arrivals: Vec<Instant> = batch.messages.iter().map(|m| m.arrived).collect();
+        // The readings are no longer needed; the budget stays held until the acks are owed.
+        drop(batch.messages);
+        ledger.commit(batch.seq, tokens, permits, &client);
         let now = Instant::now();
         let to_ack = metrics::histogram!(telemetry::ARRIVAL_TO_ACK_SECONDS);
-        for m in &batch.messages {
-            to_ack.record((now - m.arrived).as_secs_f64());
+        for arrived in arrivals {
+            to_ack.record((now - arrived).as_secs_f64());
         }
-        // Dropping the batch gives its messages' budget back to the subscriber.
     }
     while ledger.owed() > 0 && !hard_stop.is_cancelled() {
         tokio::time::sleep(Duration::from_millis(2)).await;
