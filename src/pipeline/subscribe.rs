@@ -81,6 +81,10 @@ fn is_tls_failure(e: &rumqttc::v5::ConnectionError) -> bool {
         .any(|m| text.to_lowercase().contains(m))
 }
 
+/// The most queued requests (PUBACKs, mostly) the event loop writes before one flush: a
+/// committed batch's acks go out in a few writes instead of one each.
+pub(crate) const REQUEST_BATCH: usize = 256;
+
 impl Subscriber {
     /// Builds the client. Returns the subscriber and a client handle for the acker.
     pub fn new(
@@ -96,7 +100,10 @@ impl Subscriber {
             ))
             .set_receive_maximum(Some(g.receive_maximum))
             .set_max_packet_size(Some(g.max_packet_bytes))
-            .set_manual_acks(true);
+            .set_manual_acks(true)
+            // PUBACKs already queued leave in one socket write (the patched event loop,
+            // vendor/rumqttc/GALEWATCH-PATCH.md), not one write each.
+            .set_max_request_batch(REQUEST_BATCH);
         let (client, eventloop) = AsyncClient::new(opts, g.request_capacity);
         let sub = Subscriber {
             eventloop,
