@@ -206,9 +206,18 @@ pub struct Ledger {
     bytes: Arc<Semaphore>,
     max_readings: usize,
     max_bytes: usize,
+    /// The held-message gauges, set on every message: looked up in the registry once, here.
+    gauges: Arc<HeldGauges>,
+}
+
+#[derive(Debug)]
+struct HeldGauges {
+    messages: metrics::Gauge,
+    bytes: metrics::Gauge,
 }
 
 impl Ledger {
+    /// Call after the metrics recorder is installed (the gauges are bound to it here).
     pub fn new(max_readings: usize, max_bytes: usize) -> Self {
         Ledger {
             custody: Arc::default(),
@@ -216,6 +225,10 @@ impl Ledger {
             bytes: Arc::new(Semaphore::new(max_bytes)),
             max_readings,
             max_bytes,
+            gauges: Arc::new(HeldGauges {
+                messages: metrics::gauge!(telemetry::MESSAGES_UNACKED),
+                bytes: metrics::gauge!(telemetry::BYTES_UNACKED),
+            }),
         }
     }
 
@@ -269,7 +282,7 @@ impl Ledger {
     pub fn receive(&self, p: &Publish, arrived: Instant) -> AckToken {
         let mut c = self.lock();
         let t = c.receive(p.pkid, p.qos, arrived, p.payload.len());
-        publish_held(&c);
+        self.publish_held(&c);
         t
     }
 
@@ -295,7 +308,7 @@ impl Ledger {
         let released = {
             let mut c = self.lock();
             let released = c.commit(seq, tokens, permits);
-            publish_held(&c);
+            self.publish_held(&c);
             metrics::gauge!(telemetry::BATCHES_PARKED).set(c.parked() as f64);
             released
         };
@@ -347,9 +360,11 @@ impl Ledger {
     }
 }
 
-fn publish_held<P>(c: &Custody<P>) {
-    metrics::gauge!(telemetry::MESSAGES_UNACKED).set(c.held() as f64);
-    metrics::gauge!(telemetry::BYTES_UNACKED).set(c.held_bytes() as f64);
+impl Ledger {
+    fn publish_held<P>(&self, c: &Custody<P>) {
+        self.gauges.messages.set(c.held() as f64);
+        self.gauges.bytes.set(c.held_bytes() as f64);
+    }
 }
 
 #[cfg(test)]
