@@ -1140,6 +1140,22 @@ mod tests {
             ),
             (
                 Settings {
+                    database_writers: 0,
+                    ..Settings::default()
+                },
+                "database_writers",
+                "from 1 to 64",
+            ),
+            (
+                Settings {
+                    database_writers: 65,
+                    ..Settings::default()
+                },
+                "database_writers",
+                "from 1 to 64",
+            ),
+            (
+                Settings {
                     power_kw_min: Some(5.0),
                     power_kw_max: Some(1.0),
                     ..Settings::default()
