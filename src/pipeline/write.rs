@@ -404,6 +404,8 @@ async fn run(
                 writer.check_connection().await;
                 continue;
             }
+            // The grace ran out: a batch still queued stays unacknowledged (redelivered).
+            _ = hard_stop.cancelled() => break,
         };
         let Some((mut batch, flying)) = next else {
             break;
