@@ -7,7 +7,7 @@
 //! over a window. A turbine is *suspect* when its offset or drift passes a threshold, or when it
 //! collided too often in the last day.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -42,10 +42,11 @@ pub enum Seen {
     Future,
 }
 
-/// Folds a batch's readings into one [`TurbineBatch`] per turbine, in turbine order (the order
-/// the upsert takes its row locks in).
+/// Folds a batch's readings into one [`TurbineBatch`] per turbine, given out in turbine order
+/// (the order the upsert takes its row locks in). A hash map while folding: a turbine's id is
+/// copied once per batch, not once per reading, and no string is compared on a hit.
 #[derive(Debug, Default)]
-pub struct Fold(BTreeMap<String, TurbineBatch>);
+pub struct Fold(HashMap<String, TurbineBatch>);
 
 impl Fold {
     pub fn add(
@@ -56,16 +57,19 @@ impl Fold {
         seen: Seen,
     ) {
         let offset = (received_at - recorded_at).as_seconds_f64();
-        let t = self.0.entry(turbine.to_string()).or_insert(TurbineBatch {
-            first_seen: received_at,
-            last_seen: received_at,
-            last_recorded_at: recorded_at,
-            readings: 0,
-            duplicates: 0,
-            collisions: 0,
-            future: 0,
-            min_offset: None,
-        });
+        let t = match self.0.get_mut(turbine) {
+            Some(t) => t,
+            None => self.0.entry(turbine.to_string()).or_insert(TurbineBatch {
+                first_seen: received_at,
+                last_seen: received_at,
+                last_recorded_at: recorded_at,
+                readings: 0,
+                duplicates: 0,
+                collisions: 0,
+                future: 0,
+                min_offset: None,
+            }),
+        };
         t.first_seen = t.first_seen.min(received_at);
         t.last_seen = t.last_seen.max(received_at);
         t.last_recorded_at = t.last_recorded_at.max(recorded_at);
@@ -85,8 +89,11 @@ impl Fold {
         self.0.is_empty()
     }
 
+    /// The turbines in id order.
     pub fn turbines(&self) -> impl Iterator<Item = (&String, &TurbineBatch)> {
-        self.0.iter()
+        let mut all: Vec<_> = self.0.iter().collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        all.into_iter()
     }
 }
 
