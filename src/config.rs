@@ -411,6 +411,8 @@ pub struct WriteGroup {
     pub signals: Signals,
     /// The interval statistics' width, when each batch keeps them.
     pub stats: Option<crate::stats::Width>,
+    /// Writers landing batches side by side, each with its own connection.
+    pub writers: usize,
 }
 
 /// Upkeep of the tables: what `maintain.rs` is made from.
@@ -468,6 +470,7 @@ impl Config {
             partitions: s.readings_manage_partitions.then(|| s.partition_policy()),
             signals: self.rules.signals.clone(),
             stats: s.stats_enabled.then(|| s.stats_width()),
+            writers: s.database_writers,
         }
     }
 

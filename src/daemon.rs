@@ -19,7 +19,7 @@ use crate::maintain::Maintainer;
 use crate::migrate;
 use crate::probe::Probe;
 use crate::subscribe::Subscriber;
-use crate::write::{self, Writer};
+use crate::write;
 
 /// Runs the daemon until `shutdown` is cancelled, then commits and acknowledges what is in hand
 /// within the configured grace period. Embeddable: the caller installs the metrics recorder (or
@@ -89,6 +89,7 @@ async fn run_as(
     let s = &cfg.settings;
     // Each stage is made from its own group of settings.
     let intake = cfg.intake();
+    let write = cfg.write();
     // Custody of every message from PUBLISH to PUBACK (see `ledger.rs`).
     let ledger = Ledger::new(intake.max_unacked_readings, intake.max_unacked_bytes);
     probe.attach(ledger.clone());
@@ -115,12 +116,11 @@ async fn run_as(
             intake.batch_max_bytes,
             intake.batch_max_wait,
         )
-        .tracking_keys(s.database_writers > 1),
+        .tracking_keys(write.writers > 1),
         shutdown.clone(),
     ));
     let mut writer = tokio::spawn(write::run_all(
-        Writer::new(&cfg.write()),
-        s.database_writers,
+        write,
         batch_rx,
         ledger.clone(),
         client.clone(),

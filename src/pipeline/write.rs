@@ -95,23 +95,6 @@ impl Writer {
         }
     }
 
-    /// Another writer like this one (its own connection), counted in the same gauge.
-    fn sibling(&self) -> Self {
-        Writer {
-            db: self.db.clone(),
-            conn: None,
-            timeout: self.timeout,
-            drift_window: self.drift_window,
-            reported_up: None,
-            partitions: self.partitions,
-            in_doubt: None,
-            signals: self.signals.clone(),
-            stats: self.stats.clone(),
-            connected: self.connected.clone(),
-            up: false,
-        }
-    }
-
     /// Records whether this writer holds a connection, in the shared gauge.
     fn set_connected(&mut self) {
         let up = self.conn.is_some();
@@ -317,11 +300,10 @@ fn record_ingest_lag(tally: &Tally) -> f64 {
     sum
 }
 
-/// Runs `writers` writers on one queue of batches until it closes (or the hard stop), each with
+/// Runs `g.writers` writers on one queue of batches until it closes (or the hard stop), each with
 /// its own connection; returns when all have ended.
 pub async fn run_all(
-    writer: Writer,
-    writers: usize,
+    g: crate::config::WriteGroup,
     rx: mpsc::Receiver<Batch>,
     ledger: Ledger,
     client: rumqttc::v5::AsyncClient,
@@ -332,9 +314,12 @@ pub async fn run_all(
         rx: Arc::new(Mutex::new(rx)),
         flight: Arc::default(),
     };
+    // One count of connected writers behind `galewatch_db_connected`.
+    let connected = Arc::new(AtomicUsize::new(0));
     let mut tasks = tokio::task::JoinSet::new();
-    for n in 1..writers {
-        let w = writer.sibling();
+    for n in 1..=g.writers.max(1) {
+        let mut w = Writer::new(&g);
+        w.connected = connected.clone();
         let run = run(
             w,
             queue.clone(),
@@ -343,12 +328,8 @@ pub async fn run_all(
             probe.clone(),
             hard_stop.clone(),
         );
-        tasks.spawn(run.instrument(tracing::info_span!("writer", n = n + 1)));
+        tasks.spawn(run.instrument(tracing::info_span!("writer", n)));
     }
-    tasks.spawn(
-        run(writer, queue, ledger, client, probe, hard_stop)
-            .instrument(tracing::info_span!("writer", n = 1)),
-    );
     while let Some(ended) = tasks.join_next().await {
         if let Err(e) = ended {
             if e.is_panic() {
@@ -431,21 +412,20 @@ async fn run(
         probe.committed(&tally, lag);
         let clears = batch.messages.iter().filter(|m| m.items.is_empty()).count();
         metrics::counter!(telemetry::RETAINED_CLEARS).increment(clears as u64);
+        let now = Instant::now();
+        let to_ack = metrics::histogram!(telemetry::ARRIVAL_TO_ACK_SECONDS);
+        for m in &batch.messages {
+            to_ack.record((now - m.arrived).as_secs_f64());
+        }
+        // The budget goes to the ledger, held until the acks are owed (a parked batch keeps it);
+        // the readings go with the batch at the end of this turn.
         let tokens = batch.messages.iter().map(|m| m.ack).collect();
         let permits = batch
             .messages
             .iter_mut()
             .filter_map(|m| m.permit.take())
             .collect();
-        let arrivals: Vec<Instant> = batch.messages.iter().map(|m| m.arrived).collect();
-        // The readings are no longer needed; the budget stays held until the acks are owed.
-        drop(batch.messages);
         ledger.commit(batch.seq, tokens, permits, &client);
-        let now = Instant::now();
-        let to_ack = metrics::histogram!(telemetry::ARRIVAL_TO_ACK_SECONDS);
-        for arrived in arrivals {
-            to_ack.record((now - arrived).as_secs_f64());
-        }
     }
     while ledger.owed() > 0 && !hard_stop.is_cancelled() {
         tokio::time::sleep(Duration::from_millis(2)).await;
