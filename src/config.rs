@@ -4,6 +4,7 @@
 //! case (`batch_max_readings` ↔ `GALEWATCH_BATCH_MAX_READINGS`). An unknown key, in the file or
 //! in the environment, is an error: a typo must not silently leave a default in place.
 
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::decode::{self, PayloadSpec, Rules, TimestampFormat};
 use crate::signals::{self, SignalSetting, Signals};
+use crate::sparkplug::{Mapping, TimeFrom, TurbineFrom};
 
 /// The environment prefix of every setting.
 pub const ENV_PREFIX: &str = "GALEWATCH_";
@@ -229,6 +231,32 @@ pub struct Settings {
     /// The signals a reading carries (`[[signals]]` tables): each one's column, type, bounds,
     /// unit and pointer. Default: `power_kw` (required), `wind_speed_ms`, `rotor_rpm`.
     pub signals: Vec<SignalSetting>,
+    /// Sparkplug B: the group id whose edge nodes are read (`+`: every group). Empty: no
+    /// Sparkplug B. Messages under `spBv1.0/` are then Sparkplug B, the rest JSON.
+    #[serde(deserialize_with = "scalar_string")]
+    pub sparkplug_group_id: String,
+    /// Which topic levels name the turbine: `device`, `edge_node`, `group/device` or
+    /// `group/edge_node`.
+    pub sparkplug_turbine: TurbineFrom,
+    /// Which timestamp is `recorded_at`: `metric` (the metric's, else the payload's) or
+    /// `payload`.
+    pub sparkplug_timestamp: TimeFrom,
+    /// Metric name → the signal it feeds (`"Power/Active" = "power_kw"`). Empty: each signal is
+    /// fed by the metric of its own name. Metrics that feed no signal are ignored and counted.
+    pub sparkplug_metrics: BTreeMap<String, String>,
+    /// When set, Galewatch publishes its Sparkplug 3.0 STATE under `spBv1.0/STATE/{id}`
+    /// (retained, with a will saying offline), so edge nodes know when to buffer.
+    #[serde(deserialize_with = "scalar_string")]
+    pub sparkplug_host_id: String,
+    /// A Sparkplug B payload with more metrics is rejected `too_large` before it is decoded.
+    pub sparkplug_max_metrics_per_message: usize,
+    /// An edge node is asked to rebirth at most this often, and a missing birth read from the
+    /// database at most this often per node or device.
+    #[serde(with = "humantime_serde")]
+    pub sparkplug_rebirth_interval: Duration,
+    /// Births (alias tables) and edge nodes held in memory; past it one is forgotten and read
+    /// again from `sparkplug_births` when needed.
+    pub sparkplug_births_cached: usize,
 }
 
 impl Default for Settings {
@@ -295,6 +323,14 @@ impl Default for Settings {
             stats_interval: Duration::from_secs(600),
             stats_retention: Duration::ZERO,
             signals: SignalSetting::defaults(),
+            sparkplug_group_id: String::new(),
+            sparkplug_turbine: TurbineFrom::Device,
+            sparkplug_timestamp: TimeFrom::Metric,
+            sparkplug_metrics: BTreeMap::new(),
+            sparkplug_host_id: String::new(),
+            sparkplug_max_metrics_per_message: 10_000,
+            sparkplug_rebirth_interval: Duration::from_secs(10),
+            sparkplug_births_cached: 100_000,
         }
     }
 }
@@ -363,6 +399,8 @@ pub struct Config {
     pub metrics_listen: SocketAddr,
     pub panel_listen: SocketAddr,
     pub rules: Rules,
+    /// How Sparkplug B metrics become readings, when `sparkplug_group_id` is set.
+    pub sparkplug: Option<Mapping>,
 }
 
 /// The broker connection and the subscription: what `subscribe.rs` is made from.
@@ -385,6 +423,25 @@ pub struct MqttGroup {
     /// How messages are judged (`decode.rs`).
     pub rules: Rules,
     pub rejected_payload_keep_bytes: usize,
+    /// Sparkplug B, when a group is set.
+    pub sparkplug: Option<SparkplugGroup>,
+}
+
+/// Sparkplug B intake: what `sparkplug/intake.rs` is made from.
+#[derive(Debug, Clone)]
+pub struct SparkplugGroup {
+    /// The filters subscribed with besides the JSON topic (in its share group, if any).
+    pub filters: Vec<String>,
+    pub mapping: Mapping,
+    /// Publish STATE under this host id.
+    pub host_id: Option<String>,
+    pub rebirth_interval: Duration,
+    pub births_cached: usize,
+    /// In a share group each member sees part of a node's messages: sequence numbers are then
+    /// not checked.
+    pub shared: bool,
+    /// Where births are stored and read back.
+    pub db: crate::db::Database,
 }
 
 /// What the daemon may hold and how it batches: the ledger's budget and the batcher's policy.
@@ -445,6 +502,15 @@ impl Config {
             request_capacity: s.max_unacked_readings + 1024,
             rules: self.rules.clone(),
             rejected_payload_keep_bytes: s.rejected_payload_keep_bytes,
+            sparkplug: self.sparkplug.clone().map(|mapping| SparkplugGroup {
+                filters: crate::sparkplug::filters(&s.sparkplug_group_id, &s.mqtt_share_group),
+                mapping,
+                host_id: (!s.sparkplug_host_id.is_empty()).then(|| s.sparkplug_host_id.clone()),
+                rebirth_interval: s.sparkplug_rebirth_interval,
+                births_cached: s.sparkplug_births_cached,
+                shared: !s.mqtt_share_group.is_empty(),
+                db: self.db.clone(),
+            }),
         }
     }
 
@@ -952,6 +1018,7 @@ impl Settings {
             max_clock_skew,
             ..rules
         };
+        let sparkplug = self.sparkplug_mapping(&rules.signals)?;
         Ok(Config {
             settings: self,
             db,
@@ -960,7 +1027,73 @@ impl Settings {
             metrics_listen,
             panel_listen,
             rules,
+            sparkplug,
         })
+    }
+
+    /// Sparkplug B's settings checked: None when no group is set.
+    fn sparkplug_mapping(&self, signals: &Signals) -> Result<Option<Mapping>, ConfigError> {
+        let group = self.sparkplug_group_id.as_str();
+        if group.is_empty() {
+            return Ok(None);
+        }
+        if group != "+" && (group.contains(['/', '+', '#']) || group == "STATE") {
+            return Err(ConfigError::new(
+                "sparkplug_group_id",
+                format!("{group:?}: a group id (one topic level, not STATE), or + for every group"),
+            ));
+        }
+        if self.sparkplug_host_id.contains(['/', '+', '#']) {
+            return Err(ConfigError::new(
+                "sparkplug_host_id",
+                "must not contain '/', '+' or '#'",
+            ));
+        }
+        if self.sparkplug_max_metrics_per_message == 0 {
+            return Err(ConfigError::new(
+                "sparkplug_max_metrics_per_message",
+                "must be at least 1",
+            ));
+        }
+        if self.sparkplug_births_cached == 0 {
+            return Err(ConfigError::new(
+                "sparkplug_births_cached",
+                "must be at least 1",
+            ));
+        }
+        if self.sparkplug_rebirth_interval < Duration::from_secs(1) {
+            return Err(ConfigError::new(
+                "sparkplug_rebirth_interval",
+                "must be at least 1s",
+            ));
+        }
+        let mut by_name = HashMap::new();
+        if self.sparkplug_metrics.is_empty() {
+            for (i, s) in signals.iter().enumerate() {
+                by_name.insert(s.name.clone(), i);
+            }
+        }
+        for (metric, signal) in &self.sparkplug_metrics {
+            if metric.is_empty() {
+                return Err(ConfigError::new(
+                    "sparkplug_metrics",
+                    "a metric name is empty",
+                ));
+            }
+            let Some(i) = signals.position(signal) else {
+                return Err(ConfigError::new(
+                    "sparkplug_metrics",
+                    format!("metric {metric:?} feeds {signal:?}, which is not a declared signal"),
+                ));
+            };
+            by_name.insert(metric.clone(), i);
+        }
+        Ok(Some(Mapping {
+            turbine: self.sparkplug_turbine,
+            time: self.sparkplug_timestamp,
+            signals: by_name,
+            max_metrics: self.sparkplug_max_metrics_per_message,
+        }))
     }
 }
 

@@ -105,6 +105,7 @@ async fn run_as(
     if let Some(leaving) = leaving {
         subscriber = subscriber.leaving(leaving);
     }
+    let offline = subscriber.offline_state();
 
     let mut subscriber: tokio::task::JoinHandle<Result<(), Error>> =
         tokio::spawn(subscriber.run(shutdown.clone()));
@@ -184,7 +185,14 @@ async fn run_as(
         hard_stop.cancel();
         let _ = writer.await;
     }
-    // The DISCONNECT queues behind the last acks, so the subscriber sends them before it.
+    // The DISCONNECT queues behind the last acks, so the subscriber sends them before it; a
+    // Sparkplug B host says it is offline just before (a clean DISCONNECT sends no will).
+    if let Some((topic, payload)) = offline {
+        let qos = rumqttc::v5::mqttbytes::QoS::AtLeastOnce;
+        if let Err(e) = client.try_publish(topic, qos, true, payload) {
+            tracing::warn!(error = %e, "could not queue the Sparkplug B STATE (offline)");
+        }
+    }
     let _ = client.try_disconnect();
     if timeout_at(
         deadline.max(Instant::now()) + Duration::from_secs(2),

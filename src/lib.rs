@@ -26,8 +26,8 @@ pub mod tools;
 
 pub use error::Error;
 pub use pipeline::{
-    batch, classify, decode, leave, ledger, overlap, reading, shape, subscribe, timestamp,
-    transaction, write,
+    batch, classify, decode, leave, ledger, overlap, reading, shape, sparkplug, subscribe,
+    timestamp, transaction, write,
 };
-pub use store::{citus, db, health, maintain, migrate, partition, stats};
-pub use tools::{demo, export, review, simulate, view};
+pub use store::{births, citus, db, health, maintain, migrate, partition, stats};
+pub use tools::{demo, edge, export, review, simulate, view};

@@ -182,7 +182,7 @@ enum RejectedCommand {
         /// How far back.
         #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
         since: Duration,
-        #[arg(long, value_parser = ["malformed", "invalid_value", "identity_mismatch", "too_large"])]
+        #[arg(long, value_parser = ["malformed", "invalid_value", "identity_mismatch", "too_large", "unknown_alias"])]
         reason: Option<String>,
     },
 }
@@ -240,6 +240,16 @@ struct SimulateArgs {
     /// Seed for the resend, drift and bad-message choices.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Publish as Sparkplug B edge nodes (births, aliases, sequence numbers, rebirth on
+    /// request) instead of JSON; each node gateways --devices-per-node turbines.
+    #[arg(long)]
+    sparkplug: bool,
+    /// With --sparkplug: the Sparkplug B group id.
+    #[arg(long, default_value = "wind", requires = "sparkplug")]
+    sparkplug_group: String,
+    /// With --sparkplug: turbines (devices) per edge node.
+    #[arg(long, default_value_t = 10, requires = "sparkplug")]
+    devices_per_node: usize,
 }
 
 fn main() -> ExitCode {
@@ -489,7 +499,7 @@ async fn simulate_cmd(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
         } else {
             chrono::Utc::now()
         },
-        prefix: a.prefix,
+        prefix: a.prefix.clone(),
     };
     let knobs = Knobs {
         resend_rate: a.resend_rate,
@@ -502,6 +512,9 @@ async fn simulate_cmd(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
     let stop = galewatch::daemon::shutdown_on_signal();
     let client_id = format!("galewatch-simulate-{}", std::process::id());
     let started = std::time::Instant::now();
+    if a.sparkplug {
+        return sparkplug_cmd(broker, fleet, knobs, a, stop, client_id).await;
+    }
     match simulate::run(
         &broker,
         &client_id,
@@ -515,6 +528,58 @@ async fn simulate_cmd(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
             let secs = started.elapsed().as_secs_f64();
             print_out(&format!(
                 "{sent}\nin {secs:.2}s: {:.0} readings/s; the broker acknowledged every message",
+                (sent.readings + sent.resent) as f64 / secs
+            ))
+        }
+        Err(e) => {
+            eprintln!("galewatch simulate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `galewatch simulate --sparkplug`: the same fleet as edge nodes.
+async fn sparkplug_cmd(
+    broker: BrokerAddr,
+    fleet: Fleet,
+    knobs: Knobs,
+    a: SimulateArgs,
+    stop: tokio_util::sync::CancellationToken,
+    client_id: String,
+) -> ExitCode {
+    let refuse = |why: &str| {
+        eprintln!("galewatch simulate: {why}");
+        ExitCode::from(2)
+    };
+    if knobs.drift_rate > 0.0 {
+        return refuse("--drift-rate is not simulated with --sparkplug (an edge node's readings of one instant share one message)");
+    }
+    if a.devices_per_node == 0 {
+        return refuse("--devices-per-node must be at least 1");
+    }
+    if a.sparkplug_group.is_empty()
+        || a.sparkplug_group.contains(['/', '+', '#'])
+        || a.sparkplug_group == "STATE"
+    {
+        return refuse("--sparkplug-group must be one topic level (no '/', '+' or '#'), not STATE");
+    }
+    if fleet.interval < Duration::from_millis(1) {
+        return refuse(
+            "--interval must be at least 1ms with --sparkplug (its timestamps are milliseconds)",
+        );
+    }
+    let edge = galewatch::edge::Edge {
+        fleet,
+        group: a.sparkplug_group,
+        devices_per_node: a.devices_per_node,
+    };
+    let started = std::time::Instant::now();
+    let traffic = galewatch::edge::EdgeTraffic::new(edge, knobs);
+    match galewatch::edge::run(&broker, &client_id, traffic, a.flood, stop).await {
+        Ok((sent, rebirths)) => {
+            let secs = started.elapsed().as_secs_f64();
+            print_out(&format!(
+                "{sent}\n{rebirths} rebirths on request\nin {secs:.2}s: {:.0} readings/s; the broker acknowledged every message",
                 (sent.readings + sent.resent) as f64 / secs
             ))
         }

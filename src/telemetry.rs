@@ -39,6 +39,10 @@ pub const QUARANTINE_RESOLUTIONS: &str = "galewatch_quarantine_resolutions";
 pub const PARTITIONS_CREATED: &str = "galewatch_partitions_created_total";
 pub const PARTITIONS_DROPPED: &str = "galewatch_partitions_dropped_total";
 pub const RETENTION_DELETED: &str = "galewatch_retention_deleted_rows_total";
+pub const SPARKPLUG_MESSAGES: &str = "galewatch_sparkplug_messages_total";
+pub const SPARKPLUG_METRICS_IGNORED: &str = "galewatch_sparkplug_metrics_ignored_total";
+pub const SPARKPLUG_SEQ_GAPS: &str = "galewatch_sparkplug_seq_gaps_total";
+pub const SPARKPLUG_REBIRTHS: &str = "galewatch_sparkplug_rebirths_requested_total";
 pub const MAINTENANCE_LAST_SUCCESS: &str = "galewatch_maintenance_last_success_timestamp_seconds";
 
 /// Starts the `/metrics` listener and describes every family (HELP text and unit).
@@ -89,10 +93,31 @@ pub fn install(listen: SocketAddr) -> Result<(), Error> {
     for table in ["readings", "quarantine", "rejected", "interval_stats"] {
         metrics::counter!(RETENTION_DELETED, "table" => table).increment(0);
     }
+    metrics::counter!(SPARKPLUG_METRICS_IGNORED).increment(0);
+    metrics::counter!(SPARKPLUG_SEQ_GAPS).increment(0);
+    for cause in ["unknown_alias", "seq_gap"] {
+        metrics::counter!(SPARKPLUG_REBIRTHS, "cause" => cause).increment(0);
+    }
     Ok(())
 }
 
 fn describe() {
+    describe_counter!(
+        SPARKPLUG_MESSAGES,
+        "Sparkplug B messages decoded, by type (NBIRTH, NDATA, DDATA, …), counted on arrival (a redelivery counts again)."
+    );
+    describe_counter!(
+        SPARKPLUG_METRICS_IGNORED,
+        "Sparkplug B metrics that feed no signal (not mapped by sparkplug_metrics, or on a level that names no turbine), counted on arrival."
+    );
+    describe_counter!(
+        SPARKPLUG_SEQ_GAPS,
+        "Sparkplug B messages whose sequence number was not the one expected from their edge node (each asks for a rebirth); never dropped."
+    );
+    describe_counter!(
+        SPARKPLUG_REBIRTHS,
+        "Rebirth requests (NCMD Node Control/Rebirth) sent, by cause: unknown_alias or seq_gap."
+    );
     describe_gauge!(
         QUARANTINE_RESOLUTIONS,
         "Quarantine entries resolved (galewatch quarantine resolve), by the entry's reason, the choice, and the effect on readings: added (a row readings did not have), replaced, or none; read from the tables every 5 s. Rows in readings = inserted + effect=\"added\" (until retention removes any)."

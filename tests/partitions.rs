@@ -292,7 +292,8 @@ async fn the_conversion_keeps_every_row_of_an_unpartitioned_table() {
             "V6__rejected_by_digest",
             "V7__declared_signals",
             "V8__quarantine_by_turbine",
-            "V9__interval_stats"
+            "V9__interval_stats",
+            "V10__sparkplug"
         ]
     );
     let after: String = c.query_one(digest, &[]).await.unwrap().get(0);

@@ -78,6 +78,8 @@ async fn land(cfg: &Config, readings: Vec<Reading>, sizes: &[usize]) {
                 received_at: Utc::now(),
                 arrived: Instant::now(),
                 items: vec![Decoded::Reading(r)],
+                retained_clear: false,
+                birth: None,
                 permit: None,
             })
             .collect();

@@ -31,8 +31,13 @@ pub struct Message {
     /// Monotonic clock at receipt, for arrival-to-ack timing.
     pub arrived: Instant,
     /// What the message holds: at least one item, so every message is accounted for; none only
-    /// for a retained-clear (an empty retained message), which holds no reading.
+    /// for a retained-clear (an empty retained message) and a Sparkplug B message that carries
+    /// no mapped metric (a death, a node's own metrics), which hold no reading.
     pub items: Vec<Decoded>,
+    /// An empty retained message: a publisher clearing its topic (counted as such).
+    pub retained_clear: bool,
+    /// A Sparkplug B birth certificate, stored in the batch's transaction.
+    pub birth: Option<Box<crate::sparkplug::Birth>>,
     /// This message's share of the unacked budget, given back when the message is dropped.
     pub permit: Option<Held>,
 }
@@ -93,6 +98,11 @@ impl Batcher {
         self.current.items += m.items.len();
         self.current.bytes += m.payload_bytes;
         if self.track_keys {
+            if let Some(b) = &m.birth {
+                // Batches storing births of one node or device commit in arrival order, so the
+                // last to arrive is the one kept.
+                self.current.keys.push(crate::overlap::birth_hash(&b.key()));
+            }
             for item in &m.items {
                 if let Decoded::Reading(r) | Decoded::Future(r) = item {
                     self.current
@@ -193,6 +203,8 @@ mod tests {
                 });
                 items
             ],
+            retained_clear: false,
+            birth: None,
             permit: None,
         }
     }

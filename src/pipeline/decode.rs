@@ -33,14 +33,18 @@ pub enum RejectReason {
     IdentityMismatch,
     /// Over the configured message size limit.
     TooLarge,
+    /// A Sparkplug B DATA message named a metric by an alias that no stored birth certificate
+    /// explains: not guessed (Galewatch asks the edge node to rebirth).
+    UnknownAlias,
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 4] = [
+    pub const ALL: [RejectReason; 5] = [
         RejectReason::Malformed,
         RejectReason::InvalidValue,
         RejectReason::IdentityMismatch,
         RejectReason::TooLarge,
+        RejectReason::UnknownAlias,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -49,6 +53,7 @@ impl RejectReason {
             RejectReason::InvalidValue => "invalid_value",
             RejectReason::IdentityMismatch => "identity_mismatch",
             RejectReason::TooLarge => "too_large",
+            RejectReason::UnknownAlias => "unknown_alias",
         }
     }
 }
@@ -564,7 +569,7 @@ pub fn decode(
     }
 }
 
-type Refusal = (RejectReason, String);
+pub(crate) type Refusal = (RejectReason, String);
 
 struct Ctx<'a> {
     topic_turbine: Option<&'a str>,
@@ -573,12 +578,13 @@ struct Ctx<'a> {
     rules: &'a Rules,
 }
 
-/// A field's value as found in the payload, by JSON kind; numbers keep their text.
-enum Raw<'de> {
+/// A field's value as found in the payload, by JSON kind; numbers keep their text. (Sparkplug B
+/// values are judged as the same kinds, so both formats share one set of rules.)
+pub(crate) enum Raw<'de> {
     Absent,
     Null,
     Bool(bool),
-    Num(&'de str),
+    Num(Cow<'de, str>),
     Str(Cow<'de, str>),
     Array,
     Object,
@@ -601,7 +607,7 @@ impl<'de> Raw<'de> {
                     serde_json::from_str::<String>(text).unwrap_or_default(),
                 )),
             },
-            _ => Raw::Num(text),
+            _ => Raw::Num(Cow::Borrowed(text)),
         }
     }
 
@@ -624,20 +630,14 @@ impl<'de> Raw<'de> {
 
 impl Ctx<'_> {
     fn judge(&self, found: Found<'_>, element: Option<u32>) -> Decoded {
-        match self.validate(found) {
-            Ok(reading) if reading.recorded_at > self.received_at + self.rules.max_clock_skew => {
-                Decoded::Future(reading)
-            }
-            Ok(reading) => Decoded::Reading(reading),
-            Err((reason, detail)) => Decoded::Rejected(Rejection {
-                reason,
-                detail: match element {
-                    Some(i) => format!("element {i}: {detail}"),
-                    None => detail,
-                },
-                element,
-            }),
-        }
+        let prefix = element.map(|i| format!("element {i}"));
+        outcome(
+            self.rules,
+            self.received_at,
+            self.validate(found),
+            element,
+            prefix.as_deref(),
+        )
     }
 
     fn label(&self, slot: usize) -> &str {
@@ -750,39 +750,13 @@ impl Ctx<'_> {
             }
             None => turbine,
         };
-        if turbine_id.len() > self.rules.max_turbine_id_bytes {
-            return Err((
-                InvalidValue,
-                format!(
-                    "turbine_id: {} bytes, longer than the limit of {}",
-                    turbine_id.len(),
-                    self.rules.max_turbine_id_bytes
-                ),
-            ));
-        }
-        if turbine_id.contains('\0') {
-            return Err((InvalidValue, "turbine_id: contains a NUL character".into()));
-        }
-        let recorded_at =
-            recorded_at.ok_or((InvalidValue, format!("{}: out of range", self.label(TIME))))?;
-        if recorded_at < earliest_valid() {
-            return Err((
-                InvalidValue,
-                format!(
-                    "{}: {} is before 2000-01-01",
-                    self.label(TIME),
-                    recorded_at.to_rfc3339()
-                ),
-            ));
-        }
-        if let Some(detail) = out_of_bounds {
-            return Err((InvalidValue, detail));
-        }
-        Ok(Reading {
+        finish(
+            self.rules,
             turbine_id,
-            recorded_at,
-            values: Values(values.into()),
-        })
+            (recorded_at, self.label(TIME)),
+            values,
+            out_of_bounds,
+        )
     }
 
     /// Parses `recorded_at` in the configured format. `Ok(None)` means well-formed but outside
@@ -797,8 +771,8 @@ impl Ctx<'_> {
             (Auto, Raw::Num(t)) if !t.contains(['.', 'e', 'E']) => {
                 Ok(t.parse::<i64>().ok().and_then(timestamp::from_epoch_millis))
             }
-            (EpochSeconds, Raw::Num(t)) => timestamp::from_epoch_decimal(t, 6),
-            (EpochMilliseconds, Raw::Num(t)) => timestamp::from_epoch_decimal(t, 3),
+            (EpochSeconds, Raw::Num(t)) => timestamp::from_epoch_decimal(&t, 6),
+            (EpochMilliseconds, Raw::Num(t)) => timestamp::from_epoch_decimal(&t, 3),
             (_, other) => Err(format!(
                 "expected {}, found {}",
                 match format {
@@ -815,7 +789,11 @@ impl Ctx<'_> {
 
 /// One signal's value from what was found, and the detail of a bounds violation (reported
 /// after every type is checked: a malformed reading is malformed whatever its values).
-fn value(s: &Signal, label: &str, raw: Raw<'_>) -> Result<(Datum, Option<String>), Refusal> {
+pub(crate) fn value(
+    s: &Signal,
+    label: &str,
+    raw: Raw<'_>,
+) -> Result<(Datum, Option<String>), Refusal> {
     use RejectReason::Malformed;
     if raw.is_missing() {
         return if s.required {
@@ -837,7 +815,7 @@ fn value(s: &Signal, label: &str, raw: Raw<'_>) -> Result<(Datum, Option<String>
                 format!("{label}: {t} is out of range for a double"),
             )),
         },
-        (Kind::Integer, Raw::Num(t)) => match timestamp::decimal_scaled(t, 0) {
+        (Kind::Integer, Raw::Num(t)) => match timestamp::decimal_scaled(&t, 0) {
             Some((_, false)) => Err((
                 Malformed,
                 mistyped(label, "an integer", "a fractional number"),
@@ -884,6 +862,78 @@ fn value(s: &Signal, label: &str, raw: Raw<'_>) -> Result<(Datum, Option<String>
             ),
         )),
     }
+}
+
+/// What a validated (or refused) reading becomes: a reading, a `future_timestamp` one past the
+/// allowed clock skew, or a rejection whose detail starts with `prefix` (which element it was).
+pub(crate) fn outcome(
+    rules: &Rules,
+    received_at: DateTime<Utc>,
+    judged: Result<Reading, Refusal>,
+    element: Option<u32>,
+    prefix: Option<&str>,
+) -> Decoded {
+    match judged {
+        Ok(reading) if reading.recorded_at > received_at + rules.max_clock_skew => {
+            Decoded::Future(reading)
+        }
+        Ok(reading) => Decoded::Reading(reading),
+        Err((reason, detail)) => Decoded::Rejected(Rejection {
+            reason,
+            detail: match prefix {
+                Some(p) => format!("{p}: {detail}"),
+                None => detail,
+            },
+            element,
+        }),
+    }
+}
+
+/// The checks every reading passes last, whatever its format: the turbine id's size and bytes,
+/// the time's range (`time` is the instant, None when out of range, and its field's label), then
+/// the first value out of its bounds.
+pub(crate) fn finish(
+    rules: &Rules,
+    turbine_id: String,
+    (recorded_at, time_label): (Option<DateTime<Utc>>, &str),
+    values: Vec<Datum>,
+    out_of_bounds: Option<String>,
+) -> Result<Reading, Refusal> {
+    use RejectReason::InvalidValue;
+    if turbine_id.is_empty() {
+        return Err((InvalidValue, "turbine_id: empty".into()));
+    }
+    if turbine_id.len() > rules.max_turbine_id_bytes {
+        return Err((
+            InvalidValue,
+            format!(
+                "turbine_id: {} bytes, longer than the limit of {}",
+                turbine_id.len(),
+                rules.max_turbine_id_bytes
+            ),
+        ));
+    }
+    if turbine_id.contains('\0') {
+        return Err((InvalidValue, "turbine_id: contains a NUL character".into()));
+    }
+    let recorded_at = recorded_at.ok_or((InvalidValue, format!("{time_label}: out of range")))?;
+    if recorded_at < earliest_valid() {
+        return Err((
+            InvalidValue,
+            format!(
+                "{time_label}: {} is before 2000-01-01",
+                recorded_at.to_rfc3339()
+            ),
+        ));
+    }
+    if let Some(detail) = out_of_bounds {
+        return Err((InvalidValue, detail));
+    }
+    Ok(Reading {
+        turbine_id,
+        recorded_at,
+        values: Values(values.into()),
+    })
 }
 
 fn mistyped(field: &str, expected: &str, found: &str) -> String {

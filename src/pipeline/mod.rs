@@ -12,6 +12,7 @@ pub mod ledger;
 pub mod overlap;
 pub mod reading;
 pub mod shape;
+pub mod sparkplug;
 pub mod subscribe;
 pub mod timestamp;
 pub mod transaction;

@@ -35,8 +35,13 @@ use crate::telemetry;
 pub struct Subscriber {
     eventloop: EventLoop,
     client: AsyncClient,
-    topic: String,
+    /// The filters subscribed with: the JSON topic, then Sparkplug B's when it is on.
+    filters: Vec<String>,
     rules: Rules,
+    /// Sparkplug B, when on: messages under `spBv1.0/` are judged there (`sparkplug/`).
+    sparkplug: Option<crate::sparkplug::intake::Intake>,
+    /// Unsubscriptions of a leaving member not yet acknowledged.
+    unsub_pending: usize,
     /// Custody of what is handed on (see `ledger.rs`): a message takes its share of the budget
     /// before it is handed on, and each lost connection moves the epoch on.
     ledger: Ledger,
@@ -104,12 +109,25 @@ impl Subscriber {
             // PUBACKs already queued leave in one socket write (the patched event loop,
             // vendor/rumqttc/GALEWATCH-PATCH.md), not one write each.
             .set_max_request_batch(REQUEST_BATCH);
+        let sparkplug = g
+            .sparkplug
+            .as_ref()
+            .map(crate::sparkplug::intake::Intake::new);
+        if let Some(will) = sparkplug.as_ref().and_then(|s| s.will()) {
+            opts.set_last_will(will);
+        }
+        let mut filters = vec![g.subscription.clone()];
+        if let Some(sp) = &g.sparkplug {
+            filters.extend(sp.filters.iter().cloned());
+        }
         let (client, eventloop) = AsyncClient::new(opts, g.request_capacity);
         let sub = Subscriber {
             eventloop,
             client: client.clone(),
-            topic: g.subscription.clone(),
+            filters,
             rules: g.rules.clone(),
+            sparkplug,
+            unsub_pending: 0,
             ledger,
             probe,
             keep_bytes: g.rejected_payload_keep_bytes,
@@ -119,6 +137,12 @@ impl Subscriber {
             leaving: None,
         };
         (sub, client)
+    }
+
+    /// The Sparkplug B STATE saying this host is offline, when STATE is published: the daemon
+    /// queues it just before its DISCONNECT (a clean DISCONNECT does not send the will).
+    pub fn offline_state(&self) -> Option<(String, Vec<u8>)> {
+        self.sparkplug.as_ref().and_then(|sp| sp.state(false))
     }
 
     /// Makes this the subscriber of a leaving member (`galewatch leave`, `leave.rs`).
@@ -169,11 +193,17 @@ impl Subscriber {
                         if !ack.session_present {
                             // Nothing waits for this member (or the session was lost meanwhile).
                             leaving.no_session();
-                        } else if let Err(e) = self.client.try_unsubscribe(self.topic.clone()) {
-                            tracing::error!(error = %e, "could not queue the unsubscribe");
+                        } else {
+                            self.unsub_pending = self.filters.len();
+                            for f in &self.filters {
+                                if let Err(e) = self.client.try_unsubscribe(f.clone()) {
+                                    tracing::error!(error = %e, "could not queue the unsubscribe");
+                                }
+                            }
                         }
-                    } else if let Err(e) =
-                        self.client.try_subscribe_many([subscription(&self.topic)])
+                    } else if let Err(e) = self
+                        .client
+                        .try_subscribe_many(self.filters.iter().map(|f| subscription(f)))
                     {
                         // On every connection, even when the broker kept the session: the
                         // filter may have changed since the session was made, and someone may
@@ -194,15 +224,20 @@ impl Subscriber {
                         })
                         .collect();
                     if refused.is_empty() {
+                        if let Some(sp) = &self.sparkplug {
+                            sp.announce(&self.client, true);
+                        }
                         self.set_ready(true);
-                        tracing::info!(topic = %self.topic, "subscribed; ready");
+                        tracing::info!(topics = ?self.filters, "subscribed; ready");
                     } else {
-                        tracing::error!(topic = %self.topic, codes = ?refused, "the broker refused the subscription: nothing will arrive");
+                        tracing::error!(topics = ?self.filters, codes = ?refused, "the broker refused the subscription: nothing will arrive");
                     }
                 }
                 Ok(Event::Incoming(Packet::UnsubAck(_))) => {
-                    if let Some(leaving) = &self.leaving {
-                        tracing::info!(topic = %self.topic, "unsubscribed: landing what the session still holds");
+                    self.unsub_pending = self.unsub_pending.saturating_sub(1);
+                    if let Some(leaving) = self.leaving.as_ref().filter(|_| self.unsub_pending == 0)
+                    {
+                        tracing::info!(topics = ?self.filters, "unsubscribed: landing what the session still holds");
                         leaving.unsubscribed();
                     }
                 }
@@ -256,6 +291,9 @@ impl Subscriber {
                     // reaches the next one (rumqttc cleared the channel once already; an ack may
                     // have slipped in since).
                     self.ledger.reconnect(|| eventloop.clean());
+                    if let Some(sp) = &mut self.sparkplug {
+                        sp.reconnected();
+                    }
                     metrics::gauge!(telemetry::BROKER_CONNECTED).set(0.0);
                     self.set_ready(false);
                     metrics::counter!(telemetry::BROKER_RECONNECTS).increment(1);
@@ -291,8 +329,28 @@ impl Subscriber {
         let topic = String::from_utf8_lossy(&p.topic).into_owned();
         // An empty retained message is a publisher clearing the topic's retained message (see
         // `subscription`): no reading, no rejection; acknowledged in turn like any message.
-        let items = if p.retain && p.payload.is_empty() {
+        let retained_clear = p.retain && p.payload.is_empty();
+        let mut birth = None;
+        let items = if retained_clear {
             Vec::new()
+        } else if let Some(sp) = self
+            .sparkplug
+            .as_mut()
+            .filter(|_| crate::sparkplug::is_sparkplug(&topic))
+        {
+            let judged = sp
+                .judge(
+                    &topic,
+                    &p.payload,
+                    received_at,
+                    &self.rules,
+                    &self.client,
+                    shutdown,
+                )
+                .await;
+            let Some(judged) = judged else { return false };
+            birth = judged.birth.map(Box::new);
+            judged.items
         } else {
             decode::decode(&topic, &p.payload, received_at, &self.rules)
         };
@@ -317,6 +375,8 @@ impl Subscriber {
             received_at,
             arrived,
             items,
+            retained_clear,
+            birth,
             permit,
         };
         self.out.as_ref().is_some_and(|out| out.send(msg).is_ok())

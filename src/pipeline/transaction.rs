@@ -237,7 +237,7 @@ pub struct Tally {
     pub collision: u64,
     pub future_timestamp: u64,
     /// Indexed like [`RejectReason::ALL`].
-    pub rejected: [u64; 4],
+    pub rejected: [u64; RejectReason::ALL.len()],
     /// `recorded_at` of each inserted reading, for the ingest-lag histogram.
     pub inserted_at: Vec<chrono::DateTime<chrono::Utc>>,
 }
@@ -615,10 +615,14 @@ async fn future_stored(
         .collect())
 }
 
-/// Lands `items` in one transaction and says what became of each.
+/// A Sparkplug B birth to store, with its message's time of receipt.
+pub(crate) type Born<'a> = (&'a crate::sparkplug::Birth, chrono::DateTime<chrono::Utc>);
+
+/// Lands `items` (and stores `births`) in one transaction and says what became of each.
 pub(crate) async fn write_items(
     conn: &mut Conn,
     items: &[ItemRef<'_>],
+    births: &[Born<'_>],
     drift_window: Duration,
     in_doubt: &mut Option<InDoubt>,
 ) -> Result<Tally, Error> {
@@ -891,6 +895,7 @@ pub(crate) async fn write_items(
         // Not inserted: the same message was rejected before (a redelivery).
         tally.duplicate += (parts.rejected.len() - rows.len()) as u64;
     }
+    crate::births::record(&tx, births).await?;
     if conn.sharded && !plan.staged.is_empty() {
         tx.execute("DELETE FROM galewatch_staging", &[])
             .await

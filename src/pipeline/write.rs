@@ -30,7 +30,9 @@ use crate::maintain;
 use crate::partition::{Partitions, Policy};
 use crate::reading::Reading;
 use crate::telemetry;
-use crate::transaction::{items_of, settle, write_items, Conn, InDoubt, ItemRef, Outcome, Tally};
+use crate::transaction::{
+    items_of, settle, write_items, Born, Conn, InDoubt, ItemRef, Outcome, Tally,
+};
 
 impl Tally {
     /// Moves the counters; called once the batch has committed.
@@ -156,8 +158,8 @@ impl Writer {
     /// One attempt at landing `items` in one transaction, bounded by the timeout. On an error
     /// that leaves the connection in doubt, the connection is dropped and the next attempt makes
     /// a new one.
-    async fn write(&mut self, items: &[ItemRef<'_>]) -> Result<Tally, Error> {
-        let result = match tokio::time::timeout(self.timeout, self.try_write(items)).await {
+    async fn write(&mut self, items: &[ItemRef<'_>], births: &[Born<'_>]) -> Result<Tally, Error> {
+        let result = match tokio::time::timeout(self.timeout, self.try_write(items, births)).await {
             Ok(r) => r,
             Err(_) => Err(Error::timeout("writing a batch")),
         };
@@ -170,7 +172,11 @@ impl Writer {
         result
     }
 
-    async fn try_write(&mut self, items: &[ItemRef<'_>]) -> Result<Tally, Error> {
+    async fn try_write(
+        &mut self,
+        items: &[ItemRef<'_>],
+        births: &[Born<'_>],
+    ) -> Result<Tally, Error> {
         if self.conn.as_ref().is_none_or(|c| c.client.is_closed()) {
             self.conn = None;
             self.conn = Some(self.connect().await?);
@@ -201,7 +207,7 @@ impl Writer {
                 .collect();
             maintain::ensure_for(&conn.client, &mut conn.partitions, &stamps, policy).await?;
         }
-        write_items(conn, items, self.drift_window, &mut self.in_doubt).await
+        write_items(conn, items, births, self.drift_window, &mut self.in_doubt).await
     }
     /// Lands a whole batch, however long it takes: retryable errors are retried with backoff; a
     /// batch the database refuses because of its data (SQLSTATE class 22 or 23) is split in
@@ -215,9 +221,16 @@ impl Writer {
         hard_stop: &CancellationToken,
     ) -> Option<Tally> {
         let mut parts: VecDeque<Vec<ItemRef<'_>>> = VecDeque::from([items_of(batch)]);
+        // Sparkplug B births, stored with every part (the same rows again: harmless) so none
+        // is acknowledged before its birth is stored.
+        let births: Vec<Born<'_>> = batch
+            .messages
+            .iter()
+            .filter_map(|m| m.birth.as_deref().map(|b| (b, m.received_at)))
+            .collect();
         let mut total = Tally::default();
         while let Some(part) = parts.front_mut() {
-            let e = match self.write(part).await {
+            let e = match self.write(part, &births).await {
                 Ok(t) => {
                     backoff.reset();
                     total.add(t);
@@ -410,7 +423,7 @@ async fn run(
         tally.record();
         let lag = record_ingest_lag(&tally);
         probe.committed(&tally, lag);
-        let clears = batch.messages.iter().filter(|m| m.items.is_empty()).count();
+        let clears = batch.messages.iter().filter(|m| m.retained_clear).count();
         metrics::counter!(telemetry::RETAINED_CLEARS).increment(clears as u64);
         let now = Instant::now();
         let to_ack = metrics::histogram!(telemetry::ARRIVAL_TO_ACK_SECONDS);

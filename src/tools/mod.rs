@@ -1,9 +1,10 @@
 //! The commands beside the daemon: [`demo`] (everything at once, with [`view`] drawing the live
-//! account), [`simulate`] (a fleet's traffic), and [`review`] (the engineers' `turbines`,
+//! account), [`simulate`] (a fleet's traffic, as JSON or, with [`edge`], as Sparkplug B edge nodes), and [`review`] (the engineers' `turbines`,
 //! `quarantine` and `rejected` commands), and [`export`] (interval statistics out, and rebuilt
 //! from `readings`).
 
 pub mod demo;
+pub mod edge;
 pub mod export;
 pub mod review;
 pub mod simulate;

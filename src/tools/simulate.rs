@@ -43,7 +43,7 @@ impl Fleet {
 
     /// Reading `j` of turbine `i`: turbines keep the same interval but not in step, turbine
     /// `i` offset by `i / turbines` of an interval (as they publish in real time).
-    fn stamp(&self, i: usize, j: usize) -> DateTime<Utc> {
+    pub(crate) fn stamp(&self, i: usize, j: usize) -> DateTime<Utc> {
         let phase = self
             .interval
             .mul_f64(i as f64 / self.turbines.max(1) as f64);
@@ -54,15 +54,21 @@ impl Fleet {
     /// The JSON of turbine `i`'s reading `j`, stamped as reading `stamp_j` (a drifting clock
     /// stamps a reading with an earlier one's time) and with values offset by `skew`.
     fn json(&self, i: usize, j: usize, stamp_j: usize, skew: f64) -> String {
-        let power = ((i * 7919 + j * 104_729) % 30_000) as f64 / 10.0 + skew;
-        let wind = ((i * 31 + j * 17) % 250) as f64 / 10.0;
+        let (power, wind, rotor) = self.values(i, j);
+        let power = power + skew;
         format!(
-            r#"{{"turbine_id":"{}","recorded_at":"{}","power_kw":{power},"wind_speed_ms":{wind},"rotor_rpm":{}}}"#,
+            r#"{{"turbine_id":"{}","recorded_at":"{}","power_kw":{power},"wind_speed_ms":{wind},"rotor_rpm":{rotor}}}"#,
             self.turbine_id(i),
             self.stamp(i, stamp_j)
                 .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            (j % 20) as f64
         )
+    }
+
+    /// Turbine `i`'s reading `j`: power (kW), wind speed (m/s), rotor speed (rpm).
+    pub(crate) fn values(&self, i: usize, j: usize) -> (f64, f64, f64) {
+        let power = ((i * 7919 + j * 104_729) % 30_000) as f64 / 10.0;
+        let wind = ((i * 31 + j * 17) % 250) as f64 / 10.0;
+        (power, wind, (j % 20) as f64)
     }
 
     /// The JSON of turbine `i`'s reading `j`.
@@ -138,7 +144,7 @@ pub struct Sent {
 }
 
 impl Sent {
-    fn add(&mut self, o: &Sent) {
+    pub(crate) fn add(&mut self, o: &Sent) {
         self.messages += o.messages;
         self.readings += o.readings;
         self.resent += o.resent;

@@ -50,6 +50,7 @@ impl Snapshot {
                 "invalid_value",
                 "identity_mismatch",
                 "too_large",
+                "unknown_alias",
             ]
             .into_iter()
             .map(|r| {

@@ -1,0 +1,652 @@
+//! Sparkplug B, the second input format: a message under `spBv1.0/` decoded into readings or
+//! named rejections, with the birth certificates that explain its aliases.
+//!
+//! Pure, like `decode.rs`: [`parse_topic`] reads the topic, [`proto::decode`] the protobuf, and
+//! [`judge`] maps the metrics to readings by the settings ([`Mapping`]) and the aliases of the
+//! last birth ([`Known`]). Which birth is known, sequence numbers and rebirth requests are the
+//! daemon's state, in [`host`]; storing births is `store/births.rs`.
+//!
+//! A reading is one turbine at one instant: the mapped metrics of one message that share a
+//! timestamp form one reading, whose signals are judged exactly as a JSON reading's are (the same
+//! bounds, types and rejection reasons), so both formats land the same way.
+
+pub mod host;
+pub mod intake;
+pub mod proto;
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::decode::{self, Decoded, Raw, RejectReason, Rejection, Rules};
+use proto::{datatype, Metric, Payload, Value};
+
+/// The topic namespace of Sparkplug B.
+pub const NAMESPACE: &str = "spBv1.0";
+/// The metric a rebirth request sets (NCMD).
+pub const REBIRTH_METRIC: &str = "Node Control/Rebirth";
+
+/// The message types of the Sparkplug B topic namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    NBirth,
+    NDeath,
+    NData,
+    NCmd,
+    DBirth,
+    DDeath,
+    DData,
+    DCmd,
+    /// A host application's `spBv1.0/STATE/{host_id}`.
+    State,
+}
+
+impl Kind {
+    fn parse(s: &str) -> Option<Kind> {
+        Some(match s {
+            "NBIRTH" => Kind::NBirth,
+            "NDEATH" => Kind::NDeath,
+            "NDATA" => Kind::NData,
+            "NCMD" => Kind::NCmd,
+            "DBIRTH" => Kind::DBirth,
+            "DDEATH" => Kind::DDeath,
+            "DDATA" => Kind::DData,
+            "DCMD" => Kind::DCmd,
+            _ => return None,
+        })
+    }
+
+    /// Whether the topic names a device (one level more than a node's).
+    fn is_device(self) -> bool {
+        matches!(self, Kind::DBirth | Kind::DDeath | Kind::DData | Kind::DCmd)
+    }
+
+    pub fn is_birth(self) -> bool {
+        matches!(self, Kind::NBirth | Kind::DBirth)
+    }
+
+    pub fn is_data(self) -> bool {
+        matches!(self, Kind::NData | Kind::DData)
+    }
+
+    /// Whether the message counts in its edge node's sequence (all an edge node sends but NDEATH,
+    /// which is its will, sent by the broker).
+    pub fn in_sequence(self) -> bool {
+        matches!(
+            self,
+            Kind::NBirth | Kind::NData | Kind::DBirth | Kind::DData | Kind::DDeath
+        )
+    }
+
+    /// The label of `galewatch_sparkplug_messages_total`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::NBirth => "NBIRTH",
+            Kind::NDeath => "NDEATH",
+            Kind::NData => "NDATA",
+            Kind::NCmd => "NCMD",
+            Kind::DBirth => "DBIRTH",
+            Kind::DDeath => "DDEATH",
+            Kind::DData => "DDATA",
+            Kind::DCmd => "DCMD",
+            Kind::State => "STATE",
+        }
+    }
+
+    /// The message types a host application subscribes to.
+    pub const READ: [Kind; 6] = [
+        Kind::NBirth,
+        Kind::NData,
+        Kind::NDeath,
+        Kind::DBirth,
+        Kind::DData,
+        Kind::DDeath,
+    ];
+}
+
+/// A Sparkplug B topic: `spBv1.0/{group}/{type}/{edge_node}[/{device}]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Topic<'a> {
+    pub group: &'a str,
+    pub kind: Kind,
+    pub node: &'a str,
+    pub device: Option<&'a str>,
+}
+
+impl Topic<'_> {
+    /// The key of the birth that explains this message's aliases: `group/node/` for the node's
+    /// own, `group/node/device` for a device's (levels never hold `/`, so keys cannot clash).
+    pub fn birth_key(&self) -> String {
+        format!("{}/{}/{}", self.group, self.node, self.device.unwrap_or(""))
+    }
+
+    /// The key of the edge node, whose sequence numbers this message counts in.
+    pub fn node_key(&self) -> String {
+        format!("{}/{}", self.group, self.node)
+    }
+}
+
+/// Whether a topic belongs to the Sparkplug B namespace (and so is judged by this module).
+pub fn is_sparkplug(topic: &str) -> bool {
+    topic
+        .strip_prefix(NAMESPACE)
+        .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// Reads a topic of the namespace. The error says what is wrong, for a rejection's detail.
+pub fn parse_topic(topic: &str) -> Result<Topic<'_>, String> {
+    let levels: Vec<&str> = topic.split('/').collect();
+    if levels.first() != Some(&NAMESPACE) {
+        return Err(format!("topic does not start with {NAMESPACE}/"));
+    }
+    if let Some(i) = levels.iter().position(|l| l.is_empty()) {
+        return Err(format!("topic level {i} is empty"));
+    }
+    if levels.get(1) == Some(&"STATE") && levels.len() == 3 {
+        return Ok(Topic {
+            group: "STATE",
+            kind: Kind::State,
+            node: levels[2],
+            device: None,
+        });
+    }
+    let kind = levels
+        .get(2)
+        .and_then(|k| Kind::parse(k))
+        .ok_or_else(|| {
+            "topic level 2 is not a Sparkplug B message type (NBIRTH, NDATA, NDEATH, DBIRTH, DDATA, DDEATH, NCMD, DCMD)".to_string()
+        })?;
+    let want = if kind.is_device() { 5 } else { 4 };
+    if levels.len() != want {
+        return Err(format!(
+            "a {} topic has {want} levels ({NAMESPACE}/group/{}/edge_node{}), this one {}",
+            kind.as_str(),
+            kind.as_str(),
+            if kind.is_device() { "/device" } else { "" },
+            levels.len()
+        ));
+    }
+    Ok(Topic {
+        group: levels[1],
+        kind,
+        node: levels[3],
+        device: levels.get(4).copied(),
+    })
+}
+
+/// Which topic levels name the turbine a reading belongs to (`sparkplug_turbine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TurbineFrom {
+    /// The device id (DBIRTH and DDATA carry readings; the node's own metrics are ignored).
+    #[serde(rename = "device")]
+    Device,
+    /// The edge node id (NBIRTH and NDATA carry readings; devices' metrics are ignored).
+    #[serde(rename = "edge_node")]
+    EdgeNode,
+    /// `{group}/{device}`, for device ids that repeat across groups.
+    #[serde(rename = "group/device")]
+    GroupDevice,
+    /// `{group}/{edge_node}`.
+    #[serde(rename = "group/edge_node")]
+    GroupEdgeNode,
+}
+
+/// Which timestamp is `recorded_at` (`sparkplug_timestamp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeFrom {
+    /// The metric's own timestamp, else the payload's.
+    Metric,
+    /// The payload's, else the metric's.
+    Payload,
+}
+
+/// How metrics become readings: what the settings say.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mapping {
+    pub turbine: TurbineFrom,
+    pub time: TimeFrom,
+    /// Metric name → the index of the signal it feeds.
+    pub signals: HashMap<String, usize>,
+    /// Payloads with more metrics are rejected `too_large` before they are decoded.
+    pub max_metrics: usize,
+}
+
+impl Mapping {
+    /// The turbine a message's readings belong to; None when this level names none (its
+    /// metrics are then ignored).
+    pub fn turbine(&self, t: &Topic<'_>) -> Option<String> {
+        match (self.turbine, t.device) {
+            (TurbineFrom::Device, Some(d)) => Some(d.to_string()),
+            (TurbineFrom::GroupDevice, Some(d)) => Some(format!("{}/{d}", t.group)),
+            (TurbineFrom::EdgeNode, None) => Some(t.node.to_string()),
+            (TurbineFrom::GroupEdgeNode, None) => Some(format!("{}/{}", t.group, t.node)),
+            _ => None,
+        }
+    }
+}
+
+/// A birth certificate's aliases, as stored in `sparkplug_births` (parallel arrays, in the
+/// birth's order).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Birth {
+    pub group: String,
+    pub node: String,
+    /// Empty for the edge node's own birth (NBIRTH).
+    pub device: String,
+    pub aliases: Vec<i64>,
+    pub names: Vec<String>,
+    pub datatypes: Vec<i32>,
+    /// The birth payload's timestamp.
+    pub born_at: Option<DateTime<Utc>>,
+}
+
+impl Birth {
+    pub fn key(&self) -> String {
+        format!("{}/{}/{}", self.group, self.node, self.device)
+    }
+
+    /// The alias table decoding reads.
+    pub fn known(&self) -> Known {
+        let aliases = self
+            .aliases
+            .iter()
+            .zip(&self.names)
+            .zip(&self.datatypes)
+            .map(|((&a, n), &t)| {
+                (
+                    a as u64,
+                    Alias {
+                        name: n.as_str().into(),
+                        datatype: t as u32,
+                    },
+                )
+            })
+            .collect();
+        Known { aliases }
+    }
+}
+
+/// What the last birth says each alias means.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Known {
+    aliases: HashMap<u64, Alias>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Alias {
+    name: Box<str>,
+    datatype: u32,
+}
+
+/// What a message became.
+#[derive(Debug, Default)]
+pub struct Judged {
+    /// Its readings and rejections: none when it carries no metric a signal is mapped from.
+    pub items: Vec<Decoded>,
+    /// Metrics that feed no signal (counted, not stored).
+    pub ignored: u64,
+    /// A birth to store (and to decode the node's or device's next messages with).
+    pub birth: Option<Birth>,
+    /// It named an alias no birth explains: Galewatch should ask for a rebirth.
+    pub unknown_alias: bool,
+    /// Whether the payload was read (its sequence number means something).
+    pub decoded: bool,
+    /// The payload's sequence number.
+    pub seq: Option<u64>,
+}
+
+impl Judged {
+    fn whole(reason: RejectReason, detail: String) -> Judged {
+        Judged {
+            items: vec![Decoded::Rejected(Rejection {
+                reason,
+                detail,
+                element: None,
+            })],
+            ..Judged::default()
+        }
+    }
+}
+
+/// Decodes and judges one Sparkplug B message. `known` is the last birth of the message's node
+/// or device, when one is known; a birth message brings its own.
+pub fn judge(
+    topic: &str,
+    payload: &[u8],
+    known: Option<&Known>,
+    rules: &Rules,
+    map: &Mapping,
+    received_at: DateTime<Utc>,
+) -> Judged {
+    use RejectReason::{Malformed, TooLarge};
+    if payload.len() > rules.max_message_bytes {
+        return Judged::whole(
+            TooLarge,
+            format!(
+                "payload is {} bytes, over the limit of {} bytes",
+                payload.len(),
+                rules.max_message_bytes
+            ),
+        );
+    }
+    let t = match parse_topic(topic) {
+        Ok(t) => t,
+        Err(e) => return Judged::whole(Malformed, e),
+    };
+    if matches!(t.kind, Kind::NCmd | Kind::DCmd | Kind::State) {
+        // Commands and host states are not readings (a filter wide enough to catch them).
+        return Judged::default();
+    }
+    let p = match proto::decode(payload, map.max_metrics) {
+        Ok(p) => p,
+        Err(proto::Refused::TooMany { limit }) => {
+            return Judged::whole(TooLarge, format!("payload holds more than {limit} metrics"))
+        }
+        Err(proto::Refused::Malformed(e)) => {
+            return Judged::whole(Malformed, format!("not a Sparkplug B payload: {e}"))
+        }
+    };
+    let birth = if t.kind.is_birth() {
+        match birth_of(&t, &p) {
+            Ok(b) => Some(b),
+            Err(e) => return Judged::whole(Malformed, e),
+        }
+    } else {
+        None
+    };
+    let born = birth.as_ref().map(Birth::known);
+    let known = born.as_ref().or(known);
+    let mut out = readings(&t, &p, known, rules, map, received_at);
+    out.birth = birth;
+    out.decoded = true;
+    out.seq = p.seq;
+    out
+}
+
+/// The aliases a birth declares. Each must name one metric: a birth that gives one alias two
+/// names cannot be decoded against, so it is refused whole (and not stored).
+fn birth_of(t: &Topic<'_>, p: &Payload) -> Result<Birth, String> {
+    let mut b = Birth {
+        group: t.group.to_string(),
+        node: t.node.to_string(),
+        device: t.device.unwrap_or("").to_string(),
+        aliases: Vec::new(),
+        names: Vec::new(),
+        datatypes: Vec::new(),
+        born_at: p.timestamp.and_then(millis),
+    };
+    let mut seen: HashMap<u64, usize> = HashMap::new();
+    for (i, m) in p.metrics.iter().enumerate() {
+        let Some(alias) = m.alias else { continue };
+        let Some(name) = &m.name else {
+            return Err(format!("birth metric {i} has alias {alias} but no name"));
+        };
+        let Ok(stored) = i64::try_from(alias) else {
+            return Err(format!(
+                "birth metric {name:?}: alias {alias} is past 2^63, which Galewatch cannot store"
+            ));
+        };
+        if let Some(&j) = seen.get(&alias) {
+            if b.names[j] != *name {
+                return Err(format!(
+                    "birth gives alias {alias} to two metrics, {:?} and {name:?}",
+                    b.names[j]
+                ));
+            }
+            continue;
+        }
+        seen.insert(alias, b.names.len());
+        b.aliases.push(stored);
+        b.names.push(name.clone());
+        b.datatypes
+            .push(i32::try_from(m.datatype.unwrap_or(0)).unwrap_or(i32::MAX));
+    }
+    Ok(b)
+}
+
+fn millis(ms: u64) -> Option<DateTime<Utc>> {
+    i64::try_from(ms)
+        .ok()
+        .and_then(crate::timestamp::from_epoch_millis)
+}
+
+/// One reading being gathered: its timestamp and, per signal, the metric that feeds it.
+struct Group<'p> {
+    at: Option<u64>,
+    values: Vec<Option<(&'p str, &'p Metric, u32)>>,
+    /// A signal fed twice at this instant: (signal, first metric, second metric).
+    twice: Option<(usize, &'p str, &'p str)>,
+}
+
+fn readings(
+    t: &Topic<'_>,
+    p: &Payload,
+    known: Option<&Known>,
+    rules: &Rules,
+    map: &Mapping,
+    received_at: DateTime<Utc>,
+) -> Judged {
+    use RejectReason::{Malformed, TooLarge, UnknownAlias};
+    let mut out = Judged::default();
+    let Some(turbine) = map.turbine(t) else {
+        out.ignored = p.metrics.len() as u64;
+        return out;
+    };
+    if matches!(t.kind, Kind::NDeath | Kind::DDeath) {
+        out.ignored = p.metrics.len() as u64;
+        return out;
+    }
+    let mut groups: Vec<Group<'_>> = Vec::new();
+    let mut index: HashMap<Option<u64>, usize> = HashMap::new();
+    for (i, m) in p.metrics.iter().enumerate() {
+        let (name, known_type) = match (&m.name, m.alias) {
+            (Some(n), _) => (
+                n.as_str(),
+                m.alias
+                    .and_then(|a| known.and_then(|k| k.aliases.get(&a)))
+                    .map(|a| a.datatype),
+            ),
+            (None, Some(a)) => match known.and_then(|k| k.aliases.get(&a)) {
+                Some(alias) => (&*alias.name, Some(alias.datatype)),
+                None => {
+                    out = Judged::whole(
+                        UnknownAlias,
+                        format!(
+                            "metric {i} has alias {a}, which {} (a rebirth was requested)",
+                            if known.is_some() {
+                                "the stored birth does not name"
+                            } else {
+                                "no stored birth names"
+                            }
+                        ),
+                    );
+                    out.unknown_alias = true;
+                    return out;
+                }
+            },
+            (None, None) => {
+                return Judged::whole(
+                    Malformed,
+                    format!("metric {i} has neither a name nor an alias"),
+                )
+            }
+        };
+        let Some(&signal) = map.signals.get(name) else {
+            out.ignored += 1;
+            continue;
+        };
+        let at = match map.time {
+            TimeFrom::Metric => m.timestamp.or(p.timestamp),
+            TimeFrom::Payload => p.timestamp.or(m.timestamp),
+        };
+        let g = match index.get(&at) {
+            Some(&g) => g,
+            None => {
+                if groups.len() == rules.max_readings_per_message {
+                    return Judged::whole(
+                        TooLarge,
+                        format!(
+                            "payload holds more than {} readings (distinct timestamps)",
+                            rules.max_readings_per_message
+                        ),
+                    );
+                }
+                index.insert(at, groups.len());
+                groups.push(Group {
+                    at,
+                    values: vec![None; rules.signals.len()],
+                    twice: None,
+                });
+                groups.len() - 1
+            }
+        };
+        let group = &mut groups[g];
+        let datatype = m.datatype.or(known_type).unwrap_or(0);
+        match &group.values[signal] {
+            Some((first, ..)) => {
+                group.twice.get_or_insert((signal, first, name));
+            }
+            None => group.values[signal] = Some((name, m, datatype)),
+        }
+    }
+    let several = groups.len() > 1;
+    for (i, g) in groups.into_iter().enumerate() {
+        let element = several.then_some(i as u32);
+        let prefix = format!("reading {i}");
+        let judged = reading(&turbine, g, rules);
+        out.items.push(decode::outcome(
+            rules,
+            received_at,
+            judged,
+            element,
+            several.then_some(prefix.as_str()),
+        ));
+    }
+    out
+}
+
+/// One reading from its metrics, judged by the signals' rules.
+fn reading(
+    turbine: &str,
+    g: Group<'_>,
+    rules: &Rules,
+) -> Result<crate::reading::Reading, decode::Refusal> {
+    use RejectReason::Malformed;
+    if let Some((s, a, b)) = g.twice {
+        return Err((
+            Malformed,
+            format!(
+                "{}: fed twice at one instant, by metrics {a:?} and {b:?}",
+                rules.signals.get(s).name
+            ),
+        ));
+    }
+    let Some(at) = g.at else {
+        return Err((
+            Malformed,
+            "recorded_at: neither the metric nor the payload has a timestamp".into(),
+        ));
+    };
+    let mut values = Vec::with_capacity(rules.signals.len());
+    let mut out_of_bounds = None;
+    for (s, fed) in rules.signals.iter().zip(&g.values) {
+        let (raw, label) = match fed {
+            None => (Raw::Absent, s.name.clone()),
+            Some((name, m, datatype)) => {
+                let label = format!("{} (metric {name:?})", s.name);
+                let raw =
+                    raw_value(m, *datatype).map_err(|e| (Malformed, format!("{label}: {e}")))?;
+                (raw, label)
+            }
+        };
+        let (datum, bound) = decode::value(s, &label, raw)?;
+        if out_of_bounds.is_none() {
+            out_of_bounds = bound;
+        }
+        values.push(datum);
+    }
+    decode::finish(
+        rules,
+        turbine.to_string(),
+        (millis(at), "recorded_at"),
+        values,
+        out_of_bounds,
+    )
+}
+
+/// A metric's value as the kind of field a JSON reading would carry, so one set of rules judges
+/// both formats. A 32-bit float is read as the shortest decimal that names it (`12.3f32` is
+/// 12.3, not 12.300000190734863), as a JSON publisher would have written it.
+fn raw_value(m: &Metric, datatype: u32) -> Result<Raw<'_>, String> {
+    use std::borrow::Cow;
+    if m.is_null == Some(true) {
+        return Ok(Raw::Null);
+    }
+    let num = |s: String| Ok(Raw::Num(Cow::Owned(s)));
+    match &m.value {
+        None => Err(format!(
+            "carries no value Galewatch reads (data type {})",
+            datatype::name(datatype)
+        )),
+        Some(Value::Int(v)) => match datatype {
+            datatype::INT8 => num((*v as u8 as i8).to_string()),
+            datatype::INT16 => num((*v as u16 as i16).to_string()),
+            datatype::INT32 => num((*v as i32).to_string()),
+            _ => num(v.to_string()),
+        },
+        Some(Value::Long(v)) => match datatype {
+            datatype::INT64 => num((*v as i64).to_string()),
+            _ => num(v.to_string()),
+        },
+        Some(Value::Float(f)) => num(f.to_string()),
+        Some(Value::Double(d)) => num(d.to_string()),
+        Some(Value::Boolean(b)) => Ok(Raw::Bool(*b)),
+        Some(Value::String(s)) => Ok(Raw::Str(Cow::Borrowed(s))),
+        Some(Value::Bytes(_)) => Err("is bytes, which no signal holds".into()),
+    }
+}
+
+/// The payload of a rebirth request (NCMD `Node Control/Rebirth` = true).
+pub fn rebirth_request(now_ms: u64) -> Vec<u8> {
+    Payload {
+        timestamp: Some(now_ms),
+        metrics: vec![Metric::new(datatype::BOOLEAN, Value::Boolean(true)).named(REBIRTH_METRIC)],
+        seq: None,
+        uuid: None,
+    }
+    .to_bytes()
+}
+
+/// The topic of a rebirth request to an edge node.
+pub fn rebirth_topic(group: &str, node: &str) -> String {
+    format!("{NAMESPACE}/{group}/NCMD/{node}")
+}
+
+/// A host application's Sparkplug 3.0 STATE: its topic and its JSON payload.
+pub fn state(host_id: &str, online: bool, timestamp_ms: u64) -> (String, Vec<u8>) {
+    (
+        format!("{NAMESPACE}/STATE/{host_id}"),
+        format!(r#"{{"online":{online},"timestamp":{timestamp_ms}}}"#).into_bytes(),
+    )
+}
+
+/// The filters a host application subscribes with for `group` (`+`: every group), in a share
+/// group when `share` is not empty.
+pub fn filters(group: &str, share: &str) -> Vec<String> {
+    Kind::READ
+        .iter()
+        .map(|k| {
+            let f = format!("{NAMESPACE}/{group}/{}/#", k.as_str());
+            if share.is_empty() {
+                f
+            } else {
+                format!("$share/{share}/{f}")
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;
