@@ -2,7 +2,8 @@
 //! spelled as a firmware prints them (short decimals) and at full precision (17 significant
 //! digits), so the cost of exact number and timestamp parsing is a figure, not a guess; and the
 //! same for twelve signals in a gateway's nested shape (a readings array, epoch seconds, values
-//! two levels down), the cost of declaring a real turbine's signals.
+//! two levels down), the cost of declaring a real turbine's signals; and Sparkplug B DDATA by
+//! alias (protobuf, three metrics a reading), per reading and per metric.
 //!
 //!     cargo run --release --example bench-decode [SECONDS_PER_CASE]
 
@@ -161,6 +162,94 @@ fn case(name: &str, per_message: u64, full: bool, secs: f64) {
     );
 }
 
+/// Sparkplug B DDATA by alias (three Double metrics a reading, each with its timestamp), judged
+/// with a known birth: ns per reading and per metric, beside the JSON cases' ns per reading
+/// (three values each).
+fn sparkplug_case(name: &str, per_message: u64, secs: f64) {
+    use galewatch::sparkplug::proto::{datatype, Metric, Payload, Value};
+    use galewatch::sparkplug::{judge, Birth, Mapping, TimeFrom, TurbineFrom};
+    let rules = Rules::for_filter("turbines/+/readings");
+    let now = Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap();
+    let t0 = 1_796_000_000_000u64;
+    let messages: Vec<Vec<u8>> = (0..64)
+        .map(|m| {
+            let metrics = (0..per_message)
+                .flat_map(|k| {
+                    let i = m * per_message + k;
+                    let at = t0 + i * 2000;
+                    [
+                        (1, (i % 3000) as f64 + 0.5),
+                        (2, (i % 25) as f64 + 0.3),
+                        (3, (i % 15) as f64 + 0.7),
+                    ]
+                    .map(|(alias, v)| {
+                        let mut m = Metric::new(datatype::DOUBLE, Value::Double(v))
+                            .aliased(alias)
+                            .at(at);
+                        m.datatype = None;
+                        m
+                    })
+                })
+                .collect();
+            Payload {
+                timestamp: Some(t0),
+                metrics,
+                seq: Some(m),
+                uuid: None,
+            }
+            .to_bytes()
+        })
+        .collect();
+    let known = Birth {
+        group: "wind".into(),
+        node: "gw1".into(),
+        device: "WTG-0042".into(),
+        aliases: vec![1, 2, 3],
+        names: vec![
+            "power_kw".into(),
+            "wind_speed_ms".into(),
+            "rotor_rpm".into(),
+        ],
+        datatypes: vec![10, 10, 10],
+        born_at: None,
+    }
+    .known();
+    let mapping = Mapping {
+        turbine: TurbineFrom::Device,
+        time: TimeFrom::Metric,
+        signals: known_signals(),
+        max_metrics: 10_000,
+    };
+    let topic = "spBv1.0/wind/DDATA/gw1/WTG-0042";
+    let until = Instant::now() + Duration::from_secs_f64(secs);
+    let start = Instant::now();
+    let mut readings = 0u64;
+    while Instant::now() < until {
+        for m in &messages {
+            let out = judge(topic, m, Some(&known), &rules, &mapping, now);
+            readings += out
+                .items
+                .iter()
+                .filter(|d| matches!(d, Decoded::Reading(_)))
+                .count() as u64;
+        }
+    }
+    assert!(readings > 0, "{name}: no reading decoded");
+    let ns = start.elapsed().as_nanos() as f64 / readings as f64;
+    println!(
+        "{name:<40} {ns:>8.1} ns/reading ({readings} readings), {:.1} ns/metric",
+        ns / 3.0
+    );
+}
+
+fn known_signals() -> std::collections::HashMap<String, usize> {
+    ["power_kw", "wind_speed_ms", "rotor_rpm"]
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.to_string(), i))
+        .collect()
+}
+
 fn main() {
     let secs: f64 = std::env::args()
         .nth(1)
@@ -172,4 +261,6 @@ fn main() {
     case("100/message, 17 significant digits", 100, true, secs);
     nested_case("12 signals nested, 1/message", 1, secs);
     nested_case("12 signals nested, 100/message", 100, secs);
+    sparkplug_case("Sparkplug B DDATA by alias, 1/message", 1, secs);
+    sparkplug_case("Sparkplug B DDATA by alias, 100/message", 100, secs);
 }

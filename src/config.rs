@@ -1346,6 +1346,112 @@ mod tests {
     }
 
     #[test]
+    fn sparkplug_settings_are_checked_and_mapped() {
+        let on = |f: fn(&mut Settings)| {
+            let mut s = Settings {
+                sparkplug_group_id: "wind".into(),
+                ..Settings::default()
+            };
+            f(&mut s);
+            s.validate()
+        };
+        // Off by default; on, each signal is fed by the metric of its own name.
+        assert!(Settings::default().validate().unwrap().sparkplug.is_none());
+        let c = on(|_| {}).unwrap();
+        let m = c.sparkplug.clone().unwrap();
+        assert_eq!(m.signals.get("power_kw"), Some(&0));
+        assert_eq!(m.signals.get("rotor_rpm"), Some(&2));
+        let g = c.mqtt().sparkplug.unwrap();
+        assert_eq!(g.filters.len(), 6);
+        assert!(!g.shared && g.host_id.is_none());
+        // A map replaces the default names; in a share group the filters are shared too.
+        let c = on(|s| {
+            s.sparkplug_metrics = [("Power/Active".to_string(), "power_kw".to_string())].into();
+            s.mqtt_share_group = "g".into();
+            s.sparkplug_host_id = "scada-1".into();
+        })
+        .unwrap();
+        let g = c.mqtt().sparkplug.unwrap();
+        assert_eq!(g.mapping.signals.len(), 1);
+        assert_eq!(g.mapping.signals.get("Power/Active"), Some(&0));
+        assert!(g.shared && g.filters[0].starts_with("$share/g/spBv1.0/wind/"));
+        assert_eq!(g.host_id.as_deref(), Some("scada-1"));
+        // Refusals, named.
+        type Change = fn(&mut Settings);
+        let cases: Vec<(Change, &str, &str)> = vec![
+            (
+                |s| s.sparkplug_group_id = "a/b".into(),
+                "sparkplug_group_id",
+                "one topic level",
+            ),
+            (
+                |s| s.sparkplug_group_id = "STATE".into(),
+                "sparkplug_group_id",
+                "not STATE",
+            ),
+            (
+                |s| s.sparkplug_group_id = "#".into(),
+                "sparkplug_group_id",
+                "a group id",
+            ),
+            (
+                |s| s.sparkplug_host_id = "h/1".into(),
+                "sparkplug_host_id",
+                "must not contain",
+            ),
+            (
+                |s| s.sparkplug_metrics = [("P".to_string(), "power".to_string())].into(),
+                "sparkplug_metrics",
+                "not a declared signal",
+            ),
+            (
+                |s| s.sparkplug_metrics = [(String::new(), "power_kw".to_string())].into(),
+                "sparkplug_metrics",
+                "empty",
+            ),
+            (
+                |s| s.sparkplug_max_metrics_per_message = 0,
+                "sparkplug_max_metrics_per_message",
+                "at least 1",
+            ),
+            (
+                |s| s.sparkplug_births_cached = 0,
+                "sparkplug_births_cached",
+                "at least 1",
+            ),
+            (
+                |s| s.sparkplug_rebirth_interval = Duration::ZERO,
+                "sparkplug_rebirth_interval",
+                "at least 1s",
+            ),
+        ];
+        for (f, setting, problem) in cases {
+            let e = on(f).expect_err(setting);
+            assert_eq!(e.setting, setting);
+            assert!(e.to_string().contains(problem), "{e}");
+        }
+        // From TOML and from the environment's dict syntax.
+        let from: Settings = Figment::from(Serialized::defaults(Settings::default()))
+            .merge(Toml::string(
+                "sparkplug_group_id = \"+\"\nsparkplug_turbine = \"group/edge_node\"\nsparkplug_timestamp = \"payload\"\nsparkplug_metrics = { \"Power/Active\" = \"power_kw\" }",
+            ))
+            .extract()
+            .unwrap();
+        assert_eq!(from.sparkplug_turbine, TurbineFrom::GroupEdgeNode);
+        assert_eq!(from.sparkplug_timestamp, TimeFrom::Payload);
+        assert_eq!(
+            from.sparkplug_metrics
+                .get("Power/Active")
+                .map(String::as_str),
+            Some("power_kw")
+        );
+        let bad: Result<Settings, _> = Figment::from(Serialized::defaults(Settings::default()))
+            .merge(Toml::string("sparkplug_turbine = \"gateway\""))
+            .extract();
+        assert!(bad.unwrap_err().to_string().contains("gateway"));
+    }
+
+    #[test]
     fn a_share_group_wraps_the_topic() {
         let s = Settings {
             mqtt_share_group: "galewatch".into(),

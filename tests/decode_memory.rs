@@ -159,3 +159,104 @@ fn hostile_messages_never_cost_more_than_a_small_multiple_of_their_size() {
         assert!(peak <= bound, "{name}: peak {peak} > bound {bound}");
     }
 }
+
+/// Peak heap growth while judging a Sparkplug B payload (default mapping: each signal by its
+/// own name, device level, 10,000 metrics at most).
+fn sparkplug_peak(topic: &str, payload: &[u8]) -> usize {
+    use galewatch::sparkplug::{judge, Mapping, TimeFrom, TurbineFrom};
+    let rules = galewatch::decode::Rules::for_filter("turbines/+/readings");
+    let mapping = Mapping {
+        turbine: TurbineFrom::Device,
+        time: TimeFrom::Metric,
+        signals: ["power_kw", "wind_speed_ms", "rotor_rpm"]
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.to_string(), i))
+            .collect(),
+        max_metrics: 10_000,
+    };
+    let now = chrono::Utc::now();
+    let base = CURRENT.load(Ordering::SeqCst);
+    PEAK.store(base, Ordering::SeqCst);
+    let out = judge(topic, payload, None, &rules, &mapping, now);
+    drop(out);
+    PEAK.load(Ordering::SeqCst) - base
+}
+
+/// Sparkplug B: the payload is bounded by `max_message_bytes`, and what it becomes by the metric
+/// limit (checked on the framing, before any metric is decoded): at most 8 × the payload plus
+/// ~256 bytes for each metric the limit lets through (2.5 MiB at 10,000).
+#[test]
+fn hostile_sparkplug_payloads_are_bounded_too() {
+    use galewatch::sparkplug::proto::{datatype, Metric, Payload, Value};
+    let mib = 1024 * 1024 - 64;
+    let many = |n: usize, make: &dyn Fn(usize) -> Metric| {
+        Payload {
+            timestamp: Some(1_796_040_000_000),
+            metrics: (0..n).map(make).collect(),
+            seq: Some(1),
+            uuid: None,
+        }
+        .to_bytes()
+    };
+    let at = 1_796_040_000_000u64;
+    let cases: Vec<(&str, &str, Vec<u8>)> = vec![
+        // A million empty metrics: refused on the framing.
+        (
+            "1 MiB of empty metrics",
+            "spBv1.0/g/DDATA/n/d",
+            [0x12u8, 0x00].repeat(mib / 2),
+        ),
+        // The limit of the smallest metrics that still decode (a double by alias).
+        (
+            "10,000 tiny metrics",
+            "spBv1.0/g/DDATA/n/d",
+            many(10_000, &|i| {
+                Metric::new(datatype::DOUBLE, Value::Double(i as f64)).aliased(1)
+            }),
+        ),
+        // The limit of mapped metrics at distinct instants: refused past 1,000 readings.
+        (
+            "10,000 instants",
+            "spBv1.0/g/DDATA/n/d",
+            many(10_000, &|i| {
+                Metric::new(datatype::DOUBLE, Value::Double(1.0))
+                    .named("power_kw")
+                    .at(at + i as u64)
+            }),
+        ),
+        // A birth of 10,000 long names: the alias table is built twice (stored, known).
+        (
+            "a birth of long names",
+            "spBv1.0/g/DBIRTH/n/d",
+            many(10_000, &|i| {
+                Metric::new(datatype::DOUBLE, Value::Double(1.0))
+                    .named(&format!("{i:0>80}"))
+                    .aliased(i as u64)
+            }),
+        ),
+        // One enormous string value.
+        (
+            "a 1 MiB string",
+            "spBv1.0/g/DDATA/n/d",
+            many(1, &|_| {
+                Metric::new(datatype::STRING, Value::String("s".repeat(mib - 100)))
+                    .named("power_kw")
+                    .at(at)
+            }),
+        ),
+        ("not protobuf", "spBv1.0/g/DDATA/n/d", vec![0xff; mib]),
+    ];
+    for (name, topic, payload) in cases {
+        assert!(payload.len() <= 1024 * 1024, "{name}: {}", payload.len());
+        let peak = sparkplug_peak(topic, &payload);
+        let bound = 8 * payload.len() + 10_000 * 256;
+        println!(
+            "{name:<24} {:>9} bytes -> peak {:>9} bytes ({:.2}x)",
+            payload.len(),
+            peak,
+            peak as f64 / payload.len() as f64
+        );
+        assert!(peak <= bound, "{name}: peak {peak} > bound {bound}");
+    }
+}

@@ -1,5 +1,6 @@
 //! The pipeline, one file a stage, in the order a message goes through it: [`subscribe`] takes it
-//! from the broker, [`decode`] turns it into readings (finding each field by [`shape`], reading times with [`timestamp`]), [`batch`] gathers
+//! from the broker, [`decode`] turns it into readings (finding each field by [`shape`], reading times with [`timestamp`]), or
+//! [`sparkplug`] when it is Sparkplug B, [`batch`] gathers
 //! them, [`write`] lands each batch (one attempt is [`transaction`], judged by [`classify`]; batches
 //! sharing a key keep their order across writers by [`overlap`]), and
 //! [`ledger`] holds custody of the message from PUBLISH to PUBACK.

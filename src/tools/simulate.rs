@@ -43,7 +43,7 @@ impl Fleet {
 
     /// Reading `j` of turbine `i`: turbines keep the same interval but not in step, turbine
     /// `i` offset by `i / turbines` of an interval (as they publish in real time).
-    pub(crate) fn stamp(&self, i: usize, j: usize) -> DateTime<Utc> {
+    pub fn stamp(&self, i: usize, j: usize) -> DateTime<Utc> {
         let phase = self
             .interval
             .mul_f64(i as f64 / self.turbines.max(1) as f64);
@@ -65,7 +65,7 @@ impl Fleet {
     }
 
     /// Turbine `i`'s reading `j`: power (kW), wind speed (m/s), rotor speed (rpm).
-    pub(crate) fn values(&self, i: usize, j: usize) -> (f64, f64, f64) {
+    pub fn values(&self, i: usize, j: usize) -> (f64, f64, f64) {
         let power = ((i * 7919 + j * 104_729) % 30_000) as f64 / 10.0;
         let wind = ((i * 31 + j * 17) % 250) as f64 / 10.0;
         (power, wind, (j % 20) as f64)

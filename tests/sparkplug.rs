@@ -1,0 +1,534 @@
+//! Sparkplug B into the daemon, against a real broker and database: a simulated fleet of edge
+//! nodes lands with exact counts; a birth stored before a restart still decodes the next DATA;
+//! an alias no birth explains is rejected `unknown_alias` and the node is asked to rebirth (on
+//! its NCMD topic), after which its readings land; a sequence gap is counted and a rebirth asked
+//! without dropping anything; JSON and Sparkplug B traffic share one daemon with exact counts.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{TimeZone, Utc};
+use common::*;
+use galewatch::edge::{Edge, EdgeTraffic};
+use galewatch::simulate::{Fleet, Knobs, Traffic};
+use galewatch::sparkplug::proto::{datatype, Metric, Payload, Value};
+use rumqttc::v5::mqttbytes::v5::Packet;
+use rumqttc::v5::mqttbytes::QoS;
+use rumqttc::v5::{AsyncClient, Event, MqttOptions};
+use tokio_util::sync::CancellationToken;
+
+const GROUP: &str = "wind";
+/// 2026-11-30T12:00:00Z in milliseconds.
+const T0: u64 = 1_796_040_000_000;
+
+fn daemon(broker: &Broker, db: &TestDb, id: &str) -> Daemon {
+    let mut d = Daemon::new(broker, db, id);
+    d.env
+        .insert("GALEWATCH_SPARKPLUG_GROUP_ID".into(), GROUP.into());
+    d.env
+        .insert("GALEWATCH_SPARKPLUG_HOST_ID".into(), format!("{id}-host"));
+    d.env
+        .insert("GALEWATCH_BATCH_MAX_WAIT".into(), "20ms".into());
+    d
+}
+
+/// What an observer saw: (topic, payload) in arrival order.
+type Seen = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
+/// A client that records what arrives on `filter` (rebirth requests, STATE).
+struct Observer {
+    seen: Seen,
+    stop: CancellationToken,
+}
+
+impl Observer {
+    async fn start(broker: &Broker, filter: &str) -> Observer {
+        let addr = broker.addr();
+        let id = format!("observer-{}-{}", std::process::id(), filter.len());
+        let mut opts = MqttOptions::new(id, addr.host, addr.port);
+        opts.set_clean_start(true);
+        let (client, mut el) = AsyncClient::new(opts, 16);
+        client.subscribe(filter, QoS::AtLeastOnce).await.unwrap();
+        let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+        let (subscribed_tx, subscribed) = tokio::sync::oneshot::channel();
+        let mut subscribed_tx = Some(subscribed_tx);
+        let stop = CancellationToken::new();
+        let (s, st) = (seen.clone(), stop.clone());
+        tokio::spawn(async move {
+            loop {
+                let ev = tokio::select! {
+                    ev = el.poll() => ev,
+                    _ = st.cancelled() => return,
+                };
+                match ev {
+                    Ok(Event::Incoming(Packet::SubAck(_))) => {
+                        if let Some(tx) = subscribed_tx.take() {
+                            let _ = tx.send(());
+                        }
+                    }
+                    Ok(Event::Incoming(Packet::Publish(p))) => s.lock().unwrap().push((
+                        String::from_utf8_lossy(&p.topic).into_owned(),
+                        p.payload.to_vec(),
+                    )),
+                    Ok(_) => {}
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(10), subscribed)
+            .await
+            .expect("SUBACK")
+            .unwrap();
+        Observer { seen, stop }
+    }
+
+    fn seen(&self) -> Vec<(String, Vec<u8>)> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Rebirth requests seen, by topic.
+    fn rebirths(&self) -> Vec<String> {
+        self.seen()
+            .into_iter()
+            .filter(|(_, p)| {
+                galewatch::sparkplug::proto::decode(p, 10).is_ok_and(|p| {
+                    p.metrics.iter().any(|m| {
+                        m.name.as_deref() == Some(galewatch::sparkplug::REBIRTH_METRIC)
+                            && m.value == Some(Value::Boolean(true))
+                    })
+                })
+            })
+            .map(|(t, _)| t)
+            .collect()
+    }
+}
+
+impl Drop for Observer {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+fn metric(name: &str, alias: u64, v: f64, at: u64, named: bool) -> Metric {
+    let m = Metric::new(datatype::DOUBLE, Value::Double(v))
+        .aliased(alias)
+        .at(at);
+    if named {
+        m.named(name)
+    } else {
+        m
+    }
+}
+
+fn payload(metrics: Vec<Metric>, seq: u64) -> Vec<u8> {
+    Payload {
+        timestamp: Some(T0),
+        metrics,
+        seq: Some(seq),
+        uuid: None,
+    }
+    .to_bytes()
+}
+
+fn topic(kind: &str, node: &str, device: Option<&str>) -> String {
+    match device {
+        Some(d) => format!("spBv1.0/{GROUP}/{kind}/{node}/{d}"),
+        None => format!("spBv1.0/{GROUP}/{kind}/{node}"),
+    }
+}
+
+fn nbirth(node: &str) -> (String, Vec<u8>) {
+    let m = Metric::new(datatype::BOOLEAN, Value::Boolean(false))
+        .named(galewatch::sparkplug::REBIRTH_METRIC);
+    (topic("NBIRTH", node, None), payload(vec![m], 0))
+}
+
+/// A device's birth: power_kw, wind_speed_ms, rotor_rpm as aliases 1, 2, 3, with values at `at`.
+fn dbirth(node: &str, device: &str, seq: u64, at: u64, power: f64) -> (String, Vec<u8>) {
+    let metrics = vec![
+        metric("power_kw", 1, power, at, true),
+        metric("wind_speed_ms", 2, 10.0, at, true),
+        metric("rotor_rpm", 3, 12.0, at, true),
+    ];
+    (topic("DBIRTH", node, Some(device)), payload(metrics, seq))
+}
+
+/// A device's data by alias only.
+fn ddata(node: &str, device: &str, seq: u64, at: u64, power: f64) -> (String, Vec<u8>) {
+    let metrics = vec![
+        metric("", 1, power, at, false),
+        metric("", 2, 9.5, at, false),
+    ];
+    (topic("DDATA", node, Some(device)), payload(metrics, seq))
+}
+
+async fn wait_received(d: &Daemon, n: f64) {
+    eventually(Duration::from_secs(30), "readings received", || async {
+        d.metric("galewatch_readings_received_total") >= n
+    })
+    .await;
+    assert_eq!(d.metric("galewatch_readings_received_total"), n);
+}
+
+async fn wait_acked(d: &Daemon) {
+    eventually(
+        Duration::from_secs(10),
+        "every message acknowledged",
+        || async { d.metric("galewatch_messages_unacked") == 0.0 },
+    )
+    .await;
+}
+
+fn edge(prefix: &str, turbines: usize, readings: usize, batch: usize) -> Edge {
+    Edge {
+        fleet: Fleet {
+            turbines,
+            readings,
+            batch,
+            interval: Duration::from_secs(2),
+            start: Utc.with_ymd_and_hms(2026, 11, 30, 0, 0, 0).unwrap(),
+            prefix: prefix.into(),
+        },
+        group: GROUP.into(),
+        devices_per_node: 5,
+    }
+}
+
+fn faults(seed: u64) -> Knobs {
+    Knobs {
+        resend_rate: 0.2,
+        resend_delay: Duration::from_secs(8),
+        bad_rate: 0.05,
+        seed,
+        ..Knobs::default()
+    }
+}
+
+/// The accounting, from the metrics: (received, inserted, duplicate, quarantined, rejected).
+fn counts(d: &Daemon) -> (u64, u64, u64, u64, u64) {
+    let m = d.scrape();
+    let get = |s: &str| sample(&m, s) as u64;
+    (
+        get("galewatch_readings_received_total"),
+        get("galewatch_readings_inserted_total"),
+        get("galewatch_readings_duplicate_total"),
+        get(r#"galewatch_readings_quarantined_total{reason="collision"}"#)
+            + get(r#"galewatch_readings_quarantined_total{reason="future_timestamp"}"#),
+        [
+            "malformed",
+            "invalid_value",
+            "identity_mismatch",
+            "too_large",
+            "unknown_alias",
+        ]
+        .iter()
+        .map(|r| {
+            get(&format!(
+                r#"galewatch_readings_rejected_total{{reason="{r}"}}"#
+            ))
+        })
+        .sum(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_of_edge_nodes_lands_with_exact_counts() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut d = daemon(&broker, &db, "gw-sp-fleet");
+    d.start_ready();
+    let e = edge("S-", 30, 20, 2);
+    let (sent, rebirths) = galewatch::edge::run(
+        &broker.addr(),
+        "sp-fleet-pub",
+        EdgeTraffic::new(e.clone(), faults(3)),
+        true,
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        rebirths, 0,
+        "nothing lost, nothing unknown: no rebirth asked"
+    );
+    let expected = sent.expected();
+    assert!(
+        expected.2 > 30 && expected.4 > 0,
+        "resends and garbage were sent: {sent}"
+    );
+    wait_received(&d, expected.0 as f64).await;
+    assert_eq!(counts(&d), expected);
+    assert_eq!(db.rows().await, 600, "30 turbines × 20 readings");
+    assert_eq!(
+        db.count("SELECT count(*) FROM rejected WHERE reason = 'malformed'")
+            .await as u64,
+        expected.4
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM sparkplug_births").await,
+        6 + 30,
+        "one birth per edge node and per device"
+    );
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM sparkplug_births
+              WHERE device <> '' AND names = '{power_kw,wind_speed_ms,rotor_rpm}' AND aliases = '{1,2,3}'"
+        )
+        .await,
+        30
+    );
+    // Every reading as the fleet made it: same turbine, instant (to the millisecond) and values.
+    let mut want = BTreeSet::new();
+    for i in 0..30 {
+        for j in 0..20 {
+            let (p, w, r) = (
+                e.fleet.stamp(i, j).timestamp_millis(),
+                e.fleet.values(i, j),
+                e.fleet.turbine_id(i),
+            );
+            want.insert((r, p, format!("{:?}", w)));
+        }
+    }
+    let c = db.client().await;
+    let got: BTreeSet<_> = c
+        .query(
+            "SELECT turbine_id, (extract(epoch FROM recorded_at) * 1000)::int8, power_kw, wind_speed_ms, rotor_rpm FROM readings",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let v: (f64, f64, f64) = (row.get(2), row.get(3), row.get(4));
+            (row.get::<_, String>(0), row.get::<_, i64>(1), format!("{v:?}"))
+        })
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(d.metric("galewatch_sparkplug_seq_gaps_total"), 0.0);
+    assert_eq!(
+        d.metric(r#"galewatch_sparkplug_messages_total{type="DBIRTH"}"#),
+        30.0
+    );
+    assert_eq!(
+        d.metric("galewatch_sparkplug_metrics_ignored_total"),
+        12.0,
+        "each NBIRTH's bdSeq and Node Control/Rebirth (device mode: node metrics feed nothing)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_between_birth_and_data_still_decodes_and_state_is_published() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let state = Observer::start(&broker, "spBv1.0/STATE/#").await;
+    let mut d = daemon(&broker, &db, "gw-sp-restart");
+    d.start_ready();
+    eventually(Duration::from_secs(10), "STATE online", || async {
+        state.seen().iter().any(|(t, p)| {
+            t == "spBv1.0/STATE/gw-sp-restart-host" && p.starts_with(br#"{"online":true,"#)
+        })
+    })
+    .await;
+    publish(
+        &broker,
+        vec![nbirth("N1"), dbirth("N1", "WTG-7", 1, T0, 1500.0)],
+    )
+    .await;
+    wait_received(&d, 1.0).await;
+    wait_acked(&d).await;
+    d.terminate();
+    eventually(Duration::from_secs(10), "STATE offline", || async {
+        state
+            .seen()
+            .iter()
+            .any(|(_, p)| p.starts_with(br#"{"online":false,"#))
+    })
+    .await;
+
+    // A new process knows nothing in memory: the aliases come from sparkplug_births.
+    let mut d = daemon(&broker, &db, "gw-sp-restart");
+    d.start_ready();
+    let rebirths = Observer::start(&broker, "spBv1.0/+/NCMD/+").await;
+    publish(&broker, vec![ddata("N1", "WTG-7", 2, T0 + 2000, 1600.0)]).await;
+    wait_received(&d, 1.0).await;
+    assert_eq!(d.metric("galewatch_readings_inserted_total"), 1.0);
+    assert_eq!(
+        d.metric(r#"galewatch_readings_rejected_total{reason="unknown_alias"}"#),
+        0.0
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM readings WHERE turbine_id = 'WTG-7' AND power_kw = 1600 AND wind_speed_ms = 9.5")
+            .await,
+        1
+    );
+    assert_eq!(db.rows().await, 2);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(rebirths.rebirths().is_empty(), "nothing to ask");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_alias_is_rejected_by_name_and_lands_after_the_rebirth() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut d = daemon(&broker, &db, "gw-sp-alias");
+    d.start_ready();
+    let ncmd = Observer::start(&broker, "spBv1.0/+/NCMD/+").await;
+    // DATA from a device whose birth nobody stored.
+    let first = ddata("N2", "WTG-9", 5, T0 + 2000, 1600.0);
+    publish(&broker, vec![first.clone()]).await;
+    wait_received(&d, 1.0).await;
+    assert_eq!(
+        d.metric(r#"galewatch_readings_rejected_total{reason="unknown_alias"}"#),
+        1.0
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM rejected WHERE reason = 'unknown_alias' AND topic = 'spBv1.0/wind/DDATA/N2/WTG-9' AND detail LIKE '%alias 1%'")
+            .await,
+        1
+    );
+    eventually(Duration::from_secs(10), "a rebirth request", || async {
+        !ncmd.rebirths().is_empty()
+    })
+    .await;
+    assert_eq!(
+        ncmd.rebirths(),
+        ["spBv1.0/wind/NCMD/N2"],
+        "on the node's NCMD topic"
+    );
+    assert_eq!(
+        d.metric(r#"galewatch_sparkplug_rebirths_requested_total{cause="unknown_alias"}"#),
+        1.0
+    );
+    // The same message again (a redelivery) adds no second rejected row, and asks no second
+    // rebirth within the interval.
+    publish(&broker, vec![first]).await;
+    wait_received(&d, 2.0).await;
+    assert_eq!(d.metric("galewatch_readings_duplicate_total"), 1.0);
+    assert_eq!(db.count("SELECT count(*) FROM rejected").await, 1);
+    // The node answers: births, then its data again; everything lands.
+    publish(
+        &broker,
+        vec![
+            nbirth("N2"),
+            dbirth("N2", "WTG-9", 1, T0 + 3000, 1650.0),
+            ddata("N2", "WTG-9", 2, T0 + 2000, 1600.0),
+        ],
+    )
+    .await;
+    wait_received(&d, 4.0).await;
+    assert_eq!(d.metric("galewatch_readings_inserted_total"), 2.0);
+    assert_eq!(
+        db.count("SELECT count(*) FROM readings WHERE turbine_id = 'WTG-9'")
+            .await,
+        2
+    );
+    assert_eq!(ncmd.rebirths().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sequence_gap_is_counted_and_a_rebirth_asked_nothing_dropped() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut d = daemon(&broker, &db, "gw-sp-seq");
+    d.start_ready();
+    let ncmd = Observer::start(&broker, "spBv1.0/+/NCMD/+").await;
+    publish(
+        &broker,
+        vec![
+            nbirth("N3"),
+            dbirth("N3", "WTG-3", 1, T0, 100.0),
+            ddata("N3", "WTG-3", 2, T0 + 2000, 200.0),
+            // 3 and 4 never came.
+            ddata("N3", "WTG-3", 5, T0 + 4000, 300.0),
+            ddata("N3", "WTG-3", 6, T0 + 6000, 400.0),
+        ],
+    )
+    .await;
+    wait_received(&d, 4.0).await;
+    assert_eq!(
+        d.metric("galewatch_readings_inserted_total"),
+        4.0,
+        "nothing dropped"
+    );
+    assert_eq!(d.metric("galewatch_sparkplug_seq_gaps_total"), 1.0);
+    eventually(Duration::from_secs(10), "a rebirth request", || async {
+        !ncmd.rebirths().is_empty()
+    })
+    .await;
+    assert_eq!(ncmd.rebirths(), ["spBv1.0/wind/NCMD/N3"]);
+    assert_eq!(
+        d.metric(r#"galewatch_sparkplug_rebirths_requested_total{cause="seq_gap"}"#),
+        1.0
+    );
+    assert!(
+        d.log().contains("Sparkplug B sequence gap"),
+        "one line for the operator"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_and_sparkplug_share_one_daemon_with_exact_counts() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut d = daemon(&broker, &db, "gw-sp-mixed");
+    d.start_ready();
+    let json_fleet = Fleet {
+        turbines: 20,
+        readings: 20,
+        batch: 1,
+        interval: Duration::from_secs(2),
+        start: Utc.with_ymd_and_hms(2026, 11, 30, 0, 0, 0).unwrap(),
+        prefix: "J-".into(),
+    };
+    let (addr_a, addr_b) = (broker.addr(), broker.addr());
+    let json = tokio::spawn(async move {
+        galewatch::simulate::run(
+            &addr_a,
+            "mixed-json-pub",
+            Traffic::new(json_fleet, faults(5)),
+            true,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap()
+    });
+    let sp = tokio::spawn(async move {
+        galewatch::edge::run(
+            &addr_b,
+            "mixed-sp-pub",
+            EdgeTraffic::new(edge("S-", 20, 20, 1), faults(6)),
+            true,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap()
+    });
+    let (json, (sp, _)) = (json.await.unwrap(), sp.await.unwrap());
+    let (a, b) = (json.expected(), sp.expected());
+    let sum = (a.0 + b.0, a.1 + b.1, a.2 + b.2, a.3 + b.3, a.4 + b.4);
+    wait_received(&d, sum.0 as f64).await;
+    assert_eq!(counts(&d), sum);
+    assert_eq!(
+        db.count("SELECT count(*) FROM readings WHERE turbine_id LIKE 'J-%'")
+            .await,
+        400
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM readings WHERE turbine_id LIKE 'S-%'")
+            .await,
+        400
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM rejected WHERE topic LIKE 'spBv1.0/%'")
+            .await as u64,
+        b.4
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM rejected WHERE topic LIKE 'turbines/%'")
+            .await as u64,
+        a.4
+    );
+}
