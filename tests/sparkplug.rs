@@ -1,5 +1,5 @@
 //! Sparkplug B into the daemon, against a real broker and database: a simulated fleet of edge
-//! nodes lands with exact counts; a birth stored before a restart still decodes the next DATA;
+//! nodes lands with exact counts (on one server and on a Citus cluster); a birth stored before a restart still decodes the next DATA;
 //! an alias no birth explains is rejected `unknown_alias` and the node is asked to rebirth (on
 //! its NCMD topic), after which its readings land; a sequence gap is counted and a rebirth asked
 //! without dropping anything; JSON and Sparkplug B traffic share one daemon with exact counts.
@@ -236,9 +236,20 @@ fn counts(d: &Daemon) -> (u64, u64, u64, u64, u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_of_edge_nodes_lands_with_exact_counts() {
+    fleet_lands(&TestDb::create().await).await;
+}
+
+/// The same on a Citus cluster (a coordinator and two workers): births are stored on the
+/// coordinator in the transaction that writes the sharded tables.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_of_edge_nodes_lands_on_a_citus_cluster() {
+    let cluster = citus::Cluster::start().await;
+    fleet_lands(&cluster.db()).await;
+}
+
+async fn fleet_lands(db: &TestDb) {
     let broker = Broker::start();
-    let db = TestDb::create().await;
-    let mut d = daemon(&broker, &db, "gw-sp-fleet");
+    let mut d = daemon(&broker, db, "gw-sp-fleet");
     d.start_ready();
     let e = edge("S-", 30, 20, 2);
     let (sent, rebirths) = galewatch::edge::run(
