@@ -1,8 +1,9 @@
 //! Sparkplug B into the daemon, against a real broker and database: a simulated fleet of edge
-//! nodes lands with exact counts (on one server and on a Citus cluster); a birth stored before a restart still decodes the next DATA;
-//! an alias no birth explains is rejected `unknown_alias` and the node is asked to rebirth (on
-//! its NCMD topic), after which its readings land; a sequence gap is counted and a rebirth asked
-//! without dropping anything; JSON and Sparkplug B traffic share one daemon with exact counts.
+//! nodes lands with exact counts (on one server and on a Citus cluster); a birth stored before a
+//! restart still decodes the next DATA; an alias no birth explains is rejected `unknown_alias`
+//! and the node is asked to rebirth (on its NCMD topic), after which its readings land; a
+//! sequence gap is counted and a rebirth asked without dropping anything; JSON and Sparkplug B
+//! traffic share one daemon with exact counts.
 
 mod common;
 
