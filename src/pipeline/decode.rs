@@ -580,11 +580,16 @@ struct Ctx<'a> {
 
 /// A field's value as found in the payload, by JSON kind; numbers keep their text. (Sparkplug B
 /// values are judged as the same kinds, so both formats share one set of rules.)
+#[derive(Clone)]
 pub(crate) enum Raw<'de> {
     Absent,
     Null,
     Bool(bool),
     Num(Cow<'de, str>),
+    /// A binary double (Sparkplug B's Double), judged as the number it is.
+    Double(f64),
+    /// An exact integer (Sparkplug B's integer types).
+    Integer(i128),
     Str(Cow<'de, str>),
     Array,
     Object,
@@ -621,6 +626,8 @@ impl<'de> Raw<'de> {
             Raw::Bool(_) => "a boolean",
             Raw::Num(t) if t.contains(['.', 'e', 'E']) => "a fractional number",
             Raw::Num(_) => "an integer",
+            Raw::Double(v) if v.fract() != 0.0 => "a fractional number",
+            Raw::Double(_) | Raw::Integer(_) => "an integer",
             Raw::Str(_) => "a string",
             Raw::Array => "an array",
             Raw::Object => "an object",
@@ -821,18 +828,30 @@ pub(crate) fn value(
                 mistyped(label, "an integer", "a fractional number"),
             )),
             // Integral: in range of a bigint, or (like a number past ±10^36) out of it.
-            exact => match exact.and_then(|(v, _)| i64::try_from(v).ok()) {
-                Some(v) => {
-                    let f = v as f64;
-                    let bound = (!(f >= s.min && f <= s.max)).then(|| outside(&v)).flatten();
-                    Ok((Datum::Int(v), bound))
-                }
-                None => Ok((
-                    Datum::Null,
-                    Some(format!("{label}: {t} is out of range for a 64-bit integer")),
-                )),
-            },
+            exact => Ok(integer(s, label, exact.map(|(v, _)| v), &t)),
         },
+        (Kind::Float, Raw::Double(v)) if v.is_finite() => {
+            let bound = (!(v >= s.min && v <= s.max)).then(|| outside(&v)).flatten();
+            Ok((Datum::Float(v), bound))
+        }
+        (Kind::Float | Kind::Integer, Raw::Double(v)) if !v.is_finite() => {
+            Err((Malformed, format!("{label}: {v} is not a finite number")))
+        }
+        // Like JSON's `12.0`: integral, so an integer.
+        (Kind::Integer, Raw::Double(v)) if v.fract() == 0.0 => {
+            Ok(integer(s, label, Some(v as i128), &v.to_string()))
+        }
+        (Kind::Integer, Raw::Double(_)) => Err((
+            Malformed,
+            mistyped(label, "an integer", "a fractional number"),
+        )),
+        // The double nearest the integer, as the nearest to its decimal text would be.
+        (Kind::Float, Raw::Integer(i)) => {
+            let v = i as f64;
+            let bound = (!(v >= s.min && v <= s.max)).then(|| outside(&v)).flatten();
+            Ok((Datum::Float(v), bound))
+        }
+        (Kind::Integer, Raw::Integer(i)) => Ok(integer(s, label, Some(i), &i.to_string())),
         (Kind::Boolean, Raw::Bool(b)) => Ok((Datum::Bool(b), None)),
         (Kind::Text, Raw::Str(t)) => {
             let bound = if t.contains('\0') {
@@ -934,6 +953,24 @@ pub(crate) fn finish(
         recorded_at,
         values: Values(values.into()),
     })
+}
+
+/// An integral value for an integer signal: within a bigint and its bounds, or the reason not.
+fn integer(s: &Signal, label: &str, v: Option<i128>, text: &str) -> (Datum, Option<String>) {
+    match v.and_then(|v| i64::try_from(v).ok()) {
+        Some(v) => {
+            let f = v as f64;
+            let bound = (!(f >= s.min && f <= s.max))
+                .then(|| format!("{label}: {v} is outside [{}, {}]", s.min, s.max));
+            (Datum::Int(v), bound)
+        }
+        None => (
+            Datum::Null,
+            Some(format!(
+                "{label}: {text} is out of range for a 64-bit integer"
+            )),
+        ),
+    }
 }
 
 fn mistyped(field: &str, expected: &str, found: &str) -> String {

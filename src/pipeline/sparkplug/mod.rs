@@ -514,14 +514,15 @@ fn readings(
     let several = groups.len() > 1;
     for (i, g) in groups.into_iter().enumerate() {
         let element = several.then_some(i as u32);
-        let prefix = format!("reading {i}");
         let judged = reading(&turbine, g, rules);
+        // Named only when refused: a format per reading is a measurable share of decoding.
+        let prefix = (several && judged.is_err()).then(|| format!("reading {i}"));
         out.items.push(decode::outcome(
             rules,
             received_at,
             judged,
             element,
-            several.then_some(prefix.as_str()),
+            prefix.as_deref(),
         ));
     }
     out
@@ -552,16 +553,19 @@ fn reading(
     let mut values = Vec::with_capacity(rules.signals.len());
     let mut out_of_bounds = None;
     for (s, fed) in rules.signals.iter().zip(&g.values) {
-        let (raw, label) = match fed {
-            None => (Raw::Absent, s.name.clone()),
+        let (datum, bound) = match fed {
+            None => decode::value(s, &s.name, Raw::Absent)?,
             Some((name, m, datatype)) => {
-                let label = format!("{} (metric {name:?})", s.name);
-                let raw =
-                    raw_value(m, *datatype).map_err(|e| (Malformed, format!("{label}: {e}")))?;
-                (raw, label)
+                // The label names the metric too, but is only written out for a refusal.
+                let label = || format!("{} (metric {name:?})", s.name);
+                let raw = raw_value(m, *datatype)
+                    .map_err(|e| (Malformed, format!("{}: {e}", label())))?;
+                match decode::value(s, &s.name, raw.clone()) {
+                    Ok((d, None)) => (d, None),
+                    _ => decode::value(s, &label(), raw)?,
+                }
             }
         };
-        let (datum, bound) = decode::value(s, &label, raw)?;
         if out_of_bounds.is_none() {
             out_of_bounds = bound;
         }
@@ -584,24 +588,24 @@ fn raw_value(m: &Metric, datatype: u32) -> Result<Raw<'_>, String> {
     if m.is_null == Some(true) {
         return Ok(Raw::Null);
     }
-    let num = |s: String| Ok(Raw::Num(Cow::Owned(s)));
+    let int = |v: i128| Ok(Raw::Integer(v));
     match &m.value {
         None => Err(format!(
             "carries no value Galewatch reads (data type {})",
             datatype::name(datatype)
         )),
         Some(Value::Int(v)) => match datatype {
-            datatype::INT8 => num((*v as u8 as i8).to_string()),
-            datatype::INT16 => num((*v as u16 as i16).to_string()),
-            datatype::INT32 => num((*v as i32).to_string()),
-            _ => num(v.to_string()),
+            datatype::INT8 => int(i128::from(*v as u8 as i8)),
+            datatype::INT16 => int(i128::from(*v as u16 as i16)),
+            datatype::INT32 => int(i128::from(*v as i32)),
+            _ => int(i128::from(*v)),
         },
         Some(Value::Long(v)) => match datatype {
-            datatype::INT64 => num((*v as i64).to_string()),
-            _ => num(v.to_string()),
+            datatype::INT64 => int(i128::from(*v as i64)),
+            _ => int(i128::from(*v)),
         },
-        Some(Value::Float(f)) => num(f.to_string()),
-        Some(Value::Double(d)) => num(d.to_string()),
+        Some(Value::Float(f)) => Ok(Raw::Num(Cow::Owned(f.to_string()))),
+        Some(Value::Double(d)) => Ok(Raw::Double(*d)),
         Some(Value::Boolean(b)) => Ok(Raw::Bool(*b)),
         Some(Value::String(s)) => Ok(Raw::Str(Cow::Borrowed(s))),
         Some(Value::Bytes(_)) => Err("is bytes, which no signal holds".into()),
