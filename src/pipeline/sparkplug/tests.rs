@@ -490,3 +490,108 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn typed_signals_follow_the_json_rules() {
+    // decode::nested_rules: power_kw (float, required), status_code (integer 0–9999), mode
+    // (text, 16 bytes), curtailed (boolean).
+    let rules = crate::decode::nested_rules();
+    let map = Mapping {
+        signals: [("P", 0), ("Code", 1), ("Mode", 2), ("Curtailed", 3)]
+            .into_iter()
+            .map(|(n, i)| (n.to_string(), i))
+            .collect(),
+        ..mapping()
+    };
+    let judge_one = |code: Metric| {
+        let metrics = vec![
+            Metric::new(datatype::INT64, Value::Long(1500))
+                .named("P")
+                .at(T0),
+            code.named("Code").at(T0),
+        ];
+        let mut j = judge(
+            "spBv1.0/f/DDATA/n/d",
+            &payload(metrics, 1),
+            None,
+            &rules,
+            &map,
+            now(),
+        );
+        j.items.remove(0)
+    };
+    // An integer power feeds a float signal; a double 12.0 is the integer 12 (as JSON's 12.0).
+    let d = judge_one(Metric::new(datatype::DOUBLE, Value::Double(12.0)));
+    assert_eq!(
+        reading(&d).values.0[..2],
+        [Datum::Float(1500.0), Datum::Int(12)]
+    );
+    let d = judge_one(Metric::new(datatype::UINT16, Value::Int(65_535)));
+    assert_eq!(
+        rejection(&d).reason,
+        RejectReason::InvalidValue,
+        "past 9999"
+    );
+    let d = judge_one(Metric::new(datatype::DOUBLE, Value::Double(12.5)));
+    assert_eq!(
+        rejection(&d).reason,
+        RejectReason::Malformed,
+        "not an integer"
+    );
+    let d = judge_one(Metric::new(datatype::UINT64, Value::Long(u64::MAX)));
+    let r = rejection(&d);
+    assert_eq!(r.reason, RejectReason::InvalidValue);
+    assert!(
+        r.detail.contains("out of range for a 64-bit integer"),
+        "{}",
+        r.detail
+    );
+    let d = judge_one(Metric::new(datatype::BOOLEAN, Value::Boolean(true)));
+    assert_eq!(rejection(&d).reason, RejectReason::Malformed);
+    // Text and boolean signals.
+    let metrics = vec![
+        Metric::new(datatype::FLOAT, Value::Float(0.1))
+            .named("P")
+            .at(T0),
+        Metric::new(datatype::STRING, Value::String("run".into()))
+            .named("Mode")
+            .at(T0),
+        Metric::new(datatype::BOOLEAN, Value::Boolean(false))
+            .named("Curtailed")
+            .at(T0),
+    ];
+    let j = judge(
+        "spBv1.0/f/DDATA/n/d",
+        &payload(metrics, 1),
+        None,
+        &rules,
+        &map,
+        now(),
+    );
+    assert_eq!(
+        reading(&j.items[0]).values.0.as_ref(),
+        [
+            Datum::Float(0.1),
+            Datum::Null,
+            Datum::Text("run".into()),
+            Datum::Bool(false)
+        ]
+    );
+    let long = Metric::new(datatype::STRING, Value::String("x".repeat(17)))
+        .named("Mode")
+        .at(T0);
+    let p = Metric::new(datatype::DOUBLE, Value::Double(1.0))
+        .named("P")
+        .at(T0);
+    let j = judge(
+        "spBv1.0/f/DDATA/n/d",
+        &payload(vec![p, long], 1),
+        None,
+        &rules,
+        &map,
+        now(),
+    );
+    let r = rejection(&j.items[0]);
+    assert_eq!(r.reason, RejectReason::InvalidValue);
+    assert!(r.detail.contains("mode (metric \"Mode\")"), "{}", r.detail);
+}
