@@ -143,6 +143,10 @@ pub fn parse_topic(topic: &str) -> Result<Topic<'_>, String> {
     if let Some(i) = levels.iter().position(|l| l.is_empty()) {
         return Err(format!("topic level {i} is empty"));
     }
+    // PostgreSQL's text cannot hold NUL: a birth stored under such a name would fail its batch.
+    if let Some(i) = levels.iter().position(|l| l.contains('\0')) {
+        return Err(format!("topic level {i} contains a NUL character"));
+    }
     if levels.get(1) == Some(&"STATE") && levels.len() == 3 {
         return Ok(Topic {
             group: "STATE",
@@ -383,6 +387,11 @@ fn birth_of(t: &Topic<'_>, p: &Payload) -> Result<Birth, String> {
         let Some(name) = &m.name else {
             return Err(format!("birth metric {i} has alias {alias} but no name"));
         };
+        if name.contains('\0') {
+            return Err(format!(
+                "birth metric {i} (alias {alias}): its name contains a NUL character"
+            ));
+        }
         let Ok(stored) = i64::try_from(alias) else {
             return Err(format!(
                 "birth metric {name:?}: alias {alias} is past 2^63, which Galewatch cannot store"

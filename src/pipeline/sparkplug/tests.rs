@@ -347,6 +347,11 @@ fn contradictions_and_excess_are_refused_by_name() {
     let j = run("spBv1.0/f/DBIRTH/n/d", &bytes, None);
     assert!(j.birth.is_none());
     assert_eq!(rejection(&j.items[0]).reason, RejectReason::Malformed);
+    // A name PostgreSQL could not store: refused, never a batch the database refuses.
+    let bytes = payload(vec![double(Some("Po\0wer"), 1, 1.0, Some(T0))], 0);
+    let j = run("spBv1.0/f/DBIRTH/n/d", &bytes, None);
+    assert!(j.birth.is_none());
+    assert!(rejection(&j.items[0]).detail.contains("NUL"));
     // More metrics than the limit: too_large before decoding.
     let many: Vec<Metric> = (0..101).map(|i| double(Some("x"), i, 1.0, None)).collect();
     let r = rejection(&run("spBv1.0/f/DDATA/n/d", &payload(many, 1), None).items[0]).clone();
