@@ -607,25 +607,32 @@ fn environment() -> Env {
 
 /// The value of `GALEWATCH_{KEY}_FILE`'s file, if that variable is set (one trailing newline
 /// dropped). Setting both the variable and its `_FILE` is an error: which one wins would be a
-/// surprise.
+/// surprise. Without either, a systemd credential does the same: the file `galewatch_{key}` in
+/// `$CREDENTIALS_DIRECTORY` (the packaged unit loads every file of /etc/galewatch/credentials
+/// with `LoadCredential=galewatch:…`, which systemd names `galewatch_{file}`).
 fn secret_from_file(key: &str) -> Result<Option<String>, ConfigError> {
     let var = format!("{ENV_PREFIX}{}_FILE", key.to_uppercase());
-    let Some(path) = std::env::var_os(&var) else {
-        return Ok(None);
+    let plain = format!("{ENV_PREFIX}{}", key.to_uppercase());
+    let credential = std::env::var_os("CREDENTIALS_DIRECTORY")
+        .map(|dir| Path::new(&dir).join(format!("galewatch_{key}")))
+        .filter(|p| p.is_file());
+    let (path, source) = match (std::env::var_os(&var), credential) {
+        (Some(path), _) => (std::path::PathBuf::from(path), var.clone()),
+        (None, Some(path)) => {
+            let source = format!("the systemd credential {}", path.display());
+            (path, source)
+        }
+        (None, None) => return Ok(None),
     };
     let err = |problem: String| ConfigError {
         setting: key.to_string(),
-        env: var.clone(),
+        env: source.clone(),
         problem,
     };
-    if std::env::var_os(format!("{ENV_PREFIX}{}", key.to_uppercase())).is_some() {
-        return Err(err(format!(
-            "both {ENV_PREFIX}{} and {var} are set; keep one",
-            key.to_uppercase()
-        )));
+    if std::env::var_os(&plain).is_some() {
+        return Err(err(format!("both {plain} and {source} are set; keep one")));
     }
-    let path = Path::new(&path);
-    let text = std::fs::read_to_string(path)
+    let text = std::fs::read_to_string(&path)
         .map_err(|e| err(format!("cannot read {}: {}", path.display(), e.kind())))?;
     let text = text.strip_suffix('\n').unwrap_or(&text);
     let text = text.strip_suffix('\r').unwrap_or(text);

@@ -184,3 +184,53 @@ async fn no_secret_shows_in_logs_errors_help_or_metrics() {
         .await
         .ok();
 }
+
+/// Under the packaged unit, systemd hands secrets over as credentials (`LoadCredential=`):
+/// `$CREDENTIALS_DIRECTORY/galewatch_{setting}` is read as `GALEWATCH_{SETTING}_FILE` would be,
+/// when neither that variable nor the setting's own variable is set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_systemd_credential_is_read_as_a_secret_file() {
+    let db = TestDb::create().await;
+    let creds = tempfile::tempdir().unwrap();
+    std::fs::write(
+        creds.path().join("galewatch_database_url"),
+        format!("{}\n", db.url),
+    )
+    .unwrap();
+    let dir = creds.path().to_str().unwrap();
+    let (code, text) = galewatch(&["migrate"], &[("CREDENTIALS_DIRECTORY", dir)]);
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(
+        db.count("SELECT count(*) FROM refinery_schema_history")
+            .await,
+        10,
+        "migrated the database the credential names"
+    );
+    // The variable as well: which one is meant is not guessed.
+    let (code, text) = galewatch(
+        &["migrate"],
+        &[
+            ("CREDENTIALS_DIRECTORY", dir),
+            (
+                "GALEWATCH_DATABASE_URL",
+                "postgresql://postgres@127.0.0.1/other",
+            ),
+        ],
+    );
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("keep one") && text.contains("credential"),
+        "{text}"
+    );
+    assert_clean("a credential error", &text);
+    // An explicit _FILE wins over the credential directory.
+    let (code, text) = galewatch(
+        &["migrate"],
+        &[
+            ("CREDENTIALS_DIRECTORY", dir),
+            ("GALEWATCH_DATABASE_URL_FILE", "/nonexistent/url"),
+        ],
+    );
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("/nonexistent/url"), "{text}");
+}
