@@ -10,9 +10,18 @@ use galewatch::config::{self, BrokerAddr};
 use galewatch::review;
 use galewatch::simulate::{self, Fleet, Knobs, Traffic};
 
+/// The version and the commit built from (`build.rs`).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("BUILT_FROM_COMMIT"),
+    ")"
+);
+
 #[derive(Parser)]
 #[command(
-    version,
+    name = "galewatch",
+    version = VERSION,
     about = "Telemetry ingest daemon: MQTT v5 -> PostgreSQL, every reading accounted for"
 )]
 struct Cli {
@@ -110,6 +119,19 @@ enum Command {
     },
     /// Publish a simulated fleet's traffic at QoS 1, in real time or as a flood.
     Simulate(SimulateArgs),
+    /// Write the man pages (`galewatch.1`, `galewatch-run.1`, …) into a directory, generated
+    /// from this command line.
+    #[command(hide = true)]
+    Manpages {
+        /// Where to write them.
+        dir: PathBuf,
+    },
+    /// Print shell completions for `galewatch`, generated from this command line.
+    #[command(hide = true)]
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Subcommand)]
@@ -254,6 +276,12 @@ struct SimulateArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The packaging commands need neither logs nor a runtime.
+    match &cli.command {
+        Command::Manpages { dir } => return write_manpages(dir),
+        Command::Completions { shell } => return print_completions(*shell),
+        _ => {}
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -457,6 +485,7 @@ fn main() -> ExitCode {
                 galewatch::export::rebuild(&cfg, turbine.as_deref(), from, to).await
             })
         }
+        Command::Manpages { .. } | Command::Completions { .. } => unreachable!("handled above"),
         Command::Simulate(args) => {
             if let Err(e) = config::check_environment() {
                 return config_error(e);
@@ -536,6 +565,50 @@ async fn simulate_cmd(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Writes `galewatch.1` and one page per visible subcommand (`galewatch-run.1`,
+/// `galewatch-quarantine-list.1`, …) into `dir`, as clap_mangen names them: the package installs
+/// them all, so each page's SUBCOMMANDS section points at pages that exist.
+fn write_manpages(dir: &std::path::Path) -> ExitCode {
+    fn walk(cmd: clap::Command, name: String, dir: &std::path::Path) -> std::io::Result<usize> {
+        // clap_mangen titles a page by the command's name: give each its full name.
+        let title: &'static str = Box::leak(name.clone().into_boxed_str());
+        let cmd = cmd.name(title);
+        let mut out = Vec::new();
+        clap_mangen::Man::new(cmd.clone()).render(&mut out)?;
+        std::fs::write(dir.join(format!("{name}.1")), out)?;
+        let mut pages = 1;
+        for sub in cmd.get_subcommands().filter(|c| !c.is_hide_set()) {
+            let sub_name = format!("{name}-{}", sub.get_name());
+            pages += walk(sub.clone(), sub_name, dir)?;
+        }
+        Ok(pages)
+    }
+    let cmd = <Cli as clap::CommandFactory>::command();
+    match walk(cmd, "galewatch".into(), dir) {
+        Ok(n) => {
+            eprintln!("galewatch: wrote {n} man pages to {}", dir.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!(
+                "galewatch: cannot write the man pages to {}: {e}",
+                dir.display()
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Completions for `shell` on stdout (a closed pipe is not an error).
+fn print_completions(shell: clap_complete::Shell) -> ExitCode {
+    use std::io::Write;
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "galewatch", &mut out);
+    let _ = std::io::stdout().write_all(&out);
+    ExitCode::SUCCESS
 }
 
 /// `galewatch simulate --sparkplug`: the same fleet as edge nodes.

@@ -77,7 +77,12 @@ pub fn install(listen: SocketAddr) -> Result<(), Error> {
         .install()
         .map_err(|e| Error::other("starting the metrics endpoint", e))?;
     describe();
-    metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    metrics::gauge!(
+        BUILD_INFO,
+        "version" => env!("CARGO_PKG_VERSION"),
+        "commit" => env!("BUILT_FROM_COMMIT")
+    )
+    .set(1.0);
     metrics::gauge!(BROKER_CONNECTED).set(0.0);
     metrics::gauge!(READY).set(0.0);
     metrics::counter!(RETAINED_CLEARS).increment(0);
@@ -221,6 +226,6 @@ fn describe() {
     );
     describe_gauge!(
         BUILD_INFO,
-        "Always 1; the version label says which build runs."
+        "Always 1; the version and commit labels say which build runs."
     );
 }

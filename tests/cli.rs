@@ -31,6 +31,61 @@ fn every_subcommand_has_help() {
     }
 }
 
+/// `--version` names the commit the binary was built from (what an operator reports with a bug);
+/// the man pages and completions the package installs come from the same command line.
+#[test]
+fn the_version_names_the_commit_and_the_packaging_outputs_are_generated() {
+    let out = galewatch(&["--version"], &[]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("git");
+    let head = String::from_utf8_lossy(&head.stdout).trim().to_string();
+    assert_eq!(head.len(), 12, "this checkout is a git repository");
+    assert_eq!(
+        text,
+        format!("galewatch {} (commit {head})", env!("CARGO_PKG_VERSION"))
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = galewatch(&["manpages", dir.path().to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{out:?}");
+    for page in [
+        "galewatch.1",
+        "galewatch-run.1",
+        "galewatch-quarantine-resolve.1",
+    ] {
+        let roff = std::fs::read_to_string(dir.path().join(page)).unwrap();
+        assert!(roff.starts_with(".ie") || roff.contains(".TH"), "{page}");
+    }
+    let hidden = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            let name = name.to_string_lossy();
+            name.contains("manpages") || name.contains("completions")
+        })
+        .count();
+    assert_eq!(
+        hidden, 0,
+        "the packaging commands have no pages of their own"
+    );
+    for (shell, marker) in [
+        ("bash", "complete -F _galewatch"),
+        ("zsh", "#compdef galewatch"),
+        ("fish", "complete -c galewatch"),
+    ] {
+        let out = galewatch(&["completions", shell], &[]);
+        assert!(out.status.success());
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(marker),
+            "{shell}"
+        );
+    }
+}
+
 #[test]
 fn a_bad_setting_names_itself_and_exits_2() {
     let cases: &[(&[(&str, &str)], &str)] = &[

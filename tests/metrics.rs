@@ -132,7 +132,10 @@ async fn the_scrape_parses_and_counts_exactly() {
         value(
             &s,
             "galewatch_build_info",
-            &[("version", env!("CARGO_PKG_VERSION"))]
+            &[
+                ("version", env!("CARGO_PKG_VERSION")),
+                ("commit", env!("BUILT_FROM_COMMIT"))
+            ]
         ),
         1.0
     );

@@ -1,0 +1,33 @@
+//! Build script: records the commit the binary is built from, for `galewatch --version` and the
+//! `galewatch_build_info` metric, as `BUILT_FROM_COMMIT`. `SOURCE_COMMIT` overrides it (a build
+//! from a tarball, where there is no git); without either it is `unknown`.
+//!
+//! Neither name starts with `GALEWATCH_`: cargo also sets the variable when it runs the tests,
+//! and every `GALEWATCH_*` variable is a setting (an unknown one is refused).
+
+use std::path::Path;
+use std::process::Command;
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=SOURCE_COMMIT");
+    // A new commit or checkout moves HEAD or its log.
+    for p in [".git/HEAD", ".git/logs/HEAD"] {
+        if Path::new(p).exists() {
+            println!("cargo:rerun-if-changed={p}");
+        }
+    }
+    let commit = std::env::var("SOURCE_COMMIT")
+        .ok()
+        .filter(|c| !c.trim().is_empty())
+        .or_else(|| {
+            let out = Command::new("git")
+                .args(["rev-parse", "--short=12", "HEAD"])
+                .output()
+                .ok()?;
+            out.status
+                .success()
+                .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=BUILT_FROM_COMMIT={commit}");
+}
