@@ -374,7 +374,7 @@ pub async fn run(
     let (ncmd_tx, mut ncmd) = mpsc::unbounded_channel::<(String, Vec<u8>)>();
     let filter = format!("{NAMESPACE}/{}/NCMD/+", traffic.edge.group);
     let sub = client.clone();
-    let poller = tokio::spawn(async move {
+    let poller: crate::simulate::Poller = tokio::spawn(async move {
         let mut n = 0u64;
         loop {
             match eventloop.poll().await {
@@ -445,23 +445,7 @@ pub async fn run(
             sent.add(&kind);
         }
     }
-    let waited = acked.wait_for(|a| *a >= sent.messages).await.map(|a| *a);
-    if waited.is_err() {
-        poller
-            .await
-            .map_err(|e| Error::other("publisher task", e))??;
-        return Err(Error::other(
-            "publishing to the broker",
-            "connection ended early",
-        ));
-    }
-    client
-        .disconnect()
-        .await
-        .map_err(|e| Error::other("queueing the disconnect", e))?;
-    poller
-        .await
-        .map_err(|e| Error::other("publisher task", e))??;
+    crate::simulate::finish(client, poller, &mut acked, sent.messages).await?;
     Ok((sent, traffic.rebirths))
 }
 

@@ -341,7 +341,7 @@ pub async fn run(
     Ok(sent)
 }
 
-type Poller = tokio::task::JoinHandle<Result<(), Error>>;
+pub(crate) type Poller = tokio::task::JoinHandle<Result<(), Error>>;
 
 fn connect(broker: &BrokerAddr, client_id: &str) -> (AsyncClient, Poller, watch::Receiver<u64>) {
     let mut opts = MqttOptions::new(client_id, broker.host.clone(), broker.port);
@@ -371,7 +371,8 @@ fn connect(broker: &BrokerAddr, client_id: &str) -> (AsyncClient, Poller, watch:
     (client, poller, acked_rx)
 }
 
-async fn finish(
+/// Waits until the broker acknowledged `sent` publishes, then disconnects and ends the poller.
+pub(crate) async fn finish(
     client: AsyncClient,
     poller: Poller,
     acked: &mut watch::Receiver<u64>,

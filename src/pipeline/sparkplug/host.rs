@@ -124,15 +124,7 @@ impl Host {
         let Some(seq) = seq.filter(|_| t.kind.in_sequence()) else {
             return Seq::InOrder;
         };
-        if self.nodes.len() >= self.capacity && !self.nodes.contains_key(&key) {
-            if let Some(k) = self.nodes.keys().next().cloned() {
-                self.nodes.remove(&k);
-            }
-        }
-        let node = self.nodes.entry(key).or_insert(Node {
-            next: None,
-            asked: None,
-        });
+        let node = self.node(key);
         let expected = node.next;
         node.next = Some((seq % 256) as u8).map(|s| s.wrapping_add(1));
         match expected {
@@ -148,24 +140,26 @@ impl Host {
 
     /// Whether to ask the node to rebirth now (at most once per interval per node).
     pub fn rebirth(&mut self, t: &Topic<'_>, now: Instant) -> bool {
-        let key = t.node_key();
+        let every = self.every;
+        let node = self.node(t.node_key());
+        if node.asked.is_some_and(|at| now.duration_since(at) < every) {
+            return false;
+        }
+        node.asked = Some(now);
+        true
+    }
+
+    /// An edge node's state, made room for (an arbitrary other forgotten) when new.
+    fn node(&mut self, key: String) -> &mut Node {
         if self.nodes.len() >= self.capacity && !self.nodes.contains_key(&key) {
             if let Some(k) = self.nodes.keys().next().cloned() {
                 self.nodes.remove(&k);
             }
         }
-        let node = self.nodes.entry(key).or_insert(Node {
+        self.nodes.entry(key).or_insert(Node {
             next: None,
             asked: None,
-        });
-        if node
-            .asked
-            .is_some_and(|at| now.duration_since(at) < self.every)
-        {
-            return false;
-        }
-        node.asked = Some(now);
-        true
+        })
     }
 
     /// The broker connection was lost: what it redelivers carries old sequence numbers, so the
