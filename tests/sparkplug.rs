@@ -3,7 +3,7 @@
 //! restart still decodes the next DATA; an alias no birth explains is rejected `unknown_alias`
 //! and the node is asked to rebirth (on its NCMD topic), after which its readings land; a
 //! sequence gap is counted and a rebirth asked without dropping anything; JSON and Sparkplug B
-//! traffic share one daemon with exact counts.
+//! traffic share one daemon with exact counts; the simulator's nodes rebirth when asked.
 
 mod common;
 
@@ -543,4 +543,92 @@ async fn json_and_sparkplug_share_one_daemon_with_exact_counts() {
             .await as u64,
         a.4
     );
+}
+
+/// The simulator answers a rebirth request: a daemon restarted with its births gone from the
+/// database (as if another cluster took them) cannot decode the nodes' DATA, rejects it
+/// `unknown_alias` and asks each node to rebirth; the simulated nodes, still publishing in real
+/// time, rebirth, and their later readings land.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulated_nodes_rebirth_when_asked_and_their_data_lands_again() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut d = daemon(&broker, &db, "gw-sp-rebirth");
+    d.start_ready();
+    let mut e = edge("R-", 10, 60, 1);
+    e.fleet.interval = Duration::from_millis(100);
+    e.fleet.start = Utc::now() - chrono::Duration::seconds(30);
+    // Each turbine's last reading: sent well after the restart, so only a rebirth decodes it.
+    let last: Vec<(String, chrono::DateTime<Utc>)> = (0..10)
+        .map(|i| {
+            let at = e.fleet.stamp(i, 59).timestamp_millis();
+            (
+                e.fleet.turbine_id(i),
+                chrono::DateTime::from_timestamp_millis(at).unwrap(),
+            )
+        })
+        .collect();
+    let addr = broker.addr();
+    let sim = tokio::spawn(async move {
+        galewatch::edge::run(
+            &addr,
+            "sp-rebirth-pub",
+            EdgeTraffic::new(e, Knobs::default()),
+            false,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap()
+    });
+    eventually(Duration::from_secs(10), "the births landed", || async {
+        db.count("SELECT count(*) FROM sparkplug_births").await == 12
+    })
+    .await;
+    d.terminate();
+    db.client()
+        .await
+        .batch_execute("DELETE FROM sparkplug_births")
+        .await
+        .unwrap();
+    let mut d = daemon(&broker, &db, "gw-sp-rebirth");
+    d.start_ready();
+    let (sent, rebirths) = tokio::time::timeout(Duration::from_secs(30), sim)
+        .await
+        .expect("the simulator ends")
+        .unwrap();
+    assert!(rebirths >= 1, "the nodes were asked and answered: {sent}");
+    let c = db.client().await;
+    eventually(
+        Duration::from_secs(20),
+        "each turbine's last reading",
+        || async {
+            let mut landed = 0;
+            for (t, at) in &last {
+                let n: i64 = c
+                    .query_one(
+                        "SELECT count(*) FROM readings WHERE turbine_id = $1 AND recorded_at = $2",
+                        &[t, at],
+                    )
+                    .await
+                    .unwrap()
+                    .get(0);
+                landed += n;
+            }
+            landed == 10 && d.metric("galewatch_messages_unacked") == 0.0
+        },
+    )
+    .await;
+    assert!(d.metric(r#"galewatch_readings_rejected_total{reason="unknown_alias"}"#) >= 1.0);
+    assert!(
+        d.metric(r#"galewatch_sparkplug_rebirths_requested_total{cause="unknown_alias"}"#) >= 1.0
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM sparkplug_births").await,
+        12,
+        "the rebirths stored the births again"
+    );
+    // The daemon's account holds through it all.
+    let (rx, ins, dup, q, rej) = counts(&d);
+    assert_eq!(rx, ins + dup + q + rej);
+    assert!(rej >= 1 && ins >= 10, "{rx} {ins} {dup} {q} {rej}");
 }
