@@ -3,9 +3,11 @@
 //!
 //! This task is the only one that polls rumqttc's event loop, and polling is the only thing that
 //! sends queued PUBACKs, so it must never wait on anything that waits on polling. It waits on
-//! exactly one thing besides the network: room in the unacked budget (readings and bytes, see
+//! two things besides the network: room in the unacked budget (readings and bytes, see
 //! `ledger.rs`), which the writer gives back by dropping committed batches, never by waiting on
-//! this task. While it waits, nothing more is read from the socket: the broker keeps the rest.
+//! this task; and, for Sparkplug B, the database, when a DATA message comes from a node whose
+//! birth is not in memory (`sparkplug/intake.rs`). While it waits, nothing more is read from the
+//! socket: the broker keeps the rest.
 //!
 //! Known delivery gap, by design: a message that arrives after shutdown began is neither handed
 //! on nor acknowledged. The broker keeps it in the persistent session and delivers it again to
