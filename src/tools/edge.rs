@@ -15,7 +15,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rumqttc::v5::mqttbytes::v5::{Filter, Packet, RetainForwardRule};
 use rumqttc::v5::mqttbytes::QoS;
-use rumqttc::v5::{AsyncClient, Event, MqttOptions};
+use rumqttc::v5::{AsyncClient, Event};
 use rumqttc::Outgoing;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -363,11 +363,7 @@ pub async fn run(
     flood: bool,
     stop: CancellationToken,
 ) -> Result<(Sent, u64), Error> {
-    let mut opts = MqttOptions::new(client_id, broker.host.clone(), broker.port);
-    opts.set_keep_alive(Duration::from_secs(30))
-        .set_clean_start(true)
-        .set_max_packet_size(Some(268_435_455))
-        .set_max_request_batch(crate::subscribe::REQUEST_BATCH);
+    let opts = crate::simulate::publisher_options(broker, client_id);
     let (client, mut eventloop) = AsyncClient::new(opts, 1024);
     let (acked_tx, mut acked) = watch::channel(0u64);
     let (subscribed_tx, mut subscribed) = watch::channel(false);

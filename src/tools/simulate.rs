@@ -343,14 +343,19 @@ pub async fn run(
 
 pub(crate) type Poller = tokio::task::JoinHandle<Result<(), Error>>;
 
-fn connect(broker: &BrokerAddr, client_id: &str) -> (AsyncClient, Poller, watch::Receiver<u64>) {
+/// A publisher's connection: a fresh session, the largest packets, queued PUBLISHes written
+/// together (the patched event loop).
+pub(crate) fn publisher_options(broker: &BrokerAddr, client_id: &str) -> MqttOptions {
     let mut opts = MqttOptions::new(client_id, broker.host.clone(), broker.port);
     opts.set_keep_alive(Duration::from_secs(30))
         .set_clean_start(true)
         .set_max_packet_size(Some(268_435_455))
-        // Queued PUBLISHes leave in one socket write (the patched event loop).
         .set_max_request_batch(crate::subscribe::REQUEST_BATCH);
-    let (client, mut eventloop) = AsyncClient::new(opts, 1024);
+    opts
+}
+
+fn connect(broker: &BrokerAddr, client_id: &str) -> (AsyncClient, Poller, watch::Receiver<u64>) {
+    let (client, mut eventloop) = AsyncClient::new(publisher_options(broker, client_id), 1024);
     // The poller counts the broker's PUBACKs; the publisher waits for all of them before it
     // disconnects, so "acked" means the broker has taken every message.
     let (acked_tx, acked_rx) = watch::channel(0u64);
