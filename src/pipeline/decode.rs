@@ -637,13 +637,12 @@ impl<'de> Raw<'de> {
 
 impl Ctx<'_> {
     fn judge(&self, found: Found<'_>, element: Option<u32>) -> Decoded {
-        let prefix = element.map(|i| format!("element {i}"));
         outcome(
             self.rules,
             self.received_at,
             self.validate(found),
             element,
-            prefix.as_deref(),
+            "element",
         )
     }
 
@@ -809,14 +808,9 @@ pub(crate) fn value(
             Ok((Datum::Null, None))
         };
     }
-    let outside =
-        |v: &dyn fmt::Display| Some(format!("{label}: {v} is outside [{}, {}]", s.min, s.max));
     match (s.kind, raw) {
         (Kind::Float, Raw::Num(t)) => match t.parse::<f64>() {
-            Ok(v) if v.is_finite() => {
-                let bound = (!(v >= s.min && v <= s.max)).then(|| outside(&v)).flatten();
-                Ok((Datum::Float(v), bound))
-            }
+            Ok(v) if v.is_finite() => Ok(float(s, label, v)),
             _ => Err((
                 Malformed,
                 format!("{label}: {t} is out of range for a double"),
@@ -830,28 +824,21 @@ pub(crate) fn value(
             // Integral: in range of a bigint, or (like a number past ±10^36) out of it.
             exact => Ok(integer(s, label, exact.map(|(v, _)| v), &t)),
         },
-        (Kind::Float, Raw::Double(v)) if v.is_finite() => {
-            let bound = (!(v >= s.min && v <= s.max)).then(|| outside(&v)).flatten();
-            Ok((Datum::Float(v), bound))
-        }
+        (Kind::Float, Raw::Double(v)) if v.is_finite() => Ok(float(s, label, v)),
         (Kind::Float | Kind::Integer, Raw::Double(v)) if !v.is_finite() => {
             Err((Malformed, format!("{label}: {v} is not a finite number")))
         }
         // Like JSON's `12.0`: integral, so an integer.
         (Kind::Integer, Raw::Double(v)) if v.fract() == 0.0 => {
-            Ok(integer(s, label, Some(v as i128), &v.to_string()))
+            Ok(integer(s, label, Some(v as i128), &v))
         }
         (Kind::Integer, Raw::Double(_)) => Err((
             Malformed,
             mistyped(label, "an integer", "a fractional number"),
         )),
         // The double nearest the integer, as the nearest to its decimal text would be.
-        (Kind::Float, Raw::Integer(i)) => {
-            let v = i as f64;
-            let bound = (!(v >= s.min && v <= s.max)).then(|| outside(&v)).flatten();
-            Ok((Datum::Float(v), bound))
-        }
-        (Kind::Integer, Raw::Integer(i)) => Ok(integer(s, label, Some(i), &i.to_string())),
+        (Kind::Float, Raw::Integer(i)) => Ok(float(s, label, i as f64)),
+        (Kind::Integer, Raw::Integer(i)) => Ok(integer(s, label, Some(i), &i)),
         (Kind::Boolean, Raw::Bool(b)) => Ok((Datum::Bool(b), None)),
         (Kind::Text, Raw::Str(t)) => {
             let bound = if t.contains('\0') {
@@ -884,13 +871,14 @@ pub(crate) fn value(
 }
 
 /// What a validated (or refused) reading becomes: a reading, a `future_timestamp` one past the
-/// allowed clock skew, or a rejection whose detail starts with `prefix` (which element it was).
+/// allowed clock skew, or a rejection, whose detail starts with which `element` of the message
+/// it was (`{what} {i}: `, written only for a refusal).
 pub(crate) fn outcome(
     rules: &Rules,
     received_at: DateTime<Utc>,
     judged: Result<Reading, Refusal>,
     element: Option<u32>,
-    prefix: Option<&str>,
+    what: &str,
 ) -> Decoded {
     match judged {
         Ok(reading) if reading.recorded_at > received_at + rules.max_clock_skew => {
@@ -899,8 +887,8 @@ pub(crate) fn outcome(
         Ok(reading) => Decoded::Reading(reading),
         Err((reason, detail)) => Decoded::Rejected(Rejection {
             reason,
-            detail: match prefix {
-                Some(p) => format!("{p}: {detail}"),
+            detail: match element {
+                Some(i) => format!("{what} {i}: {detail}"),
                 None => detail,
             },
             element,
@@ -910,7 +898,8 @@ pub(crate) fn outcome(
 
 /// The checks every reading passes last, whatever its format: the turbine id's size and bytes,
 /// the time's range (`time` is the instant, None when out of range, and its field's label), then
-/// the first value out of its bounds.
+/// the first value out of its bounds. (An empty turbine id is refused before: a JSON reading's by
+/// `validate`, ahead of the site; a Sparkplug B one's topic level by `parse_topic`.)
 pub(crate) fn finish(
     rules: &Rules,
     turbine_id: String,
@@ -919,9 +908,6 @@ pub(crate) fn finish(
     out_of_bounds: Option<String>,
 ) -> Result<Reading, Refusal> {
     use RejectReason::InvalidValue;
-    if turbine_id.is_empty() {
-        return Err((InvalidValue, "turbine_id: empty".into()));
-    }
     if turbine_id.len() > rules.max_turbine_id_bytes {
         return Err((
             InvalidValue,
@@ -955,13 +941,24 @@ pub(crate) fn finish(
     })
 }
 
-/// An integral value for an integer signal: within a bigint and its bounds, or the reason not.
-fn integer(s: &Signal, label: &str, v: Option<i128>, text: &str) -> (Datum, Option<String>) {
+/// A finite value for a float signal, and the detail if it is outside the signal's bounds.
+fn float(s: &Signal, label: &str, v: f64) -> (Datum, Option<String>) {
+    let bound = (!(v >= s.min && v <= s.max)).then(|| outside(s, label, &v));
+    (Datum::Float(v), bound)
+}
+
+/// An integral value for an integer signal: within a bigint and its bounds, or the reason not
+/// (`text` is the value as received, written out only for that reason).
+fn integer(
+    s: &Signal,
+    label: &str,
+    v: Option<i128>,
+    text: &dyn fmt::Display,
+) -> (Datum, Option<String>) {
     match v.and_then(|v| i64::try_from(v).ok()) {
         Some(v) => {
             let f = v as f64;
-            let bound = (!(f >= s.min && f <= s.max))
-                .then(|| format!("{label}: {v} is outside [{}, {}]", s.min, s.max));
+            let bound = (!(f >= s.min && f <= s.max)).then(|| outside(s, label, &v));
             (Datum::Int(v), bound)
         }
         None => (
@@ -971,6 +968,10 @@ fn integer(s: &Signal, label: &str, v: Option<i128>, text: &str) -> (Datum, Opti
             )),
         ),
     }
+}
+
+fn outside(s: &Signal, label: &str, v: &dyn fmt::Display) -> String {
+    format!("{label}: {v} is outside [{}, {}]", s.min, s.max)
 }
 
 fn mistyped(field: &str, expected: &str, found: &str) -> String {

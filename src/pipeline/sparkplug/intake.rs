@@ -16,7 +16,7 @@ use rumqttc::v5::AsyncClient;
 use tokio_util::sync::CancellationToken;
 
 use super::host::{Host, Seq};
-use super::{judge, parse_topic, rebirth_request, rebirth_topic, state, Judged, Mapping};
+use super::{judge, judge_at, parse_topic, rebirth_request, rebirth_topic, state, Judged, Mapping};
 use crate::backoff::Backoff;
 use crate::births::Store;
 use crate::config::SparkplugGroup;
@@ -91,30 +91,42 @@ impl Intake {
         shutdown: &CancellationToken,
     ) -> Option<Judged> {
         let now = Instant::now();
-        let parsed = parse_topic(topic).ok();
-        let key = parsed.as_ref().map(|t| t.birth_key());
-        let known = key.as_deref().and_then(|k| self.host.known(k));
-        let mut j = judge(
-            topic,
+        let t = match parse_topic(topic) {
+            Ok(t) => t,
+            // Refused by name (malformed, or too large first); nothing to remember of it.
+            Err(_) => {
+                return Some(judge(
+                    topic,
+                    payload,
+                    None,
+                    rules,
+                    &self.mapping,
+                    received_at,
+                ))
+            }
+        };
+        let key = t.birth_key();
+        let known = self.host.known(&key);
+        let mut j = judge_at(
+            &t,
             payload,
             known.as_deref(),
             rules,
             &self.mapping,
             received_at,
         );
-        let Some(t) = parsed else { return Some(j) };
-        let key = key.expect("parsed above");
         if j.unknown_alias && self.host.should_look_up(&key, now) {
             let found = self.read_birth(&t, shutdown).await?;
             self.host.looked_up(&key, found, now);
             if let Some(k) = self.host.known(&key) {
-                j = judge(topic, payload, Some(&k), rules, &self.mapping, received_at);
+                // Decoded again with the stored birth (rare: a birth this daemon did not see).
+                j = judge_at(&t, payload, Some(&k), rules, &self.mapping, received_at);
             }
         }
         metrics::counter!(telemetry::SPARKPLUG_MESSAGES, "type" => t.kind.as_str()).increment(1);
         metrics::counter!(telemetry::SPARKPLUG_METRICS_IGNORED).increment(j.ignored);
-        if let Some(b) = &j.birth {
-            self.host.born(&key, b.known());
+        if let Some(born) = j.born.take() {
+            self.host.born(&key, born);
         }
         let mut ask = None;
         if j.unknown_alias {

@@ -291,8 +291,10 @@ pub struct Judged {
     pub items: Vec<Decoded>,
     /// Metrics that feed no signal (counted, not stored).
     pub ignored: u64,
-    /// A birth to store (and to decode the node's or device's next messages with).
+    /// A birth to store, and its alias table (made once, for decoding this message and the
+    /// node's or device's next ones).
     pub birth: Option<Birth>,
+    pub born: Option<Known>,
     /// It named an alias no birth explains: Galewatch should ask for a rebirth.
     pub unknown_alias: bool,
     /// Whether the payload was read (its sequence number means something).
@@ -324,21 +326,37 @@ pub fn judge(
     map: &Mapping,
     received_at: DateTime<Utc>,
 ) -> Judged {
+    match parse_topic(topic) {
+        Ok(t) => judge_at(&t, payload, known, rules, map, received_at),
+        Err(_) if payload.len() > rules.max_message_bytes => too_large(payload, rules),
+        Err(e) => Judged::whole(RejectReason::Malformed, e),
+    }
+}
+
+fn too_large(payload: &[u8], rules: &Rules) -> Judged {
+    Judged::whole(
+        RejectReason::TooLarge,
+        format!(
+            "payload is {} bytes, over the limit of {} bytes",
+            payload.len(),
+            rules.max_message_bytes
+        ),
+    )
+}
+
+/// [`judge`] with the topic already read (the daemon reads it once for its own state too).
+pub fn judge_at(
+    t: &Topic<'_>,
+    payload: &[u8],
+    known: Option<&Known>,
+    rules: &Rules,
+    map: &Mapping,
+    received_at: DateTime<Utc>,
+) -> Judged {
     use RejectReason::{Malformed, TooLarge};
     if payload.len() > rules.max_message_bytes {
-        return Judged::whole(
-            TooLarge,
-            format!(
-                "payload is {} bytes, over the limit of {} bytes",
-                payload.len(),
-                rules.max_message_bytes
-            ),
-        );
+        return too_large(payload, rules);
     }
-    let t = match parse_topic(topic) {
-        Ok(t) => t,
-        Err(e) => return Judged::whole(Malformed, e),
-    };
     if matches!(t.kind, Kind::NCmd | Kind::DCmd | Kind::State) {
         // Commands and host states are not readings (a filter wide enough to catch them).
         return Judged::default();
@@ -353,7 +371,7 @@ pub fn judge(
         }
     };
     let birth = if t.kind.is_birth() {
-        match birth_of(&t, &p) {
+        match birth_of(t, &p) {
             Ok(b) => Some(b),
             Err(e) => return Judged::whole(Malformed, e),
         }
@@ -361,9 +379,9 @@ pub fn judge(
         None
     };
     let born = birth.as_ref().map(Birth::known);
-    let known = born.as_ref().or(known);
-    let mut out = readings(&t, &p, known, rules, map, received_at);
+    let mut out = readings(t, &p, born.as_ref().or(known), rules, map, received_at);
     out.birth = birth;
+    out.born = born;
     out.decoded = true;
     out.seq = p.seq;
     out
@@ -439,14 +457,14 @@ fn readings(
 ) -> Judged {
     use RejectReason::{Malformed, TooLarge, UnknownAlias};
     let mut out = Judged::default();
-    let Some(turbine) = map.turbine(t) else {
-        out.ignored = p.metrics.len() as u64;
-        return out;
+    let turbine = match map.turbine(t) {
+        // Deaths carry no readings; nor does a level that names no turbine.
+        Some(turbine) if !matches!(t.kind, Kind::NDeath | Kind::DDeath) => turbine,
+        _ => {
+            out.ignored = p.metrics.len() as u64;
+            return out;
+        }
     };
-    if matches!(t.kind, Kind::NDeath | Kind::DDeath) {
-        out.ignored = p.metrics.len() as u64;
-        return out;
-    }
     let mut groups: Vec<Group<'_>> = Vec::new();
     let mut index: HashMap<Option<u64>, usize> = HashMap::new();
     for (i, m) in p.metrics.iter().enumerate() {
@@ -522,16 +540,14 @@ fn readings(
     }
     let several = groups.len() > 1;
     for (i, g) in groups.into_iter().enumerate() {
-        let element = several.then_some(i as u32);
         let judged = reading(&turbine, g, rules);
-        // Named only when refused: a format per reading is a measurable share of decoding.
-        let prefix = (several && judged.is_err()).then(|| format!("reading {i}"));
+        let element = several.then_some(i as u32);
         out.items.push(decode::outcome(
             rules,
             received_at,
             judged,
             element,
-            prefix.as_deref(),
+            "reading",
         ));
     }
     out
