@@ -200,7 +200,7 @@ fn sparkplug_case(name: &str, per_message: u64, secs: f64) {
             .to_bytes()
         })
         .collect();
-    let known = Birth {
+    let birth = Birth {
         group: "wind".into(),
         node: "gw1".into(),
         device: "WTG-0042".into(),
@@ -212,14 +212,16 @@ fn sparkplug_case(name: &str, per_message: u64, secs: f64) {
         ],
         datatypes: vec![10, 10, 10],
         born_at: None,
-    }
-    .known();
+        withdrawn: false,
+        conn: 0,
+    };
     let mapping = Mapping {
         turbine: TurbineFrom::Device,
         time: TimeFrom::Metric,
         signals: known_signals(),
         max_metrics: 10_000,
     };
+    let known = birth.known(&mapping).expect("not withdrawn");
     let topic = "spBv1.0/wind/DDATA/gw1/WTG-0042";
     let until = Instant::now() + Duration::from_secs_f64(secs);
     let start = Instant::now();

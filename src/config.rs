@@ -254,9 +254,14 @@ pub struct Settings {
     /// database at most this often per node or device.
     #[serde(with = "humantime_serde")]
     pub sparkplug_rebirth_interval: Duration,
-    /// Births (alias tables) and edge nodes held in memory; past it one is forgotten and read
-    /// again from `sparkplug_births` when needed.
+    /// Births (alias tables) and edge nodes held in memory; past it the oldest is forgotten and
+    /// read again from `sparkplug_births` when needed.
     pub sparkplug_births_cached: usize,
+    /// Bytes the births held in memory may take; past it the oldest is forgotten.
+    pub sparkplug_births_cache_bytes: usize,
+    /// Rebirth requests sent a second at most, across all edge nodes (besides one per node per
+    /// `sparkplug_rebirth_interval`).
+    pub sparkplug_rebirths_per_second: f64,
 }
 
 impl Default for Settings {
@@ -331,6 +336,8 @@ impl Default for Settings {
             sparkplug_max_metrics_per_message: 10_000,
             sparkplug_rebirth_interval: Duration::from_secs(10),
             sparkplug_births_cached: 100_000,
+            sparkplug_births_cache_bytes: 32 * 1024 * 1024,
+            sparkplug_rebirths_per_second: 20.0,
         }
     }
 }
@@ -437,9 +444,10 @@ pub struct SparkplugGroup {
     pub host_id: Option<String>,
     pub rebirth_interval: Duration,
     pub births_cached: usize,
-    /// In a share group each member sees part of a node's messages: sequence numbers are then
-    /// not checked.
-    pub shared: bool,
+    pub births_cache_bytes: usize,
+    pub rebirths_per_second: f64,
+    /// The MQTT session (client id): births are stored and proven per session.
+    pub session: String,
     /// Where births are stored and read back.
     pub db: crate::db::Database,
 }
@@ -470,6 +478,8 @@ pub struct WriteGroup {
     pub stats: Option<crate::stats::Width>,
     /// Writers landing batches side by side, each with its own connection.
     pub writers: usize,
+    /// The MQTT session (client id) whose Sparkplug B births the writers store.
+    pub session: String,
 }
 
 /// Upkeep of the tables: what `maintain.rs` is made from.
@@ -503,12 +513,14 @@ impl Config {
             rules: self.rules.clone(),
             rejected_payload_keep_bytes: s.rejected_payload_keep_bytes,
             sparkplug: self.sparkplug.clone().map(|mapping| SparkplugGroup {
-                filters: crate::sparkplug::filters(&s.sparkplug_group_id, &s.mqtt_share_group),
+                filters: crate::sparkplug::filters(&s.sparkplug_group_id),
                 mapping,
                 host_id: (!s.sparkplug_host_id.is_empty()).then(|| s.sparkplug_host_id.clone()),
                 rebirth_interval: s.sparkplug_rebirth_interval,
                 births_cached: s.sparkplug_births_cached,
-                shared: !s.mqtt_share_group.is_empty(),
+                births_cache_bytes: s.sparkplug_births_cache_bytes,
+                rebirths_per_second: s.sparkplug_rebirths_per_second,
+                session: s.mqtt_client_id.clone(),
                 db: self.db.clone(),
             }),
         }
@@ -537,6 +549,7 @@ impl Config {
             signals: self.rules.signals.clone(),
             stats: s.stats_enabled.then(|| s.stats_width()),
             writers: s.database_writers,
+            session: s.mqtt_client_id.clone(),
         }
     }
 
@@ -1050,6 +1063,20 @@ impl Settings {
                 format!("{group:?}: a group id (one topic level, not STATE), or + for every group"),
             ));
         }
+        if !self.mqtt_share_group.is_empty() {
+            return Err(ConfigError::new(
+                "mqtt_share_group",
+                format!(
+                    "{:?} is set beside sparkplug_group_id {group:?}: Sparkplug B is not taken in a share \
+                     group, because the broker deals one edge node's births and data to different members \
+                     and no member could prove which birth a DATA message follows. Run Sparkplug B in a \
+                     daemon of its own outside the share group (its own mqtt_client_id, mqtt_share_group \
+                     empty; one daemon per sparkplug_group_id to spread several groups), and the JSON \
+                     fleet in the share group",
+                    self.mqtt_share_group
+                ),
+            ));
+        }
         if self.sparkplug_host_id.contains(['/', '+', '#']) {
             return Err(ConfigError::new(
                 "sparkplug_host_id",
@@ -1066,6 +1093,20 @@ impl Settings {
             return Err(ConfigError::new(
                 "sparkplug_births_cached",
                 "must be at least 1",
+            ));
+        }
+        if self.sparkplug_births_cache_bytes < 1024 * 1024 {
+            return Err(ConfigError::new(
+                "sparkplug_births_cache_bytes",
+                "must be at least 1 MiB",
+            ));
+        }
+        if !(self.sparkplug_rebirths_per_second.is_finite()
+            && self.sparkplug_rebirths_per_second > 0.0)
+        {
+            return Err(ConfigError::new(
+                "sparkplug_rebirths_per_second",
+                "must be a number above 0",
             ));
         }
         if self.sparkplug_rebirth_interval < Duration::from_secs(1) {
@@ -1370,18 +1411,17 @@ mod tests {
         assert_eq!(m.signals.get("rotor_rpm"), Some(&2));
         let g = c.mqtt().sparkplug.unwrap();
         assert_eq!(g.filters.len(), 6);
-        assert!(!g.shared && g.host_id.is_none());
-        // A map replaces the default names; in a share group the filters are shared too.
+        assert!(g.host_id.is_none() && g.filters[0].starts_with("spBv1.0/wind/"));
+        assert_eq!(g.session, c.settings.mqtt_client_id);
+        // A map replaces the default names.
         let c = on(|s| {
             s.sparkplug_metrics = [("Power/Active".to_string(), "power_kw".to_string())].into();
-            s.mqtt_share_group = "g".into();
             s.sparkplug_host_id = "scada-1".into();
         })
         .unwrap();
         let g = c.mqtt().sparkplug.unwrap();
         assert_eq!(g.mapping.signals.len(), 1);
         assert_eq!(g.mapping.signals.get("Power/Active"), Some(&0));
-        assert!(g.shared && g.filters[0].starts_with("$share/g/spBv1.0/wind/"));
         assert_eq!(g.host_id.as_deref(), Some("scada-1"));
         // Refusals, named.
         type Change = fn(&mut Settings);
@@ -1430,6 +1470,21 @@ mod tests {
                 |s| s.sparkplug_rebirth_interval = Duration::ZERO,
                 "sparkplug_rebirth_interval",
                 "at least 1s",
+            ),
+            (
+                |s| s.mqtt_share_group = "g".into(),
+                "mqtt_share_group",
+                "outside the share group",
+            ),
+            (
+                |s| s.sparkplug_births_cache_bytes = 1000,
+                "sparkplug_births_cache_bytes",
+                "at least 1 MiB",
+            ),
+            (
+                |s| s.sparkplug_rebirths_per_second = f64::NAN,
+                "sparkplug_rebirths_per_second",
+                "above 0",
             ),
         ];
         for (f, setting, problem) in cases {

@@ -125,6 +125,16 @@ impl Error {
             .is_some_and(|c| c.starts_with("22") || c.starts_with("23"))
     }
 
+    /// True when what was written caused the error, so that other data need not hit it: a data
+    /// exception or integrity violation (classes 22, 23), a program limit such as an index
+    /// row too large (54), or a value the client could not send (`is_bug`). A batch is split
+    /// to find the piece that causes it; errors of the schema, rights or connection are not.
+    pub fn is_caused_by_data(&self) -> bool {
+        self.is_data_error()
+            || self.sqlstate().is_some_and(|c| c.starts_with("54"))
+            || self.is_bug()
+    }
+
     /// True when the error is a bug in Galewatch rather than anything the database, the network
     /// or the data did: the client could not convert a value the server sent (or a parameter),
     /// or a query returned a number of rows or columns it cannot return. Retrying cannot help and

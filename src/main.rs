@@ -204,7 +204,7 @@ enum RejectedCommand {
         /// How far back.
         #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
         since: Duration,
-        #[arg(long, value_parser = ["malformed", "invalid_value", "identity_mismatch", "too_large", "unknown_alias"])]
+        #[arg(long, value_parser = ["malformed", "invalid_value", "identity_mismatch", "too_large", "unknown_alias", "unproven_birth"])]
         reason: Option<String>,
     },
 }

@@ -15,6 +15,8 @@ pub const READINGS_INSERTED: &str = "galewatch_readings_inserted_total";
 pub const READINGS_DUPLICATE: &str = "galewatch_readings_duplicate_total";
 pub const READINGS_QUARANTINED: &str = "galewatch_readings_quarantined_total";
 pub const READINGS_REJECTED: &str = "galewatch_readings_rejected_total";
+pub const READINGS_UNSTORABLE: &str = "galewatch_readings_unstorable_total";
+pub const SPARKPLUG_BIRTHS_UNSTORABLE: &str = "galewatch_sparkplug_births_unstorable_total";
 pub const MESSAGES_RECEIVED: &str = "galewatch_messages_received_total";
 pub const BATCHES_COMMITTED: &str = "galewatch_batches_committed_total";
 pub const DB_ERRORS: &str = "galewatch_db_errors_total";
@@ -100,7 +102,9 @@ pub fn install(listen: SocketAddr) -> Result<(), Error> {
     }
     metrics::counter!(SPARKPLUG_METRICS_IGNORED).increment(0);
     metrics::counter!(SPARKPLUG_SEQ_GAPS).increment(0);
-    for cause in ["unknown_alias", "seq_gap"] {
+    metrics::counter!(READINGS_UNSTORABLE).increment(0);
+    metrics::counter!(SPARKPLUG_BIRTHS_UNSTORABLE).increment(0);
+    for cause in ["unknown_alias", "unproven_birth", "seq_gap"] {
         metrics::counter!(SPARKPLUG_REBIRTHS, "cause" => cause).increment(0);
     }
     Ok(())
@@ -121,7 +125,15 @@ fn describe() {
     );
     describe_counter!(
         SPARKPLUG_REBIRTHS,
-        "Rebirth requests (NCMD Node Control/Rebirth) sent, by cause: unknown_alias or seq_gap."
+        "Rebirth requests (NCMD Node Control/Rebirth) sent, by cause: unknown_alias, unproven_birth or seq_gap (at most one per node per sparkplug_rebirth_interval and sparkplug_rebirths_per_second across the fleet)."
+    );
+    describe_counter!(
+        READINGS_UNSTORABLE,
+        "Readings or rejections the database refused to store in any table, even as a rejected row (e.g. text the database's encoding cannot hold): acknowledged, logged, counted here. received = inserted + duplicate + quarantined + rejected + unstorable."
+    );
+    describe_counter!(
+        SPARKPLUG_BIRTHS_UNSTORABLE,
+        "Sparkplug B births the database refused to store even as a withdrawal: acknowledged and logged."
     );
     describe_gauge!(
         QUARANTINE_RESOLUTIONS,

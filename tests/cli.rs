@@ -173,8 +173,8 @@ async fn migrate_is_safe_to_run_twice_and_run_works_from_the_example_file() {
     assert_eq!(
         db.count("SELECT count(*) FROM refinery_schema_history")
             .await,
-        10,
-        "V1 to V10 applied once each"
+        11,
+        "V1 to V11 applied once each"
     );
     for table in [
         "readings",

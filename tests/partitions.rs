@@ -293,7 +293,8 @@ async fn the_conversion_keeps_every_row_of_an_unpartitioned_table() {
             "V7__declared_signals",
             "V8__quarantine_by_turbine",
             "V9__interval_stats",
-            "V10__sparkplug"
+            "V10__sparkplug",
+            "V11__sparkplug_birth_history"
         ]
     );
     let after: String = c.query_one(digest, &[]).await.unwrap().get(0);

@@ -8,180 +8,14 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
+use common::sparkplug::*;
 use common::*;
 use galewatch::edge::{Edge, EdgeTraffic};
 use galewatch::simulate::{Fleet, Knobs, Traffic};
-use galewatch::sparkplug::proto::{datatype, Metric, Payload, Value};
-use rumqttc::v5::mqttbytes::v5::Packet;
-use rumqttc::v5::mqttbytes::QoS;
-use rumqttc::v5::{AsyncClient, Event, MqttOptions};
 use tokio_util::sync::CancellationToken;
-
-const GROUP: &str = "wind";
-/// 2026-11-30T12:00:00Z in milliseconds.
-const T0: u64 = 1_796_040_000_000;
-
-fn daemon(broker: &Broker, db: &TestDb, id: &str) -> Daemon {
-    let mut d = Daemon::new(broker, db, id);
-    d.env
-        .insert("GALEWATCH_SPARKPLUG_GROUP_ID".into(), GROUP.into());
-    d.env
-        .insert("GALEWATCH_SPARKPLUG_HOST_ID".into(), format!("{id}-host"));
-    d.env
-        .insert("GALEWATCH_BATCH_MAX_WAIT".into(), "20ms".into());
-    d
-}
-
-/// What an observer saw: (topic, payload) in arrival order.
-type Seen = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
-
-/// A client that records what arrives on `filter` (rebirth requests, STATE).
-struct Observer {
-    seen: Seen,
-    stop: CancellationToken,
-}
-
-impl Observer {
-    async fn start(broker: &Broker, filter: &str) -> Observer {
-        let addr = broker.addr();
-        let id = format!("observer-{}-{}", std::process::id(), filter.len());
-        let mut opts = MqttOptions::new(id, addr.host, addr.port);
-        opts.set_clean_start(true);
-        let (client, mut el) = AsyncClient::new(opts, 16);
-        client.subscribe(filter, QoS::AtLeastOnce).await.unwrap();
-        let seen: Seen = Arc::new(Mutex::new(Vec::new()));
-        let (subscribed_tx, subscribed) = tokio::sync::oneshot::channel();
-        let mut subscribed_tx = Some(subscribed_tx);
-        let stop = CancellationToken::new();
-        let (s, st) = (seen.clone(), stop.clone());
-        tokio::spawn(async move {
-            loop {
-                let ev = tokio::select! {
-                    ev = el.poll() => ev,
-                    _ = st.cancelled() => return,
-                };
-                match ev {
-                    Ok(Event::Incoming(Packet::SubAck(_))) => {
-                        if let Some(tx) = subscribed_tx.take() {
-                            let _ = tx.send(());
-                        }
-                    }
-                    Ok(Event::Incoming(Packet::Publish(p))) => s.lock().unwrap().push((
-                        String::from_utf8_lossy(&p.topic).into_owned(),
-                        p.payload.to_vec(),
-                    )),
-                    Ok(_) => {}
-                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-                }
-            }
-        });
-        tokio::time::timeout(Duration::from_secs(10), subscribed)
-            .await
-            .expect("SUBACK")
-            .unwrap();
-        Observer { seen, stop }
-    }
-
-    fn seen(&self) -> Vec<(String, Vec<u8>)> {
-        self.seen.lock().unwrap().clone()
-    }
-
-    /// Rebirth requests seen, by topic.
-    fn rebirths(&self) -> Vec<String> {
-        self.seen()
-            .into_iter()
-            .filter(|(_, p)| {
-                galewatch::sparkplug::proto::decode(p, 10).is_ok_and(|p| {
-                    p.metrics.iter().any(|m| {
-                        m.name.as_deref() == Some(galewatch::sparkplug::REBIRTH_METRIC)
-                            && m.value == Some(Value::Boolean(true))
-                    })
-                })
-            })
-            .map(|(t, _)| t)
-            .collect()
-    }
-}
-
-impl Drop for Observer {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-fn metric(name: &str, alias: u64, v: f64, at: u64, named: bool) -> Metric {
-    let m = Metric::new(datatype::DOUBLE, Value::Double(v))
-        .aliased(alias)
-        .at(at);
-    if named {
-        m.named(name)
-    } else {
-        m
-    }
-}
-
-fn payload(metrics: Vec<Metric>, seq: u64) -> Vec<u8> {
-    Payload {
-        timestamp: Some(T0),
-        metrics,
-        seq: Some(seq),
-        uuid: None,
-    }
-    .to_bytes()
-}
-
-fn topic(kind: &str, node: &str, device: Option<&str>) -> String {
-    match device {
-        Some(d) => format!("spBv1.0/{GROUP}/{kind}/{node}/{d}"),
-        None => format!("spBv1.0/{GROUP}/{kind}/{node}"),
-    }
-}
-
-fn nbirth(node: &str) -> (String, Vec<u8>) {
-    let m = Metric::new(datatype::BOOLEAN, Value::Boolean(false))
-        .named(galewatch::sparkplug::REBIRTH_METRIC);
-    (topic("NBIRTH", node, None), payload(vec![m], 0))
-}
-
-/// A device's birth: power_kw, wind_speed_ms, rotor_rpm as aliases 1, 2, 3, with values at `at`.
-fn dbirth(node: &str, device: &str, seq: u64, at: u64, power: f64) -> (String, Vec<u8>) {
-    let metrics = vec![
-        metric("power_kw", 1, power, at, true),
-        metric("wind_speed_ms", 2, 10.0, at, true),
-        metric("rotor_rpm", 3, 12.0, at, true),
-    ];
-    (topic("DBIRTH", node, Some(device)), payload(metrics, seq))
-}
-
-/// A device's data by alias only.
-fn ddata(node: &str, device: &str, seq: u64, at: u64, power: f64) -> (String, Vec<u8>) {
-    let metrics = vec![
-        metric("", 1, power, at, false),
-        metric("", 2, 9.5, at, false),
-    ];
-    (topic("DDATA", node, Some(device)), payload(metrics, seq))
-}
-
-async fn wait_received(d: &Daemon, n: f64) {
-    eventually(Duration::from_secs(30), "readings received", || async {
-        d.metric("galewatch_readings_received_total") >= n
-    })
-    .await;
-    assert_eq!(d.metric("galewatch_readings_received_total"), n);
-}
-
-async fn wait_acked(d: &Daemon) {
-    eventually(
-        Duration::from_secs(10),
-        "every message acknowledged",
-        || async { d.metric("galewatch_messages_unacked") == 0.0 },
-    )
-    .await;
-}
 
 fn edge(prefix: &str, turbines: usize, readings: usize, batch: usize) -> Edge {
     Edge {
@@ -476,8 +310,9 @@ async fn a_sequence_gap_is_counted_and_a_rebirth_asked_nothing_dropped() {
         1.0
     );
     assert!(
-        d.log().contains("Sparkplug B sequence gap"),
-        "one line for the operator"
+        d.log().contains("seq_gaps=1") && d.log().contains("examples=[\"wind/N3\"]"),
+        "one line for the operator, naming the node:\n{}",
+        d.log()
     );
 }
 

@@ -80,6 +80,7 @@ async fn land(cfg: &Config, readings: Vec<Reading>, sizes: &[usize]) {
                 items: vec![Decoded::Reading(r)],
                 retained_clear: false,
                 birth: None,
+                birth_held: None,
                 permit: None,
             })
             .collect();

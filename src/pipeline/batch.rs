@@ -38,6 +38,9 @@ pub struct Message {
     pub retained_clear: bool,
     /// A Sparkplug B birth certificate, stored in the batch's transaction.
     pub birth: Option<Box<crate::sparkplug::Birth>>,
+    /// Held while the birth waits for its commit (`sparkplug/intake.rs` reads the database only
+    /// once none is held).
+    pub birth_held: Option<crate::sparkplug::intake::Pending>,
     /// This message's share of the unacked budget, given back when the message is dropped.
     pub permit: Option<Held>,
 }
@@ -205,6 +208,7 @@ mod tests {
             ],
             retained_clear: false,
             birth: None,
+            birth_held: None,
             permit: None,
         }
     }

@@ -36,15 +36,20 @@ pub enum RejectReason {
     /// A Sparkplug B DATA message named a metric by an alias that no stored birth certificate
     /// explains: not guessed (Galewatch asks the edge node to rebirth).
     UnknownAlias,
+    /// A redelivered Sparkplug B DATA message names an alias that the births it may follow
+    /// (after a crash: the acknowledged one and any stored after it) read differently: which
+    /// applies cannot be proven, so nothing is guessed (Galewatch asks the node to rebirth).
+    UnprovenBirth,
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 5] = [
+    pub const ALL: [RejectReason; 6] = [
         RejectReason::Malformed,
         RejectReason::InvalidValue,
         RejectReason::IdentityMismatch,
         RejectReason::TooLarge,
         RejectReason::UnknownAlias,
+        RejectReason::UnprovenBirth,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -54,6 +59,7 @@ impl RejectReason {
             RejectReason::IdentityMismatch => "identity_mismatch",
             RejectReason::TooLarge => "too_large",
             RejectReason::UnknownAlias => "unknown_alias",
+            RejectReason::UnprovenBirth => "unproven_birth",
         }
     }
 }

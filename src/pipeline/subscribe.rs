@@ -191,6 +191,9 @@ impl Subscriber {
                         session_present = ack.session_present,
                         "connected to the broker"
                     );
+                    if let Some(sp) = &mut self.sparkplug {
+                        sp.connected(ack.session_present);
+                    }
                     if let Some(leaving) = &self.leaving {
                         if !ack.session_present {
                             // Nothing waits for this member (or the session was lost meanwhile).
@@ -293,9 +296,6 @@ impl Subscriber {
                     // reaches the next one (rumqttc cleared the channel once already; an ack may
                     // have slipped in since).
                     self.ledger.reconnect(|| eventloop.clean());
-                    if let Some(sp) = &mut self.sparkplug {
-                        sp.reconnected();
-                    }
                     metrics::gauge!(telemetry::BROKER_CONNECTED).set(0.0);
                     self.set_ready(false);
                     metrics::counter!(telemetry::BROKER_RECONNECTS).increment(1);
@@ -333,6 +333,7 @@ impl Subscriber {
         // `subscription`): no reading, no rejection; acknowledged in turn like any message.
         let retained_clear = p.retain && p.payload.is_empty();
         let mut birth = None;
+        let mut birth_held = None;
         let items = if retained_clear {
             Vec::new()
         } else if let Some(sp) = self
@@ -344,6 +345,7 @@ impl Subscriber {
                 .judge(
                     &topic,
                     &p.payload,
+                    p.dup,
                     received_at,
                     &self.rules,
                     &self.client,
@@ -351,6 +353,7 @@ impl Subscriber {
                 )
                 .await;
             let Some(judged) = judged else { return false };
+            birth_held = judged.birth.as_ref().map(|_| sp.hold());
             birth = judged.birth.map(Box::new);
             judged.items
         } else {
@@ -364,8 +367,10 @@ impl Subscriber {
             &p.payload,
             self.keep_bytes,
         );
+        // A birth waiting for its commit holds its names too: counted in the byte budget.
+        let bytes = p.payload.len().max(birth.as_ref().map_or(0, |b| b.size()));
         let permit = tokio::select! {
-            held = self.ledger.admit(items.len(), p.payload.len()) => Some(held),
+            held = self.ledger.admit(items.len(), bytes) => Some(held),
             _ = shutdown.cancelled() => return false,
         };
         let msg = Message {
@@ -379,6 +384,7 @@ impl Subscriber {
             items,
             retained_clear,
             birth,
+            birth_held,
             permit,
         };
         self.out.as_ref().is_some_and(|out| out.send(msg).is_ok())

@@ -236,6 +236,9 @@ pub struct Tally {
     pub duplicate: u64,
     pub collision: u64,
     pub future_timestamp: u64,
+    /// Readings or rejections the database refused to store in any table (acknowledged,
+    /// counted): `received` counts them too.
+    pub unstorable: u64,
     /// Indexed like [`RejectReason::ALL`].
     pub rejected: [u64; RejectReason::ALL.len()],
     /// `recorded_at` of each inserted reading, for the ingest-lag histogram.
@@ -256,6 +259,7 @@ impl Tally {
         self.duplicate += other.duplicate;
         self.collision += other.collision;
         self.future_timestamp += other.future_timestamp;
+        self.unstorable += other.unstorable;
         for (a, b) in self.rejected.iter_mut().zip(other.rejected) {
             *a += b;
         }
@@ -615,14 +619,10 @@ async fn future_stored(
         .collect())
 }
 
-/// A Sparkplug B birth to store, with its message's time of receipt.
-pub(crate) type Born<'a> = (&'a crate::sparkplug::Birth, chrono::DateTime<chrono::Utc>);
-
 /// Lands `items` (and stores `births`) in one transaction and says what became of each.
 pub(crate) async fn write_items(
     conn: &mut Conn,
-    items: &[ItemRef<'_>],
-    births: &[Born<'_>],
+    (items, births, session): (&[ItemRef<'_>], &[crate::births::Born<'_>], &str),
     drift_window: Duration,
     in_doubt: &mut Option<InDoubt>,
 ) -> Result<Tally, Error> {
@@ -895,7 +895,7 @@ pub(crate) async fn write_items(
         // Not inserted: the same message was rejected before (a redelivery).
         tally.duplicate += (parts.rejected.len() - rows.len()) as u64;
     }
-    crate::births::record(&tx, births).await?;
+    crate::births::record(&tx, session, births).await?;
     if conn.sharded && !plan.staged.is_empty() {
         tx.execute("DELETE FROM galewatch_staging", &[])
             .await

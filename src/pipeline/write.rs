@@ -23,16 +23,17 @@ use tracing::Instrument;
 
 use crate::backoff::Backoff;
 use crate::batch::Batch;
+use crate::batch::Message;
+use crate::births::Born;
 use crate::decode::{Decoded, RejectReason, Rejection};
 use crate::error::Error;
 use crate::ledger::Ledger;
 use crate::maintain;
 use crate::partition::{Partitions, Policy};
 use crate::reading::Reading;
+use crate::sparkplug::Birth;
 use crate::telemetry;
-use crate::transaction::{
-    items_of, settle, write_items, Born, Conn, InDoubt, ItemRef, Outcome, Tally,
-};
+use crate::transaction::{items_of, settle, write_items, Conn, InDoubt, ItemRef, Outcome, Tally};
 
 impl Tally {
     /// Moves the counters; called once the batch has committed.
@@ -49,6 +50,7 @@ impl Tally {
         for (reason, n) in RejectReason::ALL.iter().zip(self.rejected) {
             counter!(telemetry::READINGS_REJECTED, "reason" => reason.as_str()).increment(n);
         }
+        counter!(telemetry::READINGS_UNSTORABLE).increment(self.unstorable);
         counter!(telemetry::BATCHES_COMMITTED).increment(1);
     }
 }
@@ -78,6 +80,8 @@ pub struct Writer {
     /// any does. `up` is this writer's share in it.
     connected: Arc<AtomicUsize>,
     up: bool,
+    /// The MQTT session whose Sparkplug B births are stored.
+    session: String,
 }
 
 impl Writer {
@@ -94,6 +98,7 @@ impl Writer {
             stats: g.stats.map(|w| crate::stats::Sql::new(&g.signals, w)),
             connected: Arc::default(),
             up: false,
+            session: g.session.clone(),
         }
     }
 
@@ -207,30 +212,52 @@ impl Writer {
                 .collect();
             maintain::ensure_for(&conn.client, &mut conn.partitions, &stamps, policy).await?;
         }
-        write_items(conn, items, births, self.drift_window, &mut self.in_doubt).await
+        write_items(
+            conn,
+            (items, births, &self.session),
+            self.drift_window,
+            &mut self.in_doubt,
+        )
+        .await
     }
-    /// Lands a whole batch, however long it takes: retryable errors are retried with backoff; a
-    /// batch the database refuses because of its data (SQLSTATE class 22 or 23) is split in
-    /// halves, each its own transaction, until the one refused reading is found, which then goes
-    /// to `rejected` as `invalid_value` with the database's words, and the rest commit. The
-    /// acks wait for all parts. Returns None if the hard stop came first.
+    /// Lands a whole batch, however long it takes: transient errors are retried with backoff;
+    /// an error the data causes (`Error::is_caused_by_data`: SQLSTATE class 22, 23 or 54, or a
+    /// value the client could not send), whichever statement raised it, is isolated to the one
+    /// piece that causes it by splitting the batch in halves, each its own transaction, while
+    /// the rest commit:
+    /// - a reading becomes `invalid_value` in `rejected`, with the database's words;
+    /// - a Sparkplug B birth becomes a withdrawal (the mapping it replaces no longer applies)
+    ///   and its message an `invalid_value` rejection;
+    /// - what cannot be stored even so (a rejection or a withdrawal the database refuses too,
+    ///   e.g. text its encoding cannot hold) is acknowledged, counted
+    ///   (`galewatch_readings_unstorable_total`, `galewatch_sparkplug_births_unstorable_total`)
+    ///   and logged.
+    ///
+    /// The acks wait for all parts. Returns None if the hard stop came first.
     pub async fn land(
         &mut self,
         batch: &Batch,
         backoff: &mut Backoff,
         hard_stop: &CancellationToken,
     ) -> Option<Tally> {
-        let mut parts: VecDeque<Vec<ItemRef<'_>>> = VecDeque::from([items_of(batch)]);
-        // Sparkplug B births, stored with every part (the same rows again: harmless) so none
-        // is acknowledged before its birth is stored.
-        let births: Vec<Born<'_>> = batch
+        // Each birth with its message, in arrival order, before the items.
+        let births: Vec<BirthRef<'_>> = batch
             .messages
             .iter()
-            .filter_map(|m| m.birth.as_deref().map(|b| (b, m.received_at)))
+            .filter_map(|m| m.birth.as_deref().map(|b| (m, Cow::Borrowed(b))))
             .collect();
+        let mut parts: VecDeque<Part<'_>> = VecDeque::from([Part {
+            births,
+            items: items_of(batch),
+        }]);
         let mut total = Tally::default();
         while let Some(part) = parts.front_mut() {
-            let e = match self.write(part, &births).await {
+            let born: Vec<Born<'_>> = part
+                .births
+                .iter()
+                .map(|(m, b)| (b.as_ref(), m.received_at))
+                .collect();
+            let e = match self.write(&part.items, &born).await {
                 Ok(t) => {
                     backoff.reset();
                     total.add(t);
@@ -241,29 +268,25 @@ impl Writer {
             };
             let class = e.sqlstate().map_or("none", |c| &c[..2]).to_string();
             metrics::counter!(telemetry::DB_ERRORS, "class" => class).increment(1);
-            if e.is_data_error() && part.len() > 1 {
-                tracing::warn!(error = %e, items = part.len(), "the database refused part of a batch; splitting it to find the reading");
-                let tail = part.split_off(part.len() / 2);
-                parts.insert(1, tail);
-                continue;
-            }
-            if e.is_data_error() {
-                if let Decoded::Reading(r) | Decoded::Future(r) = part[0].item.as_ref() {
-                    tracing::warn!(error = %e, turbine_id = %r.turbine_id, recorded_at = %r.recorded_at, "the database refused a reading; rejecting it");
-                    part[0].refused = Some(reading_json(&self.signals, r));
-                    part[0].item = Cow::Owned(Decoded::Rejected(Rejection {
-                        reason: RejectReason::InvalidValue,
-                        detail: format!("the database refused it: {e}"),
-                        element: None,
-                    }));
-                    continue;
+            if e.is_caused_by_data() {
+                if part.len() > 1 {
+                    tracing::warn!(error = %e, pieces = part.len(), "the database refused part of a batch; splitting it to find what it refuses");
+                    let tail = part.split_off(part.len() / 2);
+                    parts.insert(1, tail);
+                } else if part.len() == 1 {
+                    let p = parts.pop_front().expect("the front part");
+                    if let Some(p) = self.isolate(p, &e, &mut total) {
+                        parts.push_front(p);
+                    }
+                } else {
+                    // An empty part cannot fail for its data; drop it rather than loop.
+                    parts.pop_front();
                 }
+                continue;
             }
             let wait = backoff.next_delay();
             if e.is_retryable() {
                 tracing::warn!(error = %e, retry_in = ?wait, messages = batch.messages.len(), "batch not written; retrying");
-            } else if e.is_bug() {
-                tracing::error!(error = %e, retry_in = ?wait, messages = batch.messages.len(), "batch not written: a bug in Galewatch (the client could not read or send a value); please report it with this line; retrying, nothing is acknowledged meanwhile");
             } else {
                 tracing::error!(error = %e, retry_in = ?wait, messages = batch.messages.len(), "batch not written (not a transient error: check the schema and the role's rights); retrying");
             }
@@ -274,6 +297,94 @@ impl Writer {
         }
         total.messages = batch.messages.len() as u64;
         Some(total)
+    }
+
+    /// What a single piece the database refused becomes: the part to write instead, or None
+    /// when nothing of it can be stored (then counted as unstorable).
+    fn isolate<'a>(&self, mut p: Part<'a>, e: &Error, total: &mut Tally) -> Option<Part<'a>> {
+        if let Some((msg, b)) = p.births.pop() {
+            if b.withdrawn {
+                metrics::counter!(telemetry::SPARKPLUG_BIRTHS_UNSTORABLE).increment(1);
+                tracing::error!(error = %e, topic = %msg.topic, "the database refuses even the withdrawal of a Sparkplug B birth; acknowledging it unstored (the stored births of this node stay as they were: its next DATA may be refused as unproven)");
+                return None;
+            }
+            tracing::warn!(error = %e, topic = %msg.topic, "the database refused a Sparkplug B birth; rejecting it and withdrawing the birth it replaces");
+            let refused = format!(
+                r#"{{"birth":{:?},"aliases":{},"digest":"{:016x}"}}"#,
+                b.key(),
+                b.aliases.len(),
+                b.digest()
+            );
+            let withdrawal = Birth {
+                aliases: Vec::new(),
+                names: Vec::new(),
+                datatypes: Vec::new(),
+                born_at: None,
+                withdrawn: true,
+                ..b.into_owned()
+            };
+            return Some(Part {
+                births: vec![(msg, Cow::Owned(withdrawal))],
+                items: vec![ItemRef {
+                    msg,
+                    item: Cow::Owned(Decoded::Rejected(Rejection {
+                        reason: RejectReason::InvalidValue,
+                        detail: format!("the database refused the Sparkplug B birth: {e}"),
+                        element: None,
+                    })),
+                    refused: Some(refused),
+                }],
+            });
+        }
+        let mut it = p.items.pop()?;
+        if let Decoded::Reading(r) | Decoded::Future(r) = it.item.as_ref() {
+            tracing::warn!(error = %e, turbine_id = %r.turbine_id, recorded_at = %r.recorded_at, "the database refused a reading; rejecting it");
+            it.refused = Some(reading_json(&self.signals, r));
+            it.item = Cow::Owned(Decoded::Rejected(Rejection {
+                reason: RejectReason::InvalidValue,
+                detail: format!("the database refused it: {e}"),
+                element: None,
+            }));
+            return Some(Part {
+                births: Vec::new(),
+                items: vec![it],
+            });
+        }
+        total.received += 1;
+        total.unstorable += 1;
+        tracing::error!(error = %e, topic = %it.msg.topic, "the database refuses even the rejected row of a message; acknowledging it unstored (counted in galewatch_readings_unstorable_total)");
+        None
+    }
+}
+
+/// A Sparkplug B birth with the message it came in (owned once replaced by its withdrawal).
+type BirthRef<'a> = (&'a Message, Cow<'a, Birth>);
+
+/// What one transaction writes: births first, then items, in arrival order. Split in halves
+/// to find the piece the database refuses.
+struct Part<'a> {
+    births: Vec<BirthRef<'a>>,
+    items: Vec<ItemRef<'a>>,
+}
+
+impl Part<'_> {
+    fn len(&self) -> usize {
+        self.births.len() + self.items.len()
+    }
+
+    /// The second half, from piece `at` on (births count first).
+    fn split_off(&mut self, at: usize) -> Self {
+        if at < self.births.len() {
+            Part {
+                births: self.births.split_off(at),
+                items: std::mem::take(&mut self.items),
+            }
+        } else {
+            Part {
+                births: Vec::new(),
+                items: self.items.split_off(at - self.births.len()),
+            }
+        }
     }
 }
 

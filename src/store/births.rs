@@ -1,39 +1,61 @@
-//! Sparkplug B birth certificates in `sparkplug_births` (V10): written in the transaction that
-//! holds the birth message's outcome, read back when a DATA message arrives for a node or device
-//! whose birth this daemon has not seen (after a restart, or when another member of the share
-//! group took the birth).
+//! Sparkplug B birth certificates in `sparkplug_births` (V10, V11): a history per MQTT session,
+//! written in the transaction that holds each birth message's outcome, read back when a DATA
+//! message arrives for a node or device whose birth this connection has not seen, and proven
+//! (older rows pruned) once per connection. Which rows may apply to a message is
+//! `sparkplug/host.rs`'s rule; this file only speaks SQL.
 
 use chrono::{DateTime, Utc};
 use tokio_postgres::{Client, Transaction};
 
 use crate::db::Database;
 use crate::error::Error;
-use crate::sparkplug::{Birth, Known};
+use crate::sparkplug::{Birth, Known, Mapping};
 
-const UPSERT: &str = "INSERT INTO sparkplug_births
-        (group_id, edge_node, device, aliases, names, datatypes, born_at, received_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-    ON CONFLICT (group_id, edge_node, device) DO UPDATE
-       SET aliases = excluded.aliases, names = excluded.names, datatypes = excluded.datatypes,
-           born_at = excluded.born_at, received_at = excluded.received_at";
+const INSERT: &str = "INSERT INTO sparkplug_births
+        (session, group_id, edge_node, device, conn, withdrawn, aliases, names, datatypes, born_at, received_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
 
-const SELECT: &str = "SELECT aliases, names, datatypes, born_at FROM sparkplug_births
-    WHERE group_id = $1 AND edge_node = $2 AND device = $3";
+/// A node's or device's rows that a message may follow, newest first: this session's, then the
+/// rows stored before V11 (session ''), which count as proven and older than any of its own.
+/// The caller stops at the first proven row; the limit bounds a history no connection pruned.
+const SELECT: &str = "SELECT proven OR session = '', withdrawn, aliases, names, datatypes
+      FROM sparkplug_births
+     WHERE session IN ($1, '') AND group_id = $2 AND edge_node = $3 AND device = $4
+     ORDER BY session = '', generation DESC
+     LIMIT 64";
 
-/// Stores births, in arrival order: a later birth of the same node or device replaces an
-/// earlier one. Batches holding births of the same node or device commit in arrival order
-/// (`overlap.rs`), so the stored one is the last to arrive.
+/// Marks this session's rows of earlier connections proven, then drops the rows no message can
+/// follow any more: those older than a proven row of the same node or device.
+const PROVE: &str = "UPDATE sparkplug_births SET proven = true
+     WHERE session = $1 AND conn <> $2 AND NOT proven";
+const PRUNE: &str = "DELETE FROM sparkplug_births b
+     WHERE b.session = $1
+       AND EXISTS (SELECT 1 FROM sparkplug_births n
+                    WHERE n.session = b.session AND n.group_id = b.group_id
+                      AND n.edge_node = b.edge_node AND n.device = b.device
+                      AND n.proven AND n.generation > b.generation)";
+
+/// A birth to store with its message's time of receipt, for the session (MQTT client id) that
+/// received it.
+pub type Born<'a> = (&'a Birth, DateTime<Utc>);
+
+/// Stores births, in arrival order (batches holding births of the same node or device commit in
+/// arrival order, `overlap.rs`, so generations follow arrival).
 pub(crate) async fn record(
     tx: &Transaction<'_>,
-    births: &[(&Birth, DateTime<Utc>)],
+    session: &str,
+    births: &[Born<'_>],
 ) -> Result<(), Error> {
     for (b, received_at) in births {
         tx.execute(
-            UPSERT,
+            INSERT,
             &[
+                &session,
                 &b.group,
                 &b.node,
                 &b.device,
+                &b.conn,
+                &b.withdrawn,
                 &b.aliases,
                 &b.names,
                 &b.datatypes,
@@ -47,38 +69,99 @@ pub(crate) async fn record(
     Ok(())
 }
 
-/// Reads the stored birth of a node (`device` empty) or device.
+/// What the database holds of a node (`device` empty) or device for `session`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored {
+    /// The newest birth's alias table (None: withdrawn, or none stored) and its digest.
+    pub latest: Option<Known>,
+    pub digest: Option<u64>,
+    /// What the births a redelivered message may follow agree on (`Known::agreed`).
+    pub agreed: Option<Known>,
+}
+
+/// Reads the births of a node or device that a message may follow.
 pub async fn load(
     client: &Client,
-    group: &str,
-    node: &str,
-    device: &str,
-) -> Result<Option<Birth>, Error> {
-    let row = client
-        .query_opt(SELECT, &[&group, &node, &device])
+    session: &str,
+    (group, node, device): (&str, &str, &str),
+    map: &Mapping,
+) -> Result<Stored, Error> {
+    let rows = client
+        .query(SELECT, &[&session, &group, &node, &device])
         .await
-        .map_err(|e| Error::db("reading a Sparkplug B birth", e))?;
-    Ok(row.map(|r| Birth {
-        group: group.to_string(),
-        node: node.to_string(),
-        device: device.to_string(),
-        aliases: r.get(0),
-        names: r.get(1),
-        datatypes: r.get(2),
-        born_at: r.get(3),
-    }))
+        .map_err(|e| Error::db("reading Sparkplug B births", e))?;
+    let mut births = Vec::new();
+    let mut proven = false;
+    for r in &rows {
+        let b = Birth {
+            group: group.to_string(),
+            node: node.to_string(),
+            device: device.to_string(),
+            withdrawn: r.get(1),
+            aliases: r.get(2),
+            names: r.get(3),
+            datatypes: r.get(4),
+            born_at: None,
+            conn: 0,
+        };
+        births.push(b);
+        if r.get::<_, bool>(0) {
+            proven = true;
+            break;
+        }
+    }
+    let Some(newest) = births.first() else {
+        return Ok(Stored {
+            latest: None,
+            digest: None,
+            agreed: None,
+        });
+    };
+    let latest = newest.known(map);
+    let digest = Some(newest.digest());
+    let tables: Vec<Option<Known>> = births.iter().map(|b| b.known(map)).collect();
+    // A history longer than the limit without a proven row: the oldest births it may follow
+    // are not all in hand, so nothing is agreed.
+    let agreed = if proven || rows.len() < 64 {
+        Known::agreed(&tables)
+    } else {
+        None
+    };
+    Ok(Stored {
+        latest,
+        digest,
+        agreed,
+    })
+}
+
+/// Marks the rows of this session's earlier connections proven and prunes what they make
+/// unreachable (once per connection, from its first newly delivered message).
+pub async fn prove(client: &Client, session: &str, conn: i64) -> Result<u64, Error> {
+    client
+        .execute(PROVE, &[&session, &conn])
+        .await
+        .map_err(|e| Error::db("proving Sparkplug B births", e))?;
+    client
+        .execute(PRUNE, &[&session])
+        .await
+        .map_err(|e| Error::db("pruning Sparkplug B births", e))
 }
 
 /// The subscriber's own connection for reading births, made when first needed and made again
 /// after an error.
 pub struct Store {
     db: Database,
+    session: String,
     client: Option<Client>,
 }
 
 impl Store {
-    pub fn new(db: Database) -> Store {
-        Store { db, client: None }
+    pub fn new(db: Database, session: String) -> Store {
+        Store {
+            db,
+            session,
+            client: None,
+        }
     }
 
     /// Drops the connection (after a timeout: it may hang).
@@ -86,13 +169,7 @@ impl Store {
         self.client = None;
     }
 
-    /// The stored birth's aliases, or None when none is stored.
-    pub async fn known(
-        &mut self,
-        group: &str,
-        node: &str,
-        device: &str,
-    ) -> Result<Option<Known>, Error> {
+    async fn client(&mut self) -> Result<&Client, Error> {
         if self.client.as_ref().is_none_or(Client::is_closed) {
             let client = self
                 .db
@@ -101,13 +178,28 @@ impl Store {
                 .map_err(|e| Error::db("connecting to read Sparkplug B births", e))?;
             self.client = Some(client);
         }
-        let client = self.client.as_ref().expect("connected above");
-        match load(client, group, node, device).await {
-            Ok(b) => Ok(b.as_ref().map(Birth::known)),
-            Err(e) => {
-                self.client = None;
-                Err(e)
-            }
+        Ok(self.client.as_ref().expect("connected above"))
+    }
+
+    /// The births of a node or device that a message may follow.
+    pub async fn load(&mut self, key: (&str, &str, &str), map: &Mapping) -> Result<Stored, Error> {
+        let session = self.session.clone();
+        let client = self.client().await?;
+        let r = load(client, &session, key, map).await;
+        if r.is_err() {
+            self.client = None;
         }
+        r
+    }
+
+    /// Proves this session's earlier connections' births (see [`prove`]).
+    pub async fn prove(&mut self, conn: i64) -> Result<u64, Error> {
+        let session = self.session.clone();
+        let client = self.client().await?;
+        let r = prove(client, &session, conn).await;
+        if r.is_err() {
+            self.client = None;
+        }
+        r
     }
 }

@@ -493,8 +493,8 @@ mod tests {
             let key = parse_topic(topic).unwrap().birth_key();
             let j = judge(topic, bytes, births.get(&key), &rules, &mapping(), now);
             assert!(!j.unknown_alias, "{topic}");
-            if let Some(b) = j.birth {
-                births.insert(key, b.known());
+            if let Some(k) = j.born {
+                births.insert(key, k);
             }
             for d in j.items {
                 match d {

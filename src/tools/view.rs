@@ -51,6 +51,7 @@ impl Snapshot {
                 "identity_mismatch",
                 "too_large",
                 "unknown_alias",
+                "unproven_birth",
             ]
             .into_iter()
             .map(|r| {

@@ -15,6 +15,7 @@ use galewatch::config::BrokerAddr;
 use tokio_postgres::NoTls;
 
 pub mod citus;
+pub mod sparkplug;
 
 /// Where the tests find PostgreSQL: a URL to its maintenance database.
 pub fn admin_url() -> String {

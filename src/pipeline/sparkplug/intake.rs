@@ -1,12 +1,15 @@
-//! The subscriber's Sparkplug B side: judges a message with the birth its node or device last
-//! sent, reads a birth it has not seen from the database, and speaks to the fleet (rebirth
-//! requests, the host's STATE). The decisions are `host.rs`'s and `mod.rs`'s; this file does the
-//! I/O they ask for.
+//! The subscriber's Sparkplug B side: judges a message with the birth proven to apply to it
+//! (`host.rs` says which), reads births it does not hold from the database, proves a session's
+//! stored births once per connection, and speaks to the fleet (rebirth requests, the host's
+//! STATE). The decisions are `host.rs`'s and `mod.rs`'s; this file does the I/O they ask for.
 //!
 //! It runs inside the subscriber's task, so it never awaits anything that waits on polling:
-//! publishes are queued with `try_publish`, and the only wait, a database read for a birth not
-//! in memory, is like the wait for budget (the broker keeps what is not read meanwhile).
+//! publishes are queued with `try_publish`; the waits, for the births handed on to commit and for
+//! a database read, are like the wait for budget (the broker keeps what is not read meanwhile),
+//! and the writers never wait on polling.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -15,23 +18,43 @@ use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::AsyncClient;
 use tokio_util::sync::CancellationToken;
 
-use super::host::{Host, Seq};
-use super::{judge, judge_at, parse_topic, rebirth_request, rebirth_topic, state, Judged, Mapping};
+use super::host::{Decision, Host, Seq};
+use super::{
+    judge, judge_at, parse_topic, rebirth_request, rebirth_topic, state, Birth, Judged, Mapping,
+};
 use crate::backoff::Backoff;
-use crate::births::Store;
+use crate::births::{Store, Stored};
 use crate::config::SparkplugGroup;
-use crate::decode::Rules;
+use crate::decode::{Decoded, RejectReason, Rules};
 use crate::telemetry;
+
+/// A birth handed on and not yet committed (or abandoned): held by its message, so the
+/// subscriber can wait until the database holds every birth that arrived before it reads one.
+#[derive(Debug)]
+pub struct Pending(Arc<AtomicUsize>);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// How often the rebirth requests and sequence gaps are summed up in one log line.
+const SUMMARY_EVERY: Duration = Duration::from_secs(10);
 
 pub struct Intake {
     host: Host,
     mapping: Mapping,
     store: Store,
+    /// Births handed on, not yet committed.
+    pending: Arc<AtomicUsize>,
     /// Publish STATE under this id.
     host_id: Option<String>,
     /// The STATE timestamp: the same in the will and in every "online", as Sparkplug 3.0 asks,
     /// so an edge node can tell this session's will from a newer session's birth.
     state_at: u64,
+    /// When the last summary line was written.
+    summarized: Instant,
 }
 
 fn now_ms() -> u64 {
@@ -41,11 +64,21 @@ fn now_ms() -> u64 {
 impl Intake {
     pub fn new(g: &SparkplugGroup) -> Intake {
         Intake {
-            host: Host::new(g.births_cached, g.rebirth_interval, !g.shared),
+            host: Host::new(
+                g.births_cached,
+                g.births_cache_bytes,
+                g.rebirth_interval,
+                g.rebirths_per_second,
+            ),
             mapping: g.mapping.clone(),
-            store: Store::new(g.db.clone()),
+            store: Store::new(g.db.clone(), g.session.clone()),
+            pending: Arc::default(),
             host_id: g.host_id.clone(),
             state_at: now_ms(),
+            // The first event after a quiet spell is written at once.
+            summarized: Instant::now()
+                .checked_sub(SUMMARY_EVERY)
+                .unwrap_or_else(Instant::now),
         }
     }
 
@@ -74,17 +107,29 @@ impl Intake {
         }
     }
 
-    /// The connection was lost: sequence numbers start over.
-    pub fn reconnected(&mut self) {
-        self.host.reconnected();
+    /// A connection was made: births are judged against it (see `host.rs`).
+    pub fn connected(&mut self, session_present: bool) {
+        let conn = Utc::now().timestamp_micros();
+        self.host.connected(conn, session_present);
+        if !session_present {
+            tracing::info!("the broker kept no session: stored Sparkplug B births are not used until each node's next birth (rebirths are asked as data arrives)");
+        }
     }
 
-    /// Judges one message. None when shutdown began while a birth was being read (the message
+    /// A birth's hold until its batch commits.
+    pub fn hold(&self) -> Pending {
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        Pending(self.pending.clone())
+    }
+
+    /// Judges one message. None when shutdown began while waiting on the database (the message
     /// is then left unacknowledged, for the next run).
+    #[allow(clippy::too_many_arguments)]
     pub async fn judge(
         &mut self,
         topic: &str,
         payload: &[u8],
+        dup: bool,
         received_at: DateTime<Utc>,
         rules: &Rules,
         client: &AsyncClient,
@@ -92,9 +137,9 @@ impl Intake {
     ) -> Option<Judged> {
         let now = Instant::now();
         let t = match parse_topic(topic) {
-            Ok(t) => t,
-            // Refused by name (malformed, or too large first); nothing to remember of it.
-            Err(_) => {
+            Ok(t) if topic.len() <= rules.max_topic_bytes => t,
+            // Refused by name (malformed, or too large); nothing to remember of it.
+            _ => {
                 return Some(judge(
                     topic,
                     payload,
@@ -105,8 +150,26 @@ impl Intake {
                 ))
             }
         };
+        if self.host.proof_due(dup) {
+            self.prove().await;
+        }
         let key = t.birth_key();
-        let known = self.host.known(&key);
+        let known = if t.kind.is_data() {
+            match self.host.decide(&key, dup) {
+                Decision::Use(k) => k,
+                Decision::LookUp => {
+                    let stored = self.read_births(&t, shutdown).await?;
+                    self.host
+                        .looked_up(&key, stored.latest, stored.digest, stored.agreed);
+                    match self.host.decide(&key, dup) {
+                        Decision::Use(k) => k,
+                        Decision::LookUp => None,
+                    }
+                }
+            }
+        } else {
+            None
+        };
         let mut j = judge_at(
             &t,
             payload,
@@ -115,45 +178,37 @@ impl Intake {
             &self.mapping,
             received_at,
         );
-        if j.unknown_alias && self.host.should_look_up(&key, now) {
-            let found = self.read_birth(&t, shutdown).await?;
-            self.host.looked_up(&key, found, now);
-            if let Some(k) = self.host.known(&key) {
-                // Decoded again with the stored birth (rare: a birth this daemon did not see).
-                j = judge_at(&t, payload, Some(&k), rules, &self.mapping, received_at);
-            }
-        }
         metrics::counter!(telemetry::SPARKPLUG_MESSAGES, "type" => t.kind.as_str()).increment(1);
         metrics::counter!(telemetry::SPARKPLUG_METRICS_IGNORED).increment(j.ignored);
-        if let Some(born) = j.born.take() {
-            self.host.born(&key, born);
+        if t.kind.is_birth() {
+            // A refused birth withdraws the one it meant to replace.
+            let mut birth = j.birth.take().unwrap_or_else(|| Birth::withdrawal(&t));
+            birth.conn = self.host.conn();
+            if self.host.born(&key, j.born.take(), birth.digest()) {
+                j.birth = Some(birth);
+            }
         }
         let mut ask = None;
         if j.unknown_alias {
-            ask = Some("unknown_alias");
+            let unproven = j.items.iter().any(
+                |d| matches!(d, Decoded::Rejected(r) if r.reason == RejectReason::UnprovenBirth),
+            );
+            ask = Some(if unproven {
+                "unproven_birth"
+            } else {
+                "unknown_alias"
+            });
         }
         if j.decoded {
-            if let Seq::Gap { expected, got } = self.host.sequence(&t, j.seq) {
+            if let Seq::Gap { .. } = self.host.sequence(&t, j.seq) {
                 metrics::counter!(telemetry::SPARKPLUG_SEQ_GAPS).increment(1);
-                tracing::warn!(
-                    group = t.group,
-                    edge_node = t.node,
-                    expected,
-                    got,
-                    "Sparkplug B sequence gap: messages from this edge node were lost or reordered"
-                );
+                self.host.gap(&t);
                 ask = ask.or(Some("seq_gap"));
             }
         }
         if let Some(cause) = ask {
-            if self.host.rebirth(&t, now) {
+            if self.host.rebirth(&t, cause, now) {
                 metrics::counter!(telemetry::SPARKPLUG_REBIRTHS, "cause" => cause).increment(1);
-                tracing::info!(
-                    group = t.group,
-                    edge_node = t.node,
-                    cause,
-                    "asking the edge node to rebirth"
-                );
                 // QoS 0, as the specification has NCMD sent.
                 if let Err(e) = client.try_publish(
                     rebirth_topic(t.group, t.node),
@@ -161,22 +216,69 @@ impl Intake {
                     false,
                     rebirth_request(now_ms()),
                 ) {
-                    tracing::warn!(error = %e, "could not queue a rebirth request");
+                    tracing::debug!(error = %e, "could not queue a rebirth request");
                 }
             }
         }
+        self.summarize(now);
         Some(j)
     }
 
-    /// Reads a birth from the database, waiting out an outage (or until shutdown: None).
-    async fn read_birth(
+    /// One log line for the rebirth requests and sequence gaps, with a few of the nodes
+    /// concerned: the first after a quiet spell at once, then at most one per interval (written
+    /// with the next Sparkplug B message), never one per message, whatever the fleet sends.
+    fn summarize(&mut self, now: Instant) {
+        if self.host.summary().is_empty() || now.duration_since(self.summarized) < SUMMARY_EVERY {
+            return;
+        }
+        self.summarized = now;
+        let s = self.host.take_summary();
+        let mut asked: Vec<_> = s.asked.iter().map(|(c, n)| format!("{c}={n}")).collect();
+        asked.sort();
+        tracing::warn!(
+            rebirths_asked = %asked.join(","),
+            rebirths_held_back = s.held_back,
+            seq_gaps = s.gaps,
+            examples = ?s.examples,
+            "Sparkplug B: edge nodes asked to rebirth (unknown or unproven aliases, sequence gaps: messages lost or reordered) since the last such line"
+        );
+    }
+
+    /// Proves the stored births of this session's earlier connections (at its first newly
+    /// delivered message). A failure only leaves more rows to agree on.
+    async fn prove(&mut self) {
+        let conn = self.host.conn();
+        match tokio::time::timeout(Duration::from_secs(5), self.store.prove(conn)).await {
+            Ok(Ok(pruned)) => {
+                tracing::debug!(pruned, "Sparkplug B births of earlier connections proven")
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "could not prove the Sparkplug B births of earlier connections; redelivered data may be refused as unproven until the next connection")
+            }
+            Err(_) => {
+                self.store.reset();
+                tracing::warn!("proving the Sparkplug B births of earlier connections timed out");
+            }
+        }
+    }
+
+    /// Reads the births a message may follow from the database, once every birth handed on has
+    /// committed, waiting out an outage (or until shutdown: None).
+    async fn read_births(
         &mut self,
         t: &super::Topic<'_>,
         shutdown: &CancellationToken,
-    ) -> Option<Option<super::Known>> {
+    ) -> Option<Stored> {
+        while self.pending.load(Ordering::Acquire) > 0 {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+                _ = shutdown.cancelled() => return None,
+            }
+        }
         let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
         loop {
-            let read = self.store.known(t.group, t.node, t.device.unwrap_or(""));
+            let key = (t.group, t.node, t.device.unwrap_or(""));
+            let read = self.store.load(key, &self.mapping);
             let read = tokio::select! {
                 r = tokio::time::timeout(Duration::from_secs(10), read) => r,
                 _ = shutdown.cancelled() => return None,
@@ -185,11 +287,11 @@ impl Intake {
                 Ok(Ok(found)) => return Some(found),
                 Err(_) => {
                     self.store.reset();
-                    tracing::warn!("reading a Sparkplug B birth timed out; trying again");
+                    tracing::warn!("reading Sparkplug B births timed out; trying again");
                 }
                 Ok(Err(e)) => {
                     let wait = backoff.next_delay();
-                    tracing::warn!(error = %e, retry_in = ?wait, "could not read a Sparkplug B birth; intake waits");
+                    tracing::warn!(error = %e, retry_in = ?wait, "could not read Sparkplug B births; intake waits");
                     tokio::select! {
                         _ = tokio::time::sleep(wait) => {}
                         _ = shutdown.cancelled() => return None,

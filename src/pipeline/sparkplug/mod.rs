@@ -232,7 +232,7 @@ impl Mapping {
 }
 
 /// A birth certificate's aliases, as stored in `sparkplug_births` (parallel arrays, in the
-/// birth's order).
+/// birth's order), or the withdrawal of the last one (a refused birth).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Birth {
     pub group: String,
@@ -244,44 +244,147 @@ pub struct Birth {
     pub datatypes: Vec<i32>,
     /// The birth payload's timestamp.
     pub born_at: Option<DateTime<Utc>>,
+    /// A birth message that was refused: the mapping it meant to replace no longer applies, and
+    /// none is known until the next birth (the arrays are empty).
+    pub withdrawn: bool,
+    /// The broker connection it arrived on (`host.rs`): which births a redelivered message may
+    /// follow is decided by it.
+    pub conn: i64,
 }
 
 impl Birth {
+    /// A node's (`device` None) or device's birth naming no alias yet.
+    fn empty(t: &Topic<'_>, withdrawn: bool) -> Birth {
+        Birth {
+            group: t.group.to_string(),
+            node: t.node.to_string(),
+            device: t.device.unwrap_or("").to_string(),
+            aliases: Vec::new(),
+            names: Vec::new(),
+            datatypes: Vec::new(),
+            born_at: None,
+            withdrawn,
+            conn: 0,
+        }
+    }
+
+    /// A node's or device's withdrawn birth.
+    pub fn withdrawal(t: &Topic<'_>) -> Birth {
+        Birth::empty(t, true)
+    }
+
     pub fn key(&self) -> String {
         format!("{}/{}/{}", self.group, self.node, self.device)
     }
 
-    /// The alias table decoding reads.
-    pub fn known(&self) -> Known {
+    /// The alias table decoding reads, for the settings' mapping: a mapped metric's name and
+    /// data type, only that an unmapped one exists (its name is not kept in memory). None for a
+    /// withdrawal.
+    pub fn known(&self, map: &Mapping) -> Option<Known> {
+        if self.withdrawn {
+            return None;
+        }
         let aliases = self
             .aliases
             .iter()
             .zip(&self.names)
             .zip(&self.datatypes)
             .map(|((&a, n), &t)| {
-                (
-                    a as u64,
-                    Alias {
+                let alias = if map.signals.contains_key(n.as_str()) {
+                    Alias::Mapped {
                         name: n.as_str().into(),
                         datatype: t as u32,
-                    },
-                )
+                    }
+                } else {
+                    Alias::Unmapped
+                };
+                (a as u64, alias)
             })
             .collect();
-        Known { aliases }
+        Some(Known { aliases })
+    }
+
+    /// Bytes this birth holds while it waits for its commit (names and arrays), so the
+    /// unacknowledged budget counts it.
+    pub fn size(&self) -> usize {
+        std::mem::size_of::<Birth>()
+            + self.group.len()
+            + self.node.len()
+            + self.device.len()
+            + self.names.iter().map(|n| n.len() + 24).sum::<usize>()
+            + self.aliases.len() * 12
+    }
+
+    /// A digest of what the birth says (aliases, names, data types): two births with the same
+    /// digest decode every message alike, whatever the mapping.
+    pub fn digest(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.withdrawn.hash(&mut h);
+        self.aliases.hash(&mut h);
+        self.names.hash(&mut h);
+        self.datatypes.hash(&mut h);
+        h.finish()
     }
 }
 
-/// What the last birth says each alias means.
+/// What the birth that applies says each alias means.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Known {
     aliases: HashMap<u64, Alias>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-struct Alias {
-    name: Box<str>,
-    datatype: u32,
+enum Alias {
+    /// Feeds a signal.
+    Mapped { name: Box<str>, datatype: u32 },
+    /// Named by the birth, fed to no signal: ignored and counted.
+    Unmapped,
+    /// The births a redelivered message may follow do not agree on it (`Known::agreed`).
+    Ambiguous,
+}
+
+impl Known {
+    /// The alias table of several births a message may follow, when it cannot be told which:
+    /// an alias they all read alike keeps its meaning, one they read differently (or only
+    /// some name) is ambiguous, so a message using it is refused rather than guessed.
+    pub fn agreed(births: &[Option<Known>]) -> Option<Known> {
+        let (first, rest) = births.split_first()?;
+        let mut aliases: HashMap<u64, Alias> = HashMap::new();
+        for k in births.iter().flatten() {
+            for a in k.aliases.keys() {
+                if aliases.contains_key(a) {
+                    continue;
+                }
+                fn at<'k>(k: &'k Option<Known>, a: &u64) -> Option<&'k Alias> {
+                    k.as_ref().and_then(|k| k.aliases.get(a))
+                }
+                let alias = match at(first, a) {
+                    Some(x) if rest.iter().all(|k| at(k, a) == Some(x)) => x.clone(),
+                    _ => Alias::Ambiguous,
+                };
+                aliases.insert(*a, alias);
+            }
+        }
+        if aliases.is_empty() && first.is_none() && rest.iter().all(Option::is_none) {
+            return None;
+        }
+        Some(Known { aliases })
+    }
+
+    /// Bytes it holds in memory, for the cache's byte budget (`sparkplug_births_cache_bytes`).
+    pub fn size(&self) -> usize {
+        64 + self
+            .aliases
+            .values()
+            .map(|a| {
+                48 + match a {
+                    Alias::Mapped { name, .. } => name.len(),
+                    _ => 0,
+                }
+            })
+            .sum::<usize>()
+    }
 }
 
 /// What a message became.
@@ -326,6 +429,17 @@ pub fn judge(
     map: &Mapping,
     received_at: DateTime<Utc>,
 ) -> Judged {
+    if topic.len() > rules.max_topic_bytes {
+        // Bounded as JSON topics are: the levels name births, stored and indexed.
+        return Judged::whole(
+            RejectReason::TooLarge,
+            format!(
+                "topic is {} bytes, over the limit of {} bytes",
+                topic.len(),
+                rules.max_topic_bytes
+            ),
+        );
+    }
     match parse_topic(topic) {
         Ok(t) => judge_at(&t, payload, known, rules, map, received_at),
         Err(_) if payload.len() > rules.max_message_bytes => too_large(payload, rules),
@@ -378,7 +492,7 @@ pub fn judge_at(
     } else {
         None
     };
-    let born = birth.as_ref().map(Birth::known);
+    let born = birth.as_ref().and_then(|b| b.known(map));
     let mut out = readings(t, &p, born.as_ref().or(known), rules, map, received_at);
     out.birth = birth;
     out.born = born;
@@ -391,13 +505,8 @@ pub fn judge_at(
 /// names cannot be decoded against, so it is refused whole (and not stored).
 fn birth_of(t: &Topic<'_>, p: &Payload) -> Result<Birth, String> {
     let mut b = Birth {
-        group: t.group.to_string(),
-        node: t.node.to_string(),
-        device: t.device.unwrap_or("").to_string(),
-        aliases: Vec::new(),
-        names: Vec::new(),
-        datatypes: Vec::new(),
         born_at: p.timestamp.and_then(millis),
+        ..Birth::empty(t, false)
     };
     let mut seen: HashMap<u64, usize> = HashMap::new();
     for (i, m) in p.metrics.iter().enumerate() {
@@ -447,6 +556,20 @@ struct Group<'p> {
     twice: Option<(usize, &'p str, &'p str)>,
 }
 
+/// A metric whose alias the births a redelivered message may follow read differently: refused,
+/// and a rebirth asked, rather than decoded with a guess.
+fn unproven(i: usize, alias: u64) -> Judged {
+    let mut out = Judged::whole(
+        RejectReason::UnprovenBirth,
+        format!(
+            "metric {i} has alias {alias}, which the births this redelivered message may follow \
+             give different meanings (a rebirth was requested)"
+        ),
+    );
+    out.unknown_alias = true;
+    out
+}
+
 fn readings(
     t: &Topic<'_>,
     p: &Payload,
@@ -468,31 +591,37 @@ fn readings(
     let mut groups: Vec<Group<'_>> = Vec::new();
     let mut index: HashMap<Option<u64>, usize> = HashMap::new();
     for (i, m) in p.metrics.iter().enumerate() {
-        let (name, known_type) = match (&m.name, m.alias) {
-            (Some(n), _) => (
-                n.as_str(),
-                m.alias
-                    .and_then(|a| known.and_then(|k| k.aliases.get(&a)))
-                    .map(|a| a.datatype),
-            ),
-            (None, Some(a)) => match known.and_then(|k| k.aliases.get(&a)) {
-                Some(alias) => (&*alias.name, Some(alias.datatype)),
-                None => {
-                    out = Judged::whole(
-                        UnknownAlias,
-                        format!(
-                            "metric {i} has alias {a}, which {} (a rebirth was requested)",
-                            if known.is_some() {
-                                "the stored birth does not name"
-                            } else {
-                                "no stored birth names"
-                            }
-                        ),
-                    );
-                    out.unknown_alias = true;
-                    return out;
+        let alias = m.alias.map(|a| (a, known.and_then(|k| k.aliases.get(&a))));
+        let (name, known_type) = match (&m.name, alias) {
+            // Named: the birth only says its data type, when the metric does not.
+            (Some(n), alias) => match alias {
+                Some((a, Some(Alias::Ambiguous))) if m.datatype.is_none() => {
+                    return unproven(i, a);
                 }
+                Some((_, Some(Alias::Mapped { datatype, .. }))) => (n.as_str(), Some(*datatype)),
+                _ => (n.as_str(), None),
             },
+            (None, Some((_, Some(Alias::Mapped { name, datatype })))) => (&**name, Some(*datatype)),
+            (None, Some((_, Some(Alias::Unmapped)))) => {
+                out.ignored += 1;
+                continue;
+            }
+            (None, Some((a, Some(Alias::Ambiguous)))) => return unproven(i, a),
+            (None, Some((a, None))) => {
+                out = Judged::whole(
+                    UnknownAlias,
+                    format!(
+                        "metric {i} has alias {a}, which {} (a rebirth was requested)",
+                        if known.is_some() {
+                            "the birth that applies does not name"
+                        } else {
+                            "no birth known to apply names"
+                        }
+                    ),
+                );
+                out.unknown_alias = true;
+                return out;
+            }
             (None, None) => {
                 return Judged::whole(
                     Malformed,
@@ -661,19 +790,12 @@ pub fn state(host_id: &str, online: bool, timestamp_ms: u64) -> (String, Vec<u8>
     )
 }
 
-/// The filters a host application subscribes with for `group` (`+`: every group), in a share
-/// group when `share` is not empty.
-pub fn filters(group: &str, share: &str) -> Vec<String> {
+/// The filters a host application subscribes with for `group` (`+`: every group). Never in a
+/// share group: a member could not prove which birth a DATA message follows (README).
+pub fn filters(group: &str) -> Vec<String> {
     Kind::READ
         .iter()
-        .map(|k| {
-            let f = format!("{NAMESPACE}/{group}/{}/#", k.as_str());
-            if share.is_empty() {
-                f
-            } else {
-                format!("$share/{share}/{f}")
-            }
-        })
+        .map(|k| format!("{NAMESPACE}/{group}/{}/#", k.as_str()))
         .collect()
 }
 
@@ -723,8 +845,11 @@ pub fn fuzz_one(data: &[u8]) -> usize {
             .to_vec(),
         datatypes: vec![10, 9, 3, 12],
         born_at: None,
+        withdrawn: false,
+        conn: 0,
     }
-    .known();
+    .known(&map)
+    .expect("not withdrawn");
     let rules = Rules {
         max_message_bytes: 64 * 1024,
         max_readings_per_message: 50,

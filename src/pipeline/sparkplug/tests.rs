@@ -132,7 +132,8 @@ fn data_by_alias_is_decoded_with_the_birth_and_grouped_by_instant() {
     let known = run("spBv1.0/farm/DBIRTH/gw1/WTG-01", &birth_bytes(), None)
         .birth
         .unwrap()
-        .known();
+        .known(&mapping())
+        .unwrap();
     let bytes = payload(
         vec![
             double(None, 1, 1600.0, Some(T0 + 2000)),
@@ -165,7 +166,8 @@ fn an_alias_no_birth_explains_is_not_guessed() {
     let known = run("spBv1.0/farm/DBIRTH/gw1/WTG-01", &birth_bytes(), None)
         .birth
         .unwrap()
-        .known();
+        .known(&mapping())
+        .unwrap();
     let bytes = payload(vec![double(None, 9, 1.0, Some(T0))], 2);
     let j = run("spBv1.0/farm/DDATA/gw1/WTG-01", &bytes, Some(&known));
     assert!(j.unknown_alias);
@@ -406,14 +408,14 @@ fn the_rebirth_request_and_state_are_what_the_specification_says() {
     assert_eq!(topic, "spBv1.0/STATE/scada");
     assert_eq!(body, br#"{"online":false,"timestamp":5}"#);
     assert_eq!(
-        filters("+", "g"),
+        filters("+"),
         [
-            "$share/g/spBv1.0/+/NBIRTH/#",
-            "$share/g/spBv1.0/+/NDATA/#",
-            "$share/g/spBv1.0/+/NDEATH/#",
-            "$share/g/spBv1.0/+/DBIRTH/#",
-            "$share/g/spBv1.0/+/DDATA/#",
-            "$share/g/spBv1.0/+/DDEATH/#"
+            "spBv1.0/+/NBIRTH/#",
+            "spBv1.0/+/NDATA/#",
+            "spBv1.0/+/NDEATH/#",
+            "spBv1.0/+/DBIRTH/#",
+            "spBv1.0/+/DDATA/#",
+            "spBv1.0/+/DDEATH/#"
         ]
     );
 }
