@@ -596,10 +596,19 @@ pub(crate) enum Raw<'de> {
 }
 
 impl<'de> Raw<'de> {
-    fn of(raw: Option<&'de RawValue>) -> Raw<'de> {
-        let Some(raw) = raw else { return Raw::Absent };
+    /// The value of a field from its text in the payload. The error, for a string that is no
+    /// Unicode text (a lone surrogate escape), says why, to follow the field's label.
+    ///
+    /// The walk (`shape.rs`) keeps a field as its raw text, whose escapes serde_json checks only
+    /// for syntax (`\ud800` is four hex digits): it cannot know yet whether the string will be
+    /// read as text or as bytes. Whether a `\uD800`–`\uDFFF` escape is half of a pair is checked
+    /// here, where the string is read as text; that failure once became `''`, silently.
+    fn of(raw: Option<&'de RawValue>) -> Result<Raw<'de>, String> {
+        let Some(raw) = raw else {
+            return Ok(Raw::Absent);
+        };
         let text = raw.get();
-        match text.as_bytes().first() {
+        Ok(match text.as_bytes().first() {
             Some(b'n') => Raw::Null,
             Some(b't') => Raw::Bool(true),
             Some(b'f') => Raw::Bool(false),
@@ -608,12 +617,13 @@ impl<'de> Raw<'de> {
             Some(b'"') => match serde_json::from_str::<&str>(text) {
                 Ok(s) => Raw::Str(Cow::Borrowed(s)),
                 // Escapes: the text differs from the source.
-                Err(_) => Raw::Str(Cow::Owned(
-                    serde_json::from_str::<String>(text).unwrap_or_default(),
-                )),
+                Err(_) => match serde_json::from_str::<String>(text) {
+                    Ok(s) => Raw::Str(Cow::Owned(s)),
+                    Err(e) => return Err(not_text(text, &e)),
+                },
             },
             _ => Raw::Num(Cow::Borrowed(text)),
-        }
+        })
     }
 
     fn is_missing(&self) -> bool {
@@ -648,6 +658,16 @@ impl Ctx<'_> {
 
     fn label(&self, slot: usize) -> &str {
         &self.rules.labels[slot]
+    }
+
+    /// A slot's value as found; a string that is no Unicode text is `malformed`, named.
+    fn raw<'de>(&self, f: &Found<'de>, slot: usize) -> Result<Raw<'de>, Refusal> {
+        Raw::of(f.raw[slot]).map_err(|why| {
+            (
+                RejectReason::Malformed,
+                format!("{}: {why}", self.label(slot)),
+            )
+        })
     }
 
     /// An identity text (turbine or site) from the topic and the payload, which must agree.
@@ -695,14 +715,14 @@ impl Ctx<'_> {
         }
         let signals = &self.rules.signals;
         // Types first: a malformed reading is malformed whatever its values.
-        let turbine_raw = Raw::of(f.raw[TURBINE]);
+        let turbine_raw = self.raw(&f, TURBINE)?;
         if !matches!(turbine_raw, Raw::Absent | Raw::Null | Raw::Str(_)) {
             return Err((
                 Malformed,
                 mistyped(self.label(TURBINE), "a string", turbine_raw.kind()),
             ));
         }
-        let recorded_at = match Raw::of(f.raw[TIME]) {
+        let recorded_at = match self.raw(&f, TIME)? {
             r if r.is_missing() => {
                 return Err((Malformed, format!("{}: missing", self.label(TIME))))
             }
@@ -714,13 +734,13 @@ impl Ctx<'_> {
         let mut out_of_bounds = None;
         for (i, s) in signals.iter().enumerate() {
             let slot = FIRST_SIGNAL + i;
-            let (datum, bound) = value(s, self.label(slot), Raw::of(f.raw[slot]))?;
+            let (datum, bound) = value(s, self.label(slot), self.raw(&f, slot)?)?;
             if out_of_bounds.is_none() {
                 out_of_bounds = bound;
             }
             values.push(datum);
         }
-        let site = self.identity(SITE, self.topic_site, Raw::of(f.raw[SITE]))?;
+        let site = self.identity(SITE, self.topic_site, self.raw(&f, SITE)?)?;
         let turbine = self.identity(TURBINE, self.topic_turbine, turbine_raw)?;
         let Some(turbine) = turbine else {
             return Err((
@@ -972,6 +992,46 @@ fn integer(
 
 fn outside(s: &Signal, label: &str, v: &dyn fmt::Display) -> String {
     format!("{label}: {v} is outside [{}, {}]", s.min, s.max)
+}
+
+/// Why a JSON string's text (quotes included, already checked as JSON by the walk) is no
+/// Unicode text: the lone surrogate escape it holds, as written.
+fn not_text(text: &str, e: &serde_json::Error) -> String {
+    match lone_surrogate(text) {
+        Some(escape) => format!(
+            "holds a lone surrogate escape {escape}, which encodes no character (a string must be Unicode text)"
+        ),
+        // Not expected: the walk has checked everything else about the string.
+        None => format!("not a valid JSON string: {e}"),
+    }
+}
+
+/// The first `\uD800`–`\uDFFF` escape in a JSON string's text that is not half of a pair (a
+/// high surrogate escape followed at once by a low one), as written.
+fn lone_surrogate(text: &str) -> Option<&str> {
+    let bytes = text.as_bytes();
+    // The UTF-16 code unit of the `\uXXXX` escape starting at `at`, if one does.
+    let unit = |at: usize| match bytes.get(at..at + 6)? {
+        [b'\\', b'u', hex @ ..] if hex.iter().all(u8::is_ascii_hexdigit) => {
+            u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
+        }
+        _ => None,
+    };
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        match unit(i) {
+            Some(0xD800..=0xDBFF) if matches!(unit(i + 6), Some(0xDC00..=0xDFFF)) => i += 12,
+            Some(0xD800..=0xDFFF) => return text.get(i..i + 6),
+            Some(_) => i += 6,
+            // `\\`, `\"`, `\n` …: two bytes.
+            None => i += 2,
+        }
+    }
+    None
 }
 
 fn mistyped(field: &str, expected: &str, found: &str) -> String {
@@ -1490,6 +1550,103 @@ mod tests {
         let mut spec = PayloadSpec::for_filter("t/+/r");
         spec.timestamp_pointer = vec!["power_kw".into()];
         assert!(Rules::new(Signals::defaults(), &spec).is_err());
+    }
+
+    /// A `\uD800`–`\uDFFF` escape that is not half of a high-low pair encodes no character:
+    /// such a string is refused by name wherever it is read (a text signal, the turbine id, the
+    /// site, the time), never stored as something else (it used to become `''`).
+    #[test]
+    fn lone_surrogate_escapes_are_malformed_and_named() {
+        let lone = [
+            (r"run\ud800ning", r"\ud800"),
+            (r"run\udc00ning", r"\udc00"),
+            (r"run\uDBFF", r"\uDBFF"),
+            (r"\ud800\u0041", r"\ud800"),
+            (r"\ud800\ud800\udc00", r"\ud800"),
+            (r"\udc00\ud800", r"\udc00"),
+            (r"\ud83d\ude00\ude00", r"\ude00"),
+        ];
+        for (text, escape) in lone {
+            // A text signal.
+            let r = rejected(nested(&format!(
+                r#"{{"readings":[{{"site":"S","ts":1764465880,"values":{{"P":1}},"status":{{"mode":"{text}"}}}}]}}"#
+            ))
+            .remove(0));
+            assert_eq!(r.reason, RejectReason::Malformed, "{text}: {r:?}");
+            assert!(
+                r.detail.contains(&format!(
+                    "mode at /status/mode: holds a lone surrogate escape {escape}"
+                )),
+                "{text}: {}",
+                r.detail
+            );
+            // The site and the turbine id in the payload.
+            let r = rejected(
+                nested(&format!(
+                    r#"{{"readings":[{{"site":"{text}","ts":1764465880,"values":{{"P":1}}}}]}}"#
+                ))
+                .remove(0),
+            );
+            assert_eq!(r.reason, RejectReason::Malformed, "{text}: {r:?}");
+            assert!(
+                r.detail.contains("element 0: site: holds a lone surrogate"),
+                "{}",
+                r.detail
+            );
+            let r = rejected(nested(&format!(
+                r#"{{"readings":[{{"site":"S","id":"T7{text}","ts":1764465880,"values":{{"P":1}}}}]}}"#
+            ))
+            .remove(0));
+            assert_eq!(r.reason, RejectReason::Malformed, "{text}: {r:?}");
+            assert!(
+                r.detail
+                    .contains("turbine_id at /id: holds a lone surrogate"),
+                "{}",
+                r.detail
+            );
+            let flat = Rules::for_filter("site/readings");
+            let out = decode(
+                "site/readings",
+                format!(r#"{{"turbine_id":"WTG{text}","recorded_at":1764465880123,"power_kw":1}}"#)
+                    .as_bytes(),
+                now(),
+                &flat,
+            );
+            let r = rejected(out[0].clone());
+            assert_eq!(r.reason, RejectReason::Malformed, "{text}: {r:?}");
+            assert!(
+                r.detail.starts_with("turbine_id: holds a lone surrogate"),
+                "{}",
+                r.detail
+            );
+            // The time, as a string.
+            let r = rejected(one(
+                T,
+                &format!(r#"{{"recorded_at":"2026-11-30T01:24:40Z{text}","power_kw":1}}"#),
+            ));
+            assert_eq!(r.reason, RejectReason::Malformed, "{text}: {r:?}");
+            assert!(
+                r.detail.starts_with("recorded_at: holds a lone surrogate"),
+                "{}",
+                r.detail
+            );
+        }
+        // A pair, in either case, is the character it encodes; an escaped backslash before `u`
+        // is no escape at all.
+        for (text, want) in [
+            (r"\ud83d\ude00", "😀"),
+            (r"\uD83D\uDE00!", "😀!"),
+            (r"a\\ud800", r"a\ud800"),
+            (r"\u00e9t\u00e9", "été"),
+        ] {
+            let out = nested(&format!(
+                r#"{{"readings":[{{"site":"S","id":"T7","ts":1764465880,"values":{{"P":1}},"status":{{"mode":"{text}"}}}}]}}"#
+            ));
+            let Decoded::Reading(r) = &out[0] else {
+                panic!("{text}: {out:?}")
+            };
+            assert_eq!(r.values.get(2), &Datum::Text(want.into()), "{text}");
+        }
     }
 
     proptest! {
