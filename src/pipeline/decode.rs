@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::reading::{Reading, Values};
-use crate::shape::{Element, Found, Shape, Top, TOO_MANY};
+use crate::shape::{Element, Found, Repeated, Shape, Top, TOO_MANY};
 use crate::signals::{pointer_text, Datum, Kind, Signal, Signals};
 use crate::timestamp;
 
@@ -562,9 +562,16 @@ pub fn decode(
                 readings_at()
             ),
         ),
-        Top::ReadingsRepeated => whole(
+        Top::ReadingsRepeated(at) if at == readings_at() => whole(
             RejectReason::Malformed,
-            format!("{}: the field appears more than once", readings_at()),
+            format!("{at}: the field appears more than once"),
+        ),
+        Top::ReadingsRepeated(at) => whole(
+            RejectReason::Malformed,
+            format!(
+                "{at}: the field appears more than once, on the way to the readings at {}",
+                readings_at()
+            ),
         ),
     }
 }
@@ -704,11 +711,23 @@ impl Ctx<'_> {
 
     fn validate(&self, f: Found<'_>) -> Result<Reading, Refusal> {
         use RejectReason::{InvalidValue, Malformed};
-        if let Some(slot) = f.repeated {
-            return Err((
-                Malformed,
-                format!("{}: the field appears more than once", self.label(slot)),
-            ));
+        match &f.repeated {
+            None => {}
+            Some(Repeated::Field(slot)) => {
+                return Err((
+                    Malformed,
+                    format!("{}: the field appears more than once", self.label(*slot)),
+                ))
+            }
+            Some(Repeated::Path(at, slot)) => {
+                return Err((
+                    Malformed,
+                    format!(
+                        "{at}: the field appears more than once, on the way to {}",
+                        self.label(*slot)
+                    ),
+                ))
+            }
         }
         if let Some((at, kind)) = &f.not_container {
             return Err((Malformed, format!("{at}: expected an object, found {kind}")));
@@ -1647,6 +1666,110 @@ mod tests {
             };
             assert_eq!(r.values.get(2), &Datum::Text(want.into()), "{text}");
         }
+    }
+
+    /// Rules with one signal behind keys that need escaping in a pointer (`/a~1b/c~0d`), and the
+    /// readings of a gateway under `/data/readings`.
+    fn escaped_rules(readings: bool) -> Rules {
+        use crate::signals::SignalSetting;
+        let mut s = SignalSetting::defaults();
+        s.truncate(1);
+        s[0].pointer = Some("/a~1b/c~0d".into());
+        let mut spec = PayloadSpec::for_filter("turbines/+/readings");
+        if readings {
+            spec.readings_pointer = Some(crate::signals::parse_pointer("/data/readings").unwrap());
+        }
+        Rules::new(Signals::new(&s).unwrap(), &spec).unwrap()
+    }
+
+    /// A key repeated anywhere on the way to a declared field is as ambiguous as the field
+    /// repeated: common parsers keep the last object, where the field may be absent.
+    #[test]
+    fn a_repeated_key_on_a_declared_path_is_malformed_and_named() {
+        let rules = escaped_rules(false);
+        let go = |body: &str| {
+            let text = format!(r#"{{"recorded_at":1764465880123,{body}}}"#);
+            decode(T, text.as_bytes(), now(), &rules).remove(0)
+        };
+        let Decoded::Reading(r) = go(r#""a/b":{"c~d":1}"#) else {
+            panic!()
+        };
+        assert_eq!(r.values.get(0), &Datum::Float(1.0));
+        for body in [
+            r#""a/b":{"c~d":1},"a/b":{"x":2}"#,
+            r#""a/b":{"x":2},"a/b":{"c~d":1}"#,
+            r#""a/b":null,"a/b":{"c~d":1}"#,
+            r#""a/b":{"c~d":1},"z":0,"a/b":{"c~d":1}"#,
+            r#""a/b":{"c~d":1},"a/b":7"#,
+        ] {
+            let r = rejected(go(body));
+            assert_eq!(r.reason, RejectReason::Malformed, "{body}");
+            assert_eq!(
+                r.detail,
+                "/a~1b: the field appears more than once, on the way to power_kw at /a~1b/c~0d",
+                "{body}"
+            );
+        }
+        // Off the declared paths, a repeated key is nobody's business.
+        for body in [
+            r#""a/b":{"c~d":1,"y":1,"y":2}"#,
+            r#""z":1,"z":{},"a/b":{"c~d":1}"#,
+            r#""a/b":{"c~d":1},"a":{"b":1},"a":{"b":2}"#,
+        ] {
+            assert!(matches!(go(body), Decoded::Reading(_)), "{body}");
+        }
+        // The leaf itself, as before.
+        let r = rejected(go(r#""a/b":{"c~d":1,"c~d":2}"#));
+        assert_eq!(
+            r.detail,
+            "power_kw at /a~1b/c~0d: the field appears more than once"
+        );
+        // In the nested shape: the object holding the values, in one element of an array.
+        let out = nested(
+            r#"{"readings":[{"site":"S","ts":1764465880,"values":{"P":1}},
+                {"site":"S","ts":1764465881,"values":{"P":1},"values":{}}]}"#,
+        );
+        assert!(matches!(out[0], Decoded::Reading(_)));
+        let r = rejected(out[1].clone());
+        assert!(
+            r.detail
+                .starts_with("element 1: /values: the field appears more than once, on the way to power_kw at /values/P"),
+            "{}",
+            r.detail
+        );
+        // On the way to a gateway's readings.
+        let rules = escaped_rules(true);
+        let el = r#"{"recorded_at":1764465880123,"a/b":{"c~d":1}}"#;
+        let ok = format!(r#"{{"data":{{"readings":[{el}]}}}}"#);
+        assert!(matches!(
+            decode(T, ok.as_bytes(), now(), &rules)[0],
+            Decoded::Reading(_)
+        ));
+        for payload in [
+            format!(r#"{{"data":{{"readings":[{el}]}},"data":{{}}}}"#),
+            format!(r#"{{"data":{{}},"data":{{"readings":[{el}]}}}}"#),
+            format!(r#"{{"data":{{"readings":[{el}],"readings":[{el}]}}}}"#),
+        ] {
+            let out = decode(T, payload.as_bytes(), now(), &rules);
+            assert_eq!(out.len(), 1, "{payload}");
+            let r = rejected(out[0].clone());
+            assert_eq!(r.reason, RejectReason::Malformed);
+            assert!(
+                r.detail.contains("the field appears more than once"),
+                "{payload}: {}",
+                r.detail
+            );
+        }
+        let out = decode(
+            T,
+            format!(r#"{{"data":{{"readings":[{el}]}},"data":{{}}}}"#).as_bytes(),
+            now(),
+            &rules,
+        );
+        assert_eq!(
+            rejected(out[0].clone()).detail,
+            "/data: the field appears more than once, on the way to the readings at /data/readings"
+        );
     }
 
     proptest! {
