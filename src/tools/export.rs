@@ -109,7 +109,7 @@ fn quoted(s: &str) -> String {
 const FORMULA_STARTS: [char; 7] = ['=', '+', '-', '@', '\t', '\r', '\n'];
 
 /// A CSV field of free text (a turbine id), which a spreadsheet must show and never run: one
-/// starting with a formula character gets a leading `'` (a spreadsheet shows the rest as text);
+/// starting with a formula character gets a leading `'` (a spreadsheet reads it as text, `'` included);
 /// one holding a `;` is quoted besides, so that a spreadsheet splitting at `;` (the list separator
 /// of many locales) cannot make a formula start of what follows it. `raw`: as stored (RFC 4180
 /// quoting only), for notebooks and scripts. A leading space is no formula start: left alone.
