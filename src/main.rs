@@ -111,6 +111,12 @@ enum Command {
         to: String,
         #[arg(long, value_enum, default_value = "csv")]
         format: galewatch::export::ExportFormat,
+        /// CSV: write turbine ids exactly as stored. Without it, an id that starts like a
+        /// spreadsheet formula (=, +, -, @, tab, CR, LF) gets a leading ' so that a spreadsheet
+        /// shows it as text and never runs it, and one holding a ; is quoted. For notebooks and
+        /// scripts; JSON lines are always as stored.
+        #[arg(long)]
+        raw: bool,
     },
     /// Interval statistics kept beside the readings.
     Stats {
@@ -444,6 +450,7 @@ fn main() -> ExitCode {
             from,
             to,
             format,
+            raw,
         } => {
             let (from, to) = match times(&from, &to) {
                 Ok(t) => t,
@@ -455,7 +462,7 @@ fn main() -> ExitCode {
             };
             let mut out = std::io::stdout().lock();
             match runtime.block_on(galewatch::export::export(
-                &cfg, &turbine, from, to, format, &mut out,
+                &cfg, &turbine, from, to, format, raw, &mut out,
             )) {
                 Ok(0) => {
                     eprintln!("galewatch export: no statistics for {turbine} in that range");

@@ -312,6 +312,90 @@ async fn twelve_nested_signals_all_eight_outcomes_exact_in_tables_and_metrics() 
     d.terminate();
 }
 
+/// Values are stored as sent or refused by name. A string escape that encodes no character (a
+/// lone UTF-16 surrogate, high or low) is `malformed`, named; before, `"run\ud800ning"` was
+/// stored as `''`, and another reading with its key and `"mode":""` was then counted a duplicate
+/// of it. An escaped pair is the character. A repeated object on the way to declared fields is
+/// `malformed` too (common parsers keep the last one, where the fields may be absent); before,
+/// the two were merged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lone_surrogates_and_repeated_objects_on_a_path_are_refused_by_name() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = Daemon::new(&broker, &db, "gw-values");
+    d.config = Some(write_config(dir.path(), TWELVE));
+    d.start_ready();
+    let mode = |ts: &str, text: &str| {
+        json(
+            TOPIC,
+            &wrap(&[
+                nested(ts, 1.0, false).replace(r#""mode":"run""#, &format!(r#""mode":"{text}""#))
+            ]),
+        )
+    };
+    let msgs = vec![
+        mode("1764465900", r"run\ud800ning"),
+        mode("1764465900", ""),
+        mode("1764465902", r"\udc00"),
+        mode("1764465904", r"\ud83d\ude00"),
+        json(
+            TOPIC,
+            &wrap(&[nested("1764465906", 1.0, false)
+                .replace(r#"{"ts""#, r#"{"state":{"note":"old"},"ts""#)]),
+        ),
+    ];
+    publish(&broker, msgs).await;
+    eventually(
+        Duration::from_secs(20),
+        "every outcome committed",
+        || async { d.metric("galewatch_readings_received_total") >= 5.0 },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let m = d.scrape();
+    assert_eq!(
+        [
+            sample(&m, "galewatch_readings_inserted_total"),
+            sample(&m, "galewatch_readings_duplicate_total"),
+            sample(
+                &m,
+                r#"galewatch_readings_rejected_total{reason="malformed"}"#
+            ),
+        ],
+        [2.0, 0.0, 3.0],
+        "{m}"
+    );
+    let c = db.client().await;
+    let modes: Vec<String> = c
+        .query("SELECT mode FROM readings ORDER BY recorded_at", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(modes, ["", "😀"]);
+    let details: Vec<String> = c
+        .query("SELECT detail FROM rejected ORDER BY detail", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(details.len(), 3, "{details:?}");
+    for want in [
+        r"mode at /state/mode: holds a lone surrogate escape \ud800",
+        r"mode at /state/mode: holds a lone surrogate escape \udc00",
+        "/state: the field appears more than once, on the way to status_code at /state/code",
+    ] {
+        assert!(
+            details.iter().any(|d| d.contains(want)),
+            "{want:?} not in {details:?}"
+        );
+    }
+    d.terminate();
+}
+
 fn migrate(db: &TestDb, config: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_galewatch"))
         .args(["migrate", "--config"])

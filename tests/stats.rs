@@ -696,6 +696,84 @@ async fn rebuild_is_idempotent_and_export_gives_one_row_per_interval() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no statistics for nobody"));
 }
 
+/// Turbine ids are free text from the payload: in the CSV a spreadsheet opens, one that starts
+/// as a formula (`=`, `+`, `-`, `@`, tab, CR, LF) is prefixed with `'` so that it stays text;
+/// the numbers the exporter writes itself (a negative mean) stay numbers; `--raw` writes the ids
+/// as stored, for a notebook; JSON lines are always as stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_keeps_formulas_out_of_spreadsheets_and_raw_keeps_values() {
+    let db = TestDb::create().await;
+    migrate(&db).await;
+    let cfg = config(&db, |_| {});
+    let at = Utc.with_ymd_and_hms(2026, 11, 20, 0, 0, 1).unwrap();
+    let ids = [
+        r#"=HYPERLINK("http:evil.example","click")"#,
+        "=cmd|calc",
+        "@SUM(1)",
+        "+1",
+        "-3",
+        "\t=1",
+        " =1",
+        "WTG;=1",
+    ];
+    land(
+        &cfg,
+        ids.iter()
+            .map(|t| reading(t, at, -3.5, None, None))
+            .collect(),
+        &[100],
+    )
+    .await;
+    let export = |t: &str, extra: &[&str]| {
+        // `--turbine=…`: as a separate argument, `-3` would be read as an option.
+        let turbine = format!("--turbine={t}");
+        let mut args = vec![
+            "export",
+            &turbine,
+            "--from",
+            "2026-11-20",
+            "--to",
+            "2026-11-21",
+        ];
+        args.extend_from_slice(extra);
+        let out = galewatch_cmd(&db, &args);
+        assert!(
+            out.status.success(),
+            "{t}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // The CSV's row, after its header.
+    let row = |t: &str, extra: &[&str]| export(t, extra).split_once('\n').unwrap().1.to_string();
+    let rest = ",2026-11-20T00:00:00Z,600,1,1,-3.5,-3.5,-3.5,0.0,0,,,,,0,,,,\n";
+    for (t, cell) in [
+        (ids[0], r#""'=HYPERLINK(""http:evil.example"",""click"")""#),
+        (ids[1], "'=cmd|calc"),
+        (ids[2], "'@SUM(1)"),
+        (ids[3], "'+1"),
+        (ids[4], "'-3"),
+        (ids[5], "'\t=1"),
+        (ids[6], " =1"),
+        (ids[7], r#""WTG;=1""#),
+    ] {
+        assert_eq!(row(t, &[]), format!("{cell}{rest}"), "{t:?}");
+    }
+    for (t, cell) in [
+        (ids[0], r#""=HYPERLINK(""http:evil.example"",""click"")""#),
+        (ids[1], "=cmd|calc"),
+        (ids[4], "-3"),
+        (ids[5], "\t=1"),
+        (ids[7], "WTG;=1"),
+    ] {
+        assert_eq!(row(t, &["--raw"]), format!("{cell}{rest}"), "{t:?}");
+    }
+    let line = export(ids[1], &["--format", "jsonl"]);
+    let row: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(row["turbine_id"], "=cmd|calc");
+    assert_eq!(row["power_kw_mean"], -3.5);
+}
+
 /// A signal declared later gets its statistics columns (count 0 for the intervals already
 /// there), and an unbounded signal's huge values keep the mean but leave the deviation unknown
 /// rather than overflowing.

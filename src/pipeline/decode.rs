@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::reading::{Reading, Values};
-use crate::shape::{Element, Found, Shape, Top, TOO_MANY};
+use crate::shape::{Element, Found, Repeated, Shape, Top, TOO_MANY};
 use crate::signals::{pointer_text, Datum, Kind, Signal, Signals};
 use crate::timestamp;
 
@@ -568,9 +568,16 @@ pub fn decode(
                 readings_at()
             ),
         ),
-        Top::ReadingsRepeated => whole(
+        Top::ReadingsRepeated(at) if at == readings_at() => whole(
             RejectReason::Malformed,
-            format!("{}: the field appears more than once", readings_at()),
+            format!("{at}: the field appears more than once"),
+        ),
+        Top::ReadingsRepeated(at) => whole(
+            RejectReason::Malformed,
+            format!(
+                "{at}: the field appears more than once, on the way to the readings at {}",
+                readings_at()
+            ),
         ),
     }
 }
@@ -602,10 +609,19 @@ pub(crate) enum Raw<'de> {
 }
 
 impl<'de> Raw<'de> {
-    fn of(raw: Option<&'de RawValue>) -> Raw<'de> {
-        let Some(raw) = raw else { return Raw::Absent };
+    /// The value of a field from its text in the payload. The error, for a string that is no
+    /// Unicode text (a lone surrogate escape), says why, to follow the field's label.
+    ///
+    /// The walk (`shape.rs`) keeps a field as its raw text, whose escapes serde_json checks only
+    /// for syntax (`\ud800` is four hex digits): it cannot know yet whether the string will be
+    /// read as text or as bytes. Whether a `\uD800`–`\uDFFF` escape is half of a pair is checked
+    /// here, where the string is read as text; that failure once became `''`, silently.
+    fn of(raw: Option<&'de RawValue>) -> Result<Raw<'de>, String> {
+        let Some(raw) = raw else {
+            return Ok(Raw::Absent);
+        };
         let text = raw.get();
-        match text.as_bytes().first() {
+        Ok(match text.as_bytes().first() {
             Some(b'n') => Raw::Null,
             Some(b't') => Raw::Bool(true),
             Some(b'f') => Raw::Bool(false),
@@ -614,12 +630,13 @@ impl<'de> Raw<'de> {
             Some(b'"') => match serde_json::from_str::<&str>(text) {
                 Ok(s) => Raw::Str(Cow::Borrowed(s)),
                 // Escapes: the text differs from the source.
-                Err(_) => Raw::Str(Cow::Owned(
-                    serde_json::from_str::<String>(text).unwrap_or_default(),
-                )),
+                Err(_) => match serde_json::from_str::<String>(text) {
+                    Ok(s) => Raw::Str(Cow::Owned(s)),
+                    Err(e) => return Err(not_text(text, &e)),
+                },
             },
             _ => Raw::Num(Cow::Borrowed(text)),
-        }
+        })
     }
 
     fn is_missing(&self) -> bool {
@@ -656,6 +673,16 @@ impl Ctx<'_> {
         &self.rules.labels[slot]
     }
 
+    /// A slot's value as found; a string that is no Unicode text is `malformed`, named.
+    fn raw<'de>(&self, f: &Found<'de>, slot: usize) -> Result<Raw<'de>, Refusal> {
+        Raw::of(f.raw[slot]).map_err(|why| {
+            (
+                RejectReason::Malformed,
+                format!("{}: {why}", self.label(slot)),
+            )
+        })
+    }
+
     /// An identity text (turbine or site) from the topic and the payload, which must agree.
     fn identity(
         &self,
@@ -690,25 +717,37 @@ impl Ctx<'_> {
 
     fn validate(&self, f: Found<'_>) -> Result<Reading, Refusal> {
         use RejectReason::{InvalidValue, Malformed};
-        if let Some(slot) = f.repeated {
-            return Err((
-                Malformed,
-                format!("{}: the field appears more than once", self.label(slot)),
-            ));
+        match &f.repeated {
+            None => {}
+            Some(Repeated::Field(slot)) => {
+                return Err((
+                    Malformed,
+                    format!("{}: the field appears more than once", self.label(*slot)),
+                ))
+            }
+            Some(Repeated::Path(at, slot)) => {
+                return Err((
+                    Malformed,
+                    format!(
+                        "{at}: the field appears more than once, on the way to {}",
+                        self.label(*slot)
+                    ),
+                ))
+            }
         }
         if let Some((at, kind)) = &f.not_container {
             return Err((Malformed, format!("{at}: expected an object, found {kind}")));
         }
         let signals = &self.rules.signals;
         // Types first: a malformed reading is malformed whatever its values.
-        let turbine_raw = Raw::of(f.raw[TURBINE]);
+        let turbine_raw = self.raw(&f, TURBINE)?;
         if !matches!(turbine_raw, Raw::Absent | Raw::Null | Raw::Str(_)) {
             return Err((
                 Malformed,
                 mistyped(self.label(TURBINE), "a string", turbine_raw.kind()),
             ));
         }
-        let recorded_at = match Raw::of(f.raw[TIME]) {
+        let recorded_at = match self.raw(&f, TIME)? {
             r if r.is_missing() => {
                 return Err((Malformed, format!("{}: missing", self.label(TIME))))
             }
@@ -720,13 +759,13 @@ impl Ctx<'_> {
         let mut out_of_bounds = None;
         for (i, s) in signals.iter().enumerate() {
             let slot = FIRST_SIGNAL + i;
-            let (datum, bound) = value(s, self.label(slot), Raw::of(f.raw[slot]))?;
+            let (datum, bound) = value(s, self.label(slot), self.raw(&f, slot)?)?;
             if out_of_bounds.is_none() {
                 out_of_bounds = bound;
             }
             values.push(datum);
         }
-        let site = self.identity(SITE, self.topic_site, Raw::of(f.raw[SITE]))?;
+        let site = self.identity(SITE, self.topic_site, self.raw(&f, SITE)?)?;
         let turbine = self.identity(TURBINE, self.topic_turbine, turbine_raw)?;
         let Some(turbine) = turbine else {
             return Err((
@@ -978,6 +1017,46 @@ fn integer(
 
 fn outside(s: &Signal, label: &str, v: &dyn fmt::Display) -> String {
     format!("{label}: {v} is outside [{}, {}]", s.min, s.max)
+}
+
+/// Why a JSON string's text (quotes included, already checked as JSON by the walk) is no
+/// Unicode text: the lone surrogate escape it holds, as written.
+fn not_text(text: &str, e: &serde_json::Error) -> String {
+    match lone_surrogate(text) {
+        Some(escape) => format!(
+            "holds a lone surrogate escape {escape}, which encodes no character (a string must be Unicode text)"
+        ),
+        // Not expected: the walk has checked everything else about the string.
+        None => format!("not a valid JSON string: {e}"),
+    }
+}
+
+/// The first `\uD800`–`\uDFFF` escape in a JSON string's text that is not half of a pair (a
+/// high surrogate escape followed at once by a low one), as written.
+fn lone_surrogate(text: &str) -> Option<&str> {
+    let bytes = text.as_bytes();
+    // The UTF-16 code unit of the `\uXXXX` escape starting at `at`, if one does.
+    let unit = |at: usize| match bytes.get(at..at + 6)? {
+        [b'\\', b'u', hex @ ..] if hex.iter().all(u8::is_ascii_hexdigit) => {
+            u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
+        }
+        _ => None,
+    };
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        match unit(i) {
+            Some(0xD800..=0xDBFF) if matches!(unit(i + 6), Some(0xDC00..=0xDFFF)) => i += 12,
+            Some(0xD800..=0xDFFF) => return text.get(i..i + 6),
+            Some(_) => i += 6,
+            // `\\`, `\"`, `\n` …: two bytes.
+            None => i += 2,
+        }
+    }
+    None
 }
 
 fn mistyped(field: &str, expected: &str, found: &str) -> String {
@@ -1496,6 +1575,207 @@ mod tests {
         let mut spec = PayloadSpec::for_filter("t/+/r");
         spec.timestamp_pointer = vec!["power_kw".into()];
         assert!(Rules::new(Signals::defaults(), &spec).is_err());
+    }
+
+    /// A `\uD800`–`\uDFFF` escape that is not half of a high-low pair encodes no character:
+    /// such a string is refused by name wherever it is read (a text signal, the turbine id, the
+    /// site, the time), never stored as something else (it used to become `''`).
+    #[test]
+    fn lone_surrogate_escapes_are_malformed_and_named() {
+        let lone = [
+            (r"run\ud800ning", r"\ud800"),
+            (r"run\udc00ning", r"\udc00"),
+            (r"run\uDBFF", r"\uDBFF"),
+            (r"\ud800\u0041", r"\ud800"),
+            (r"\ud800\ud800\udc00", r"\ud800"),
+            (r"\udc00\ud800", r"\udc00"),
+            (r"\ud83d\ude00\ude00", r"\ude00"),
+        ];
+        for (text, escape) in lone {
+            // A text signal.
+            let r = rejected(nested(&format!(
+                r#"{{"readings":[{{"site":"S","ts":1764465880,"values":{{"P":1}},"status":{{"mode":"{text}"}}}}]}}"#
+            ))
+            .remove(0));
+            assert_eq!(r.reason, RejectReason::Malformed, "{text}: {r:?}");
+            assert!(
+                r.detail.contains(&format!(
+                    "mode at /status/mode: holds a lone surrogate escape {escape}"
+                )),
+                "{text}: {}",
+                r.detail
+            );
+            // The site and the turbine id in the payload.
+            let r = rejected(
+                nested(&format!(
+                    r#"{{"readings":[{{"site":"{text}","ts":1764465880,"values":{{"P":1}}}}]}}"#
+                ))
+                .remove(0),
+            );
+            assert_eq!(r.reason, RejectReason::Malformed, "{text}: {r:?}");
+            assert!(
+                r.detail.contains("element 0: site: holds a lone surrogate"),
+                "{}",
+                r.detail
+            );
+            let r = rejected(nested(&format!(
+                r#"{{"readings":[{{"site":"S","id":"T7{text}","ts":1764465880,"values":{{"P":1}}}}]}}"#
+            ))
+            .remove(0));
+            assert_eq!(r.reason, RejectReason::Malformed, "{text}: {r:?}");
+            assert!(
+                r.detail
+                    .contains("turbine_id at /id: holds a lone surrogate"),
+                "{}",
+                r.detail
+            );
+            let flat = Rules::for_filter("site/readings");
+            let out = decode(
+                "site/readings",
+                format!(r#"{{"turbine_id":"WTG{text}","recorded_at":1764465880123,"power_kw":1}}"#)
+                    .as_bytes(),
+                now(),
+                &flat,
+            );
+            let r = rejected(out[0].clone());
+            assert_eq!(r.reason, RejectReason::Malformed, "{text}: {r:?}");
+            assert!(
+                r.detail.starts_with("turbine_id: holds a lone surrogate"),
+                "{}",
+                r.detail
+            );
+            // The time, as a string.
+            let r = rejected(one(
+                T,
+                &format!(r#"{{"recorded_at":"2026-11-30T01:24:40Z{text}","power_kw":1}}"#),
+            ));
+            assert_eq!(r.reason, RejectReason::Malformed, "{text}: {r:?}");
+            assert!(
+                r.detail.starts_with("recorded_at: holds a lone surrogate"),
+                "{}",
+                r.detail
+            );
+        }
+        // A pair, in either case, is the character it encodes; an escaped backslash before `u`
+        // is no escape at all.
+        for (text, want) in [
+            (r"\ud83d\ude00", "😀"),
+            (r"\uD83D\uDE00!", "😀!"),
+            (r"a\\ud800", r"a\ud800"),
+            (r"\u00e9t\u00e9", "été"),
+        ] {
+            let out = nested(&format!(
+                r#"{{"readings":[{{"site":"S","id":"T7","ts":1764465880,"values":{{"P":1}},"status":{{"mode":"{text}"}}}}]}}"#
+            ));
+            let Decoded::Reading(r) = &out[0] else {
+                panic!("{text}: {out:?}")
+            };
+            assert_eq!(r.values.get(2), &Datum::Text(want.into()), "{text}");
+        }
+    }
+
+    /// Rules with one signal behind keys that need escaping in a pointer (`/a~1b/c~0d`), and the
+    /// readings of a gateway under `/data/readings`.
+    fn escaped_rules(readings: bool) -> Rules {
+        use crate::signals::SignalSetting;
+        let mut s = SignalSetting::defaults();
+        s.truncate(1);
+        s[0].pointer = Some("/a~1b/c~0d".into());
+        let mut spec = PayloadSpec::for_filter("turbines/+/readings");
+        if readings {
+            spec.readings_pointer = Some(crate::signals::parse_pointer("/data/readings").unwrap());
+        }
+        Rules::new(Signals::new(&s).unwrap(), &spec).unwrap()
+    }
+
+    /// A key repeated anywhere on the way to a declared field is as ambiguous as the field
+    /// repeated: common parsers keep the last object, where the field may be absent.
+    #[test]
+    fn a_repeated_key_on_a_declared_path_is_malformed_and_named() {
+        let rules = escaped_rules(false);
+        let go = |body: &str| {
+            let text = format!(r#"{{"recorded_at":1764465880123,{body}}}"#);
+            decode(T, text.as_bytes(), now(), &rules).remove(0)
+        };
+        let Decoded::Reading(r) = go(r#""a/b":{"c~d":1}"#) else {
+            panic!()
+        };
+        assert_eq!(r.values.get(0), &Datum::Float(1.0));
+        for body in [
+            r#""a/b":{"c~d":1},"a/b":{"x":2}"#,
+            r#""a/b":{"x":2},"a/b":{"c~d":1}"#,
+            r#""a/b":null,"a/b":{"c~d":1}"#,
+            r#""a/b":{"c~d":1},"z":0,"a/b":{"c~d":1}"#,
+            r#""a/b":{"c~d":1},"a/b":7"#,
+        ] {
+            let r = rejected(go(body));
+            assert_eq!(r.reason, RejectReason::Malformed, "{body}");
+            assert_eq!(
+                r.detail,
+                "/a~1b: the field appears more than once, on the way to power_kw at /a~1b/c~0d",
+                "{body}"
+            );
+        }
+        // Off the declared paths, a repeated key is nobody's business.
+        for body in [
+            r#""a/b":{"c~d":1,"y":1,"y":2}"#,
+            r#""z":1,"z":{},"a/b":{"c~d":1}"#,
+            r#""a/b":{"c~d":1},"a":{"b":1},"a":{"b":2}"#,
+        ] {
+            assert!(matches!(go(body), Decoded::Reading(_)), "{body}");
+        }
+        // The leaf itself, as before.
+        let r = rejected(go(r#""a/b":{"c~d":1,"c~d":2}"#));
+        assert_eq!(
+            r.detail,
+            "power_kw at /a~1b/c~0d: the field appears more than once"
+        );
+        // In the nested shape: the object holding the values, in one element of an array.
+        let out = nested(
+            r#"{"readings":[{"site":"S","ts":1764465880,"values":{"P":1}},
+                {"site":"S","ts":1764465881,"values":{"P":1},"values":{}}]}"#,
+        );
+        assert!(matches!(out[0], Decoded::Reading(_)));
+        let r = rejected(out[1].clone());
+        assert!(
+            r.detail
+                .starts_with("element 1: /values: the field appears more than once, on the way to power_kw at /values/P"),
+            "{}",
+            r.detail
+        );
+        // On the way to a gateway's readings.
+        let rules = escaped_rules(true);
+        let el = r#"{"recorded_at":1764465880123,"a/b":{"c~d":1}}"#;
+        let ok = format!(r#"{{"data":{{"readings":[{el}]}}}}"#);
+        assert!(matches!(
+            decode(T, ok.as_bytes(), now(), &rules)[0],
+            Decoded::Reading(_)
+        ));
+        for payload in [
+            format!(r#"{{"data":{{"readings":[{el}]}},"data":{{}}}}"#),
+            format!(r#"{{"data":{{}},"data":{{"readings":[{el}]}}}}"#),
+            format!(r#"{{"data":{{"readings":[{el}],"readings":[{el}]}}}}"#),
+        ] {
+            let out = decode(T, payload.as_bytes(), now(), &rules);
+            assert_eq!(out.len(), 1, "{payload}");
+            let r = rejected(out[0].clone());
+            assert_eq!(r.reason, RejectReason::Malformed);
+            assert!(
+                r.detail.contains("the field appears more than once"),
+                "{payload}: {}",
+                r.detail
+            );
+        }
+        let out = decode(
+            T,
+            format!(r#"{{"data":{{"readings":[{el}]}},"data":{{}}}}"#).as_bytes(),
+            now(),
+            &rules,
+        );
+        assert_eq!(
+            rejected(out[0].clone()).detail,
+            "/data: the field appears more than once, on the way to the readings at /data/readings"
+        );
     }
 
     proptest! {

@@ -28,6 +28,8 @@ pub struct Shape {
 struct Node {
     /// The pointer to this node, for messages.
     path: String,
+    /// The slot of the first field under this node, to name in a message.
+    leads_to: usize,
     children: Vec<Edge>,
 }
 
@@ -82,6 +84,7 @@ impl Shape {
                         } else {
                             Child::Inner(Node {
                                 path: pointer_text(&path[..=depth]),
+                                leads_to: slot,
                                 children: Vec::new(),
                             })
                         };
@@ -148,11 +151,47 @@ fn as_index(token: &str) -> Option<usize> {
 pub struct Found<'de> {
     /// Each slot's value, as its text in the payload (None: absent).
     pub raw: Vec<Option<&'de RawValue>>,
-    /// A slot whose key appeared twice: ambiguous, so malformed.
-    pub repeated: Option<usize>,
+    /// The first key on a declared path that appeared twice in its object: ambiguous (common
+    /// parsers keep the last, where a field may be absent), so malformed.
+    pub repeated: Option<Repeated>,
     /// A place on a declared path that held a scalar where an object was needed: its pointer
     /// and what it held.
     pub not_container: Option<(String, &'static str)>,
+}
+
+/// A key that appeared twice in one object, on a declared path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Repeated {
+    /// A declared field's own key: its slot.
+    Field(usize),
+    /// A key on the way to declared fields (`{"values":{…},"values":{…}}`): its pointer, and the
+    /// slot of a field under it.
+    Path(String, usize),
+}
+
+/// Which of a node's edges one object has used so far: a key met twice is a repeat. No
+/// allocation unless a node has more than 64 edges.
+#[derive(Default)]
+struct Seen {
+    low: u64,
+    high: Vec<usize>,
+}
+
+impl Seen {
+    /// Marks edge `pos`; false if it was already marked.
+    fn insert(&mut self, pos: usize) -> bool {
+        if pos < 64 {
+            let bit = 1u64 << pos;
+            let new = self.low & bit == 0;
+            self.low |= bit;
+            new
+        } else if self.high.contains(&pos) {
+            false
+        } else {
+            self.high.push(pos);
+            true
+        }
+    }
 }
 
 /// One element of an array of readings.
@@ -173,27 +212,33 @@ pub enum Top<'de> {
     NoReadings,
     /// With a readings pointer: something other than an array there.
     ReadingsNotArray(&'static str),
-    /// With a readings pointer: its key appeared twice on the way.
-    ReadingsRepeated,
+    /// With a readings pointer: a key on the way to the readings, or theirs, appeared twice in
+    /// its object: the pointer of that key.
+    ReadingsRepeated(String),
 }
 
 /// The start of the error an over-long array raises inside the parser (so it stops there).
 pub const TOO_MANY: &str = "galewatch: too many elements";
 
-/// Matches an object key against a node's edges without allocating.
+/// Matches an object key against a node's edges without allocating: the edge and its position.
 struct KeySeed<'a>(&'a Node);
 
 impl<'de, 'a> DeserializeSeed<'de> for KeySeed<'a> {
-    type Value = Option<&'a Edge>;
+    type Value = Option<(usize, &'a Edge)>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         struct V<'a>(&'a Node);
         impl<'a> Visitor<'_> for V<'a> {
-            type Value = Option<&'a Edge>;
+            type Value = Option<(usize, &'a Edge)>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a field name")
             }
             fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(self.0.children.iter().find(|e| e.token == v))
+                Ok(self
+                    .0
+                    .children
+                    .iter()
+                    .enumerate()
+                    .find(|(_, e)| e.token == v))
             }
         }
         d.deserialize_str(V(self.0))
@@ -216,7 +261,7 @@ impl NodeSeed<'_, '_, '_> {
 
 fn take<'de>(found: &mut Found<'de>, slot: usize, raw: &'de RawValue) {
     if found.raw[slot].replace(raw).is_some() {
-        found.repeated.get_or_insert(slot);
+        found.repeated.get_or_insert(Repeated::Field(slot));
     }
 }
 
@@ -233,16 +278,24 @@ impl<'de> Visitor<'de> for NodeSeed<'_, '_, 'de> {
         f.write_str("an object")
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        // A leaf's repeat shows when its slot is filled twice; an inner node's, here.
+        let mut seen = Seen::default();
         while let Some(edge) = map.next_key_seed(KeySeed(self.node))? {
-            match edge.map(|e| &e.to) {
-                Some(Child::Leaf(slot)) => {
+            match edge.map(|(pos, e)| (pos, &e.to)) {
+                Some((_, Child::Leaf(slot))) => {
                     let raw: &'de RawValue = map.next_value()?;
                     take(self.found, *slot, raw);
                 }
-                Some(Child::Inner(node)) => map.next_value_seed(NodeSeed {
-                    node,
-                    found: &mut *self.found,
-                })?,
+                Some((pos, Child::Inner(node))) => {
+                    if !seen.insert(pos) && self.found.repeated.is_none() {
+                        self.found.repeated =
+                            Some(Repeated::Path(node.path.clone(), node.leads_to));
+                    }
+                    map.next_value_seed(NodeSeed {
+                        node,
+                        found: &mut *self.found,
+                    })?
+                }
                 None => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -447,9 +500,20 @@ impl<'de> Visitor<'de> for PathSeed<'_, '_, 'de> {
             .tokens
             .split_first()
             .expect("a readings pointer has a token");
+        let mut seen = false;
         while let Some(matches) = map.next_key_seed(KeyEq(head))? {
             if !matches {
                 map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            if std::mem::replace(&mut seen, true) {
+                // Its key again: which value is meant is ambiguous, so neither is read.
+                map.next_value::<IgnoredAny>()?;
+                if !matches!(self.out, Some(Top::ReadingsRepeated(_))) {
+                    let full = self.shape.readings.as_deref().unwrap_or_default();
+                    let depth = full.len() - rest.len();
+                    *self.out = Some(Top::ReadingsRepeated(pointer_text(&full[..depth])));
+                }
                 continue;
             }
             if rest.is_empty() {
@@ -461,10 +525,9 @@ impl<'de> Visitor<'de> for PathSeed<'_, '_, 'de> {
                     Ok(elements) => Top::Many(elements),
                     Err(kind) => Top::ReadingsNotArray(kind),
                 };
-                *self.out = Some(match self.out.take() {
-                    None => top,
-                    Some(_) => Top::ReadingsRepeated,
-                });
+                if self.out.is_none() {
+                    *self.out = Some(top);
+                }
             } else {
                 map.next_value_seed(PathSeed {
                     shape: self.shape,

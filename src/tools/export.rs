@@ -3,6 +3,10 @@
 //!
 //! The export streams rows from the database to the output as they come, so a year of
 //! statistics (52,560 ten-minute rows) never sits in memory whole.
+//!
+//! A CSV is opened in spreadsheets, which run a cell starting with `=` as a formula: the turbine
+//! id, free text from the payload, is written so that it stays text (OWASP's rule against CSV
+//! injection) unless `--raw` asks for it as stored.
 
 use std::io::Write;
 use std::pin::pin;
@@ -89,20 +93,75 @@ fn export_sql(sql: &Sql) -> String {
 /// A CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180).
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
+        quoted(s)
     } else {
         s.to_string()
     }
 }
 
+fn quoted(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// The first characters that make a spreadsheet read a cell as a formula: OWASP's list for CSV
+/// injection (`=`, `+`, `-`, `@`, tab, carriage return), and the line feed, a line break like the
+/// carriage return.
+const FORMULA_STARTS: [char; 7] = ['=', '+', '-', '@', '\t', '\r', '\n'];
+
+/// A CSV field of free text (a turbine id), which a spreadsheet must show and never run: one
+/// starting with a formula character gets a leading `'` (a spreadsheet reads it as text, `'` included);
+/// one holding a `;` is quoted besides, so that a spreadsheet splitting at `;` (the list separator
+/// of many locales) cannot make a formula start of what follows it. `raw`: as stored (RFC 4180
+/// quoting only), for notebooks and scripts. A leading space is no formula start: left alone.
+pub fn text_cell(s: &str, raw: bool) -> String {
+    if raw {
+        csv_field(s)
+    } else if s.starts_with(FORMULA_STARTS) {
+        quote_for_spreadsheets(&format!("'{s}"))
+    } else {
+        quote_for_spreadsheets(s)
+    }
+}
+
+fn quote_for_spreadsheets(s: &str) -> String {
+    if s.contains(';') {
+        quoted(s)
+    } else {
+        csv_field(s)
+    }
+}
+
+/// One CSV line of the export's `fields` (in the order of [`header`]). The turbine id, the only
+/// free text, is a [`text_cell`]; every other column the exporter writes itself (the interval's
+/// RFC 3339 start, integers, numbers as serde_json prints them, `-3.5` included), unaltered, so
+/// a spreadsheet reads numbers as numbers; NULL is an empty field.
+pub fn csv_line(fields: &[serde_json::Value], raw: bool) -> String {
+    fields
+        .iter()
+        .enumerate()
+        .map(|(i, v)| match v {
+            serde_json::Value::Null => String::new(),
+            serde_json::Value::String(s) if i == TURBINE_COLUMN => text_cell(s, raw),
+            serde_json::Value::String(s) => csv_field(s),
+            other => other.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Where the turbine id is among the export's columns.
+const TURBINE_COLUMN: usize = 0;
+
 /// `galewatch export`: writes the intervals of `turbine` starting in `[from, to)` to `out`.
-/// Returns the rows written. A reader that goes away (`| head`) ends the export quietly.
+/// Returns the rows written. A reader that goes away (`| head`) ends the export quietly. `raw`:
+/// CSV text cells as stored, not kept from being read as formulas (JSON lines always are).
 pub async fn export(
     cfg: &Config,
     turbine: &str,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     format: ExportFormat,
+    raw: bool,
     out: &mut impl Write,
 ) -> Result<u64, ReviewError> {
     if from >= to {
@@ -152,15 +211,7 @@ pub async fn export(
             }
         }
         let line = match format {
-            ExportFormat::Csv => fields
-                .iter()
-                .map(|v| match v {
-                    serde_json::Value::Null => String::new(),
-                    serde_json::Value::String(s) => csv_field(s),
-                    other => other.to_string(),
-                })
-                .collect::<Vec<_>>()
-                .join(","),
+            ExportFormat::Csv => csv_line(&fields, raw),
             ExportFormat::Jsonl => {
                 let o: serde_json::Map<String, serde_json::Value> =
                     header.iter().cloned().zip(fields).collect();
@@ -257,6 +308,62 @@ mod tests {
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
         assert_eq!(csv_field("two\nlines"), "\"two\nlines\"");
+    }
+
+    #[test]
+    fn text_cells_starting_as_formulas_stay_text() {
+        for c in ['=', '+', '-', '@', '\t', '\r', '\n'] {
+            let s = format!("{c}1+1");
+            let want = if c == '\r' || c == '\n' {
+                format!("\"'{s}\"")
+            } else {
+                format!("'{s}")
+            };
+            assert_eq!(text_cell(&s, false), want, "{c:?}");
+            assert_eq!(text_cell(&s, true), csv_field(&s), "{c:?} raw");
+        }
+        assert_eq!(text_cell("=cmd|calc", false), "'=cmd|calc");
+        assert_eq!(text_cell("@SUM(1)", false), "'@SUM(1)");
+        assert_eq!(
+            text_cell(r#"=HYPERLINK("http:evil.example","click")"#, false),
+            r#""'=HYPERLINK(""http:evil.example"",""click"")""#
+        );
+        assert_eq!(
+            text_cell(r#"=HYPERLINK("http:evil.example","click")"#, true),
+            r#""=HYPERLINK(""http:evil.example"",""click"")""#
+        );
+        // Not formula starts: a leading space, a letter, a digit, a quote, a fullwidth ＝.
+        for s in [" =1", "WTG-1", "3-1", "'=1", "＝1"] {
+            assert_eq!(text_cell(s, false), s, "{s:?}");
+        }
+        // Empty, and a turbine id that looks like a negative number: text, kept text.
+        assert_eq!(text_cell("", false), "");
+        assert_eq!(text_cell("-3.5", false), "'-3.5");
+        // A `;` (a list separator in many locales) is quoted, unless raw.
+        assert_eq!(text_cell("WTG;=1", false), "\"WTG;=1\"");
+        assert_eq!(text_cell("WTG;=1", true), "WTG;=1");
+    }
+
+    #[test]
+    fn numbers_the_exporter_writes_stay_numbers() {
+        use serde_json::json;
+        let fields = [
+            json!("-3"),
+            json!("2026-11-30T12:00:00Z"),
+            json!(600),
+            json!(-3),
+            json!(-3.5),
+            json!(null),
+            json!(-0.0),
+        ];
+        assert_eq!(
+            csv_line(&fields, false),
+            "'-3,2026-11-30T12:00:00Z,600,-3,-3.5,,-0.0"
+        );
+        assert_eq!(
+            csv_line(&fields, true),
+            "-3,2026-11-30T12:00:00Z,600,-3,-3.5,,-0.0"
+        );
     }
 
     #[test]
