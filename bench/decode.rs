@@ -205,11 +205,9 @@ fn sparkplug_case(name: &str, per_message: u64, secs: f64) {
         node: "gw1".into(),
         device: "WTG-0042".into(),
         aliases: vec![1, 2, 3],
-        names: vec![
-            "power_kw".into(),
-            "wind_speed_ms".into(),
-            "rotor_rpm".into(),
-        ],
+        names: ["power_kw", "wind_speed_ms", "rotor_rpm"]
+            .into_iter()
+            .collect(),
         datatypes: vec![10, 10, 10],
         born_at: None,
         withdrawn: false,

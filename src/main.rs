@@ -280,7 +280,23 @@ struct SimulateArgs {
     devices_per_node: usize,
 }
 
+/// glibc raises its mmap threshold each time a large block is freed, after which buffers of a
+/// megabyte (large messages, Sparkplug B births) come from the heap and stay there, fragmented,
+/// once freed: 400 births of a megabyte peaked 40 MiB higher than with the threshold fixed. A
+/// fixed threshold gives them back at once. An operator's `MALLOC_MMAP_THRESHOLD_` wins.
+fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+        // SAFETY: mallopt only sets a tunable of glibc's allocator; called before any thread
+        // is started.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    tune_allocator();
     let cli = Cli::parse();
     // The packaging commands need neither logs nor a runtime.
     match &cli.command {

@@ -317,7 +317,7 @@ impl Writer {
             );
             let withdrawal = Birth {
                 aliases: Vec::new(),
-                names: Vec::new(),
+                names: Default::default(),
                 datatypes: Vec::new(),
                 born_at: None,
                 withdrawn: true,

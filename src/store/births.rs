@@ -47,6 +47,7 @@ pub(crate) async fn record(
     births: &[Born<'_>],
 ) -> Result<(), Error> {
     for (b, received_at) in births {
+        let names: Vec<&str> = b.names.iter().collect();
         tx.execute(
             INSERT,
             &[
@@ -57,7 +58,7 @@ pub(crate) async fn record(
                 &b.conn,
                 &b.withdrawn,
                 &b.aliases,
-                &b.names,
+                &names,
                 &b.datatypes,
                 &b.born_at,
                 received_at,
@@ -99,7 +100,7 @@ pub async fn load(
             device: device.to_string(),
             withdrawn: r.get(1),
             aliases: r.get(2),
-            names: r.get(3),
+            names: r.get::<_, Vec<String>>(3).iter().collect(),
             datatypes: r.get(4),
             born_at: None,
             conn: 0,

@@ -249,6 +249,19 @@ pub struct TestDb {
 
 impl TestDb {
     pub async fn create() -> TestDb {
+        TestDb::create_with("").await
+    }
+
+    /// A database with its own encoding (e.g. `LATIN1`: text it cannot hold is refused by the
+    /// server, SQLSTATE 22P05).
+    pub async fn create_encoded(encoding: &str) -> TestDb {
+        TestDb::create_with(&format!(
+            " ENCODING '{encoding}' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
+        ))
+        .await
+    }
+
+    async fn create_with(options: &str) -> TestDb {
         let name = format!(
             "galewatch_test_{}_{}",
             std::process::id(),
@@ -257,7 +270,7 @@ impl TestDb {
         let admin = admin_client().await;
         for sql in [
             format!("DROP DATABASE IF EXISTS {name}"),
-            format!("CREATE DATABASE {name}"),
+            format!("CREATE DATABASE {name}{options}"),
         ] {
             admin
                 .batch_execute(&sql)

@@ -420,10 +420,11 @@ mod tests {
 
     /// A birth naming aliases 1 and 2 in this order (or swapped).
     fn birth(swapped: bool) -> Birth {
-        let mut names = vec!["power_kw".to_string(), "wind_speed_ms".to_string()];
+        let mut names = vec!["power_kw", "wind_speed_ms"];
         if swapped {
             names.reverse();
         }
+        let names = names.into_iter().collect();
         Birth {
             group: "g".into(),
             node: "n".into(),
@@ -614,7 +615,7 @@ mod tests {
         // Big births: the budget holds, oldest first; the newest is kept even when alone over it.
         let budget = 1 << 20;
         let mut h = Host::new(100_000, budget, Duration::from_secs(5), 1000.0);
-        let names: Vec<String> = (0..9000)
+        let names: crate::sparkplug::Names = (0..9000)
             .map(|i| format!("Unmapped/metric/{i:0>60}"))
             .collect();
         let mut big = Birth {

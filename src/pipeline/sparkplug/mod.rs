@@ -240,7 +240,7 @@ pub struct Birth {
     /// Empty for the edge node's own birth (NBIRTH).
     pub device: String,
     pub aliases: Vec<i64>,
-    pub names: Vec<String>,
+    pub names: Names,
     pub datatypes: Vec<i32>,
     /// The birth payload's timestamp.
     pub born_at: Option<DateTime<Utc>>,
@@ -260,7 +260,7 @@ impl Birth {
             node: t.node.to_string(),
             device: t.device.unwrap_or("").to_string(),
             aliases: Vec::new(),
-            names: Vec::new(),
+            names: Names::default(),
             datatypes: Vec::new(),
             born_at: None,
             withdrawn,
@@ -284,24 +284,27 @@ impl Birth {
         if self.withdrawn {
             return None;
         }
-        let aliases = self
+        let mut k = Known::default();
+        for ((&a, n), &t) in self
             .aliases
             .iter()
-            .zip(&self.names)
+            .zip(self.names.iter())
             .zip(&self.datatypes)
-            .map(|((&a, n), &t)| {
-                let alias = if map.signals.contains_key(n.as_str()) {
-                    Alias::Mapped {
-                        name: n.as_str().into(),
-                        datatype: t as u32,
-                    }
-                } else {
-                    Alias::Unmapped
+        {
+            if map.signals.contains_key(n) {
+                let alias = Alias::Mapped {
+                    name: n.into(),
+                    datatype: t as u32,
                 };
-                (a as u64, alias)
-            })
-            .collect();
-        Some(Known { aliases })
+                k.mapped.insert(a as u64, alias);
+            } else {
+                k.unmapped.push(a as u64);
+            }
+        }
+        k.unmapped.sort_unstable();
+        k.unmapped.dedup();
+        k.unmapped.shrink_to_fit();
+        Some(k)
     }
 
     /// Bytes this birth holds while it waits for its commit (names and arrays), so the
@@ -311,8 +314,9 @@ impl Birth {
             + self.group.len()
             + self.node.len()
             + self.device.len()
-            + self.names.iter().map(|n| n.len() + 24).sum::<usize>()
-            + self.aliases.len() * 12
+            + self.names.bytes()
+            + self.aliases.capacity() * 8
+            + self.datatypes.capacity() * 4
     }
 
     /// A digest of what the birth says (aliases, names, data types): two births with the same
@@ -328,10 +332,64 @@ impl Birth {
     }
 }
 
+/// A birth's metric names in one buffer: a birth may name thousands, and each its own
+/// allocation would leave the allocator's memory in crumbs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Names {
+    text: String,
+    /// Where each name ends in `text`.
+    ends: Vec<u32>,
+}
+
+impl Names {
+    pub fn push(&mut self, name: &str) {
+        self.text.push_str(name);
+        self.ends
+            .push(u32::try_from(self.text.len()).expect("names of one payload"));
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Name `i`.
+    pub fn get(&self, i: usize) -> &str {
+        let start = i.checked_sub(1).map_or(0, |p| self.ends[p] as usize);
+        &self.text[start..self.ends[i] as usize]
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.text.capacity() + self.ends.capacity() * 4
+    }
+}
+
+impl<S: AsRef<str>> FromIterator<S> for Names {
+    fn from_iter<I: IntoIterator<Item = S>>(iter: I) -> Names {
+        let mut n = Names::default();
+        for s in iter {
+            n.push(s.as_ref());
+        }
+        n
+    }
+}
+
 /// What the birth that applies says each alias means.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Known {
-    aliases: HashMap<u64, Alias>,
+    /// Aliases that feed a signal, or that the births a message may follow read differently.
+    mapped: HashMap<u64, Alias>,
+    /// Aliases named by the birth and fed to no signal, sorted: eight bytes each, however
+    /// long their names (a birth may name thousands).
+    unmapped: Vec<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -344,46 +402,73 @@ enum Alias {
     Ambiguous,
 }
 
+static UNMAPPED: Alias = Alias::Unmapped;
+
 impl Known {
+    /// What alias `a` means, if the birth names it.
+    fn get(&self, a: u64) -> Option<&Alias> {
+        self.mapped
+            .get(&a)
+            .or_else(|| self.unmapped.binary_search(&a).is_ok().then_some(&UNMAPPED))
+    }
+
+    fn aliases(&self) -> impl Iterator<Item = u64> + '_ {
+        self.mapped
+            .keys()
+            .copied()
+            .chain(self.unmapped.iter().copied())
+    }
+
     /// The alias table of several births a message may follow, when it cannot be told which:
     /// an alias they all read alike keeps its meaning, one they read differently (or only
     /// some name) is ambiguous, so a message using it is refused rather than guessed.
     pub fn agreed(births: &[Option<Known>]) -> Option<Known> {
         let (first, rest) = births.split_first()?;
-        let mut aliases: HashMap<u64, Alias> = HashMap::new();
-        for k in births.iter().flatten() {
-            for a in k.aliases.keys() {
-                if aliases.contains_key(a) {
-                    continue;
-                }
-                fn at<'k>(k: &'k Option<Known>, a: &u64) -> Option<&'k Alias> {
-                    k.as_ref().and_then(|k| k.aliases.get(a))
-                }
-                let alias = match at(first, a) {
-                    Some(x) if rest.iter().all(|k| at(k, a) == Some(x)) => x.clone(),
-                    _ => Alias::Ambiguous,
-                };
-                aliases.insert(*a, alias);
-            }
-        }
-        if aliases.is_empty() && first.is_none() && rest.iter().all(Option::is_none) {
+        if births.iter().all(Option::is_none) {
             return None;
         }
-        Some(Known { aliases })
+        fn at(k: &Option<Known>, a: u64) -> Option<&Alias> {
+            k.as_ref().and_then(|k| k.get(a))
+        }
+        let mut out = Known::default();
+        let mut seen = std::collections::HashSet::new();
+        for a in births.iter().flatten().flat_map(Known::aliases) {
+            if !seen.insert(a) {
+                continue;
+            }
+            match at(first, a) {
+                Some(Alias::Unmapped) if rest.iter().all(|k| at(k, a) == Some(&UNMAPPED)) => {
+                    out.unmapped.push(a)
+                }
+                Some(x) if rest.iter().all(|k| at(k, a) == Some(x)) => {
+                    out.mapped.insert(a, x.clone());
+                }
+                _ => {
+                    out.mapped.insert(a, Alias::Ambiguous);
+                }
+            }
+        }
+        out.unmapped.sort_unstable();
+        Some(out)
     }
 
-    /// Bytes it holds in memory, for the cache's byte budget (`sparkplug_births_cache_bytes`).
+    /// Bytes it holds in memory, for the cache's byte budget (`sparkplug_births_cache_bytes`):
+    /// the hash table of mapped aliases as allocated (a slot and a control byte per bucket),
+    /// their names, and the unmapped aliases.
     pub fn size(&self) -> usize {
-        64 + self
-            .aliases
+        let slot = std::mem::size_of::<(u64, Alias)>() + 1;
+        let names: usize = self
+            .mapped
             .values()
-            .map(|a| {
-                48 + match a {
-                    Alias::Mapped { name, .. } => name.len(),
-                    _ => 0,
-                }
+            .map(|a| match a {
+                Alias::Mapped { name, .. } => name.len(),
+                _ => 0,
             })
-            .sum::<usize>()
+            .sum();
+        std::mem::size_of::<Known>()
+            + self.mapped.capacity() * 8 / 7 * slot
+            + names
+            + self.unmapped.capacity() * 8
     }
 }
 
@@ -525,17 +610,17 @@ fn birth_of(t: &Topic<'_>, p: &Payload) -> Result<Birth, String> {
             ));
         };
         if let Some(&j) = seen.get(&alias) {
-            if b.names[j] != *name {
+            if b.names.get(j) != name {
                 return Err(format!(
                     "birth gives alias {alias} to two metrics, {:?} and {name:?}",
-                    b.names[j]
+                    b.names.get(j)
                 ));
             }
             continue;
         }
         seen.insert(alias, b.names.len());
         b.aliases.push(stored);
-        b.names.push(name.clone());
+        b.names.push(name);
         b.datatypes
             .push(i32::try_from(m.datatype.unwrap_or(0)).unwrap_or(i32::MAX));
     }
@@ -591,7 +676,7 @@ fn readings(
     let mut groups: Vec<Group<'_>> = Vec::new();
     let mut index: HashMap<Option<u64>, usize> = HashMap::new();
     for (i, m) in p.metrics.iter().enumerate() {
-        let alias = m.alias.map(|a| (a, known.and_then(|k| k.aliases.get(&a))));
+        let alias = m.alias.map(|a| (a, known.and_then(|k| k.get(a))));
         let (name, known_type) = match (&m.name, alias) {
             // Named: the birth only says its data type, when the metric does not.
             (Some(n), alias) => match alias {
@@ -841,8 +926,8 @@ pub fn fuzz_one(data: &[u8]) -> usize {
         device: "d".into(),
         aliases: vec![0, 1, 2, 3],
         names: ["power_kw", "wind_speed_ms", "rotor_rpm", "other"]
-            .map(String::from)
-            .to_vec(),
+            .into_iter()
+            .collect(),
         datatypes: vec![10, 9, 3, 12],
         born_at: None,
         withdrawn: false,

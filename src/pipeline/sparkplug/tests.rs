@@ -113,7 +113,10 @@ fn a_birth_stores_its_aliases_and_lands_its_values() {
         ("farm", "gw1", "WTG-01")
     );
     assert_eq!(b.aliases, [1, 2, 3]);
-    assert_eq!(b.names, ["Power", "Wind", "Status/Temp"]);
+    assert_eq!(
+        b.names.iter().collect::<Vec<_>>(),
+        ["Power", "Wind", "Status/Temp"]
+    );
     assert_eq!(b.datatypes, [10, 10, 10]);
     assert_eq!(j.items.len(), 1);
     let r = reading(&j.items[0]);

@@ -1,0 +1,133 @@
+//! Sparkplug B under a flood, against a real broker and database (issue 32, items 3 and 5):
+//! - 400 births of 962,881 bytes (9,000 named metrics no signal maps) from distinct edge nodes:
+//!   the daemon's peak memory stays within its byte budgets plus 64 MiB;
+//! - DATA with unknown aliases from thousands of made-up edge nodes: rebirth requests keep to
+//!   the fleet-wide rate, and the log to one summary line per interval.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::sparkplug::*;
+use common::*;
+use galewatch::sparkplug::proto::{datatype, Metric, Value};
+
+/// The daemon's peak resident memory (VmHWM), in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status");
+    kb * 1024
+}
+
+/// A device birth of 9,000 metrics with long names, none mapped to a signal.
+fn big_birth(node: usize) -> (String, Vec<u8>) {
+    let metrics: Vec<Metric> = (0..9000u64)
+        .map(|i| {
+            Metric::new(datatype::DOUBLE, Value::Double(0.0))
+                .named(&format!("Unmapped/Subsystem/{node:04}/metric/{i:0>60}"))
+                .aliased(i)
+        })
+        .collect();
+    (
+        topic("DBIRTH", &format!("N{node}"), Some("T1")),
+        payload(metrics, 1),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn births_held_in_memory_are_bounded_in_bytes() {
+    const UNACKED: u64 = 8 << 20;
+    const CACHE: u64 = 32 << 20;
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut d = daemon(&broker, &db, "gw-sp-bytes");
+    d.env
+        .insert("GALEWATCH_MAX_UNACKED_BYTES".into(), UNACKED.to_string());
+    d.env
+        .insert("GALEWATCH_BATCH_MAX_BYTES".into(), (4u64 << 20).to_string());
+    d.env.insert(
+        "GALEWATCH_SPARKPLUG_BIRTHS_CACHE_BYTES".into(),
+        CACHE.to_string(),
+    );
+    d.start_ready();
+    let size = big_birth(0).1.len();
+    assert!((900_000..1_048_576).contains(&size), "{size} bytes a birth");
+    for chunk in 0..20 {
+        publish(
+            &broker,
+            (chunk * 20..chunk * 20 + 20).map(big_birth).collect(),
+        )
+        .await;
+    }
+    eventually(Duration::from_secs(180), "400 births stored", || async {
+        d.metric(r#"galewatch_sparkplug_messages_total{type="DBIRTH"}"#) == 400.0
+            && d.metric("galewatch_messages_unacked") == 0.0
+    })
+    .await;
+    assert_eq!(db.count("SELECT count(*) FROM sparkplug_births").await, 400);
+    let peak = peak_rss(d.pid());
+    let limit = UNACKED + CACHE + (64 << 20);
+    eprintln!("peak RSS {} MiB (limit {} MiB)", peak >> 20, limit >> 20);
+    assert!(
+        peak <= limit,
+        "peak RSS {} MiB over the budgets + 64 MiB ({} MiB)",
+        peak >> 20,
+        limit >> 20
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebirth_requests_keep_to_the_fleet_rate_and_the_log_to_a_line_an_interval() {
+    const NODES: usize = 3000;
+    const RATE: f64 = 20.0;
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let ncmd = Observer::start(&broker, "spBv1.0/+/NCMD/+").await;
+    let mut d = daemon(&broker, &db, "gw-sp-flood");
+    d.env.insert(
+        "GALEWATCH_SPARKPLUG_REBIRTHS_PER_SECOND".into(),
+        RATE.to_string(),
+    );
+    d.start_ready();
+    let started = Instant::now();
+    let msgs: Vec<_> = (0..NODES)
+        .map(|i| {
+            (
+                topic("DDATA", &format!("made-up-{i}"), Some("T1")),
+                payload(vec![metric("", 1, 1.0, T0, false)], 5),
+            )
+        })
+        .collect();
+    publish(&broker, msgs).await;
+    eventually(Duration::from_secs(60), "every message judged", || async {
+        d.metric(r#"galewatch_readings_rejected_total{reason="unknown_alias"}"#) == NODES as f64
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let secs = started.elapsed().as_secs_f64();
+    let asked = ncmd.rebirths().len() as f64;
+    assert!(asked >= 1.0, "some nodes are asked");
+    assert!(
+        asked <= RATE * (secs + 1.0),
+        "{asked} rebirth requests in {secs:.1} s at {RATE}/s"
+    );
+    assert_eq!(
+        d.metric(r#"galewatch_sparkplug_rebirths_requested_total{cause="unknown_alias"}"#),
+        asked
+    );
+    let log = d.log();
+    let lines = log.lines().filter(|l| l.contains("rebirth")).count();
+    assert!(
+        lines as f64 <= secs / 10.0 + 2.0,
+        "{lines} log lines about rebirths in {secs:.1} s:\n{log}"
+    );
+    assert!(
+        log.lines().count() < 100,
+        "{} log lines",
+        log.lines().count()
+    );
+}
