@@ -470,3 +470,27 @@ async fn an_ack_that_never_reached_the_broker_is_no_false_collision_1_writer() {
 async fn an_ack_that_never_reached_the_broker_is_no_false_collision_4_writers() {
     an_ack_that_never_reached_the_broker(4).await;
 }
+
+/// A node alternating between two births for ever, on one connection (nothing proven
+/// meanwhile): its history stays at 16 rows, and the newest still decodes what follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_alternating_births_keeps_a_bounded_history() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut d = daemon(&broker, &db, "gw-sp-alternate");
+    d.start_ready();
+    let mut msgs = vec![nbirth(NODE)];
+    for i in 0..40u64 {
+        msgs.push(birth(1, T0 + i * 1000, i % 2 == 1));
+    }
+    msgs.push(data(2, T0 + 60_000, 10.0, 20.0));
+    publish(&broker, msgs).await;
+    wait_row(&db, T0 + 60_000).await;
+    assert_eq!(
+        db.count("SELECT count(*) FROM sparkplug_births WHERE device = 'T1'")
+            .await,
+        16
+    );
+    // The 40th birth (swapped) applies.
+    assert_eq!(stored(&db).await.get(&ms(T0 + 60_000)), Some(&(20.0, 10.0)));
+}

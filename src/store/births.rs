@@ -15,14 +15,26 @@ const INSERT: &str = "INSERT INTO sparkplug_births
         (session, group_id, edge_node, device, conn, withdrawn, aliases, names, datatypes, born_at, received_at)
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
 
+/// Rows kept of one node's or device's history: a node alternating between births within one
+/// connection (nothing proven meanwhile) cannot grow it further; a history cut short has no
+/// proven row, so a redelivered message is then refused rather than decoded (`load`).
+const HISTORY: i64 = 16;
+
 /// A node's or device's rows that a message may follow, newest first: this session's, then the
 /// rows stored before V11 (session ''), which count as proven and older than any of its own.
-/// The caller stops at the first proven row; the limit bounds a history no connection pruned.
+/// The caller stops at the first proven row.
 const SELECT: &str = "SELECT proven OR session = '', withdrawn, aliases, names, datatypes
       FROM sparkplug_births
      WHERE session IN ($1, '') AND group_id = $2 AND edge_node = $3 AND device = $4
      ORDER BY session = '', generation DESC
-     LIMIT 64";
+     LIMIT $5::int8";
+
+/// Drops a node's or device's rows past the newest `HISTORY`.
+const TRIM: &str = "DELETE FROM sparkplug_births
+     WHERE session = $1 AND group_id = $2 AND edge_node = $3 AND device = $4
+       AND generation < (SELECT generation FROM sparkplug_births
+                          WHERE session = $1 AND group_id = $2 AND edge_node = $3 AND device = $4
+                          ORDER BY generation DESC OFFSET $5::int8 LIMIT 1)";
 
 /// Marks this session's rows of earlier connections proven, then drops the rows no message can
 /// follow any more: those older than a proven row of the same node or device.
@@ -66,6 +78,12 @@ pub(crate) async fn record(
         )
         .await
         .map_err(|e| Error::db("storing a Sparkplug B birth", e))?;
+        tx.execute(
+            TRIM,
+            &[&session, &b.group, &b.node, &b.device, &(HISTORY - 1)],
+        )
+        .await
+        .map_err(|e| Error::db("trimming a Sparkplug B birth history", e))?;
     }
     Ok(())
 }
@@ -88,7 +106,7 @@ pub async fn load(
     map: &Mapping,
 ) -> Result<Stored, Error> {
     let rows = client
-        .query(SELECT, &[&session, &group, &node, &device])
+        .query(SELECT, &[&session, &group, &node, &device, &HISTORY])
         .await
         .map_err(|e| Error::db("reading Sparkplug B births", e))?;
     let mut births = Vec::new();
@@ -121,9 +139,9 @@ pub async fn load(
     let latest = newest.known(map);
     let digest = Some(newest.digest());
     let tables: Vec<Option<Known>> = births.iter().map(|b| b.known(map)).collect();
-    // A history longer than the limit without a proven row: the oldest births it may follow
-    // are not all in hand, so nothing is agreed.
-    let agreed = if proven || rows.len() < 64 {
+    // A full history without a proven row may have lost the births it follows (trimmed): nothing
+    // is agreed.
+    let agreed = if proven || (rows.len() as i64) < HISTORY {
         Known::agreed(&tables)
     } else {
         None

@@ -154,7 +154,8 @@ impl Intake {
             self.prove().await;
         }
         let key = t.birth_key();
-        let known = if t.kind.is_data() {
+        // A level that names no turbine carries no reading: no birth is needed for it.
+        let known = if t.kind.is_data() && self.mapping.turbine(&t).is_some() {
             match self.host.decide(&key, dup) {
                 Decision::Use(k) => k,
                 Decision::LookUp => {
