@@ -203,7 +203,7 @@ async fn a_systemd_credential_is_read_as_a_secret_file() {
     assert_eq!(
         db.count("SELECT count(*) FROM refinery_schema_history")
             .await,
-        10,
+        11,
         "migrated the database the credential names"
     );
     // The variable as well: which one is meant is not guessed.
