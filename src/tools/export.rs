@@ -74,7 +74,7 @@ fn export_sql(sql: &Sql) -> String {
             format!("\"{mean}\""),
             format!("\"{min}\""),
             format!("\"{max}\""),
-            format!("sqrt(greatest(\"{m2}\", 0) / NULLIF(\"{n}\", 0))"),
+            stats::std_sql(&format!("\"{m2}\""), &format!("\"{n}\"")),
         ]);
     }
     format!(
@@ -278,6 +278,6 @@ mod tests {
             ]
         );
         assert_eq!(h[8], "power_kw_std");
-        assert_eq!(export_sql(&sql).matches("sqrt(").count(), 3);
+        assert_eq!(export_sql(&sql).matches("sqrt(greatest(").count(), 3);
     }
 }
