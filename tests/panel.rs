@@ -81,16 +81,17 @@ async fn seed(db: &TestDb) {
         galewatch::stats::Width::new(Duration::from_secs(600)).unwrap(),
     );
     let at = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
-    let (n, ..) = galewatch::stats::rebuild(
+    let done = galewatch::stats::rebuild(
         &mut c,
         &sql,
         at("2026-11-20T00:00:00Z"),
         at("2026-11-21T00:00:00Z"),
         None,
+        &galewatch::stats::Retention::default(),
     )
     .await
     .unwrap();
-    assert_eq!(n, 1);
+    assert_eq!(done.written, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -703,10 +704,11 @@ async fn values_at_the_edges_of_a_double_chart_and_bucket() {
         "2026-11-20T00:00:00Z".parse().unwrap(),
         "2026-11-21T00:00:00Z".parse().unwrap(),
         None,
+        &galewatch::stats::Retention::default(),
     )
     .await
     .expect("statistics rebuilt");
-    assert!(out.0 >= 4, "{out:?}");
+    assert!(out.written >= 4, "{out:?}");
     for (t, _) in signals {
         let day = "from=2026-11-20T10:00:00Z&to=2026-11-20T10:30:00Z";
         for q in [

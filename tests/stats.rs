@@ -398,7 +398,10 @@ async fn outlive(db: &TestDb) {
     let out = galewatch::export::rebuild(&cfg, None, now - day * 6, now + day)
         .await
         .unwrap();
-    assert!(out.contains("instead"), "{out}");
+    assert!(
+        out.starts_with("rebuilt ") && !out.contains("skipped"),
+        "{out}"
+    );
     let rebuilt = snapshot(db).await;
     assert_eq!(rebuilt.len(), before.len());
     assert_eq!(
@@ -1036,4 +1039,286 @@ fn the_database_merges_any_finite_values_to_the_bit_as_rust_does() {
             assert!(same(min, want.min) && same(max, want.max), "{xs:?}");
         }
     });
+}
+
+/// One combination of widths for [`retention_cut`]: partitions, statistics intervals, readings
+/// retention, the clock when retention runs and the rebuild after it, the first reading and the
+/// time between readings.
+struct Widths {
+    partition: Duration,
+    interval: Duration,
+    retention: Duration,
+    now: &'static str,
+    first: &'static str,
+    every: Duration,
+}
+
+/// Readings every `w.every` from `w.first` to `w.now`, in partitions of `w.partition`, with
+/// their statistics; then retention drops what it drops and the statistics are damaged
+/// (`readings = -1`) so that whatever a rebuild writes shows. `stats rebuild` over everything
+/// must rebuild exactly the intervals all of whose readings are still stored, to their old
+/// figures, leave every other one as stored, and count the ones it left that still hold some
+/// readings. Returns that count.
+async fn retention_cut(db: &TestDb, w: &Widths) -> u64 {
+    migrate(db).await;
+    let at = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+    let (now, first) = (at(w.now), at(w.first));
+    let settings = |s: &mut Settings| {
+        s.readings_partition_size = w.partition;
+        s.stats_interval = w.interval;
+    };
+    let keep_all = config(db, settings);
+    let cfg = config(db, |s| {
+        settings(s);
+        s.readings_retention = w.retention;
+    });
+    let c = db.client().await;
+    let (part, every) = (w.partition.as_secs_f64(), w.every.as_secs_f64());
+    c.execute(
+        "SELECT galewatch_ensure_partition(t, make_interval(secs => $3))
+           FROM generate_series($1::timestamptz, $2::timestamptz, make_interval(secs => $3)) t",
+        &[&first, &now, &part],
+    )
+    .await
+    .unwrap();
+    c.execute(
+        "INSERT INTO readings (turbine_id, recorded_at, power_kw, wind_speed_ms)
+         SELECT t, at, (extract(epoch FROM at)::int8 / 60 % 997)::float8, 4.5
+           FROM generate_series($1::timestamptz, $2::timestamptz - interval '1 microsecond',
+                                make_interval(secs => $3)) at,
+                (VALUES ('C-1'), ('C-2')) v(t)",
+        &[&first, &now, &every],
+    )
+    .await
+    .unwrap();
+    let from = first - chrono::Duration::days(2);
+    let to = now + chrono::Duration::days(1);
+    galewatch::export::rebuild_as_of(&keep_all, None, from, to, Some(now))
+        .await
+        .unwrap();
+    let width = w.interval.as_secs() as i32;
+    assert_stats_exact(db, width).await;
+    let per_interval = format!(
+        "SELECT turbine_id, date_bin(make_interval(secs => {width}), recorded_at, TIMESTAMPTZ '2000-01-03 00:00:00+00')::text, count(*)
+           FROM readings GROUP BY 1, 2 ORDER BY 1, 2"
+    );
+    let counts =
+        |rows: Vec<tokio_postgres::Row>| -> std::collections::BTreeMap<(String, String), i64> {
+            rows.iter()
+                .map(|r| ((r.get(0), r.get(1)), r.get(2)))
+                .collect()
+        };
+    let stored = counts(c.query(&per_interval, &[]).await.unwrap());
+    let before = rounded(db).await;
+
+    let report = galewatch::maintain::Maintainer::new(&cfg.upkeep())
+        .pass(&c, now)
+        .await
+        .unwrap();
+    assert!(!report.partitions_dropped.is_empty(), "{report:?}");
+    let left = counts(c.query(&per_interval, &[]).await.unwrap());
+    let partial: Vec<_> = left
+        .iter()
+        .filter(|(k, n)| **n < stored[*k])
+        .map(|(k, _)| k.clone())
+        .collect();
+    c.batch_execute(
+        "CREATE TEMP TABLE saved AS SELECT * FROM interval_stats;
+         UPDATE interval_stats SET power_kw_max = -12345",
+    )
+    .await
+    .unwrap();
+
+    let out = galewatch::export::rebuild_as_of(&cfg, None, from, to, Some(now))
+        .await
+        .unwrap();
+    eprintln!("{out}");
+    let kept = c
+        .query(
+            &format!(
+                "SELECT turbine_id, interval_start::text, readings, power_kw_max = -12345
+                   FROM interval_stats WHERE interval_seconds = {width} ORDER BY 1, 2"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    let mut rebuilt = 0;
+    for r in &kept {
+        let key: (String, String) = (r.get(0), r.get(1));
+        let (readings, marked): (i64, bool) = (r.get(2), r.get(3));
+        assert_eq!(
+            readings, stored[&key],
+            "{key:?}: readings as stored before retention"
+        );
+        match left.get(&key) {
+            Some(&n) if n == stored[&key] => {
+                assert!(!marked, "{key:?}: whole, so rebuilt");
+                rebuilt += 1;
+            }
+            Some(&n) => assert!(
+                marked,
+                "{key:?}: {n} of its {} readings left: kept as stored, not rebuilt from them",
+                stored[&key]
+            ),
+            None => assert!(marked, "{key:?}: no readings left: kept as stored"),
+        }
+    }
+    assert!(
+        out.contains(&format!("rebuilt {rebuilt} intervals")),
+        "{out}"
+    );
+    // Rebuilt to their old figures; the others as they were (the damage undone).
+    c.batch_execute(
+        "UPDATE interval_stats s SET power_kw_max = v.power_kw_max FROM saved v
+          WHERE (s.turbine_id, s.interval_seconds, s.interval_start)
+              = (v.turbine_id, v.interval_seconds, v.interval_start)
+            AND s.power_kw_max = -12345",
+    )
+    .await
+    .unwrap();
+    assert_eq!(rounded(db).await, before);
+    let skipped = partial.len() as u64;
+    if skipped > 0 {
+        assert!(
+            out.contains(&format!("skipped {skipped} intervals")),
+            "{out}: {partial:?}"
+        );
+    } else {
+        assert!(!out.contains("skipped"), "{out}");
+    }
+    skipped
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+const DAY: Duration = Duration::from_secs(86_400);
+
+/// The issue's combination: hourly partitions, daily statistics, two days of raw readings. The
+/// day retention cut at 20:00 keeps its 24-reading statistics, not a rebuild from its last four.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebuild_leaves_a_day_whose_hourly_partitions_retention_cut() {
+    let db = TestDb::create().await;
+    let w = Widths {
+        partition: HOUR,
+        interval: DAY,
+        retention: 2 * DAY,
+        now: "2026-12-01T20:30:00Z",
+        first: "2026-11-26T00:30:00Z",
+        every: HOUR,
+    };
+    assert_eq!(retention_cut(&db, &w).await, 2, "2026-11-29 of C-1 and C-2");
+
+    // A collision resolved by keeping the incoming reading: in the day retention cut, its
+    // statistics stay as they were (24 readings); in a whole day they are recomputed.
+    let cfg = config(&db, |s| {
+        s.readings_partition_size = w.partition;
+        s.stats_interval = w.interval;
+        s.readings_retention = w.retention;
+    });
+    let at = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+    let day = |d: &str| {
+        format!(
+            "SELECT readings * 1000000 + power_kw_max::int8 FROM interval_stats
+              WHERE turbine_id = 'C-1' AND interval_start = '{d}T00:00:00Z'"
+        )
+    };
+    let cut_before = db.count(&day("2026-11-29")).await;
+    land(
+        &cfg,
+        vec![
+            reading("C-1", at("2026-11-29T22:30:00Z"), 5000.0, Some(4.5), None),
+            reading("C-1", at("2026-11-30T22:30:00Z"), 5000.0, Some(4.5), None),
+        ],
+        &[2],
+    )
+    .await;
+    let ids: Vec<i64> = db
+        .client()
+        .await
+        .query("SELECT id FROM quarantine ORDER BY recorded_at", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ids.len(), 2, "two collisions");
+    let keep = galewatch::review::Keep::Incoming;
+    let out = galewatch::review::quarantine_resolve(&cfg, ids[0], keep, None, "t")
+        .await
+        .unwrap();
+    assert!(out.contains("kept as they were"), "{out}");
+    assert_eq!(
+        db.count(&day("2026-11-29")).await,
+        cut_before,
+        "not rebuilt from 4 readings"
+    );
+    let out = galewatch::review::quarantine_resolve(&cfg, ids[1], keep, None, "t")
+        .await
+        .unwrap();
+    assert!(!out.contains("kept as they were"), "{out}");
+    assert_eq!(
+        db.count(&day("2026-11-30")).await,
+        24_005_000,
+        "recomputed: 24 readings, the maximum 5000"
+    );
+}
+
+/// The same on a Citus cluster, where the partitions are distributed tables.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebuild_leaves_a_cut_day_on_a_citus_cluster() {
+    let cluster = citus::Cluster::start().await;
+    let w = Widths {
+        partition: HOUR,
+        interval: DAY,
+        retention: 2 * DAY,
+        now: "2026-12-01T20:30:00Z",
+        first: "2026-11-26T00:30:00Z",
+        every: HOUR,
+    };
+    assert_eq!(retention_cut(&cluster.db(), &w).await, 2);
+}
+
+/// Intervals narrower than partitions (hours in daily partitions) and widths that do not divide
+/// each other (2-hour intervals across 5-hour partitions, the one at the cut straddling a dropped
+/// and a kept partition).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebuild_follows_retention_whatever_the_widths() {
+    for (w, skipped) in [
+        (
+            Widths {
+                partition: DAY,
+                interval: HOUR,
+                retention: 2 * DAY,
+                now: "2026-12-01T15:45:00Z",
+                first: "2026-11-26T00:00:00Z",
+                every: Duration::from_secs(600),
+            },
+            0,
+        ),
+        (
+            Widths {
+                partition: 5 * HOUR,
+                interval: 2 * HOUR,
+                retention: DAY,
+                now: "2026-12-01T13:20:00Z",
+                first: "2026-11-28T00:00:00Z",
+                every: Duration::from_secs(900),
+            },
+            2,
+        ),
+        (
+            Widths {
+                partition: 7 * DAY,
+                interval: DAY,
+                retention: 7 * DAY,
+                now: "2026-12-30T06:00:00Z",
+                first: "2026-11-30T00:00:00Z",
+                every: HOUR,
+            },
+            0,
+        ),
+    ] {
+        let db = TestDb::create().await;
+        assert_eq!(retention_cut(&db, &w).await, skipped, "{:?}", w.partition);
+    }
 }

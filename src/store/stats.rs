@@ -307,6 +307,9 @@ pub struct Sql {
     target: String,
     recompute_all: String,
     recompute_one: String,
+    /// Counts the intervals of `[$1, $2)` (of turbine `$3`) that hold readings.
+    count_all: String,
+    count_one: String,
     /// Merges one quarantined reading (`$1` turbine, `$2` id) into its interval.
     add_quarantined: String,
 }
@@ -419,11 +422,20 @@ ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}
             "INSERT INTO {target}\nSELECT {} FROM quarantine WHERE turbine_id = $1 AND id = $2\n{on_conflict}",
             one.join(", ")
         );
+        let count = |filter: &str| {
+            format!(
+                "SELECT count(*) FROM (SELECT DISTINCT turbine_id,
+        date_bin(make_interval(secs => {w}), recorded_at, {ORIGIN})
+   FROM readings WHERE recorded_at >= $1 AND recorded_at < $2{filter}) x"
+            )
+        };
         Sql {
             width,
             add_quarantined,
             recompute_all: recompute(""),
             recompute_one: recompute(" AND turbine_id = $3"),
+            count_all: count(""),
+            count_one: count(" AND turbine_id = $3"),
             numeric,
             upsert,
             on_conflict,
@@ -646,9 +658,10 @@ pub async fn record(
 pub const LOCK_SQL: &str = "LOCK TABLE interval_stats IN SHARE ROW EXCLUSIVE MODE";
 
 /// Recomputes the intervals of `[from, to)` (of one turbine, or all) from `readings`, inside
-/// `tx`, replacing what `interval_stats` held for them. `from` and `to` must be interval starts.
-/// Intervals with no readings left are not touched: their statistics outlive the raw readings.
-/// Returns the intervals written.
+/// `tx`, replacing what `interval_stats` held for them. `from` and `to` must be interval starts,
+/// and the caller must know every reading of them is still stored ([`kept`]). Intervals with no
+/// readings left are not touched: their statistics outlive the raw readings. Returns the
+/// intervals written.
 pub async fn recompute<C: GenericClient>(
     tx: &C,
     sql: &Sql,
@@ -658,6 +671,17 @@ pub async fn recompute<C: GenericClient>(
 ) -> Result<u64, Error> {
     let err = |e| Error::db("recomputing interval statistics", e);
     tx.batch_execute(LOCK_SQL).await.map_err(err)?;
+    recompute_locked(tx, sql, from, to, turbine).await
+}
+
+async fn recompute_locked<C: GenericClient>(
+    tx: &C,
+    sql: &Sql,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    turbine: Option<&str>,
+) -> Result<u64, Error> {
+    let err = |e| Error::db("recomputing interval statistics", e);
     match turbine {
         Some(t) => tx.execute(&sql.recompute_one, &[&from, &to, &t]).await,
         None => tx.execute(&sql.recompute_all, &[&from, &to]).await,
@@ -665,23 +689,134 @@ pub async fn recompute<C: GenericClient>(
     .map_err(err)
 }
 
+/// What a recomputation must know of `readings_retention` to tell which intervals still hold
+/// every reading they had.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retention {
+    /// How long raw readings are kept; None: they are never dropped.
+    pub keep: Option<Duration>,
+    /// The clock retention's cut-off follows; None: the system clock, read at each look.
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// Added to the retention cut-off: the daemon that drops readings and the command that
+/// recomputes may read clocks that disagree a little.
+pub const CLOCK_MARGIN: Duration = Duration::from_secs(3600);
+
+impl Retention {
+    /// Instants before this may have lost readings to retention (when no attached partition
+    /// holds them): now − keep, plus [`CLOCK_MARGIN`].
+    pub fn cutoff(&self) -> Option<DateTime<Utc>> {
+        let keep = chrono::Duration::from_std(self.keep?).ok()?;
+        let now = self.now.unwrap_or_else(Utc::now);
+        let margin = chrono::Duration::from_std(CLOCK_MARGIN).expect("an hour");
+        Some(
+            now.checked_sub_signed(keep)
+                .map_or(DateTime::<Utc>::MIN_UTC, |c| c + margin),
+        )
+    }
+}
+
+/// The partitions overlapping `[$1, $2)` and whether each is attached to `readings` (a listed
+/// one that is not was dropped or detached by hand: its readings are gone).
+const PARTITIONS_SQL: &str = "SELECT g.from_at, g.to_at,
+        EXISTS (SELECT 1 FROM pg_inherits i
+                 WHERE i.inhparent = 'readings'::regclass
+                   AND i.inhrelid = to_regclass(quote_ident(g.name)))
+   FROM galewatch_partition g WHERE g.from_at < $2 AND g.to_at > $1";
+
+/// What is known now of which readings of `[from, to)` are still stored: the partitions and the
+/// retention cut-off ([`crate::partition::Kept`]).
+pub async fn kept<C: GenericClient>(
+    c: &C,
+    retention: &Retention,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<crate::partition::Kept, Error> {
+    let rows = c
+        .query(PARTITIONS_SQL, &[&from, &to])
+        .await
+        .map_err(|e| Error::db("reading the partition list", e))?;
+    let (mut present, mut lost) = (Vec::new(), Vec::new());
+    for r in &rows {
+        let range = (r.get(0), r.get(1));
+        if r.get(2) {
+            present.push(range);
+        } else {
+            lost.push(range);
+        }
+    }
+    Ok(crate::partition::Kept::new(
+        present,
+        lost,
+        retention.cutoff(),
+    ))
+}
+
+/// `[from, to)` (whole intervals) cut into runs of neighbouring intervals that are all whole
+/// (every reading still stored) or all not: (start, end, whole).
+pub fn runs(
+    width: Width,
+    kept: &crate::partition::Kept,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Vec<(DateTime<Utc>, DateTime<Utc>, bool)> {
+    let step = chrono::Duration::seconds(i64::from(width.secs()));
+    let mut out: Vec<(DateTime<Utc>, DateTime<Utc>, bool)> = Vec::new();
+    let mut s = from;
+    while s < to {
+        let e = (s + step).min(to);
+        let whole = kept.whole(s, e);
+        match out.last_mut() {
+            Some(last) if last.2 == whole => last.1 = e,
+            _ => out.push((s, e, whole)),
+        }
+        s = e;
+    }
+    out
+}
+
+/// What `galewatch stats rebuild` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rebuilt {
+    /// Intervals recomputed (turbine × interval).
+    pub written: u64,
+    /// Intervals left as stored although they hold readings: some of their readings are gone
+    /// (retention dropped part of them), so they were not rebuilt from the part left.
+    pub skipped: u64,
+    /// The range covered, widened to whole intervals.
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+}
+
+/// A chunk that retention changed under it is recomputed again, at most this many times.
+const ATTEMPTS: usize = 3;
+
 /// `galewatch stats rebuild`: recomputes `[from, to)` (widened to whole intervals) an hour's
 /// worth of whole intervals per transaction, so the daemons wait at most one chunk's
-/// statement. Idempotent. Returns the intervals written and the range covered.
+/// statement. Only intervals that still hold every reading they had are recomputed
+/// ([`kept`]): one whose partitions retention dropped in part, or whose readings in the default
+/// partition may have been deleted, is left as stored and counted. Idempotent.
 pub async fn rebuild(
     client: &mut tokio_postgres::Client,
     sql: &Sql,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     turbine: Option<&str>,
-) -> Result<(u64, DateTime<Utc>, DateTime<Utc>), Error> {
+    retention: &Retention,
+) -> Result<Rebuilt, Error> {
     let w = sql.width;
     let (from, to) = (w.start_of(from), w.start_at_or_after(to));
     // Whole intervals, at least an hour: a chunk boundary never cuts an interval (a 40-minute
     // width gives 80-minute chunks), or its second part would replace its first.
     let ws = i64::from(w.secs());
     let chunk = chrono::Duration::seconds(ws * (3600 + ws - 1).div_euclid(ws));
-    let mut total = 0;
+    let mut done = Rebuilt {
+        written: 0,
+        skipped: 0,
+        from,
+        to,
+    };
     let mut at = from;
     // The span looked at next: a chunk, doubling over empty stretches, so a range over decades
     // of which a few days hold readings costs a few dozen look-ups, not one per empty hour.
@@ -707,17 +842,68 @@ pub async fn rebuild(
             span = chunk;
             continue;
         }
+        let (written, skipped) = rebuild_chunk(client, sql, at, end, turbine, retention).await?;
+        done.written += written;
+        done.skipped += skipped;
+        at = end;
+    }
+    Ok(done)
+}
+
+/// One chunk of [`rebuild`], in one transaction: its whole intervals recomputed, the others
+/// counted. The partitions are read again after the recomputation, which holds `readings`
+/// (so no partition can be dropped until it commits): if retention dropped one in between, the
+/// chunk is rolled back and done again.
+async fn rebuild_chunk(
+    client: &mut tokio_postgres::Client,
+    sql: &Sql,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    turbine: Option<&str>,
+    retention: &Retention,
+) -> Result<(u64, u64), Error> {
+    let err = |what| move |e| Error::db(what, e);
+    for attempt in 1.. {
         let tx = client
             .transaction()
             .await
-            .map_err(|e| Error::db("beginning a transaction", e))?;
-        total += recompute(&tx, sql, at, end, turbine).await?;
-        tx.commit()
+            .map_err(err("beginning a transaction"))?;
+        tx.batch_execute(LOCK_SQL)
             .await
-            .map_err(|e| Error::db("committing rebuilt statistics", e))?;
-        at = end;
+            .map_err(err("recomputing interval statistics"))?;
+        let runs = runs(sql.width, &kept(&tx, retention, from, to).await?, from, to);
+        let (mut written, mut skipped) = (0, 0);
+        for &(a, b, whole) in &runs {
+            if whole {
+                written += recompute_locked(&tx, sql, a, b, turbine).await?;
+            } else {
+                let row = match turbine {
+                    Some(t) => tx.query_one(&sql.count_one, &[&a, &b, &t]).await,
+                    None => tx.query_one(&sql.count_all, &[&a, &b]).await,
+                }
+                .map_err(err("counting the intervals left as stored"))?;
+                skipped += row.get::<_, i64>(0) as u64;
+            }
+        }
+        let again = kept(&tx, retention, from, to).await?;
+        if runs
+            .iter()
+            .all(|&(a, b, whole)| !whole || again.whole(a, b))
+        {
+            tx.commit()
+                .await
+                .map_err(err("committing rebuilt statistics"))?;
+            return Ok((written, skipped));
+        }
+        drop(tx);
+        if attempt >= ATTEMPTS {
+            return Err(Error::other(
+                "rebuilding interval statistics",
+                format!("retention kept dropping readings of {from} to {to} while they were recomputed; run it again"),
+            ));
+        }
     }
-    Ok((total, from, to))
+    unreachable!("the loop returns")
 }
 
 #[cfg(test)]
