@@ -666,6 +666,7 @@ async fn values_at_the_edges_of_a_double_chart_and_bucket() {
             "5e-324, -0.0, -5e-324, 1e-300, 4.9406564584124654e-324",
         ),
         ("ONE-1", "1e300"),
+        ("ZERO-1", "5e-324, 0"),
     ];
     let c = db.client().await;
     c.batch_execute("SELECT galewatch_ensure_partition('2026-11-20 10:00:00+00', '1 day')")
@@ -745,6 +746,33 @@ async fn values_at_the_edges_of_a_double_chart_and_bucket() {
             assert!(!html.contains("NaN") && !html.contains("inf"), "{t}{q}");
         }
     }
+    // The Grafana dashboard's queries over the same readings (its signals are the bounded
+    // default ones, which still take subnormals and -0): rows, not an underflow.
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/grafana/galewatch-turbine.json"
+    );
+    let dash: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    for p in dash["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().into_iter().flatten() {
+            let Some(sql) = t["rawSql"].as_str() else {
+                continue;
+            };
+            for (secs, range) in [
+                (60, ("2026-11-20T10:00:00Z", "2026-11-20T10:30:00Z")),
+                (3600, ("2026-11-20T00:00:00Z", "2026-11-21T00:00:00Z")),
+            ] {
+                for (turbine, _) in signals {
+                    let q = expand_grafana(sql, secs, range)
+                        .replace("'API-1'", &format!("'{turbine}'"));
+                    c.query(&q, &[])
+                        .await
+                        .unwrap_or_else(|e| panic!("{}, {turbine}, {secs} s: {e}", p["title"]));
+                }
+            }
+        }
+    }
+
     // The means themselves: a minute's (from `readings`) and half an hour's (from the
     // statistics and the edges), against the mean of the values.
     let xs = [1e200, 3e200, 1e300, f64::MAX];
