@@ -773,6 +773,36 @@ async fn values_at_the_edges_of_a_double_chart_and_bucket() {
         }
     }
 
+    // Half an hour in one bucket, from the statistics and the edges: the mean of the raw points.
+    for (t, _) in signals {
+        let range = "from=2026-11-20T10:00:00Z&to=2026-11-20T10:30:00Z";
+        let (_, raw) = get_json(addr, &format!("/api/turbines/{t}/readings?{range}")).await;
+        let xs: Vec<f64> = raw["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["strain"].as_f64())
+            .collect();
+        let want = xs
+            .iter()
+            .fold(galewatch::stats::Partial::EMPTY, |p, &x| {
+                p.merge(&galewatch::stats::Partial::of(x))
+            })
+            .mean
+            .unwrap();
+        let scale = xs.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+        let (_, v) = get_json(
+            addr,
+            &format!("/api/turbines/{t}/readings?{range}&step=1800"),
+        )
+        .await;
+        let avg = v["points"][0]["strain"]["avg"].as_f64().unwrap();
+        assert!(
+            (avg - want).abs() <= (1e-9 * scale).max(1e-305),
+            "{t}: {avg} from the statistics, {want} from the points"
+        );
+    }
+
     // The means themselves: a minute's (from `readings`) and half an hour's (from the
     // statistics and the edges), against the mean of the values.
     let xs = [1e200, 3e200, 1e300, f64::MAX];

@@ -211,9 +211,10 @@ fn stats_bucket_sql(signals: &Signals, charted: &[usize], w: crate::stats::Width
 /// The mean of means `mean` weighted by counts `n` over a group, as an aggregate expression
 /// that never fails, whatever finite means: as `stats::mean_sql` does for values, the means
 /// past [`crate::stats::HUGE`] are summed scaled down by 2^600 (no sum overflows), each part is
-/// divided by the count before they are added (a sum below 1e-290 is taken as 0: its quotient
-/// could round to 0, which PostgreSQL refuses as an underflow), and the result is kept within the group's
-/// least minimum (`lo`) and greatest maximum (`hi`). NULL where the counts add up to 0.
+/// divided by the count before they are added (a sum below 1e-290 scaled up by 2^600 first: a
+/// quotient rounding to 0 is refused by PostgreSQL as an underflow), and the result is kept
+/// within the group's least minimum (`lo`) and greatest maximum (`hi`). NULL where the counts
+/// add up to 0.
 fn weighted_mean_sql(mean: &str, n: &str, lo: &str, hi: &str) -> String {
     use crate::stats::{lit, DOWN, HUGE, SCALED_MAX, UP};
     let total = format!("NULLIF(sum({n}), 0)::float8");
@@ -222,9 +223,17 @@ fn weighted_mean_sql(mean: &str, n: &str, lo: &str, hi: &str) -> String {
         "sum(({mean} * {down}) * {n}) FILTER (WHERE abs({mean}) >= {HUGE:e}::float8)",
         down = lit(DOWN)
     );
+    // A sum below 1e-290 is divided scaled up by 2^600 and scaled back down, unless the
+    // quotient is below the smallest double (it would round to 0: refused as an underflow).
     let part = |sum: &str| {
         format!(
-            "CASE WHEN coalesce(abs({sum}), 0) < 1e-290::float8 THEN 0::float8 ELSE {sum} / {total} END"
+            "CASE WHEN {sum} IS NULL THEN 0::float8
+          WHEN abs({sum}) >= 1e-290::float8 THEN {sum} / {total}
+          WHEN abs({sum} * {up} / {total}) < {least} THEN 0::float8
+          ELSE ({sum} * {up} / {total}) * {down} END",
+            up = lit(UP),
+            down = lit(DOWN),
+            least = lit(f64::from_bits(1) * UP),
         )
     };
     format!(
