@@ -12,7 +12,9 @@
 //!
 //! What cannot be merged is recomputed: a resolution that replaces a stored reading (its old
 //! value may have been the minimum) recomputes its interval from `readings`
-//! ([`recompute`]), and `galewatch stats rebuild` recomputes a range.
+//! ([`recompute`]), and `galewatch stats rebuild` recomputes a range ([`rebuild`]): each only
+//! where every reading of the interval is still stored ([`kept`]), never from the part
+//! retention left.
 //!
 //! The standard deviation is the population one (`stddev_pop`: divide by n), as IEC 61400-25's
 //! and most SCADA exports' 10-minute statistics are; the sample one is `sqrt(m2 / (n − 1))` for
