@@ -118,15 +118,17 @@ async fn main() {
             );
             let at = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
             let t = Instant::now();
-            let (n, ..) = galewatch::stats::rebuild(
+            let n = galewatch::stats::rebuild(
                 &mut c,
                 &sql,
                 at("2026-11-20T00:00:00Z"),
                 at("2026-11-27T00:00:00Z"),
                 None,
+                &galewatch::stats::Retention::default(),
             )
             .await
-            .unwrap();
+            .unwrap()
+            .written;
             let secs = t.elapsed().as_secs_f64();
             println!(
                 "stats rebuild: {want} readings into {n} intervals in {secs:.1} s ({:.1} s per million readings)",

@@ -81,16 +81,17 @@ async fn seed(db: &TestDb) {
         galewatch::stats::Width::new(Duration::from_secs(600)).unwrap(),
     );
     let at = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
-    let (n, ..) = galewatch::stats::rebuild(
+    let done = galewatch::stats::rebuild(
         &mut c,
         &sql,
         at("2026-11-20T00:00:00Z"),
         at("2026-11-21T00:00:00Z"),
         None,
+        &galewatch::stats::Retention::default(),
     )
     .await
     .unwrap();
-    assert_eq!(n, 1);
+    assert_eq!(done.written, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -614,4 +615,217 @@ async fn grafana_queries_answer(db: &TestDb) {
         .filter(|p| p["datasource"]["uid"] == "galewatch-prom")
         .count();
     assert!(prom >= 4, "{prom} Prometheus panels");
+}
+
+/// A panel for `signals` (the default ones and `strain`, a float without bounds), served like
+/// [`panel`].
+async fn panel_with_strain(db: &TestDb) -> (SocketAddr, tokio_util::sync::DropGuard) {
+    let mut s = galewatch::config::Settings {
+        database_url: db.url.clone(),
+        ..Default::default()
+    };
+    s.signals.push(galewatch::signals::SignalSetting {
+        name: "strain".into(),
+        kind: galewatch::signals::Kind::Float,
+        required: false,
+        min: None,
+        max: None,
+        max_bytes: None,
+        unit: "µε".into(),
+        pointer: None,
+    });
+    let cfg = s.validate().unwrap();
+    let mut c = db.client().await;
+    galewatch::migrate::apply(&mut c, &cfg.rules.signals)
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let rx = stop.clone();
+    tokio::spawn(async move { galewatch::panel::serve(&cfg, listener, rx).await });
+    (addr, stop.drop_guard())
+}
+
+/// Values at the edges of a double in an unbounded signal (±f64::MAX, 1e200…, subnormals, -0)
+/// over raw points, buckets read from `readings` and buckets read from the statistics: every
+/// page and every answer is a 200 with finite means (nothing overflows or underflows in the
+/// database, nothing panics in the chart).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_at_the_edges_of_a_double_chart_and_bucket() {
+    let db = TestDb::create().await;
+    let (addr, _stop) = panel_with_strain(&db).await;
+    let signals = [
+        ("HUGE-1", "1e200, 3e200, 1e300, 1.7976931348623157e308"),
+        (
+            "WIDE-1",
+            "-1.7976931348623157e308, 1.7976931348623157e308, 1, -1.7976931348623157e308",
+        ),
+        (
+            "TINY-1",
+            "5e-324, -0.0, -5e-324, 1e-300, 4.9406564584124654e-324",
+        ),
+        ("ONE-1", "1e300"),
+        ("ZERO-1", "5e-324, 0"),
+    ];
+    let c = db.client().await;
+    c.batch_execute("SELECT galewatch_ensure_partition('2026-11-20 10:00:00+00', '1 day')")
+        .await
+        .unwrap();
+    for (t, xs) in signals {
+        // Once within one minute, once spread over two 10-minute intervals; power_kw the same
+        // values where its bounds allow.
+        c.batch_execute(&format!(
+            "INSERT INTO readings (turbine_id, recorded_at, power_kw, strain)
+             SELECT '{t}', at + k * gap, CASE WHEN x BETWEEN -1000 AND 50000 THEN x ELSE k END, x
+               FROM unnest(ARRAY[{xs}]::float8[]) WITH ORDINALITY AS u(x, k),
+                    (VALUES (timestamptz '2026-11-20 10:03:00+00', interval '2 s'),
+                            (timestamptz '2026-11-20 10:08:00+00', interval '61 s')) AS v(at, gap);
+             INSERT INTO turbine_status (turbine_id, first_seen, last_seen, last_recorded_at, readings)
+             VALUES ('{t}', '2026-11-20 10:00:00+00', '2026-11-20 10:20:00+00', '2026-11-20 10:12:00+00', 1);"
+        ))
+        .await
+        .unwrap();
+    }
+    let out = galewatch::stats::rebuild(
+        &mut db.client().await,
+        &galewatch::stats::Sql::new(
+            &galewatch::config::Settings {
+                signals: {
+                    let mut v = galewatch::signals::SignalSetting::defaults();
+                    v.push(serde_json::from_str(r#"{"name":"strain"}"#).unwrap());
+                    v
+                },
+                ..Default::default()
+            }
+            .checked_signals()
+            .unwrap(),
+            galewatch::stats::Width::new(Duration::from_secs(600)).unwrap(),
+        ),
+        "2026-11-20T00:00:00Z".parse().unwrap(),
+        "2026-11-21T00:00:00Z".parse().unwrap(),
+        None,
+        &galewatch::stats::Retention::default(),
+    )
+    .await
+    .expect("statistics rebuilt");
+    assert!(out.written >= 4, "{out:?}");
+    for (t, _) in signals {
+        let day = "from=2026-11-20T10:00:00Z&to=2026-11-20T10:30:00Z";
+        for q in [
+            "",
+            "&step=60",
+            "&step=1",
+            "&step=600",
+            "&step=1800",
+            "&step=31536000",
+        ] {
+            let path = format!("/api/turbines/{t}/readings?{day}{q}");
+            let (status, v) = get_json(addr, &path).await;
+            assert_eq!(status, 200, "{path}: {v}");
+            for p in v["points"].as_array().unwrap() {
+                for s in ["power_kw", "strain"] {
+                    let x = &p[s];
+                    for k in ["min", "avg", "max"] {
+                        let y = if x.is_object() { &x[k] } else { x };
+                        assert!(
+                            y.is_null() || y.as_f64().is_some_and(f64::is_finite),
+                            "{path}: {p}"
+                        );
+                    }
+                    if let (Some(lo), Some(avg), Some(hi)) =
+                        (x["min"].as_f64(), x["avg"].as_f64(), x["max"].as_f64())
+                    {
+                        assert!(lo <= avg && avg <= hi, "{path}: {p}");
+                    }
+                }
+            }
+            let (status, html) = get(addr, &format!("/turbines/{t}?{day}{q}")).await;
+            assert_eq!(status, 200, "{t}{q}: {html}");
+            assert_eq!(html.matches("<svg class=\"chart\"").count(), 4, "{t}{q}");
+            assert!(!html.contains("NaN") && !html.contains("inf"), "{t}{q}");
+        }
+    }
+    // The Grafana dashboard's queries over the same readings (its signals are the bounded
+    // default ones, which still take subnormals and -0): rows, not an underflow.
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/grafana/galewatch-turbine.json"
+    );
+    let dash: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    for p in dash["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().into_iter().flatten() {
+            let Some(sql) = t["rawSql"].as_str() else {
+                continue;
+            };
+            for (secs, range) in [
+                (60, ("2026-11-20T10:00:00Z", "2026-11-20T10:30:00Z")),
+                (3600, ("2026-11-20T00:00:00Z", "2026-11-21T00:00:00Z")),
+            ] {
+                for (turbine, _) in signals {
+                    let q = expand_grafana(sql, secs, range)
+                        .replace("'API-1'", &format!("'{turbine}'"));
+                    c.query(&q, &[])
+                        .await
+                        .unwrap_or_else(|e| panic!("{}, {turbine}, {secs} s: {e}", p["title"]));
+                }
+            }
+        }
+    }
+
+    // Half an hour in one bucket, from the statistics and the edges: the mean of the raw points.
+    for (t, _) in signals {
+        let range = "from=2026-11-20T10:00:00Z&to=2026-11-20T10:30:00Z";
+        let (_, raw) = get_json(addr, &format!("/api/turbines/{t}/readings?{range}")).await;
+        let xs: Vec<f64> = raw["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["strain"].as_f64())
+            .collect();
+        let want = xs
+            .iter()
+            .fold(galewatch::stats::Partial::EMPTY, |p, &x| {
+                p.merge(&galewatch::stats::Partial::of(x))
+            })
+            .mean
+            .unwrap();
+        let scale = xs.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+        let (_, v) = get_json(
+            addr,
+            &format!("/api/turbines/{t}/readings?{range}&step=1800"),
+        )
+        .await;
+        let avg = v["points"][0]["strain"]["avg"].as_f64().unwrap();
+        assert!(
+            (avg - want).abs() <= (1e-9 * scale).max(1e-305),
+            "{t}: {avg} from the statistics, {want} from the points"
+        );
+    }
+
+    // The means themselves: a minute's (from `readings`) and half an hour's (from the
+    // statistics and the edges), against the mean of the values.
+    let xs = [1e200, 3e200, 1e300, f64::MAX];
+    let mean = xs.iter().map(|x| x / 4.0).sum::<f64>();
+    for (q, t) in [
+        ("step=60", "2026-11-20T10:03:00Z"),
+        ("step=1800", "2026-11-20T10:00:00Z"),
+    ] {
+        let (_, v) = get_json(
+            addr,
+            &format!("/api/turbines/HUGE-1/readings?from=2026-11-20T10:00:00Z&to=2026-11-20T10:30:00Z&{q}"),
+        )
+        .await;
+        let p = v["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["t"] == t)
+            .unwrap();
+        let avg = p["strain"]["avg"].as_f64().unwrap();
+        assert!(
+            (avg - mean).abs() <= 1e-9 * f64::MAX,
+            "{q}: {avg} vs {mean}"
+        );
+    }
 }

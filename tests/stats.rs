@@ -399,7 +399,10 @@ async fn outlive(db: &TestDb) {
     let out = galewatch::export::rebuild(&cfg, None, now - day * 6, now + day)
         .await
         .unwrap();
-    assert!(out.contains("instead"), "{out}");
+    assert!(
+        out.starts_with("rebuilt ") && !out.contains("skipped"),
+        "{out}"
+    );
     let rebuilt = snapshot(db).await;
     assert_eq!(rebuilt.len(), before.len());
     assert_eq!(
@@ -863,4 +866,538 @@ type = "text"
     assert_eq!(text_stats, 0, "a text signal has no statistics");
     assert_eq!(d.metric("galewatch_readings_rejected_total"), 0.0);
     let _ = std::fs::remove_file(toml);
+}
+
+/// The default signals and `strain`, a float signal without bounds (so it can reach ±f64::MAX).
+fn with_strain(db: &TestDb, f: impl FnOnce(&mut Settings)) -> Config {
+    config(db, |s| {
+        s.signals.push(galewatch::signals::SignalSetting {
+            name: "strain".into(),
+            kind: galewatch::signals::Kind::Float,
+            required: false,
+            min: None,
+            max: None,
+            max_bytes: None,
+            unit: String::new(),
+            pointer: None,
+        });
+        f(s);
+    })
+}
+
+fn strained(t: &str, at: DateTime<Utc>, p: f64, strain: f64) -> Reading {
+    Reading {
+        turbine_id: t.into(),
+        recorded_at: at,
+        values: Values(
+            vec![
+                Datum::Float(p),
+                Datum::Null,
+                Datum::Null,
+                Datum::Float(strain),
+            ]
+            .into(),
+        ),
+    }
+}
+
+/// `strain`'s statistics per interval of turbine `t`: (start, n, mean, m2, min, max).
+type Kept = (
+    DateTime<Utc>,
+    i64,
+    Option<f64>,
+    Option<f64>,
+    Option<f64>,
+    Option<f64>,
+);
+
+async fn strain_stats(db: &TestDb, t: &str) -> Vec<Kept> {
+    db.client()
+        .await
+        .query(
+            "SELECT interval_start, strain_n, strain_mean, strain_m2, strain_min, strain_max
+               FROM interval_stats WHERE turbine_id = $1 AND interval_seconds = 600
+              ORDER BY interval_start",
+            &[&t],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5)))
+        .collect()
+}
+
+/// Checks `kept` against the Rust fold of each interval's values (`Partial`, what the batch
+/// merges): the same counts, minimum, maximum and NULL-or-not deviation; the mean within 1e-9
+/// of the interval's largest magnitude; nothing infinite.
+fn assert_follows_the_rule(kept: &[Kept], intervals: &[(DateTime<Utc>, Vec<f64>)], what: &str) {
+    use galewatch::stats::Partial;
+    assert_eq!(kept.len(), intervals.len(), "{what}: {kept:?}");
+    for (k, (start, xs)) in kept.iter().zip(intervals) {
+        let p = xs
+            .iter()
+            .fold(Partial::EMPTY, |p, &x| p.merge(&Partial::of(x)));
+        let scale = xs.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+        assert_eq!(k.0, *start, "{what}");
+        assert_eq!(k.1, p.n, "{what} {start}: n");
+        assert_eq!(k.4, p.min, "{what} {start}: min");
+        assert_eq!(k.5, p.max, "{what} {start}: max");
+        assert_eq!(
+            k.3.is_none(),
+            p.m2.is_none(),
+            "{what} {start}: m2 {:?} vs {:?}",
+            k.3,
+            p.m2
+        );
+        if let (Some(a), Some(b)) = (k.3, p.m2) {
+            assert!(
+                (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0),
+                "{what} {start}: m2 {a} vs {b}"
+            );
+        }
+        let (mean, want) = (k.2.unwrap(), p.mean.unwrap());
+        assert!(mean.is_finite(), "{what} {start}: mean {mean}");
+        assert!(
+            (mean - want).abs() <= 1e-9 * scale,
+            "{what} {start}: mean {mean}, the merge gives {want}"
+        );
+    }
+}
+
+/// Values past ±1e100 in an unbounded signal (up to ±f64::MAX, whose sums and squares overflow a
+/// double) follow one rule on every path that writes statistics: the live merge, `stats
+/// rebuild` and a resolution that replaces a reading all keep n, the mean, the minimum and the
+/// maximum and leave m2 NULL, instead of failing with SQLSTATE 22003.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_values_follow_one_rule_in_the_merge_the_rebuild_and_a_resolution() {
+    let db = TestDb::create().await;
+    let cfg = with_strain(&db, |_| {});
+    let mut c = db.client().await;
+    galewatch::migrate::apply(&mut c, &cfg.rules.signals)
+        .await
+        .unwrap();
+    let t0 = Utc.with_ymd_and_hms(2026, 11, 20, 0, 0, 0).unwrap();
+    let ten = chrono::Duration::minutes(10);
+    let mut intervals: Vec<(DateTime<Utc>, Vec<f64>)> = vec![
+        // The issue's interval.
+        (t0, vec![1e200, 3e200, 1e300, f64::MAX]),
+        // Sums overflow both ways; the mean is about 0.
+        (
+            t0 + ten,
+            vec![-f64::MAX, f64::MAX, 1.0, -f64::MAX, f64::MAX],
+        ),
+        // Ordinary values beside one huge one.
+        (t0 + ten * 2, vec![1.5, 2.5, -1e150, 7.0]),
+        // The smallest magnitudes: still an ordinary interval, with its deviation.
+        (t0 + ten * 3, vec![5e-324, -0.0, -5e-324, 1e-300]),
+    ];
+    let mut rs = Vec::new();
+    for (k, (start, xs)) in intervals.iter().enumerate() {
+        for (i, &x) in xs.iter().enumerate() {
+            let at = *start + chrono::Duration::seconds(2 * i as i64);
+            // The smallest magnitudes are within the bounds of power_kw too.
+            let p = if k == 3 { x } else { i as f64 };
+            rs.push(strained("H-1", at, p, x));
+        }
+    }
+    land(&cfg, rs, &[1, 3]).await;
+    assert_eq!(
+        db.count("SELECT count(*) FROM rejected").await,
+        0,
+        "none refused"
+    );
+    assert_eq!(db.rows().await, 17);
+    let live = strain_stats(&db, "H-1").await;
+    assert_follows_the_rule(&live, &intervals, "live merge");
+    assert_stats_exact(&db, 600).await;
+
+    // The rebuild recomputes the same figures from `readings`.
+    let out = galewatch::export::rebuild(&cfg, None, t0, t0 + ten * 4)
+        .await
+        .expect("rebuild");
+    assert!(out.contains("rebuilt 4 intervals"), "{out}");
+    assert_follows_the_rule(&strain_stats(&db, "H-1").await, &intervals, "rebuild");
+    assert_stats_exact(&db, 600).await;
+
+    // A collision in the first interval, resolved by keeping the incoming value: the interval
+    // is recomputed from `readings`.
+    land(
+        &cfg,
+        vec![strained(
+            "H-1",
+            t0 + chrono::Duration::seconds(2),
+            1.0,
+            -2e200,
+        )],
+        &[1],
+    )
+    .await;
+    let id = db.count("SELECT id FROM quarantine").await;
+    galewatch::review::quarantine_resolve(&cfg, id, galewatch::review::Keep::Incoming, None, "t")
+        .await
+        .expect("resolution");
+    intervals[0].1[1] = -2e200;
+    assert_follows_the_rule(&strain_stats(&db, "H-1").await, &intervals, "resolution");
+}
+
+/// Finite values from every part of the range, the edges more often.
+fn edgy() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        2 => any::<f64>().prop_filter("finite", |x| x.is_finite()),
+        2 => prop::sample::select(vec![
+            f64::MAX, -f64::MAX, 5e-324, -5e-324, 0.0, -0.0, 1e100, -1e100, 1e300, 1e-300,
+            f64::MIN_POSITIVE, 1e200, 3e200,
+        ]),
+        1 => -1e6f64..1e6,
+        1 => -1e-300f64..1e-300,
+    ]
+}
+
+/// The batch's merge in SQL computes what `Partial::merge` computes, to the bit, for any finite
+/// values (±f64::MAX, subnormals, ±0 among them) in any batching: no value is refused with an
+/// overflow or an underflow, and the daemon's statistics are the Rust merge's.
+#[test]
+fn the_database_merges_any_finite_values_to_the_bit_as_rust_does() {
+    use galewatch::stats::Partial;
+    runtime().block_on(async {
+        let db = TestDb::create().await;
+        let cfg = with_strain(&db, |_| {});
+        let mut c = db.client().await;
+        galewatch::migrate::apply(&mut c, &cfg.rules.signals)
+            .await
+            .unwrap();
+        let t0 = Utc.with_ymd_and_hms(2026, 11, 20, 0, 0, 0).unwrap();
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        });
+        let case = (
+            proptest::collection::vec(edgy(), 1..30),
+            proptest::collection::vec(1usize..6, 1..4),
+        );
+        for _ in 0..24 {
+            let (xs, sizes) = case.new_tree(&mut runner).unwrap().current();
+            c.batch_execute("TRUNCATE readings, rejected, interval_stats, turbine_status")
+                .await
+                .unwrap();
+            let rs: Vec<Reading> = xs
+                .iter()
+                .enumerate()
+                .map(|(i, &x)| strained("B-1", t0 + chrono::Duration::seconds(i as i64), 1.0, x))
+                .collect();
+            land(&cfg, rs, &sizes).await;
+            assert_eq!(db.count("SELECT count(*) FROM rejected").await, 0, "{xs:?}");
+            // The writer's batches as `land` cuts them: each folded in Rust, merged in order.
+            let (mut want, mut at, mut k) = (Partial::EMPTY, 0, 0);
+            while at < xs.len() {
+                let end = (at + sizes[k % sizes.len()]).min(xs.len());
+                let batch = xs[at..end]
+                    .iter()
+                    .fold(Partial::EMPTY, |p, &x| p.merge(&Partial::of(x)));
+                want = want.merge(&batch);
+                (at, k) = (end, k + 1);
+            }
+            let got = strain_stats(&db, "B-1").await;
+            assert_eq!(got.len(), 1);
+            let (_, n, mean, m2, min, max) = got[0];
+            let same = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                (Some(a), Some(b)) => a == b,
+                (a, b) => a.is_none() && b.is_none(),
+            };
+            assert_eq!(n, want.n, "{xs:?}");
+            assert!(
+                same(mean, want.mean),
+                "mean {mean:?} vs {:?}: {xs:?} {sizes:?}",
+                want.mean
+            );
+            assert!(
+                same(m2, want.m2),
+                "m2 {m2:?} vs {:?}: {xs:?} {sizes:?}",
+                want.m2
+            );
+            assert!(same(min, want.min) && same(max, want.max), "{xs:?}");
+        }
+    });
+}
+
+/// One combination of widths for [`retention_cut`]: partitions, statistics intervals, readings
+/// retention, the clock when retention runs and the rebuild after it, the first reading and the
+/// time between readings.
+struct Widths {
+    partition: Duration,
+    interval: Duration,
+    retention: Duration,
+    now: &'static str,
+    first: &'static str,
+    every: Duration,
+}
+
+/// Readings every `w.every` from `w.first` to `w.now`, in partitions of `w.partition`, with
+/// their statistics; then retention drops what it drops and the statistics are damaged
+/// (`readings = -1`) so that whatever a rebuild writes shows. `stats rebuild` over everything
+/// must rebuild exactly the intervals all of whose readings are still stored, to their old
+/// figures, leave every other one as stored, and count the ones it left that still hold some
+/// readings. Returns that count.
+async fn retention_cut(db: &TestDb, w: &Widths) -> u64 {
+    migrate(db).await;
+    let at = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+    let (now, first) = (at(w.now), at(w.first));
+    let settings = |s: &mut Settings| {
+        s.readings_partition_size = w.partition;
+        s.stats_interval = w.interval;
+    };
+    let keep_all = config(db, settings);
+    let cfg = config(db, |s| {
+        settings(s);
+        s.readings_retention = w.retention;
+    });
+    let c = db.client().await;
+    let (part, every) = (w.partition.as_secs_f64(), w.every.as_secs_f64());
+    c.execute(
+        "SELECT galewatch_ensure_partition(t, make_interval(secs => $3))
+           FROM generate_series($1::timestamptz, $2::timestamptz, make_interval(secs => $3)) t",
+        &[&first, &now, &part],
+    )
+    .await
+    .unwrap();
+    c.execute(
+        "INSERT INTO readings (turbine_id, recorded_at, power_kw, wind_speed_ms)
+         SELECT t, at, (extract(epoch FROM at)::int8 / 60 % 997)::float8, 4.5
+           FROM generate_series($1::timestamptz, $2::timestamptz - interval '1 microsecond',
+                                make_interval(secs => $3)) at,
+                (VALUES ('C-1'), ('C-2')) v(t)",
+        &[&first, &now, &every],
+    )
+    .await
+    .unwrap();
+    let from = first - chrono::Duration::days(2);
+    let to = now + chrono::Duration::days(1);
+    galewatch::export::rebuild_as_of(&keep_all, None, from, to, Some(now))
+        .await
+        .unwrap();
+    let width = w.interval.as_secs() as i32;
+    assert_stats_exact(db, width).await;
+    let per_interval = format!(
+        "SELECT turbine_id, date_bin(make_interval(secs => {width}), recorded_at, TIMESTAMPTZ '2000-01-03 00:00:00+00')::text, count(*)
+           FROM readings GROUP BY 1, 2 ORDER BY 1, 2"
+    );
+    let counts =
+        |rows: Vec<tokio_postgres::Row>| -> std::collections::BTreeMap<(String, String), i64> {
+            rows.iter()
+                .map(|r| ((r.get(0), r.get(1)), r.get(2)))
+                .collect()
+        };
+    let stored = counts(c.query(&per_interval, &[]).await.unwrap());
+    let before = rounded(db).await;
+
+    let report = galewatch::maintain::Maintainer::new(&cfg.upkeep())
+        .pass(&c, now)
+        .await
+        .unwrap();
+    assert!(!report.partitions_dropped.is_empty(), "{report:?}");
+    let left = counts(c.query(&per_interval, &[]).await.unwrap());
+    let partial: Vec<_> = left
+        .iter()
+        .filter(|(k, n)| **n < stored[*k])
+        .map(|(k, _)| k.clone())
+        .collect();
+    c.batch_execute(
+        "CREATE TEMP TABLE saved AS SELECT * FROM interval_stats;
+         UPDATE interval_stats SET power_kw_max = -12345",
+    )
+    .await
+    .unwrap();
+
+    let out = galewatch::export::rebuild_as_of(&cfg, None, from, to, Some(now))
+        .await
+        .unwrap();
+    eprintln!("{out}");
+    let kept = c
+        .query(
+            &format!(
+                "SELECT turbine_id, interval_start::text, readings, power_kw_max = -12345
+                   FROM interval_stats WHERE interval_seconds = {width} ORDER BY 1, 2"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    let mut rebuilt = 0;
+    for r in &kept {
+        let key: (String, String) = (r.get(0), r.get(1));
+        let (readings, marked): (i64, bool) = (r.get(2), r.get(3));
+        assert_eq!(
+            readings, stored[&key],
+            "{key:?}: readings as stored before retention"
+        );
+        match left.get(&key) {
+            Some(&n) if n == stored[&key] => {
+                assert!(!marked, "{key:?}: whole, so rebuilt");
+                rebuilt += 1;
+            }
+            Some(&n) => assert!(
+                marked,
+                "{key:?}: {n} of its {} readings left: kept as stored, not rebuilt from them",
+                stored[&key]
+            ),
+            None => assert!(marked, "{key:?}: no readings left: kept as stored"),
+        }
+    }
+    assert!(
+        out.contains(&format!("rebuilt {rebuilt} intervals")),
+        "{out}"
+    );
+    // Rebuilt to their old figures; the others as they were (the damage undone).
+    c.batch_execute(
+        "UPDATE interval_stats s SET power_kw_max = v.power_kw_max FROM saved v
+          WHERE (s.turbine_id, s.interval_seconds, s.interval_start)
+              = (v.turbine_id, v.interval_seconds, v.interval_start)
+            AND s.power_kw_max = -12345",
+    )
+    .await
+    .unwrap();
+    assert_eq!(rounded(db).await, before);
+    let skipped = partial.len() as u64;
+    if skipped > 0 {
+        assert!(
+            out.contains(&format!("skipped {skipped} intervals")),
+            "{out}: {partial:?}"
+        );
+    } else {
+        assert!(!out.contains("skipped"), "{out}");
+    }
+    skipped
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+const DAY: Duration = Duration::from_secs(86_400);
+
+/// The issue's combination: hourly partitions, daily statistics, two days of raw readings. The
+/// day retention cut at 20:00 keeps its 24-reading statistics, not a rebuild from its last four.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebuild_leaves_a_day_whose_hourly_partitions_retention_cut() {
+    let db = TestDb::create().await;
+    let w = Widths {
+        partition: HOUR,
+        interval: DAY,
+        retention: 2 * DAY,
+        now: "2026-12-01T20:30:00Z",
+        first: "2026-11-26T00:30:00Z",
+        every: HOUR,
+    };
+    assert_eq!(retention_cut(&db, &w).await, 2, "2026-11-29 of C-1 and C-2");
+
+    // A collision resolved by keeping the incoming reading: in the day retention cut, its
+    // statistics stay as they were (24 readings); in a whole day they are recomputed.
+    let cfg = config(&db, |s| {
+        s.readings_partition_size = w.partition;
+        s.stats_interval = w.interval;
+        s.readings_retention = w.retention;
+    });
+    let at = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+    let day = |d: &str| {
+        format!(
+            "SELECT readings * 1000000 + power_kw_max::int8 FROM interval_stats
+              WHERE turbine_id = 'C-1' AND interval_start = '{d}T00:00:00Z'"
+        )
+    };
+    let cut_before = db.count(&day("2026-11-29")).await;
+    land(
+        &cfg,
+        vec![
+            reading("C-1", at("2026-11-29T22:30:00Z"), 5000.0, Some(4.5), None),
+            reading("C-1", at("2026-11-30T22:30:00Z"), 5000.0, Some(4.5), None),
+        ],
+        &[2],
+    )
+    .await;
+    let ids: Vec<i64> = db
+        .client()
+        .await
+        .query("SELECT id FROM quarantine ORDER BY recorded_at", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ids.len(), 2, "two collisions");
+    let keep = galewatch::review::Keep::Incoming;
+    let out = galewatch::review::quarantine_resolve(&cfg, ids[0], keep, None, "t")
+        .await
+        .unwrap();
+    assert!(out.contains("kept as they were"), "{out}");
+    assert_eq!(
+        db.count(&day("2026-11-29")).await,
+        cut_before,
+        "not rebuilt from 4 readings"
+    );
+    let out = galewatch::review::quarantine_resolve(&cfg, ids[1], keep, None, "t")
+        .await
+        .unwrap();
+    assert!(!out.contains("kept as they were"), "{out}");
+    assert_eq!(
+        db.count(&day("2026-11-30")).await,
+        24_005_000,
+        "recomputed: 24 readings, the maximum 5000"
+    );
+}
+
+/// The same on a Citus cluster, where the partitions are distributed tables.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebuild_leaves_a_cut_day_on_a_citus_cluster() {
+    let cluster = citus::Cluster::start().await;
+    let w = Widths {
+        partition: HOUR,
+        interval: DAY,
+        retention: 2 * DAY,
+        now: "2026-12-01T20:30:00Z",
+        first: "2026-11-26T00:30:00Z",
+        every: HOUR,
+    };
+    assert_eq!(retention_cut(&cluster.db(), &w).await, 2);
+}
+
+/// Intervals narrower than partitions (hours in daily partitions) and widths that do not divide
+/// each other (2-hour intervals across 5-hour partitions, the one at the cut straddling a dropped
+/// and a kept partition).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebuild_follows_retention_whatever_the_widths() {
+    for (w, skipped) in [
+        (
+            Widths {
+                partition: DAY,
+                interval: HOUR,
+                retention: 2 * DAY,
+                now: "2026-12-01T15:45:00Z",
+                first: "2026-11-26T00:00:00Z",
+                every: Duration::from_secs(600),
+            },
+            0,
+        ),
+        (
+            Widths {
+                partition: 5 * HOUR,
+                interval: 2 * HOUR,
+                retention: DAY,
+                now: "2026-12-01T13:20:00Z",
+                first: "2026-11-28T00:00:00Z",
+                every: Duration::from_secs(900),
+            },
+            2,
+        ),
+        (
+            Widths {
+                partition: 7 * DAY,
+                interval: DAY,
+                retention: 7 * DAY,
+                now: "2026-12-30T06:00:00Z",
+                first: "2026-11-30T00:00:00Z",
+                every: HOUR,
+            },
+            0,
+        ),
+    ] {
+        let db = TestDb::create().await;
+        assert_eq!(retention_cut(&db, &w).await, skipped, "{:?}", w.partition);
+    }
 }

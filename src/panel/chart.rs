@@ -61,7 +61,8 @@ impl Chart<'_> {
         } else {
             (0.0, 1.0, vec![0.0, 0.5, 1.0])
         };
-        let y = |v: f64| TOP + (hi - v) / (hi - lo) * (H - TOP - BOTTOM);
+        // On halves: hi − lo overflows for a range from −f64::MAX to f64::MAX.
+        let y = |v: f64| TOP + (hi / 2.0 - v / 2.0) / (hi / 2.0 - lo / 2.0) * (H - TOP - BOTTOM);
 
         let mut s = String::with_capacity(16 * 1024 + values.len() * 40);
         let _ = write!(
@@ -188,29 +189,84 @@ fn runs(
     out
 }
 
-/// A value axis from about `lo` to `hi` with 4–6 round ticks.
+/// The most ticks [`nice_scale`] gives.
+pub const MAX_TICKS: usize = 12;
+
+/// A value axis from about `lo` to `hi` with 4–6 round ticks: (first, last, ticks), first ≤ lo
+/// and hi ≤ last, all finite, at most [`MAX_TICKS`] ticks, whatever finite `lo` and `hi` (up to
+/// ±f64::MAX, equal, or subnormal). Arithmetic on halves, so `hi − lo` never overflows; ticks are
+/// whole multiples of the step, counted, never stepped through one by one. A non-finite end
+/// gives the axis of an empty chart.
 pub fn nice_scale(lo: f64, hi: f64) -> (f64, f64, Vec<f64>) {
-    let (lo, hi) = if hi - lo < 1e-9 {
-        (lo - 1.0, hi + 1.0)
+    if !lo.is_finite() || !hi.is_finite() {
+        return (0.0, 1.0, vec![0.0, 0.5, 1.0]);
+    }
+    let (lo, hi) = if lo <= hi { (lo, hi) } else { (hi, lo) };
+    // A flat series: a margin of 1 either side (as ever), or of a millionth of the value where 1
+    // would be lost in rounding; never past ±f64::MAX.
+    let (lo, hi) = if hi / 2.0 - lo / 2.0 < 0.5e-9 {
+        let pad = (lo.abs().max(hi.abs()) * 1e-6).max(1.0);
+        ((lo - pad).max(-f64::MAX), (hi + pad).min(f64::MAX))
     } else {
         (lo, hi)
     };
-    let raw = (hi - lo) / 5.0;
+    // (hi − lo) / 5, from the halves.
+    let raw = (hi / 2.0 - lo / 2.0) / 2.5;
     let mag = 10f64.powf(raw.log10().floor());
     let step = [1.0, 2.0, 2.5, 5.0, 10.0]
         .iter()
         .map(|m| m * mag)
         .find(|s| *s >= raw)
         .unwrap_or(10.0 * mag);
-    let first = (lo / step).floor() * step;
-    let last = (hi / step).ceil() * step;
-    let n = ((last - first) / step).round() as usize;
-    let ticks = (0..=n).map(|i| first + i as f64 * step).collect();
+    let (mut k0, mut k1) = ((lo / step).floor(), (hi / step).ceil());
+    // Rounding in the quotient can leave an end a step short.
+    if k0 * step > lo {
+        k0 -= 1.0;
+    }
+    if k1 * step < hi {
+        k1 += 1.0;
+    }
+    // Ticks as k × step for whole k: exact zero, no drift. Where k is past 2^52 the step is
+    // below the values' resolution (a spread of a few units on 1e17): the ends alone.
+    let count = k1 - k0;
+    if !(step.is_finite() && step > 0.0)
+        || k0.abs() > 4.5e15
+        || k1.abs() > 4.5e15
+        || !(1.0..=(MAX_TICKS - 1) as f64).contains(&count)
+    {
+        return (lo, hi, vec![lo, hi]);
+    }
+    let ticks: Vec<f64> = (0..=count as usize)
+        .map(|i| (k0 + i as f64) * step + 0.0)
+        .filter(|t| t.is_finite())
+        .collect();
+    // At ±f64::MAX the round tick past the data does not exist: the axis ends at the data.
+    let first = if (k0 * step).is_finite() {
+        k0 * step
+    } else {
+        lo
+    };
+    let last = if (k1 * step).is_finite() {
+        k1 * step
+    } else {
+        hi
+    };
     (first, last, ticks)
 }
 
+/// A tick's label: whole numbers as they are, fractions to two or one decimals, and magnitudes
+/// past a trillion or below a thousandth in exponent form (1.5e300), so a label stays short.
 fn fmt_value(v: f64) -> String {
-    if v.abs() >= 1000.0 || v.fract().abs() < 1e-9 {
+    if v != 0.0 && (v.abs() >= 1e12 || v.abs() < 1e-3) {
+        let s = format!("{v:.3e}");
+        let (mantissa, exp) = s.split_once('e').unwrap_or((&s, "0"));
+        let mantissa = if mantissa.contains('.') {
+            mantissa.trim_end_matches('0').trim_end_matches('.')
+        } else {
+            mantissa
+        };
+        format!("{mantissa}e{exp}")
+    } else if v.abs() >= 1000.0 || v.fract().abs() < 1e-9 {
         format!("{v:.0}")
     } else if v.abs() >= 10.0 {
         format!("{v:.1}")
@@ -346,7 +402,87 @@ mod tests {
         assert!(labels.len() <= 8, "{labels:?}");
     }
 
+    #[test]
+    fn huge_equal_and_tiny_ranges_get_a_sane_axis() {
+        for (lo, hi) in [
+            (1e200, f64::MAX),
+            (-f64::MAX, f64::MAX),
+            (f64::MAX, f64::MAX),
+            (-f64::MAX, -f64::MAX),
+            (5e-324, 5e-324),
+            (-5e-324, 1e-300),
+            (0.0, -0.0),
+            (1234.5, 1234.5),
+            (1e17, 1e17 + 16.0),
+        ] {
+            let (first, last, ticks) = nice_scale(lo, hi);
+            assert!(
+                first <= lo.min(hi) && last >= lo.max(hi),
+                "{lo} {hi}: {first} {last}"
+            );
+            assert!(
+                (2..=MAX_TICKS).contains(&ticks.len()),
+                "{lo} {hi}: {ticks:?}"
+            );
+            assert!(ticks.iter().all(|t| t.is_finite()), "{ticks:?}");
+        }
+        // Unchanged for ordinary values: a flat series gets ±1.
+        assert_eq!(nice_scale(1234.5, 1234.5).0, 1233.5);
+        let (_, _, ticks) = nice_scale(0.0, f64::MAX);
+        let labels: Vec<String> = ticks.iter().map(|t| fmt_value(*t)).collect();
+        assert_eq!(labels, ["0", "5e307", "1e308", "1.5e308"]);
+        assert!(
+            !ticks.iter().any(|t| t.is_sign_negative()),
+            "no -0: {ticks:?}"
+        );
+        assert_eq!(fmt_value(-0.0005), "-5e-4");
+        assert_eq!(fmt_value(12.5), "12.5");
+        assert_eq!(nice_scale(f64::NAN, 1.0).2, vec![0.0, 0.5, 1.0]);
+    }
+
+    /// Finite values from every part of the range, the edges more often.
+    fn edgy() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            3 => any::<f64>().prop_filter("finite", |x| x.is_finite()),
+            1 => prop::sample::select(vec![
+                f64::MAX, -f64::MAX, f64::MIN_POSITIVE, -f64::MIN_POSITIVE, 5e-324, -5e-324,
+                0.0, -0.0, 1e300, 1e17, 1.0,
+            ]),
+            1 => any::<f64>().prop_filter("subnormal", |x| x.is_subnormal()),
+        ]
+    }
+
     proptest! {
+        /// Any finite ends (in either order, equal, subnormal, ±f64::MAX): no panic, a bounded
+        /// number of finite, increasing ticks, and an axis that covers both ends.
+        #[test]
+        fn any_finite_range_gets_a_bounded_axis(a in edgy(), b in edgy(), same in any::<bool>()) {
+            let b = if same { a } else { b };
+            let (first, last, ticks) = nice_scale(a, b);
+            prop_assert!(first.is_finite() && last.is_finite());
+            prop_assert!(first <= a.min(b) && last >= a.max(b), "{} {}: {} {}", a, b, first, last);
+            prop_assert!((2..=MAX_TICKS).contains(&ticks.len()), "{:?}", ticks);
+            prop_assert!(ticks.iter().all(|t| t.is_finite() && *t >= first && *t <= last));
+            prop_assert!(ticks.windows(2).all(|w| w[0] < w[1]), "{:?}", ticks);
+            prop_assert!(ticks.iter().all(|t| fmt_value(*t).len() <= 24));
+        }
+
+        /// Any finite values charted: an SVG without NaN or infinity, its size bounded by the
+        /// number of points, not by the values' range.
+        #[test]
+        fn any_finite_values_chart(vals in proptest::collection::vec(proptest::option::of(edgy()), 0..60)) {
+            let from = t("2026-11-30T00:00:00Z");
+            let points: Vec<_> = vals.iter().enumerate().map(|(i, v)| {
+                (from + chrono::Duration::seconds(i as i64 * 2), v.map(|v| Stat { min: v, avg: v, max: v }))
+            }).collect();
+            let svg = Chart {
+                series: "s", title: "t", unit: "u", from, to: from + chrono::Duration::seconds(120),
+                points: &points, max_gap: chrono::Duration::seconds(5), markers: &[],
+            }.svg();
+            prop_assert!(!svg.contains("NaN") && !svg.contains("inf"));
+            prop_assert!(svg.len() < 8_000 + 200 * vals.len(), "{}", svg.len());
+        }
+
         /// The scale always covers the data with a handful of ticks, and the SVG never holds a
         /// NaN whatever the values.
         #[test]

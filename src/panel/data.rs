@@ -61,13 +61,19 @@ impl Queries {
             .map(|&i| format!("{c}::float8, {c}::float8, {c}::float8", c = col(i)))
             .collect();
         raw_cols.extend(listed.iter().map(|&i| col(i)));
+        // A float signal's mean never overflows (nor underflows) the database's float8: an
+        // unbounded signal can hold values up to ±f64::MAX (`stats::mean_sql`). An integer one's
+        // `avg` is numeric, exact.
         let bucket_cols: Vec<String> = charted
             .iter()
             .map(|&i| {
-                format!(
-                    "min({c})::float8, avg({c})::float8, max({c})::float8",
-                    c = col(i)
-                )
+                let c = col(i);
+                let mean = if signals.get(i).kind == crate::signals::Kind::Float {
+                    crate::stats::mean_sql(&c)
+                } else {
+                    format!("avg({c})::float8")
+                };
+                format!("min({c})::float8, {mean}, max({c})::float8")
             })
             .collect();
         let sep = |v: &[String]| {
@@ -142,8 +148,8 @@ impl Queries {
 }
 
 /// [`Queries::stats_bucket`]: per charted signal the count-weighted mean of the intervals' means
-/// (a mean past ±1e290 is left out rather than overflow the product), the least minimum and
-/// the greatest maximum; the edges' raw readings each count as an interval of one.
+/// ([`weighted_mean_sql`]), the least minimum and the greatest maximum; the edges' raw readings
+/// each count as an interval of one.
 fn stats_bucket_sql(signals: &Signals, charted: &[usize], w: crate::stats::Width) -> String {
     let mut from_stats = vec!["interval_start AS t".to_string(), "readings AS n".into()];
     let mut from_raw = vec!["recorded_at".to_string(), "1::int8".into()];
@@ -172,8 +178,11 @@ fn stats_bucket_sql(signals: &Signals, charted: &[usize], w: crate::stats::Width
         ]);
         agg.extend([
             format!("min(min{k})"),
-            format!(
-                "sum(CASE WHEN abs(mean{k}) < 1e290::float8 THEN mean{k} * n{k} END) / NULLIF(sum(n{k}), 0)::float8"
+            weighted_mean_sql(
+                &format!("mean{k}"),
+                &format!("n{k}"),
+                &format!("min{k}"),
+                &format!("max{k}"),
             ),
             format!("max(max{k})"),
         ]);
@@ -196,6 +205,45 @@ fn stats_bucket_sql(signals: &Signals, charted: &[usize], w: crate::stats::Width
         w = w.secs(),
         head = raw("recorded_at >= $2 AND recorded_at < $5"),
         tail = raw("recorded_at >= $6 AND recorded_at < $3"),
+    )
+}
+
+/// The mean of means `mean` weighted by counts `n` over a group, as an aggregate expression
+/// that never fails, whatever finite means: as `stats::mean_sql` does for values, the means
+/// past [`crate::stats::HUGE`] are summed scaled down by 2^600 (no sum overflows), each part is
+/// divided by the count before they are added (a sum below 1e-290 scaled up by 2^600 first: a
+/// quotient rounding to 0 is refused by PostgreSQL as an underflow), and the result is kept
+/// within the group's least minimum (`lo`) and greatest maximum (`hi`). NULL where the counts
+/// add up to 0.
+fn weighted_mean_sql(mean: &str, n: &str, lo: &str, hi: &str) -> String {
+    use crate::stats::{lit, DOWN, HUGE, SCALED_MAX, UP};
+    let total = format!("NULLIF(sum({n}), 0)::float8");
+    let small = format!("sum({mean} * {n}) FILTER (WHERE abs({mean}) < {HUGE:e}::float8)");
+    let huge = format!(
+        "sum(({mean} * {down}) * {n}) FILTER (WHERE abs({mean}) >= {HUGE:e}::float8)",
+        down = lit(DOWN)
+    );
+    // A sum below 1e-290 is divided scaled up by 2^600 and scaled back down, unless the
+    // quotient is below the smallest double (it would round to 0: refused as an underflow).
+    let part = |sum: &str| {
+        format!(
+            "CASE WHEN {sum} IS NULL THEN 0::float8
+          WHEN abs({sum}) >= 1e-290::float8 THEN {sum} / {total}
+          WHEN abs({sum} * {up} / {total}) < {least} THEN 0::float8
+          ELSE ({sum} * {up} / {total}) * {down} END",
+            up = lit(UP),
+            down = lit(DOWN),
+            least = lit(f64::from_bits(1) * UP),
+        )
+    };
+    format!(
+        "CASE WHEN {total} IS NOT NULL THEN least(greatest(
+        {small_part} + least(greatest({huge_part}, -{lim}), {lim}) * {up},
+        min({lo})), max({hi})) END",
+        small_part = part(&small),
+        huge_part = part(&huge),
+        lim = lit(SCALED_MAX),
+        up = lit(UP),
     )
 }
 

@@ -141,6 +141,64 @@ impl Partitions {
     }
 }
 
+/// What is known of which raw readings are still stored: the partitions attached now, the ones
+/// listed but gone (dropped or detached by hand), and the retention cut-off (readings older than
+/// it may have gone: whole partitions ending before it are dropped, and the default partition's
+/// rows before it deleted). Pure; read from the database by `stats::rebuild`.
+#[derive(Debug, Clone, Default)]
+pub struct Kept {
+    /// Attached partitions' `[from, to)`, by start.
+    present: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+    /// Listed partitions whose table is not attached.
+    lost: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+    cutoff: Option<DateTime<Utc>>,
+}
+
+impl Kept {
+    pub fn new(
+        mut present: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+        lost: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+        cutoff: Option<DateTime<Utc>>,
+    ) -> Kept {
+        present.sort_unstable();
+        Kept {
+            present,
+            lost,
+            cutoff,
+        }
+    }
+
+    /// Whether every reading ever stored for `[from, to)` is still stored: each instant is
+    /// either in an attached partition (dropped only whole, so all there), or in none, and then
+    /// not before the cut-off (a partition there may have been dropped, or the default
+    /// partition's rows deleted) nor where a listed partition is gone.
+    pub fn whole(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> bool {
+        let uncovered_ok = |a: DateTime<Utc>, b: DateTime<Utc>| {
+            self.cutoff.is_none_or(|c| a >= c)
+                && !self.lost.iter().any(|&(lf, lt)| lf < b && a < lt)
+        };
+        let mut t = from;
+        for &(pf, pt) in &self.present {
+            if t >= to {
+                break;
+            }
+            if pt <= t {
+                continue;
+            }
+            if pf > t {
+                if !uncovered_ok(t, pf.min(to)) {
+                    return false;
+                }
+                if pf >= to {
+                    return true;
+                }
+            }
+            t = pt;
+        }
+        t >= to || uncovered_ok(t, to)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,6 +301,96 @@ mod tests {
                 at("2026-12-03T00:00:00Z"),
             ]
         );
+    }
+
+    #[test]
+    fn an_interval_is_whole_where_partitions_or_the_cutoff_say_so() {
+        let h = |n: i64| at("2026-11-29T00:00:00Z") + chrono::Duration::hours(n);
+        // Hourly partitions from 20:00 (the ones before dropped); cut-off 20:30.
+        let hourly: Vec<_> = (20..48).map(|i| (h(i), h(i + 1))).collect();
+        let k = Kept::new(
+            hourly.clone(),
+            vec![],
+            Some(h(20) + chrono::Duration::minutes(30)),
+        );
+        assert!(!k.whole(h(0), h(24)), "the day retention cut");
+        assert!(k.whole(h(20), h(24)), "its part in kept partitions");
+        assert!(k.whole(h(24), h(48)), "the next day");
+        assert!(
+            k.whole(h(47), h(72)),
+            "past the partitions, after the cut-off"
+        );
+        assert!(!k.whole(h(19), h(21)));
+        // No retention: nothing was dropped, covered or not.
+        let k = Kept::new(hourly.clone(), vec![], None);
+        assert!(k.whole(h(0), h(24)));
+        // A listed partition whose table is gone: lost, whatever the cut-off.
+        let without: Vec<_> = hourly.into_iter().filter(|p| p.0 != h(30)).collect();
+        let k = Kept::new(without, vec![(h(30), h(31))], None);
+        assert!(!k.whole(h(24), h(48)));
+        assert!(k.whole(h(31), h(48)));
+        // A daily partition straddling the cut-off is whole.
+        let k = Kept::new(vec![(h(24), h(48))], vec![], Some(h(30)));
+        assert!(k.whole(h(24), h(25)) && k.whole(h(24), h(48)));
+        assert!(!k.whole(h(23), h(25)));
+    }
+
+    proptest! {
+        /// Retention as the maintenance pass applies it (whole partitions ending at or before
+        /// each pass's cut-off dropped, the default partition's rows before it deleted), at any
+        /// widths: an interval judged whole still holds every reading it had, and one past the
+        /// cut-off or inside kept partitions is judged whole.
+        #[test]
+        fn whole_intervals_have_every_reading(
+            part_h in prop::sample::select(vec![1i64, 2, 3, 5, 7, 24, 30, 168]),
+            width_m in prop::sample::select(vec![10i64, 60, 120, 180, 1440]),
+            keep_h in 0i64..400,
+            passes in proptest::collection::vec(0i64..600, 1..4),
+            stamps in proptest::collection::vec(0i64..(30 * 24 * 60), 1..200),
+            unpartitioned in proptest::collection::btree_set(0i64..200, 0..20),
+        ) {
+            let base = at("2026-11-01T00:00:00Z");
+            let min = |m: i64| base + chrono::Duration::minutes(m);
+            let size = Duration::from_secs(part_h as u64 * 3600);
+            let keep = chrono::Duration::hours(keep_h.max(part_h));
+            // Partitions for the stamps' buckets, but some buckets never got one (their
+            // readings are in the default partition).
+            let mut parts = std::collections::BTreeMap::new();
+            for &s in &stamps {
+                let b = bucket_start(min(s), size);
+                let k = (b - base).num_hours().rem_euclid(200);
+                if !unpartitioned.contains(&k) {
+                    parts.insert(b, b + chrono::Duration::hours(part_h));
+                }
+            }
+            let mut alive: Vec<i64> = stamps.clone();
+            let mut passes: Vec<DateTime<Utc>> =
+                passes.iter().map(|&p| min(30 * 24 * 60) + chrono::Duration::hours(p) - keep).collect();
+            passes.sort();
+            for &cut in &passes {
+                parts.retain(|_, to| *to > cut);
+                alive.retain(|&s| {
+                    let t = min(s);
+                    parts.iter().any(|(f, to)| *f <= t && t < *to) || t >= cut
+                });
+            }
+            let now_cut = *passes.last().unwrap();
+            let kept = Kept::new(parts.iter().map(|(f, t)| (*f, *t)).collect(), vec![], Some(now_cut));
+            let width = chrono::Duration::minutes(width_m);
+            let mut s = bucket_start(base, width.to_std().unwrap());
+            while s < min(31 * 24 * 60) {
+                let e = s + width;
+                let had = stamps.iter().filter(|&&x| min(x) >= s && min(x) < e).count();
+                let has = alive.iter().filter(|&&x| min(x) >= s && min(x) < e).count();
+                if kept.whole(s, e) {
+                    prop_assert_eq!(had, has, "{} judged whole", s);
+                }
+                if s >= now_cut {
+                    prop_assert!(kept.whole(s, e), "{} after the cut-off", s);
+                }
+                s = e;
+            }
+        }
     }
 
     proptest! {

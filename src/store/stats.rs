@@ -12,7 +12,9 @@
 //!
 //! What cannot be merged is recomputed: a resolution that replaces a stored reading (its old
 //! value may have been the minimum) recomputes its interval from `readings`
-//! ([`recompute`]), and `galewatch stats rebuild` recomputes a range.
+//! ([`recompute`]), and `galewatch stats rebuild` recomputes a range ([`rebuild`]): each only
+//! where every reading of the interval is still stored ([`kept`]), never from the part
+//! retention left.
 //!
 //! The standard deviation is the population one (`stddev_pop`: divide by n), as IEC 61400-25's
 //! and most SCADA exports' 10-minute statistics are; the sample one is `sqrt(m2 / (n − 1))` for
@@ -37,6 +39,26 @@ pub use crate::partition::ORIGIN_SQL as ORIGIN;
 /// for the interval: beyond it a square could overflow a double. The mean, minimum and maximum
 /// are still kept. Far past any bounded signal; only an unbounded declared one can reach it.
 pub const HUGE: f64 = 1e100;
+
+/// A step of the merge smaller than this (a difference of means, or a mean weighted in) is taken
+/// as 0: multiplied by a weight it could round to 0, which PostgreSQL refuses ("value out of
+/// range: underflow", SQLSTATE 22003) where Rust gives 0. 2^-1030 (8.7e-311, a subnormal): a
+/// count below 2^37 (a day of microseconds) keeps every product kept above 2^-1074.
+pub const TINY_STEP: f64 = f64::from_bits(1 << 44);
+
+/// A difference of means smaller than this adds nothing to `m2`: its square times a weight (at
+/// least 1/2) could round to 0, refused by PostgreSQL as above. 2^-536 (4.4e-162); a spread that
+/// small is below what a double's sum of squares can hold anyway.
+pub const TINY_SPREAD: f64 = f64::from_bits((1023 - 536) << 52);
+
+/// 2^-600 and 2^600: huge values are averaged scaled down by 2^600 (exactly: a power of two), so
+/// no sum overflows, and scaled back up.
+pub const DOWN: f64 = f64::from_bits((1023 - 600) << 52);
+pub const UP: f64 = f64::from_bits((1023 + 600) << 52);
+/// `f64::MAX` scaled down: a scaled mean is clamped to it before it is scaled back up.
+pub const SCALED_MAX: f64 = f64::from_bits(((2046 - 600) << 52) | ((1 << 52) - 1));
+/// Half of `f64::MAX`: a mean weighted from halves is doubled only below it.
+pub const HALF_MAX: f64 = f64::from_bits((2045 << 52) | ((1 << 52) - 1));
 
 /// The suffixes of a signal's columns in `interval_stats`, with their types.
 pub const COLUMNS: [(&str, &str); 5] = [
@@ -140,18 +162,45 @@ impl Partial {
         let n = a.n + b.n;
         let min = a.min.zip(b.min).map(|(x, y)| x.min(y));
         let max = a.max.zip(b.max).map(|(x, y)| x.max(y));
+        let (wa, wb) = (a.n as f64 / n as f64, b.n as f64 / n as f64);
+        let d = bm - am;
         let mean = if am.abs() < 1e300 && bm.abs() < 1e300 {
-            am + (bm - am) * (b.n as f64 / n as f64)
+            am + if d.abs() < TINY_STEP { 0.0 } else { d * wb }
         } else {
-            am * (a.n as f64 / n as f64) + bm * (b.n as f64 / n as f64)
+            // Weighted halves, so the sum cannot overflow; doubled (exactly) unless rounding
+            // took it past half of f64::MAX, and kept within [min, max] as any mean is.
+            let part = |m: f64, w: f64| {
+                if m.abs() < TINY_STEP {
+                    0.0
+                } else {
+                    (m * 0.5) * w
+                }
+            };
+            let h = part(am, wa) + part(bm, wb);
+            let m = if h > HALF_MAX {
+                f64::MAX
+            } else if h < -HALF_MAX {
+                -f64::MAX
+            } else {
+                h * 2.0
+            };
+            match (min, max) {
+                (Some(lo), Some(hi)) => m.max(lo).min(hi),
+                _ => m,
+            }
         };
         let small = min
             .zip(max)
             .is_some_and(|(lo, hi)| lo.abs().max(hi.abs()) < HUGE);
         let m2 = match (a.m2, b.m2) {
-            (Some(x), Some(y)) if small => {
-                Some(x + y + (bm - am) * (bm - am) * (a.n as f64 * b.n as f64 / n as f64))
-            }
+            (Some(x), Some(y)) if small => Some(
+                x + y
+                    + if d.abs() < TINY_SPREAD {
+                        0.0
+                    } else {
+                        d * d * (a.n as f64 * b.n as f64 / n as f64)
+                    },
+            ),
             _ => None,
         };
         Partial {
@@ -260,6 +309,9 @@ pub struct Sql {
     target: String,
     recompute_all: String,
     recompute_one: String,
+    /// Counts the intervals of `[$1, $2)` (of turbine `$3`) that hold readings.
+    count_all: String,
+    count_one: String,
     /// Merges one quarantined reading (`$1` turbine, `$2` id) into its interval.
     add_quarantined: String,
 }
@@ -331,8 +383,8 @@ impl Sql {
             let c = format!("{}::float8", s.column());
             agg.extend([
                 format!("count({c})"),
-                format!("avg({c})"),
-                format!("var_pop({c}) * count({c})"),
+                mean_sql(&c),
+                m2_sql(&c),
                 format!("min({c})"),
                 format!("max({c})"),
             ]);
@@ -372,11 +424,20 @@ ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}
             "INSERT INTO {target}\nSELECT {} FROM quarantine WHERE turbine_id = $1 AND id = $2\n{on_conflict}",
             one.join(", ")
         );
+        let count = |filter: &str| {
+            format!(
+                "SELECT count(*) FROM (SELECT DISTINCT turbine_id,
+        date_bin(make_interval(secs => {w}), recorded_at, {ORIGIN})
+   FROM readings WHERE recorded_at >= $1 AND recorded_at < $2{filter}) x"
+            )
+        };
         Sql {
             width,
             add_quarantined,
             recompute_all: recompute(""),
             recompute_one: recompute(" AND turbine_id = $3"),
+            count_all: count(""),
+            count_one: count(" AND turbine_id = $3"),
             numeric,
             upsert,
             on_conflict,
@@ -433,23 +494,90 @@ fn merge_sql(s: &Signal) -> Vec<String> {
     let total = format!("({tn} + {en})");
     let lo = format!("least(t.{min}, EXCLUDED.{min})");
     let hi = format!("greatest(t.{max}, EXCLUDED.{max})");
+    let (wa, wb) = (
+        format!("({tn}::float8 / {total}::float8)"),
+        format!("({en}::float8 / {total}::float8)"),
+    );
+    let d = format!("({em} - {tm})");
+    let part = |m: &str, w: &str| {
+        format!(
+            "CASE WHEN abs({m}) < {} THEN 0::float8 ELSE ({m} * 0.5::float8) * {w} END",
+            lit(TINY_STEP)
+        )
+    };
+    let h = format!("({} + {})", part(&tm, &wa), part(&em, &wb));
     vec![
         format!("{n} = {tn} + {en}"),
         format!(
             "{mean} = CASE WHEN {tn} = 0 THEN {em} WHEN {en} = 0 THEN {tm}
         WHEN abs({tm}) < 1e300::float8 AND abs({em}) < 1e300::float8
-        THEN {tm} + ({em} - {tm}) * ({en}::float8 / {total}::float8)
-        ELSE {tm} * ({tn}::float8 / {total}::float8) + {em} * ({en}::float8 / {total}::float8) END"
+        THEN {tm} + CASE WHEN abs({d}) < {step} THEN 0::float8 ELSE {d} * {wb} END
+        ELSE least(greatest(CASE WHEN {h} > {half} THEN {top} WHEN {h} < -{half} THEN -{top}
+                                 ELSE {h} * 2::float8 END, {lo}), {hi}) END",
+            step = lit(TINY_STEP),
+            half = lit(HALF_MAX),
+            top = lit(f64::MAX),
         ),
         format!(
             "{m2} = CASE WHEN {tn} = 0 THEN EXCLUDED.{m2} WHEN {en} = 0 THEN t.{m2}
         WHEN greatest(abs({lo}), abs({hi})) < {HUGE:e}::float8
-        THEN t.{m2} + EXCLUDED.{m2} + ({em} - {tm}) * ({em} - {tm}) * ({tn}::float8 * {en}::float8 / {total}::float8)
-        ELSE NULL END"
+        THEN t.{m2} + EXCLUDED.{m2} + CASE WHEN abs({d}) < {spread} THEN 0::float8
+             ELSE {d} * {d} * ({tn}::float8 * {en}::float8 / {total}::float8) END
+        ELSE NULL END",
+            spread = lit(TINY_SPREAD),
         ),
         format!("{min} = {lo}"),
         format!("{max} = {hi}"),
     ]
+}
+
+/// `x` as a float8 literal that PostgreSQL reads back as exactly `x` (Rust prints the shortest
+/// digits that round-trip; PostgreSQL's input rounds correctly).
+pub fn lit(x: f64) -> String {
+    format!("{x:e}::float8")
+}
+
+/// The mean of float8 expression `c` over a group, as an aggregate expression that never fails:
+/// `avg` of the values below [`HUGE`] (as before, to the bit); where some reach it, the mean of
+/// those scaled down by 2^600 (so no sum overflows: PostgreSQL raises on float8 overflow) weighted
+/// with the mean of the others (taken as 0 below 1e-300, where weighting it could round to 0,
+/// which PostgreSQL refuses as an underflow), kept within the group's minimum and maximum.
+pub fn mean_sql(c: &str) -> String {
+    let small = format!("abs({c}) < {HUGE:e}::float8");
+    let huge = format!("abs({c}) >= {HUGE:e}::float8");
+    let ns = format!("count({c}) FILTER (WHERE {small})::float8");
+    let nh = format!("count({c}) FILTER (WHERE {huge})::float8");
+    let ms = format!("avg({c}) FILTER (WHERE {small})");
+    let mh = format!("avg({c} * {down}) FILTER (WHERE {huge})", down = lit(DOWN));
+    format!(
+        "CASE WHEN count({c}) FILTER (WHERE {huge}) = 0 THEN {ms}
+     ELSE least(greatest(
+        CASE WHEN coalesce(abs({ms}), 0) < 1e-300::float8 THEN 0::float8 ELSE {ms} * ({ns} / ({ns} + {nh})) END
+        + least(greatest({mh}, -{lim}), {lim}) * {up} * ({nh} / ({ns} + {nh})),
+        min({c})), max({c})) END",
+        lim = lit(SCALED_MAX),
+        up = lit(UP),
+    )
+}
+
+/// The population standard deviation from columns `m2` and `n`, as `sqrt(m2 / n)` except where
+/// `m2` is so small that the division could round to 0 (refused by PostgreSQL as an underflow):
+/// there `sqrt(m2) / sqrt(n)`. NULL where `m2` is.
+pub fn std_sql(m2: &str, n: &str) -> String {
+    format!(
+        "CASE WHEN {m2} < 1e-290::float8 THEN sqrt(greatest({m2}, 0)) / sqrt(NULLIF({n}, 0))
+     ELSE sqrt({m2} / NULLIF({n}, 0)) END"
+    )
+}
+
+/// `m2` of float8 expression `c` over a group, as an aggregate expression: NULL where a value
+/// reaches [`HUGE`] (the documented rule), else `var_pop` times the count.
+pub fn m2_sql(c: &str) -> String {
+    format!(
+        "CASE WHEN count({c}) FILTER (WHERE abs({c}) >= {h}::float8) = 0
+     THEN var_pop({c}) FILTER (WHERE abs({c}) < {h}::float8) * count({c}) END",
+        h = format_args!("{HUGE:e}")
+    )
 }
 
 /// Merges a batch's intervals into `interval_stats`, inside the batch's transaction: one
@@ -532,9 +660,10 @@ pub async fn record(
 pub const LOCK_SQL: &str = "LOCK TABLE interval_stats IN SHARE ROW EXCLUSIVE MODE";
 
 /// Recomputes the intervals of `[from, to)` (of one turbine, or all) from `readings`, inside
-/// `tx`, replacing what `interval_stats` held for them. `from` and `to` must be interval starts.
-/// Intervals with no readings left are not touched: their statistics outlive the raw readings.
-/// Returns the intervals written.
+/// `tx`, replacing what `interval_stats` held for them. `from` and `to` must be interval starts,
+/// and the caller must know every reading of them is still stored ([`kept`]). Intervals with no
+/// readings left are not touched: their statistics outlive the raw readings. Returns the
+/// intervals written.
 pub async fn recompute<C: GenericClient>(
     tx: &C,
     sql: &Sql,
@@ -544,6 +673,17 @@ pub async fn recompute<C: GenericClient>(
 ) -> Result<u64, Error> {
     let err = |e| Error::db("recomputing interval statistics", e);
     tx.batch_execute(LOCK_SQL).await.map_err(err)?;
+    recompute_locked(tx, sql, from, to, turbine).await
+}
+
+async fn recompute_locked<C: GenericClient>(
+    tx: &C,
+    sql: &Sql,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    turbine: Option<&str>,
+) -> Result<u64, Error> {
+    let err = |e| Error::db("recomputing interval statistics", e);
     match turbine {
         Some(t) => tx.execute(&sql.recompute_one, &[&from, &to, &t]).await,
         None => tx.execute(&sql.recompute_all, &[&from, &to]).await,
@@ -551,23 +691,134 @@ pub async fn recompute<C: GenericClient>(
     .map_err(err)
 }
 
+/// What a recomputation must know of `readings_retention` to tell which intervals still hold
+/// every reading they had.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retention {
+    /// How long raw readings are kept; None: they are never dropped.
+    pub keep: Option<Duration>,
+    /// The clock retention's cut-off follows; None: the system clock, read at each look.
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// Added to the retention cut-off: the daemon that drops readings and the command that
+/// recomputes may read clocks that disagree a little.
+pub const CLOCK_MARGIN: Duration = Duration::from_secs(3600);
+
+impl Retention {
+    /// Instants before this may have lost readings to retention (when no attached partition
+    /// holds them): now − keep, plus [`CLOCK_MARGIN`].
+    pub fn cutoff(&self) -> Option<DateTime<Utc>> {
+        let keep = chrono::Duration::from_std(self.keep?).ok()?;
+        let now = self.now.unwrap_or_else(Utc::now);
+        let margin = chrono::Duration::from_std(CLOCK_MARGIN).expect("an hour");
+        Some(
+            now.checked_sub_signed(keep)
+                .map_or(DateTime::<Utc>::MIN_UTC, |c| c + margin),
+        )
+    }
+}
+
+/// The partitions overlapping `[$1, $2)` and whether each is attached to `readings` (a listed
+/// one that is not was dropped or detached by hand: its readings are gone).
+const PARTITIONS_SQL: &str = "SELECT g.from_at, g.to_at,
+        EXISTS (SELECT 1 FROM pg_inherits i
+                 WHERE i.inhparent = 'readings'::regclass
+                   AND i.inhrelid = to_regclass(quote_ident(g.name)))
+   FROM galewatch_partition g WHERE g.from_at < $2 AND g.to_at > $1";
+
+/// What is known now of which readings of `[from, to)` are still stored: the partitions and the
+/// retention cut-off ([`crate::partition::Kept`]).
+pub async fn kept<C: GenericClient>(
+    c: &C,
+    retention: &Retention,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<crate::partition::Kept, Error> {
+    let rows = c
+        .query(PARTITIONS_SQL, &[&from, &to])
+        .await
+        .map_err(|e| Error::db("reading the partition list", e))?;
+    let (mut present, mut lost) = (Vec::new(), Vec::new());
+    for r in &rows {
+        let range = (r.get(0), r.get(1));
+        if r.get(2) {
+            present.push(range);
+        } else {
+            lost.push(range);
+        }
+    }
+    Ok(crate::partition::Kept::new(
+        present,
+        lost,
+        retention.cutoff(),
+    ))
+}
+
+/// `[from, to)` (whole intervals) cut into runs of neighbouring intervals that are all whole
+/// (every reading still stored) or all not: (start, end, whole).
+pub fn runs(
+    width: Width,
+    kept: &crate::partition::Kept,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Vec<(DateTime<Utc>, DateTime<Utc>, bool)> {
+    let step = chrono::Duration::seconds(i64::from(width.secs()));
+    let mut out: Vec<(DateTime<Utc>, DateTime<Utc>, bool)> = Vec::new();
+    let mut s = from;
+    while s < to {
+        let e = (s + step).min(to);
+        let whole = kept.whole(s, e);
+        match out.last_mut() {
+            Some(last) if last.2 == whole => last.1 = e,
+            _ => out.push((s, e, whole)),
+        }
+        s = e;
+    }
+    out
+}
+
+/// What `galewatch stats rebuild` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rebuilt {
+    /// Intervals recomputed (turbine × interval).
+    pub written: u64,
+    /// Intervals left as stored although they hold readings: some of their readings are gone
+    /// (retention dropped part of them), so they were not rebuilt from the part left.
+    pub skipped: u64,
+    /// The range covered, widened to whole intervals.
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+}
+
+/// A chunk that retention changed under it is recomputed again, at most this many times.
+const ATTEMPTS: usize = 3;
+
 /// `galewatch stats rebuild`: recomputes `[from, to)` (widened to whole intervals) an hour's
 /// worth of whole intervals per transaction, so the daemons wait at most one chunk's
-/// statement. Idempotent. Returns the intervals written and the range covered.
+/// statement. Only intervals that still hold every reading they had are recomputed
+/// ([`kept`]): one whose partitions retention dropped in part, or whose readings in the default
+/// partition may have been deleted, is left as stored and counted. Idempotent.
 pub async fn rebuild(
     client: &mut tokio_postgres::Client,
     sql: &Sql,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     turbine: Option<&str>,
-) -> Result<(u64, DateTime<Utc>, DateTime<Utc>), Error> {
+    retention: &Retention,
+) -> Result<Rebuilt, Error> {
     let w = sql.width;
     let (from, to) = (w.start_of(from), w.start_at_or_after(to));
     // Whole intervals, at least an hour: a chunk boundary never cuts an interval (a 40-minute
     // width gives 80-minute chunks), or its second part would replace its first.
     let ws = i64::from(w.secs());
     let chunk = chrono::Duration::seconds(ws * (3600 + ws - 1).div_euclid(ws));
-    let mut total = 0;
+    let mut done = Rebuilt {
+        written: 0,
+        skipped: 0,
+        from,
+        to,
+    };
     let mut at = from;
     // The span looked at next: a chunk, doubling over empty stretches, so a range over decades
     // of which a few days hold readings costs a few dozen look-ups, not one per empty hour.
@@ -593,17 +844,68 @@ pub async fn rebuild(
             span = chunk;
             continue;
         }
+        let (written, skipped) = rebuild_chunk(client, sql, at, end, turbine, retention).await?;
+        done.written += written;
+        done.skipped += skipped;
+        at = end;
+    }
+    Ok(done)
+}
+
+/// One chunk of [`rebuild`], in one transaction: its whole intervals recomputed, the others
+/// counted. The partitions are read again after the recomputation, which holds `readings`
+/// (so no partition can be dropped until it commits): if retention dropped one in between, the
+/// chunk is rolled back and done again.
+async fn rebuild_chunk(
+    client: &mut tokio_postgres::Client,
+    sql: &Sql,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    turbine: Option<&str>,
+    retention: &Retention,
+) -> Result<(u64, u64), Error> {
+    let err = |what| move |e| Error::db(what, e);
+    for attempt in 1.. {
         let tx = client
             .transaction()
             .await
-            .map_err(|e| Error::db("beginning a transaction", e))?;
-        total += recompute(&tx, sql, at, end, turbine).await?;
-        tx.commit()
+            .map_err(err("beginning a transaction"))?;
+        tx.batch_execute(LOCK_SQL)
             .await
-            .map_err(|e| Error::db("committing rebuilt statistics", e))?;
-        at = end;
+            .map_err(err("recomputing interval statistics"))?;
+        let runs = runs(sql.width, &kept(&tx, retention, from, to).await?, from, to);
+        let (mut written, mut skipped) = (0, 0);
+        for &(a, b, whole) in &runs {
+            if whole {
+                written += recompute_locked(&tx, sql, a, b, turbine).await?;
+            } else {
+                let row = match turbine {
+                    Some(t) => tx.query_one(&sql.count_one, &[&a, &b, &t]).await,
+                    None => tx.query_one(&sql.count_all, &[&a, &b]).await,
+                }
+                .map_err(err("counting the intervals left as stored"))?;
+                skipped += row.get::<_, i64>(0) as u64;
+            }
+        }
+        let again = kept(&tx, retention, from, to).await?;
+        if runs
+            .iter()
+            .all(|&(a, b, whole)| !whole || again.whole(a, b))
+        {
+            tx.commit()
+                .await
+                .map_err(err("committing rebuilt statistics"))?;
+            return Ok((written, skipped));
+        }
+        drop(tx);
+        if attempt >= ATTEMPTS {
+            return Err(Error::other(
+                "rebuilding interval statistics",
+                format!("retention kept dropping readings of {from} to {to} while they were recomputed; run it again"),
+            ));
+        }
     }
-    Ok((total, from, to))
+    unreachable!("the loop returns")
 }
 
 #[cfg(test)]
@@ -675,6 +977,96 @@ mod tests {
         assert_eq!(m.mean, Some(f64::MAX), "no overflow in the mean");
         assert_eq!(Partial::EMPTY.std_pop(), None);
         assert_eq!(Partial::EMPTY.merge(&Partial::EMPTY), Partial::EMPTY);
+    }
+
+    #[test]
+    fn the_scaling_constants_are_the_powers_of_two_they_name() {
+        assert_eq!(TINY_STEP, 2f64.powi(-1000) * 2f64.powi(-30));
+        assert_eq!(TINY_SPREAD, 2f64.powi(-536));
+        assert_eq!(DOWN, 2f64.powi(-600));
+        assert_eq!(UP, 2f64.powi(600));
+        assert_eq!(SCALED_MAX, f64::MAX * DOWN);
+        assert_eq!(SCALED_MAX * UP, f64::MAX);
+        assert_eq!(HALF_MAX, f64::MAX / 2.0);
+        assert_eq!(HALF_MAX * 2.0, f64::MAX);
+        for x in [
+            TINY_STEP,
+            TINY_SPREAD,
+            DOWN,
+            UP,
+            SCALED_MAX,
+            HALF_MAX,
+            f64::MAX,
+            5e-324,
+        ] {
+            let l = lit(x);
+            let digits = l.trim_end_matches("::float8");
+            assert_eq!(digits.parse::<f64>().unwrap(), x, "{l}");
+        }
+    }
+
+    #[test]
+    fn the_smallest_values_merge_without_a_zero_product() {
+        // Subnormal differences: the step is dropped (PostgreSQL would refuse the product that
+        // rounds to 0), the values themselves are kept exactly.
+        let p = [5e-324, -0.0, -5e-324, 1e-300]
+            .iter()
+            .fold(Partial::EMPTY, |p, &x| p.merge(&Partial::of(x)));
+        assert_eq!(p.n, 4);
+        assert_eq!(p.min, Some(-5e-324));
+        assert_eq!(p.max, Some(1e-300));
+        assert_eq!(p.m2, Some(0.0));
+        assert!((p.mean.unwrap() - 2.5e-301).abs() < 1e-310, "{:?}", p.mean);
+    }
+
+    /// Finite values from every part of the range, the edges more often.
+    fn edgy() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            3 => any::<f64>().prop_filter("finite", |x| x.is_finite()),
+            1 => prop::sample::select(vec![
+                f64::MAX, -f64::MAX, 5e-324, -5e-324, 0.0, -0.0, 1e100, -1e100, 1e300,
+                f64::MIN_POSITIVE, 1e-300, TINY_SPREAD, TINY_STEP, 1.0,
+            ]),
+            2 => -1e6f64..1e6,
+        ]
+    }
+
+    proptest! {
+        /// Whatever finite values and however they are split and merged: the count, minimum and
+        /// maximum exact, the mean finite and within them, m2 NULL exactly when a value reached
+        /// HUGE and otherwise finite and not negative.
+        #[test]
+        fn any_finite_values_merge_to_the_documented_rule(
+            xs in proptest::collection::vec(edgy(), 1..40),
+            cuts in proptest::collection::vec(0usize..40, 0..6),
+        ) {
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % xs.len()).collect();
+            cuts.sort_unstable();
+            let mut all = Partial::EMPTY;
+            let mut last = 0;
+            for c in cuts.into_iter().chain([xs.len()]) {
+                let part = xs[last..c.max(last)]
+                    .iter()
+                    .fold(Partial::EMPTY, |p, &x| p.merge(&Partial::of(x)));
+                all = all.merge(&part);
+                last = c.max(last);
+            }
+            let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            prop_assert_eq!(all.n, xs.len() as i64);
+            prop_assert_eq!(all.min, Some(lo));
+            prop_assert_eq!(all.max, Some(hi));
+            let mean = all.mean.unwrap();
+            prop_assert!(mean.is_finite(), "{}", mean);
+            let huge = xs.iter().any(|x| x.abs() >= HUGE);
+            prop_assert_eq!(all.m2.is_none(), huge, "{:?}", all.m2);
+            if let Some(m2) = all.m2 {
+                prop_assert!(m2.is_finite() && m2 >= 0.0, "{}", m2);
+            }
+            if huge {
+                prop_assert!(lo <= mean && mean <= hi, "{} not in [{}, {}]", mean, lo, hi);
+            }
+        }
     }
 
     #[test]

@@ -78,7 +78,7 @@ fn export_sql(sql: &Sql) -> String {
             format!("\"{mean}\""),
             format!("\"{min}\""),
             format!("\"{max}\""),
-            format!("sqrt(greatest(\"{m2}\", 0) / NULLIF(\"{n}\", 0))"),
+            stats::std_sql(&format!("\"{m2}\""), &format!("\"{n}\"")),
         ]);
     }
     format!(
@@ -232,14 +232,26 @@ pub async fn export(
 }
 
 /// `galewatch stats rebuild`: recomputes the statistics of `[from, to)` (widened to whole
-/// intervals; of one turbine or all) from `readings`. Where `readings_retention` has dropped
-/// raw readings, the range starts after the retention cutoff: an interval whose readings are
-/// partly gone would be rebuilt from the part left. Idempotent.
+/// intervals; of one turbine or all) from `readings`. An interval some of whose raw readings
+/// `readings_retention` dropped is never rebuilt from the part left: it is left as stored, and
+/// counted in the answer (`stats::rebuild`). Idempotent.
 pub async fn rebuild(
     cfg: &Config,
     turbine: Option<&str>,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
+) -> Result<String, ReviewError> {
+    rebuild_as_of(cfg, turbine, from, to, None).await
+}
+
+/// [`rebuild`] as if the clock read `now` (which retention's cut-off follows; None: the system
+/// clock): for tests.
+pub async fn rebuild_as_of(
+    cfg: &Config,
+    turbine: Option<&str>,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    now: Option<DateTime<Utc>>,
 ) -> Result<String, ReviewError> {
     if from >= to {
         return Err(ReviewError::Refused(
@@ -247,38 +259,31 @@ pub async fn rebuild(
         ));
     }
     let sql = Sql::new(&cfg.rules.signals, cfg.settings.stats_width());
-    let mut from = from;
-    let mut note = String::new();
-    if let Some(cutoff) = cfg.settings.partition_policy().retention_cutoff(Utc::now()) {
-        // Whole partitions go once all of them is older than the cutoff; a day's margin more
-        // keeps a partly dropped interval out of the range.
-        let floor = sql
-            .width
-            .start_at_or_after(cutoff - chrono::Duration::days(1));
-        if from < floor {
-            from = floor;
-            note = format!(
-                " (started at {} instead: readings_retention drops the raw readings before it, and their statistics are kept as they are)",
-                floor.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
-            );
-        }
-    }
-    if from >= to {
-        return Ok(format!("nothing to rebuild{note}"));
-    }
+    let retention = stats::Retention {
+        keep: cfg.settings.partition_policy().retention,
+        now,
+    };
     let mut client = cfg
         .db
         .connect()
         .await
         .map_err(|e| Error::db("connecting to the database", e))?;
-    let (n, from, to) = stats::rebuild(&mut client, &sql, from, to, turbine).await?;
+    let done = stats::rebuild(&mut client, &sql, from, to, turbine, &retention).await?;
     let mut out = format!(
-        "rebuilt {n} intervals of {}s for {} from {} to {} from readings{note}",
+        "rebuilt {} intervals of {}s for {} from {} to {} from readings",
+        done.written,
         sql.width.secs(),
         turbine.unwrap_or("every turbine"),
-        from.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
-        to.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+        done.from
+            .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+        done.to.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
     );
+    if done.skipped > 0 {
+        out.push_str(&format!(
+            "\nskipped {} intervals whose raw readings are partly gone (readings_retention dropped some of them): their statistics are kept as they were",
+            done.skipped
+        ));
+    }
     if !cfg.settings.stats_enabled {
         out.push_str("\nnote: stats_enabled is false, so the daemon does not keep them current");
     }
@@ -385,6 +390,6 @@ mod tests {
             ]
         );
         assert_eq!(h[8], "power_kw_std");
-        assert_eq!(export_sql(&sql).matches("sqrt(").count(), 3);
+        assert_eq!(export_sql(&sql).matches("sqrt(greatest(").count(), 3);
     }
 }

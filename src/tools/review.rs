@@ -313,6 +313,10 @@ pub async fn quarantine_resolve(
     // batch would have merged it; one replaced may have been the interval's minimum or maximum,
     // which cannot be un-merged, so its interval is recomputed from `readings`. Both in this
     // transaction, so the statistics never disagree with the readings.
+    // Unless retention dropped part of that interval's readings: it is not recomputed from the
+    // part left, and its statistics stay as they were (the answer says so). The replacement
+    // holds `readings`, so no partition is dropped before this transaction ends.
+    let mut stats_note = "";
     if effect != "none" && cfg.settings.stats_enabled {
         let sql = crate::stats::Sql::new(&cfg.rules.signals, cfg.settings.stats_width());
         if effect == "added" {
@@ -322,7 +326,18 @@ pub async fn quarantine_resolve(
         } else {
             let start = sql.width.start_of(recorded_at);
             let end = start + chrono::Duration::seconds(i64::from(sql.width.secs()));
-            crate::stats::recompute(&tx, &sql, start, end, Some(&turbine)).await?;
+            let retention = crate::stats::Retention {
+                keep: cfg.settings.partition_policy().retention,
+                now: None,
+            };
+            if crate::stats::kept(&tx, &retention, start, end)
+                .await?
+                .whole(start, end)
+            {
+                crate::stats::recompute(&tx, &sql, start, end, Some(&turbine)).await?;
+            } else {
+                stats_note = "; the statistics of its interval are kept as they were (readings_retention dropped part of its raw readings, so it is not recomputed from the rest)";
+            }
         }
     }
     tx.execute(
@@ -336,7 +351,7 @@ pub async fn quarantine_resolve(
         .await
         .map_err(|e| Error::db("committing the resolution", e))?;
     Ok(format!(
-        "resolved quarantine entry {id} ({turbine} at {}): kept {}",
+        "resolved quarantine entry {id} ({turbine} at {}): kept {}{stats_note}",
         ts(Some(recorded_at)),
         keep.as_str()
     ))

@@ -806,7 +806,8 @@ pub async fn assert_stats_exact(db: &TestDb, width_secs: i32) -> usize {
             "count({s}), avg({s}), min({s}), max({s}), stddev_pop({s}), greatest(abs(min({s})), abs(max({s})))"
         ));
         kept_cols.push(format!(
-            "{s}_n, {s}_mean, {s}_min, {s}_max, sqrt(greatest({s}_m2, 0) / NULLIF({s}_n, 0)), 0::float8"
+            "{s}_n, {s}_mean, {s}_min, {s}_max, {}, 0::float8",
+            galewatch::stats::std_sql(&format!("{s}_m2"), &format!("{s}_n"))
         ));
     }
     let direct = format!(
