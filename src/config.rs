@@ -902,10 +902,21 @@ impl Settings {
                 ),
             ));
         }
-        if self.mqtt_share_group.contains(['/', '+', '#']) {
+        if self.mqtt_share_group.contains(['/', '+', '#'])
+            || (!self.mqtt_share_group.is_empty() && self.mqtt_share_group.trim().is_empty())
+        {
             return Err(ConfigError::new(
                 "mqtt_share_group",
-                "must not contain '/', '+' or '#'",
+                "must not contain '/', '+' or '#', nor be only white space",
+            ));
+        }
+        if self.mqtt_topic.starts_with("$share/") {
+            return Err(ConfigError::new(
+                "mqtt_topic",
+                format!(
+                    "{:?} names a share group: set mqtt_share_group instead (mqtt_topic is the topic filter alone)",
+                    self.mqtt_topic
+                ),
             ));
         }
         let metrics_listen = self.metrics_listen.parse().map_err(|e| {
@@ -1074,6 +1085,18 @@ impl Settings {
                      empty; one daemon per sparkplug_group_id to spread several groups), and the JSON \
                      fleet in the share group",
                     self.mqtt_share_group
+                ),
+            ));
+        }
+        if matches!(
+            self.mqtt_topic.split('/').next(),
+            Some("+" | "#" | crate::sparkplug::NAMESPACE)
+        ) {
+            return Err(ConfigError::new(
+                "mqtt_topic",
+                format!(
+                    "{:?} would also take Sparkplug B's messages as JSON; with sparkplug_group_id set, mqtt_topic is the JSON fleet's filter alone",
+                    self.mqtt_topic
                 ),
             ));
         }
@@ -1300,6 +1323,22 @@ mod tests {
             ),
             (
                 Settings {
+                    mqtt_topic: "$share/g/turbines/+/readings".into(),
+                    ..Settings::default()
+                },
+                "mqtt_topic",
+                "set mqtt_share_group instead",
+            ),
+            (
+                Settings {
+                    mqtt_share_group: " ".into(),
+                    ..Settings::default()
+                },
+                "mqtt_share_group",
+                "white space",
+            ),
+            (
+                Settings {
                     metrics_listen: "nowhere".into(),
                     ..Settings::default()
                 },
@@ -1475,6 +1514,16 @@ mod tests {
                 |s| s.mqtt_share_group = "g".into(),
                 "mqtt_share_group",
                 "outside the share group",
+            ),
+            (
+                |s| s.mqtt_topic = "spBv1.0/wind/+/+/+".into(),
+                "mqtt_topic",
+                "would also take Sparkplug B's messages",
+            ),
+            (
+                |s| s.mqtt_topic = "+/+/readings".into(),
+                "mqtt_topic",
+                "would also take Sparkplug B's messages",
             ),
             (
                 |s| s.sparkplug_births_cache_bytes = 1000,

@@ -127,11 +127,14 @@ impl Error {
 
     /// True when what was written caused the error, so that other data need not hit it: a data
     /// exception or integrity violation (classes 22, 23), a program limit such as an index
-    /// row too large (54), or a value the client could not send (`is_bug`). A batch is split
+    /// row too large (54), an error a trigger raised (P0: a plain `RAISE EXCEPTION` in an
+    /// operator's trigger), or a value the client could not send (`is_bug`). A batch is split
     /// to find the piece that causes it; errors of the schema, rights or connection are not.
     pub fn is_caused_by_data(&self) -> bool {
         self.is_data_error()
-            || self.sqlstate().is_some_and(|c| c.starts_with("54"))
+            || self
+                .sqlstate()
+                .is_some_and(|c| c.starts_with("54") || c.starts_with("P0"))
             || self.is_bug()
     }
 

@@ -133,7 +133,7 @@ fn describe() {
     );
     describe_counter!(
         SPARKPLUG_BIRTHS_UNSTORABLE,
-        "Sparkplug B births the database refused to store even as a withdrawal: acknowledged and logged."
+        "Sparkplug B births the database refused to store (withdrawn instead, and a message carrying no reading rejected invalid_value); logged."
     );
     describe_gauge!(
         QUARANTINE_RESOLUTIONS,

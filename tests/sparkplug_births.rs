@@ -95,6 +95,22 @@ async fn rebirth_swapped(broker: &Broker, db: &TestDb) {
     wait_row(db, T0 + 4000).await;
 }
 
+/// The node answers a rebirth request with the aliases swapped (birth at `at`) and sends DATA
+/// a second later (alias 1, alias 2 = `values`); waits until the daemon, which refused one
+/// message since its start, has received three readings (that one, the birth's own, the DATA).
+async fn reborn_swapped(broker: &Broker, d: &Daemon, at: u64, values: (f64, f64)) {
+    publish(
+        broker,
+        vec![
+            nbirth(NODE),
+            birth(1, at, true),
+            data(2, at + 1000, values.0, values.1),
+        ],
+    )
+    .await;
+    wait_received(d, 3.0).await;
+}
+
 fn with_writers(mut d: Daemon, writers: usize) -> Daemon {
     d.env
         .insert("GALEWATCH_DATABASE_WRITERS".into(), writers.to_string());
@@ -213,16 +229,7 @@ async fn a_refused_birth_withdraws_the_mapping_it_replaces(writers: usize) {
         1.0
     );
     // The node rebirths as it meant to: what follows lands with the new aliases.
-    publish(
-        &broker,
-        vec![
-            nbirth(NODE),
-            birth(1, T0 + 5000, true),
-            data(2, T0 + 6000, 30.0, 7.0),
-        ],
-    )
-    .await;
-    wait_received(&d, 3.0).await;
+    reborn_swapped(&broker, &d, T0 + 5000, (30.0, 7.0)).await;
     assert_eq!(
         stored(&db).await,
         BTreeMap::from([
@@ -284,12 +291,13 @@ async fn a_held_batch_redelivered_after_a_later_birth_committed(writers: usize) 
     let mut d = with_writers(daemon(&broker, &db, "gw-sp-held"), writers);
     d.start_ready();
     first_birth(&d, &broker, &db).await;
-    // Another session holds the key of a JSON reading: its batch waits inside its INSERT.
+    // Another session holds a key of the batch: it waits inside its INSERT.
     let mut locker = db.client().await;
     let lock = locker.transaction().await.unwrap();
-    lock.execute(
-        "INSERT INTO readings (turbine_id, recorded_at, power_kw) VALUES ('LOCKED', '2026-11-30T12:00:00Z', 5)",
-        &[],
+    // The key held is d1's own, so whichever batch d1 lands in (with the JSON reading or not)
+    // waits, and one writer stays free for the next batch.
+    lock.batch_execute(
+        "INSERT INTO readings (turbine_id, recorded_at, power_kw) VALUES ('T1', '2026-11-30T12:00:02Z', 0)",
     )
     .await
     .unwrap();
@@ -493,4 +501,57 @@ async fn a_node_alternating_births_keeps_a_bounded_history() {
     );
     // The 40th birth (swapped) applies.
     assert_eq!(stored(&db).await.get(&ms(T0 + 60_000)), Some(&(20.0, 10.0)));
+}
+
+/// A sequence gap: a message was lost, perhaps the birth that swapped the aliases. What follows
+/// is refused until the node rebirths, and still after a restart (the node's withdrawal is
+/// stored), never decoded with the birth before the gap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_sequence_gap_nothing_is_decoded_with_the_birth_before_it() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let ncmd = Observer::start(&broker, "spBv1.0/+/NCMD/+").await;
+    let mut d = daemon(&broker, &db, "gw-sp-gap");
+    d.start_ready();
+    // Seq 3, the birth with the aliases swapped, was lost; seq 4 is meant under it.
+    publish(
+        &broker,
+        vec![
+            nbirth(NODE),
+            birth(1, T0, false),
+            data(2, T0 + 2000, 10.0, 20.0),
+            data(4, T0 + 4000, 10.0, 20.0),
+        ],
+    )
+    .await;
+    wait_received(&d, 3.0).await;
+    assert_eq!(
+        d.metric(r#"galewatch_readings_rejected_total{reason="unknown_alias"}"#),
+        1.0
+    );
+    eventually(Duration::from_secs(10), "a rebirth request", || async {
+        ncmd.rebirths()
+            .contains(&format!("spBv1.0/{GROUP}/NCMD/{NODE}"))
+    })
+    .await;
+    d.terminate();
+    let mut d = daemon(&broker, &db, "gw-sp-gap");
+    d.start_ready();
+    publish(&broker, vec![data(5, T0 + 5000, 10.0, 20.0)]).await;
+    wait_received(&d, 1.0).await;
+    assert_eq!(
+        d.metric(r#"galewatch_readings_rejected_total{reason="unknown_alias"}"#),
+        1.0,
+        "after a restart too"
+    );
+    reborn_swapped(&broker, &d, T0 + 6000, (10.0, 20.0)).await;
+    assert_eq!(
+        stored(&db).await,
+        BTreeMap::from([
+            (ms(T0), (1.0, 2.0)),
+            (ms(T0 + 2000), (10.0, 20.0)),
+            (ms(T0 + 6000), (1.0, 2.0)),
+            (ms(T0 + 7000), (20.0, 10.0)),
+        ])
+    );
 }

@@ -304,11 +304,11 @@ impl Writer {
     fn isolate<'a>(&self, mut p: Part<'a>, e: &Error, total: &mut Tally) -> Option<Part<'a>> {
         if let Some((msg, b)) = p.births.pop() {
             if b.withdrawn {
-                metrics::counter!(telemetry::SPARKPLUG_BIRTHS_UNSTORABLE).increment(1);
-                tracing::error!(error = %e, topic = %msg.topic, "the database refuses even the withdrawal of a Sparkplug B birth; acknowledging it unstored (the stored births of this node stay as they were: its next DATA may be refused as unproven)");
+                tracing::error!(error = %e, topic = %msg.topic, "the database refuses even the withdrawal of a Sparkplug B birth; acknowledging it unstored: the node's older birth stays stored, and after a restart its data would be decoded with it until it rebirths (fix the database, then delete the node's rows from sparkplug_births)");
                 return None;
             }
-            tracing::warn!(error = %e, topic = %msg.topic, "the database refused a Sparkplug B birth; rejecting it and withdrawing the birth it replaces");
+            metrics::counter!(telemetry::SPARKPLUG_BIRTHS_UNSTORABLE).increment(1);
+            tracing::warn!(error = %e, topic = %msg.topic, "the database refused a Sparkplug B birth; withdrawing the birth it replaces (this daemon decodes with it until it stops; after a restart the node's data waits for its next birth)");
             let refused = format!(
                 r#"{{"birth":{:?},"aliases":{},"digest":"{:016x}"}}"#,
                 b.key(),
@@ -323,9 +323,10 @@ impl Writer {
                 withdrawn: true,
                 ..b.into_owned()
             };
-            return Some(Part {
-                births: vec![(msg, Cow::Owned(withdrawal))],
-                items: vec![ItemRef {
+            // A birth that carries readings is accounted for by them (they land on their own);
+            // one that carries none is the message's only outcome: rejected, by name.
+            let items = if msg.items.is_empty() {
+                vec![ItemRef {
                     msg,
                     item: Cow::Owned(Decoded::Rejected(Rejection {
                         reason: RejectReason::InvalidValue,
@@ -333,7 +334,13 @@ impl Writer {
                         element: None,
                     })),
                     refused: Some(refused),
-                }],
+                }]
+            } else {
+                Vec::new()
+            };
+            return Some(Part {
+                births: vec![(msg, Cow::Owned(withdrawal))],
+                items,
             });
         }
         let mut it = p.items.pop()?;

@@ -23,11 +23,17 @@ const HISTORY: i64 = 16;
 /// A node's or device's rows that a message may follow, newest first: this session's, then the
 /// rows stored before V11 (session ''), which count as proven and older than any of its own.
 /// The caller stops at the first proven row.
-const SELECT: &str = "SELECT proven OR session = '', withdrawn, aliases, names, datatypes
+const SELECT: &str = "SELECT proven OR session = '', withdrawn, aliases, names, datatypes,
+           CASE WHEN session = '' THEN 0 ELSE generation END
       FROM sparkplug_births
      WHERE session IN ($1, '') AND group_id = $2 AND edge_node = $3 AND device = $4
      ORDER BY session = '', generation DESC
      LIMIT $5::int8";
+
+/// The newest withdrawal of a node's own birth (a refused NBIRTH, or a sequence gap: a message
+/// of the node was lost, maybe a birth): its devices' births stored before it no longer apply.
+const NODE_WITHDRAWN: &str = "SELECT max(generation) FROM sparkplug_births
+     WHERE session = $1 AND group_id = $2 AND edge_node = $3 AND device = '' AND withdrawn";
 
 /// Drops a node's or device's rows past the newest `HISTORY`.
 const TRIM: &str = "DELETE FROM sparkplug_births
@@ -109,9 +115,37 @@ pub async fn load(
         .query(SELECT, &[&session, &group, &node, &device, &HISTORY])
         .await
         .map_err(|e| Error::db("reading Sparkplug B births", e))?;
+    let withdrawn_at: Option<i64> = if device.is_empty() {
+        None
+    } else {
+        client
+            .query_one(NODE_WITHDRAWN, &[&session, &group, &node])
+            .await
+            .map_err(|e| Error::db("reading Sparkplug B births", e))?
+            .get(0)
+    };
+    let nothing = Stored {
+        latest: None,
+        digest: None,
+        agreed: None,
+    };
+    // The device's newest birth is older than its node's withdrawal: none applies.
+    let newest: Option<i64> = rows.first().map(|r| r.get(5));
+    if let (Some(w), Some(n)) = (withdrawn_at, newest) {
+        if w > n {
+            return Ok(nothing);
+        }
+    }
     let mut births = Vec::new();
     let mut proven = false;
+    // Births a redelivery may follow are missing: older than the node's withdrawal (which cannot
+    // be told apart from those after it), or trimmed from a full history.
+    let mut cut = rows.len() as i64 >= HISTORY;
     for r in &rows {
+        if withdrawn_at.is_some_and(|w| w > r.get::<_, i64>(5)) {
+            cut = true;
+            break;
+        }
         let b = Birth {
             group: group.to_string(),
             node: node.to_string(),
@@ -126,25 +160,20 @@ pub async fn load(
         births.push(b);
         if r.get::<_, bool>(0) {
             proven = true;
+            cut = false;
             break;
         }
     }
     let Some(newest) = births.first() else {
-        return Ok(Stored {
-            latest: None,
-            digest: None,
-            agreed: None,
-        });
+        return Ok(nothing);
     };
     let latest = newest.known(map);
     let digest = Some(newest.digest());
     let tables: Vec<Option<Known>> = births.iter().map(|b| b.known(map)).collect();
-    // A full history without a proven row may have lost the births it follows (trimmed): nothing
-    // is agreed.
-    let agreed = if proven || (rows.len() as i64) < HISTORY {
-        Known::agreed(&tables)
+    let agreed = if cut && !proven {
+        Known::ambiguous(&tables)
     } else {
-        None
+        Known::agreed(&tables)
     };
     Ok(Stored {
         latest,

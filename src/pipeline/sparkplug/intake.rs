@@ -154,33 +154,31 @@ impl Intake {
             self.prove().await;
         }
         let key = t.birth_key();
-        // A level that names no turbine carries no reading: no birth is needed for it.
-        let known = if t.kind.is_data() && self.mapping.turbine(&t).is_some() {
-            match self.host.decide(&key, dup) {
-                Decision::Use(k) => k,
-                Decision::LookUp => {
-                    let stored = self.read_births(&t, shutdown).await?;
-                    self.host
-                        .looked_up(&key, stored.latest, stored.digest, stored.agreed);
-                    match self.host.decide(&key, dup) {
-                        Decision::Use(k) => k,
-                        Decision::LookUp => None,
-                    }
-                }
-            }
-        } else {
-            None
-        };
-        let mut j = judge_at(
-            &t,
-            payload,
-            known.as_deref(),
-            rules,
-            &self.mapping,
-            received_at,
-        );
+        let mut j = self
+            .judge_with_birth(&t, &key, payload, dup, received_at, rules, shutdown)
+            .await?;
         metrics::counter!(telemetry::SPARKPLUG_MESSAGES, "type" => t.kind.as_str()).increment(1);
         metrics::counter!(telemetry::SPARKPLUG_METRICS_IGNORED).increment(j.ignored);
+        let mut ask = None;
+        // The sequence first: a gap means a message was lost, maybe a birth, so no earlier birth
+        // of the node decodes this message or the next (`host.rs`), until the node rebirths.
+        if j.decoded && matches!(self.host.sequence(&t, j.seq), Seq::Gap { .. }) {
+            metrics::counter!(telemetry::SPARKPLUG_SEQ_GAPS).increment(1);
+            self.host.gap(&t);
+            ask = Some("seq_gap");
+            if t.kind.is_data() {
+                j = self
+                    .judge_with_birth(&t, &key, payload, dup, received_at, rules, shutdown)
+                    .await?;
+                // Stored too, so a restart does not fall back on the node's older births.
+                let node = super::Topic { device: None, ..t };
+                let mut w = Birth::withdrawal(&node);
+                w.conn = self.host.conn();
+                if self.host.born(&node.birth_key(), None, w.digest()) {
+                    j.birth = Some(w);
+                }
+            }
+        }
         if t.kind.is_birth() {
             // A refused birth withdraws the one it meant to replace.
             let mut birth = j.birth.take().unwrap_or_else(|| Birth::withdrawal(&t));
@@ -189,23 +187,15 @@ impl Intake {
                 j.birth = Some(birth);
             }
         }
-        let mut ask = None;
         if j.unknown_alias {
             let unproven = j.items.iter().any(
                 |d| matches!(d, Decoded::Rejected(r) if r.reason == RejectReason::UnprovenBirth),
             );
-            ask = Some(if unproven {
+            ask = ask.or(Some(if unproven {
                 "unproven_birth"
             } else {
                 "unknown_alias"
-            });
-        }
-        if j.decoded {
-            if let Seq::Gap { .. } = self.host.sequence(&t, j.seq) {
-                metrics::counter!(telemetry::SPARKPLUG_SEQ_GAPS).increment(1);
-                self.host.gap(&t);
-                ask = ask.or(Some("seq_gap"));
-            }
+            }));
         }
         if let Some(cause) = ask {
             if self.host.rebirth(&t, cause, now) {
@@ -223,6 +213,46 @@ impl Intake {
         }
         self.summarize(now);
         Some(j)
+    }
+
+    /// Decodes a message with the birth that applies to it (reading the database when
+    /// `host.rs` asks; None when shutdown came first).
+    #[allow(clippy::too_many_arguments)]
+    async fn judge_with_birth(
+        &mut self,
+        t: &super::Topic<'_>,
+        key: &str,
+        payload: &[u8],
+        dup: bool,
+        received_at: DateTime<Utc>,
+        rules: &Rules,
+        shutdown: &CancellationToken,
+    ) -> Option<Judged> {
+        // A level that names no turbine carries no reading: no birth is needed for it.
+        let known = if t.kind.is_data() && self.mapping.turbine(t).is_some() {
+            match self.host.decide(t, dup) {
+                Decision::Use(k) => k,
+                Decision::LookUp => {
+                    let stored = self.read_births(t, shutdown).await?;
+                    self.host
+                        .looked_up(key, stored.latest, stored.digest, stored.agreed);
+                    match self.host.decide(t, dup) {
+                        Decision::Use(k) => k,
+                        Decision::LookUp => None,
+                    }
+                }
+            }
+        } else {
+            None
+        };
+        Some(judge_at(
+            t,
+            payload,
+            known.as_deref(),
+            rules,
+            &self.mapping,
+            received_at,
+        ))
     }
 
     /// One log line for the rebirth requests and sequence gaps, with a few of the nodes

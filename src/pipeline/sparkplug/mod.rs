@@ -452,6 +452,16 @@ impl Known {
         Some(out)
     }
 
+    /// Every alias the births name, ambiguous: what a redelivered message is decoded with when
+    /// some of the births it may follow are not in hand.
+    pub fn ambiguous(births: &[Option<Known>]) -> Option<Known> {
+        let mut out = Known::default();
+        for a in births.iter().flatten().flat_map(Known::aliases) {
+            out.mapped.insert(a, Alias::Ambiguous);
+        }
+        births.iter().any(Option::is_some).then_some(out)
+    }
+
     /// Bytes it holds in memory, for the cache's byte budget (`sparkplug_births_cache_bytes`):
     /// the hash table of mapped aliases as allocated (a slot and a control byte per bucket),
     /// their names, and the unmapped aliases.
@@ -594,6 +604,9 @@ fn birth_of(t: &Topic<'_>, p: &Payload) -> Result<Birth, String> {
         ..Birth::empty(t, false)
     };
     let mut seen: HashMap<u64, usize> = HashMap::new();
+    // Names are unique in a birth too (Sparkplug B): one name under many aliases would be one
+    // signal fed many ways, and a way to hold the same long name thousands of times.
+    let mut named: HashMap<&str, u64> = HashMap::new();
     for (i, m) in p.metrics.iter().enumerate() {
         let Some(alias) = m.alias else { continue };
         let Some(name) = &m.name else {
@@ -618,6 +631,12 @@ fn birth_of(t: &Topic<'_>, p: &Payload) -> Result<Birth, String> {
             }
             continue;
         }
+        if let Some(&other) = named.get(name.as_str()) {
+            return Err(format!(
+                "birth gives metric {name:?} two aliases, {other} and {alias}"
+            ));
+        }
+        named.insert(name, alias);
         seen.insert(alias, b.names.len());
         b.aliases.push(stored);
         b.names.push(name);

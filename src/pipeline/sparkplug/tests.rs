@@ -605,3 +605,19 @@ fn typed_signals_follow_the_json_rules() {
     assert_eq!(r.reason, RejectReason::InvalidValue);
     assert!(r.detail.contains("mode (metric \"Mode\")"), "{}", r.detail);
 }
+
+#[test]
+fn a_birth_giving_one_name_two_aliases_is_refused() {
+    let bytes = payload(
+        vec![
+            double(Some("Power"), 1, 1.0, Some(T0)),
+            double(Some("Power"), 2, 2.0, Some(T0)),
+        ],
+        1,
+    );
+    let j = run("spBv1.0/farm/DBIRTH/gw1/WTG-01", &bytes, None);
+    assert!(j.birth.is_none());
+    let r = rejection(&j.items[0]);
+    assert_eq!(r.reason, RejectReason::Malformed);
+    assert!(r.detail.contains("two aliases"), "{}", r.detail);
+}
