@@ -555,3 +555,42 @@ async fn after_a_sequence_gap_nothing_is_decoded_with_the_birth_before_it() {
         ])
     );
 }
+
+/// A node's death ends its births: if its next life's births are lost (QoS 0 births to a
+/// daemon that was away), its data is refused rather than decoded with the previous life's
+/// aliases, and still after a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_death_nothing_is_decoded_with_the_previous_life() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut d = daemon(&broker, &db, "gw-sp-death");
+    d.start_ready();
+    let death = (topic("NDEATH", NODE, None), payload(vec![], 0));
+    // The next life's NBIRTH (0) and DBIRTH (1, aliases swapped) never arrived.
+    publish(
+        &broker,
+        vec![
+            nbirth(NODE),
+            birth(1, T0, false),
+            death,
+            data(2, T0 + 2000, 10.0, 20.0),
+        ],
+    )
+    .await;
+    wait_received(&d, 2.0).await;
+    assert_eq!(
+        d.metric(r#"galewatch_readings_rejected_total{reason="unknown_alias"}"#),
+        1.0
+    );
+    d.terminate();
+    let mut d = daemon(&broker, &db, "gw-sp-death");
+    d.start_ready();
+    publish(&broker, vec![data(3, T0 + 3000, 10.0, 20.0)]).await;
+    wait_received(&d, 1.0).await;
+    assert_eq!(
+        d.metric(r#"galewatch_readings_rejected_total{reason="unknown_alias"}"#),
+        1.0,
+        "after a restart too"
+    );
+    assert_eq!(stored(&db).await, BTreeMap::from([(ms(T0), (1.0, 2.0))]));
+}

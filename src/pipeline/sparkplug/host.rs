@@ -389,6 +389,13 @@ impl Host {
         self.summary.example(t.node_key());
     }
 
+    /// The node died (NDEATH): none of its births, nor its devices', applies to anything after
+    /// it until they are born again (its next life's births may be lost).
+    pub fn died(&mut self, t: &Topic<'_>) {
+        let marker = self.next_order;
+        self.node(t.node_key()).gap = Some(marker);
+    }
+
     /// What happened since the summary was last taken.
     pub fn summary(&self) -> &Summary {
         &self.summary

@@ -20,7 +20,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::host::{Decision, Host, Seq};
 use super::{
-    judge, judge_at, parse_topic, rebirth_request, rebirth_topic, state, Birth, Judged, Mapping,
+    judge, judge_at, parse_topic, rebirth_request, rebirth_topic, state, Birth, Judged, Kind,
+    Mapping,
 };
 use crate::backoff::Backoff;
 use crate::births::{Store, Stored};
@@ -177,6 +178,17 @@ impl Intake {
                 if self.host.born(&node.birth_key(), None, w.digest()) {
                     j.birth = Some(w);
                 }
+            }
+        }
+        if matches!(t.kind, Kind::NDeath | Kind::DDeath) {
+            // A death ends what the births said: stored too, for after a restart.
+            if t.kind == Kind::NDeath {
+                self.host.died(&t);
+            }
+            let mut w = Birth::withdrawal(&t);
+            w.conn = self.host.conn();
+            if self.host.born(&key, None, w.digest()) {
+                j.birth = Some(w);
             }
         }
         if t.kind.is_birth() {
