@@ -31,3 +31,17 @@ ALTER TABLE rejected DROP CONSTRAINT rejected_reason_check;
 ALTER TABLE rejected ADD CONSTRAINT rejected_reason_check
     CHECK (reason IN ('malformed', 'invalid_value', 'identity_mismatch', 'too_large', 'unknown_alias',
                       'unproven_birth'));
+
+-- Each edge node's last sequence number committed, per session, so the first message of a new
+-- connection (after a restart, or a reconnect) is checked against it: a birth lost while the
+-- daemon was away shows as a gap. `conn` and `position` (the batch's place in arrival order)
+-- keep a batch that commits late from writing an older number over a newer one.
+CREATE TABLE sparkplug_nodes (
+    session   text    NOT NULL,
+    group_id  text    NOT NULL,
+    edge_node text    NOT NULL,
+    seq       int4    NOT NULL,
+    conn      bigint  NOT NULL,
+    position  bigint  NOT NULL,
+    PRIMARY KEY (session, group_id, edge_node)
+);

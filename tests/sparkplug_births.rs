@@ -594,3 +594,55 @@ async fn after_a_death_nothing_is_decoded_with_the_previous_life() {
     );
     assert_eq!(stored(&db).await, BTreeMap::from([(ms(T0), (1.0, 2.0))]));
 }
+
+/// A birth lost while the daemon was away (births go at QoS 0, which a broker does not queue for
+/// an absent session): the first message of the next run is checked against the sequence number
+/// stored with the last batch, so the gap is seen, and nothing is decoded with the older birth.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_birth_lost_while_the_daemon_was_away_is_a_gap() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut d = daemon(&broker, &db, "gw-sp-away");
+    d.start_ready();
+    publish(
+        &broker,
+        vec![
+            nbirth(NODE),
+            birth(1, T0, false),
+            data(2, T0 + 2000, 10.0, 20.0),
+        ],
+    )
+    .await;
+    wait_received(&d, 2.0).await;
+    wait_acked(&d).await;
+    d.terminate();
+    // Seq 3, the birth with the aliases swapped, went nowhere; seq 4 is meant under it.
+    let mut d = daemon(&broker, &db, "gw-sp-away");
+    d.start_ready();
+    publish(&broker, vec![data(4, T0 + 4000, 10.0, 20.0)]).await;
+    wait_received(&d, 1.0).await;
+    assert_eq!(
+        d.metric(r#"galewatch_readings_rejected_total{reason="unknown_alias"}"#),
+        1.0
+    );
+    assert_eq!(d.metric("galewatch_sparkplug_seq_gaps_total"), 1.0);
+    // With nothing lost, the next run carries on.
+    reborn_swapped(&broker, &d, T0 + 5000, (10.0, 20.0)).await;
+    wait_acked(&d).await;
+    d.terminate();
+    let mut d = daemon(&broker, &db, "gw-sp-away");
+    d.start_ready();
+    publish(&broker, vec![data(3, T0 + 7000, 10.0, 20.0)]).await;
+    wait_received(&d, 1.0).await;
+    assert_eq!(d.metric("galewatch_sparkplug_seq_gaps_total"), 0.0);
+    assert_eq!(
+        stored(&db).await,
+        BTreeMap::from([
+            (ms(T0), (1.0, 2.0)),
+            (ms(T0 + 2000), (10.0, 20.0)),
+            (ms(T0 + 5000), (1.0, 2.0)),
+            (ms(T0 + 6000), (20.0, 10.0)),
+            (ms(T0 + 7000), (20.0, 10.0)),
+        ])
+    );
+}

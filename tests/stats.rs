@@ -80,7 +80,8 @@ async fn land(cfg: &Config, readings: Vec<Reading>, sizes: &[usize]) {
                 items: vec![Decoded::Reading(r)],
                 retained_clear: false,
                 birth: None,
-                birth_held: None,
+                seq_mark: None,
+                sparkplug_held: None,
                 permit: None,
             })
             .collect();

@@ -38,9 +38,11 @@ pub struct Message {
     pub retained_clear: bool,
     /// A Sparkplug B birth certificate, stored in the batch's transaction.
     pub birth: Option<Box<crate::sparkplug::Birth>>,
-    /// Held while the birth waits for its commit (`sparkplug/intake.rs` reads the database only
-    /// once none is held).
-    pub birth_held: Option<crate::sparkplug::intake::Pending>,
+    /// A Sparkplug B message's sequence number, stored once the batch commits.
+    pub seq_mark: Option<crate::sparkplug::SeqMark>,
+    /// Held by a Sparkplug B message until its batch is done (`sparkplug/intake.rs` reads
+    /// births and sequence numbers from the database only once none is held).
+    pub sparkplug_held: Option<crate::sparkplug::intake::Pending>,
     /// This message's share of the unacked budget, given back when the message is dropped.
     pub permit: Option<Held>,
 }
@@ -208,7 +210,8 @@ mod tests {
             ],
             retained_clear: false,
             birth: None,
-            birth_held: None,
+            seq_mark: None,
+            sparkplug_held: None,
             permit: None,
         }
     }

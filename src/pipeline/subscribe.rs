@@ -333,7 +333,8 @@ impl Subscriber {
         // `subscription`): no reading, no rejection; acknowledged in turn like any message.
         let retained_clear = p.retain && p.payload.is_empty();
         let mut birth = None;
-        let mut birth_held = None;
+        let mut sparkplug_held = None;
+        let mut seq_mark = None;
         let items = if retained_clear {
             Vec::new()
         } else if let Some(sp) = self
@@ -353,7 +354,10 @@ impl Subscriber {
                 )
                 .await;
             let Some(judged) = judged else { return false };
-            birth_held = judged.birth.as_ref().map(|_| sp.hold());
+            if judged.birth.is_some() || judged.mark.is_some() {
+                sparkplug_held = Some(sp.hold());
+            }
+            seq_mark = judged.mark;
             birth = judged.birth.map(Box::new);
             judged.items
         } else {
@@ -384,7 +388,8 @@ impl Subscriber {
             items,
             retained_clear,
             birth,
-            birth_held,
+            seq_mark,
+            sparkplug_held,
             permit,
         };
         self.out.as_ref().is_some_and(|out| out.send(msg).is_ok())

@@ -296,7 +296,33 @@ impl Writer {
             }
         }
         total.messages = batch.messages.len() as u64;
+        self.mark_seq(batch).await;
         Some(total)
+    }
+
+    /// Stores where the batch leaves each Sparkplug B edge node's sequence, once it committed.
+    /// A failure is logged and passed over: the next connection then sees a gap and refuses the
+    /// node's data until it rebirths, which is safe.
+    async fn mark_seq(&mut self, batch: &Batch) {
+        let marks: Vec<_> = batch
+            .messages
+            .iter()
+            .filter_map(|m| m.seq_mark.as_ref())
+            .collect();
+        let Some(conn) = self.conn.as_ref().filter(|_| !marks.is_empty()) else {
+            return;
+        };
+        let position = i64::try_from(batch.seq).unwrap_or(i64::MAX);
+        let stored = crate::births::mark_seq(&conn.client, &self.session, &marks, position);
+        match tokio::time::timeout(self.timeout, stored).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "could not store Sparkplug B sequence numbers; the next connection may see a gap")
+            }
+            Err(_) => tracing::warn!(
+                "storing Sparkplug B sequence numbers timed out; the next connection may see a gap"
+            ),
+        }
     }
 
     /// What a single piece the database refused becomes: the part to write instead, or None

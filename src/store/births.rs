@@ -53,6 +53,50 @@ const PRUNE: &str = "DELETE FROM sparkplug_births b
                       AND n.edge_node = b.edge_node AND n.device = b.device
                       AND n.proven AND n.generation > b.generation)";
 
+/// Stores each edge node's last sequence number of a committed batch (`position`: its place in
+/// arrival order), unless a later batch's is already there.
+const MARK_SEQ: &str =
+    "INSERT INTO sparkplug_nodes (session, group_id, edge_node, seq, conn, position)
+SELECT $1, u.g, u.n, u.s, $5, $6 FROM unnest($2::text[], $3::text[], $4::int4[]) AS u(g, n, s)
+ON CONFLICT (session, group_id, edge_node) DO UPDATE
+   SET seq = excluded.seq, conn = excluded.conn, position = excluded.position
+ WHERE (excluded.conn, excluded.position) > (sparkplug_nodes.conn, sparkplug_nodes.position)";
+
+const LAST_SEQ: &str = "SELECT seq FROM sparkplug_nodes
+     WHERE session = $1 AND group_id = $2 AND edge_node = $3";
+
+/// Stores where each edge node's sequence stands after a committed batch (its own transaction:
+/// a crash before it only makes the next connection see a gap, which is refused, not guessed).
+pub(crate) async fn mark_seq(
+    client: &Client,
+    session: &str,
+    marks: &[&crate::sparkplug::SeqMark],
+    position: i64,
+) -> Result<(), Error> {
+    // The last mark of each node, in arrival order; all of one batch's marks share a connection
+    // but for a batch spanning a reconnect, where the newest connection's count wins.
+    let mut last: std::collections::HashMap<(&str, &str), &crate::sparkplug::SeqMark> =
+        std::collections::HashMap::new();
+    for m in marks {
+        last.insert((m.group.as_str(), m.node.as_str()), m);
+    }
+    let Some(conn) = last.values().map(|m| m.conn).max() else {
+        return Ok(());
+    };
+    let kept: Vec<_> = last.values().filter(|m| m.conn == conn).collect();
+    let groups: Vec<&str> = kept.iter().map(|m| m.group.as_str()).collect();
+    let nodes: Vec<&str> = kept.iter().map(|m| m.node.as_str()).collect();
+    let seqs: Vec<i32> = kept.iter().map(|m| i32::from(m.seq)).collect();
+    client
+        .execute(
+            MARK_SEQ,
+            &[&session, &groups, &nodes, &seqs, &conn, &position],
+        )
+        .await
+        .map_err(|e| Error::db("storing Sparkplug B sequence numbers", e))?;
+    Ok(())
+}
+
 /// A birth to store with its message's time of receipt, for the session (MQTT client id) that
 /// received it.
 pub type Born<'a> = (&'a Birth, DateTime<Utc>);
@@ -95,7 +139,7 @@ pub(crate) async fn record(
 }
 
 /// What the database holds of a node (`device` empty) or device for `session`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Stored {
     /// The newest birth's alias table (None: withdrawn, or none stored) and its digest.
     pub latest: Option<Known>,
@@ -238,6 +282,19 @@ impl Store {
             self.client = None;
         }
         r
+    }
+
+    /// An edge node's last sequence number stored (see [`mark_seq`]).
+    pub async fn last_seq(&mut self, group: &str, node: &str) -> Result<Option<u8>, Error> {
+        let session = self.session.clone();
+        let client = self.client().await?;
+        match client.query_opt(LAST_SEQ, &[&session, &group, &node]).await {
+            Ok(row) => Ok(row.map(|r| (r.get::<_, i32>(0) & 0xff) as u8)),
+            Err(e) => {
+                self.client = None;
+                Err(Error::db("reading a Sparkplug B sequence number", e))
+            }
+        }
     }
 
     /// Proves this session's earlier connections' births (see [`prove`]).

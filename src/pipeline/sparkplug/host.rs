@@ -44,6 +44,8 @@ struct Node {
     /// A sequence gap was seen when the eviction order stood here: a message was lost, maybe a
     /// birth, so no birth of the node or its devices learned before it is trusted again.
     gap: Option<u64>,
+    /// Whether the sequence number stored for it was consulted on this connection.
+    resumed: bool,
 }
 
 /// Where a known birth came from, and on which connection.
@@ -184,6 +186,28 @@ impl Host {
         self.proved = false;
         for n in self.nodes.values_mut() {
             n.next = None;
+            n.resumed = false;
+        }
+    }
+
+    /// Whether to read the node's stored sequence number before checking this message's: the
+    /// node's first message delivered new on a connection where the broker kept the session, so a
+    /// birth lost while the daemon was away (or between connections) shows as a gap. Once per
+    /// node and connection; redeliveries carry on from their own numbers.
+    pub fn needs_stored_seq(&mut self, t: &Topic<'_>, dup: bool) -> bool {
+        if dup || !self.trust_stored || !t.kind.in_sequence() || t.kind == Kind::NBirth {
+            return false;
+        }
+        let node = self.node(t.node_key());
+        let first = !node.resumed && node.next.is_none();
+        node.resumed = true;
+        first
+    }
+
+    /// The node's sequence number as stored after the last batch that committed.
+    pub fn resume(&mut self, t: &Topic<'_>, stored: Option<u8>) {
+        if let Some(s) = stored {
+            self.node(t.node_key()).next = Some(s.wrapping_add(1));
         }
     }
 
@@ -417,6 +441,7 @@ impl Host {
             next: None,
             asked: None,
             gap: None,
+            resumed: false,
         })
     }
 }
@@ -622,6 +647,28 @@ mod tests {
         h.connected(2, true);
         assert_eq!(used(&h, true), None);
         assert_eq!(used(&h, false), birth(true).known(&map()));
+    }
+
+    #[test]
+    fn a_node_first_heard_new_on_a_connection_resumes_from_its_stored_number() {
+        let mut h = host();
+        h.connected(1, true);
+        let data = device();
+        assert!(!h.needs_stored_seq(&data, true), "a redelivery carries on from its own");
+        assert!(h.needs_stored_seq(&data, false));
+        assert!(!h.needs_stored_seq(&data, false), "once a connection");
+        h.resume(&data, Some(4));
+        assert!(matches!(h.sequence(&data, Some(6)), Seq::Gap { expected: 5, .. }));
+        // After redeliveries the count is already going: nothing to read.
+        h.connected(2, true);
+        assert_eq!(h.sequence(&data, Some(9)), Seq::InOrder);
+        assert!(!h.needs_stored_seq(&data, false));
+        // Without the session nothing stored is read; a birth needs no number before it.
+        h.connected(3, false);
+        assert!(!h.needs_stored_seq(&data, false));
+        h.connected(4, true);
+        let nbirth = parse_topic("spBv1.0/g/NBIRTH/n").unwrap();
+        assert!(!h.needs_stored_seq(&nbirth, false));
     }
 
     #[test]

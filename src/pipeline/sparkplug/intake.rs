@@ -163,6 +163,19 @@ impl Intake {
         let mut ask = None;
         // The sequence first: a gap means a message was lost, maybe a birth, so no earlier birth
         // of the node decodes this message or the next (`host.rs`), until the node rebirths.
+        if j.decoded && self.host.needs_stored_seq(&t, dup) {
+            let stored = self.read(Ask::Seq(&t), shutdown).await?;
+            self.host.resume(&t, stored.seq);
+        }
+        let mark = j
+            .seq
+            .filter(|_| j.decoded && t.kind.in_sequence())
+            .map(|seq| super::SeqMark {
+                group: t.group.to_string(),
+                node: t.node.to_string(),
+                seq: (seq % 256) as u8,
+                conn: self.host.conn(),
+            });
         if j.decoded && matches!(self.host.sequence(&t, j.seq), Seq::Gap { .. }) {
             metrics::counter!(telemetry::SPARKPLUG_SEQ_GAPS).increment(1);
             self.host.gap(&t);
@@ -180,6 +193,7 @@ impl Intake {
                 }
             }
         }
+        j.mark = mark;
         if matches!(t.kind, Kind::NDeath | Kind::DDeath) {
             // A death ends what the births said: stored too, for after a restart.
             if t.kind == Kind::NDeath {
@@ -245,7 +259,7 @@ impl Intake {
             match self.host.decide(t, dup) {
                 Decision::Use(k) => k,
                 Decision::LookUp => {
-                    let stored = self.read_births(t, shutdown).await?;
+                    let stored = self.read(Ask::Births(t), shutdown).await?.births;
                     self.host
                         .looked_up(key, stored.latest, stored.digest, stored.agreed);
                     match self.host.decide(t, dup) {
@@ -305,13 +319,9 @@ impl Intake {
         }
     }
 
-    /// Reads the births a message may follow from the database, once every birth handed on has
-    /// committed, waiting out an outage (or until shutdown: None).
-    async fn read_births(
-        &mut self,
-        t: &super::Topic<'_>,
-        shutdown: &CancellationToken,
-    ) -> Option<Stored> {
+    /// Reads what `ask` names from the database, once every Sparkplug B message handed on is
+    /// done (so what it stored is there), waiting out an outage (or until shutdown: None).
+    async fn read(&mut self, ask: Ask<'_, '_>, shutdown: &CancellationToken) -> Option<Answer> {
         while self.pending.load(Ordering::Acquire) > 0 {
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(5)) => {}
@@ -320,8 +330,21 @@ impl Intake {
         }
         let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
         loop {
-            let key = (t.group, t.node, t.device.unwrap_or(""));
-            let read = self.store.load(key, &self.mapping);
+            let read = async {
+                match ask {
+                    Ask::Births(t) => {
+                        let key = (t.group, t.node, t.device.unwrap_or(""));
+                        self.store.load(key, &self.mapping).await.map(|b| Answer {
+                            births: b,
+                            seq: None,
+                        })
+                    }
+                    Ask::Seq(t) => self.store.last_seq(t.group, t.node).await.map(|s| Answer {
+                        births: Stored::default(),
+                        seq: s,
+                    }),
+                }
+            };
             let read = tokio::select! {
                 r = tokio::time::timeout(Duration::from_secs(10), read) => r,
                 _ = shutdown.cancelled() => return None,
@@ -330,11 +353,11 @@ impl Intake {
                 Ok(Ok(found)) => return Some(found),
                 Err(_) => {
                     self.store.reset();
-                    tracing::warn!("reading Sparkplug B births timed out; trying again");
+                    tracing::warn!("reading Sparkplug B state timed out; trying again");
                 }
                 Ok(Err(e)) => {
                     let wait = backoff.next_delay();
-                    tracing::warn!(error = %e, retry_in = ?wait, "could not read Sparkplug B births; intake waits");
+                    tracing::warn!(error = %e, retry_in = ?wait, "could not read Sparkplug B state; intake waits");
                     tokio::select! {
                         _ = tokio::time::sleep(wait) => {}
                         _ = shutdown.cancelled() => return None,
@@ -343,4 +366,18 @@ impl Intake {
             }
         }
     }
+}
+
+/// What the subscriber reads from the database for Sparkplug B.
+#[derive(Clone, Copy)]
+enum Ask<'a, 't> {
+    /// The births a message of this node or device may follow.
+    Births(&'a super::Topic<'t>),
+    /// The edge node's last sequence number stored.
+    Seq(&'a super::Topic<'t>),
+}
+
+struct Answer {
+    births: Stored,
+    seq: Option<u8>,
 }

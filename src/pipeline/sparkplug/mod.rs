@@ -499,6 +499,18 @@ pub struct Judged {
     pub decoded: bool,
     /// The payload's sequence number.
     pub seq: Option<u64>,
+    /// Where the edge node's sequence stands after this message, to store once its batch
+    /// commits (set by the daemon: `intake.rs`).
+    pub mark: Option<SeqMark>,
+}
+
+/// An edge node's sequence number after a message, on the connection it came on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeqMark {
+    pub group: String,
+    pub node: String,
+    pub seq: u8,
+    pub conn: i64,
 }
 
 impl Judged {
