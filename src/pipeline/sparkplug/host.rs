@@ -654,11 +654,17 @@ mod tests {
         let mut h = host();
         h.connected(1, true);
         let data = device();
-        assert!(!h.needs_stored_seq(&data, true), "a redelivery carries on from its own");
+        assert!(
+            !h.needs_stored_seq(&data, true),
+            "a redelivery carries on from its own"
+        );
         assert!(h.needs_stored_seq(&data, false));
         assert!(!h.needs_stored_seq(&data, false), "once a connection");
         h.resume(&data, Some(4));
-        assert!(matches!(h.sequence(&data, Some(6)), Seq::Gap { expected: 5, .. }));
+        assert!(matches!(
+            h.sequence(&data, Some(6)),
+            Seq::Gap { expected: 5, .. }
+        ));
         // After redeliveries the count is already going: nothing to read.
         h.connected(2, true);
         assert_eq!(h.sequence(&data, Some(9)), Seq::InOrder);
