@@ -170,15 +170,36 @@ async fn a_database_that_cannot_hold_a_name_refuses_that_message_only() {
         2.0
     );
     assert_accounted(&d);
-    // Nothing is left to redeliver: a restart becomes ready and goes on.
+    // A node id LATIN1 cannot hold: its birth is refused, and nothing can be read back for it.
+    publish(
+        &broker,
+        vec![(topic("NBIRTH", "N☃", None), payload(vec![chinese(9)], 0))],
+    )
+    .await;
+    wait_acked(&d).await;
+    // Nothing is left to redeliver: a restart becomes ready and goes on, the node's data
+    // refused (its look-up cannot even be asked) and the rest landing.
     d.terminate();
     let mut d = daemon(&broker, &db, "gw-poison-latin1");
     d.start_ready();
-    publish(&broker, vec![reading("AFTER", 1, 1.0)]).await;
+    let by_alias = Metric::new(datatype::DOUBLE, Value::Double(1.0))
+        .aliased(9)
+        .at(T0);
+    publish(
+        &broker,
+        vec![
+            (topic("DDATA", "N☃", Some("T9")), payload(vec![by_alias], 1)),
+            reading("AFTER", 1, 1.0),
+        ],
+    )
+    .await;
     eventually(Duration::from_secs(20), "the next reading", || async {
         db.rows().await == 51
     })
     .await;
+    wait_acked(&d).await;
+    assert_eq!(d.metric("galewatch_readings_received_total"), 2.0);
+    assert_accounted(&d);
 }
 
 /// Makes the insert into `table` fail with `sqlstate` for a row whose `column` is LIKE `marker`.

@@ -87,14 +87,39 @@ pub(crate) async fn mark_seq(
     let groups: Vec<&str> = kept.iter().map(|m| m.group.as_str()).collect();
     let nodes: Vec<&str> = kept.iter().map(|m| m.node.as_str()).collect();
     let seqs: Vec<i32> = kept.iter().map(|m| i32::from(m.seq)).collect();
-    client
+    let all = client
         .execute(
             MARK_SEQ,
             &[&session, &groups, &nodes, &seqs, &conn, &position],
         )
         .await
-        .map_err(|e| Error::db("storing Sparkplug B sequence numbers", e))?;
-    Ok(())
+        .map_err(|e| Error::db("storing Sparkplug B sequence numbers", e));
+    match all {
+        // One node id the database cannot hold (its encoding) must not keep the others' numbers
+        // from being stored: one statement each, and the one refused is passed over.
+        Err(e) if e.is_caused_by_data() => {
+            for i in 0..kept.len() {
+                let one = client
+                    .execute(
+                        MARK_SEQ,
+                        &[
+                            &session,
+                            &&groups[i..=i],
+                            &&nodes[i..=i],
+                            &&seqs[i..=i],
+                            &conn,
+                            &position,
+                        ],
+                    )
+                    .await;
+                if let Err(e) = one {
+                    tracing::debug!(error = %e, "a Sparkplug B sequence number the database refuses");
+                }
+            }
+            Ok(())
+        }
+        other => other.map(|_| ()),
+    }
 }
 
 /// A birth to store with its message's time of receipt, for the session (MQTT client id) that

@@ -204,6 +204,13 @@ impl Host {
         first
     }
 
+    /// A message of the node whose number could not be read: the count starts again.
+    pub fn forget_seq(&mut self, t: &Topic<'_>) {
+        if let Some(n) = self.nodes.get_mut(&t.node_key()) {
+            n.next = None;
+        }
+    }
+
     /// The node's sequence number as stored after the last batch that committed.
     pub fn resume(&mut self, t: &Topic<'_>, stored: Option<u8>) {
         if let Some(s) = stored {
@@ -665,6 +672,9 @@ mod tests {
             h.sequence(&data, Some(6)),
             Seq::Gap { expected: 5, .. }
         ));
+        // A message whose number could not be read: the count starts again, no gap.
+        h.forget_seq(&data);
+        assert_eq!(h.sequence(&data, Some(42)), Seq::InOrder);
         // After redeliveries the count is already going: nothing to read.
         h.connected(2, true);
         assert_eq!(h.sequence(&data, Some(9)), Seq::InOrder);

@@ -137,19 +137,17 @@ impl Intake {
         shutdown: &CancellationToken,
     ) -> Option<Judged> {
         let now = Instant::now();
+        let refused = |this: &Self| judge(topic, payload, None, rules, &this.mapping, received_at);
         let t = match parse_topic(topic) {
             Ok(t) if topic.len() <= rules.max_topic_bytes => t,
-            // Refused by name (malformed, or too large); nothing to remember of it.
-            _ => {
-                return Some(judge(
-                    topic,
-                    payload,
-                    None,
-                    rules,
-                    &self.mapping,
-                    received_at,
-                ))
+            Ok(t) => {
+                // Refused too large: a message of the node came whose number is not read, so
+                // its count starts again from the next (not a gap).
+                self.host.forget_seq(&t);
+                return Some(refused(self));
             }
+            // Refused by name (malformed); nothing to remember of it.
+            Err(_) => return Some(refused(self)),
         };
         if self.host.proof_due(dup) {
             self.prove().await;
@@ -163,6 +161,11 @@ impl Intake {
         let mut ask = None;
         // The sequence first: a gap means a message was lost, maybe a birth, so no earlier birth
         // of the node decodes this message or the next (`host.rs`), until the node rebirths.
+        if !j.decoded {
+            // Not read (malformed, too large): its number is unknown, so the count starts again
+            // from the next message rather than call that one a gap.
+            self.host.forget_seq(&t);
+        }
         if j.decoded && self.host.needs_stored_seq(&t, dup) {
             let stored = self.read(Ask::Seq(&t), shutdown).await?;
             self.host.resume(&t, stored.seq);
@@ -354,6 +357,15 @@ impl Intake {
                 Err(_) => {
                     self.store.reset();
                     tracing::warn!("reading Sparkplug B state timed out; trying again");
+                }
+                // What the database cannot take as a parameter (a node id its encoding cannot
+                // hold): nothing can be stored for it either, so nothing is.
+                Ok(Err(e)) if e.is_caused_by_data() => {
+                    tracing::debug!(error = %e, "Sparkplug B state the database cannot look up: none");
+                    return Some(Answer {
+                        births: Stored::default(),
+                        seq: None,
+                    });
                 }
                 Ok(Err(e)) => {
                     let wait = backoff.next_delay();
