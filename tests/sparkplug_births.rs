@@ -111,6 +111,26 @@ async fn reborn_swapped(broker: &Broker, d: &Daemon, at: u64, values: (f64, f64)
     wait_received(d, 3.0).await;
 }
 
+/// A new daemon with client id `id`, whose first message, `msg`, must be refused
+/// `unknown_alias`: the previous run's withdrawal holds after a restart.
+async fn refused_after_a_restart(
+    broker: &Broker,
+    db: &TestDb,
+    id: &str,
+    msg: (String, Vec<u8>),
+) -> Daemon {
+    let mut d = daemon(broker, db, id);
+    d.start_ready();
+    publish(broker, vec![msg]).await;
+    wait_received(&d, 1.0).await;
+    assert_eq!(
+        d.metric(r#"galewatch_readings_rejected_total{reason="unknown_alias"}"#),
+        1.0,
+        "after a restart too"
+    );
+    d
+}
+
 fn with_writers(mut d: Daemon, writers: usize) -> Daemon {
     d.env
         .insert("GALEWATCH_DATABASE_WRITERS".into(), writers.to_string());
@@ -535,15 +555,8 @@ async fn after_a_sequence_gap_nothing_is_decoded_with_the_birth_before_it() {
     })
     .await;
     d.terminate();
-    let mut d = daemon(&broker, &db, "gw-sp-gap");
-    d.start_ready();
-    publish(&broker, vec![data(5, T0 + 5000, 10.0, 20.0)]).await;
-    wait_received(&d, 1.0).await;
-    assert_eq!(
-        d.metric(r#"galewatch_readings_rejected_total{reason="unknown_alias"}"#),
-        1.0,
-        "after a restart too"
-    );
+    let d =
+        refused_after_a_restart(&broker, &db, "gw-sp-gap", data(5, T0 + 5000, 10.0, 20.0)).await;
     reborn_swapped(&broker, &d, T0 + 6000, (10.0, 20.0)).await;
     assert_eq!(
         stored(&db).await,
@@ -583,15 +596,8 @@ async fn after_a_death_nothing_is_decoded_with_the_previous_life() {
         1.0
     );
     d.terminate();
-    let mut d = daemon(&broker, &db, "gw-sp-death");
-    d.start_ready();
-    publish(&broker, vec![data(3, T0 + 3000, 10.0, 20.0)]).await;
-    wait_received(&d, 1.0).await;
-    assert_eq!(
-        d.metric(r#"galewatch_readings_rejected_total{reason="unknown_alias"}"#),
-        1.0,
-        "after a restart too"
-    );
+    let _d =
+        refused_after_a_restart(&broker, &db, "gw-sp-death", data(3, T0 + 3000, 10.0, 20.0)).await;
     assert_eq!(stored(&db).await, BTreeMap::from([(ms(T0), (1.0, 2.0))]));
 }
 

@@ -259,13 +259,13 @@ impl Intake {
     ) -> Option<Judged> {
         // A level that names no turbine carries no reading: no birth is needed for it.
         let known = if t.kind.is_data() && self.mapping.turbine(t).is_some() {
-            match self.host.decide(t, dup) {
+            match self.host.decide(key, dup) {
                 Decision::Use(k) => k,
                 Decision::LookUp => {
                     let stored = self.read(Ask::Births(t), shutdown).await?.births;
                     self.host
                         .looked_up(key, stored.latest, stored.digest, stored.agreed);
-                    match self.host.decide(t, dup) {
+                    match self.host.decide(key, dup) {
                         Decision::Use(k) => k,
                         Decision::LookUp => None,
                     }
