@@ -335,23 +335,16 @@ impl Writer {
             }
             metrics::counter!(telemetry::SPARKPLUG_BIRTHS_UNSTORABLE).increment(1);
             tracing::warn!(error = %e, topic = %msg.topic, "the database refused a Sparkplug B birth; withdrawing the birth it replaces (this daemon decodes with it until it stops; after a restart the node's data waits for its next birth)");
-            let refused = format!(
-                r#"{{"birth":{:?},"aliases":{},"digest":"{:016x}"}}"#,
-                b.key(),
-                b.aliases.len(),
-                b.digest()
-            );
-            let withdrawal = Birth {
-                aliases: Vec::new(),
-                names: Default::default(),
-                datatypes: Vec::new(),
-                born_at: None,
-                withdrawn: true,
-                ..b.into_owned()
-            };
             // A birth that carries readings is accounted for by them (they land on their own);
             // one that carries none is the message's only outcome: rejected, by name.
             let items = if msg.items.is_empty() {
+                // What `rejected` keeps of it: which birth, as JSON (the payload is not kept).
+                let refused = serde_json::json!({
+                    "birth": b.key(),
+                    "aliases": b.aliases.len(),
+                    "digest": format!("{:016x}", b.digest()),
+                })
+                .to_string();
                 vec![ItemRef {
                     msg,
                     item: Cow::Owned(Decoded::Rejected(Rejection {
@@ -363,6 +356,14 @@ impl Writer {
                 }]
             } else {
                 Vec::new()
+            };
+            let withdrawal = Birth {
+                aliases: Vec::new(),
+                names: Default::default(),
+                datatypes: Vec::new(),
+                born_at: None,
+                withdrawn: true,
+                ..b.into_owned()
             };
             return Some(Part {
                 births: vec![(msg, Cow::Owned(withdrawal))],
