@@ -13,8 +13,9 @@ use std::pin::pin;
 use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
-use galewatch::decode::{decode, Decoded, Rules};
-use galewatch::simulate::Fleet;
+use galewatch::core::outcome::Decoded;
+use galewatch::intake::json::{decode, Rules};
+use galewatch::tools::simulate::Fleet;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::Type;
 use tokio_postgres::NoTls;
@@ -144,7 +145,7 @@ impl Writer {
     }
 
     /// One transaction: COPY, INSERT, COMMIT. Returns the rows inserted.
-    async fn land(&mut self, chunk: &[galewatch::reading::Reading]) -> u64 {
+    async fn land(&mut self, chunk: &[galewatch::core::reading::Reading]) -> u64 {
         let types = [
             Type::INT4,
             Type::TEXT,

@@ -10,8 +10,9 @@
 use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
-use galewatch::decode::{decode, Decoded, PayloadSpec, Rules, TimestampFormat};
-use galewatch::signals::{parse_pointer, Kind, SignalSetting, Signals};
+use galewatch::core::outcome::Decoded;
+use galewatch::core::signals::{parse_pointer, Kind, SignalSetting, Signals};
+use galewatch::intake::json::{decode, PayloadSpec, Rules, TimestampFormat};
 
 /// Twelve signals (nine floats, an integer, a text, a boolean) in the nested shape of
 /// tests/signals.rs.
@@ -166,8 +167,9 @@ fn case(name: &str, per_message: u64, full: bool, secs: f64) {
 /// with a known birth: ns per reading and per metric, beside the JSON cases' ns per reading
 /// (three values each).
 fn sparkplug_case(name: &str, per_message: u64, secs: f64) {
-    use galewatch::sparkplug::proto::{datatype, Metric, Payload, Value};
-    use galewatch::sparkplug::{judge, Birth, Mapping, TimeFrom, TurbineFrom};
+    use galewatch::core::birth::Birth;
+    use galewatch::intake::sparkplug::proto::{datatype, Metric, Payload, Value};
+    use galewatch::intake::sparkplug::{judge, Mapping, TimeFrom, TurbineFrom};
     let rules = Rules::for_filter("turbines/+/readings");
     let now = Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap();
     let t0 = 1_796_000_000_000u64;

@@ -36,7 +36,7 @@ async fn main() {
     }
     let (mut c, conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
     tokio::spawn(conn);
-    galewatch::migrate::run(&mut c).await.unwrap();
+    galewatch::sink::migrate::run(&mut c).await.unwrap();
     let t = Instant::now();
     c.batch_execute(&format!(
         "INSERT INTO turbine_status (turbine_id, first_seen, last_seen, last_recorded_at, readings,

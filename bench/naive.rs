@@ -6,7 +6,8 @@
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use galewatch::decode::{decode, Decoded, Rules};
+use galewatch::core::outcome::Decoded;
+use galewatch::intake::json::{decode, Rules};
 use rumqttc::v5::mqttbytes::v5::Packet;
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::{AsyncClient, Event, MqttOptions};

@@ -55,7 +55,9 @@ async fn main() {
         }
         let (mut c, conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
         tokio::spawn(conn);
-        galewatch::migrate::run_to(&mut c, Some(3)).await.unwrap();
+        galewatch::sink::migrate::run_to(&mut c, Some(3))
+            .await
+            .unwrap();
         let t = Instant::now();
         for day in 0..DAYS {
             // In arrival order (time, then turbine), as the daemon writes them.
@@ -80,7 +82,7 @@ async fn main() {
             t.elapsed().as_secs_f64()
         );
         let t = Instant::now();
-        let applied = galewatch::migrate::run(&mut c).await.unwrap();
+        let applied = galewatch::sink::migrate::run(&mut c).await.unwrap();
         let secs = t.elapsed().as_secs_f64();
         println!(
             "conversion {applied:?}: {want} rows in {secs:.1} s = {:.2} s per million rows",
@@ -97,8 +99,10 @@ async fn main() {
     {
         let (mut c, conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
         tokio::spawn(conn);
-        let signals = galewatch::signals::Signals::defaults();
-        galewatch::migrate::apply(&mut c, &signals).await.unwrap();
+        let signals = galewatch::core::signals::Signals::defaults();
+        galewatch::sink::migrate::apply(&mut c, &signals)
+            .await
+            .unwrap();
         let count = |sql: String| {
             let c = &c;
             async move { c.query_one(&sql, &[]).await.unwrap().get::<_, i64>(0) }
@@ -112,19 +116,19 @@ async fn main() {
         ))
         .await;
         if recent == 0 {
-            let sql = galewatch::stats::Sql::new(
+            let sql = galewatch::sink::stats::Sql::new(
                 &signals,
-                galewatch::stats::Width::new(std::time::Duration::from_secs(600)).unwrap(),
+                galewatch::sink::stats::Width::new(std::time::Duration::from_secs(600)).unwrap(),
             );
             let at = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
             let t = Instant::now();
-            let n = galewatch::stats::rebuild(
+            let n = galewatch::sink::stats::rebuild(
                 &mut c,
                 &sql,
                 at("2026-11-20T00:00:00Z"),
                 at("2026-11-27T00:00:00Z"),
                 None,
-                &galewatch::stats::Retention::default(),
+                &galewatch::sink::stats::Retention::default(),
             )
             .await
             .unwrap()
@@ -231,8 +235,8 @@ async fn main() {
         .await
         .unwrap();
     let queries = galewatch::panel::data::Queries::new(
-        &galewatch::signals::Signals::defaults(),
-        galewatch::stats::Width::new(std::time::Duration::from_secs(600)).ok(),
+        &galewatch::core::signals::Signals::defaults(),
+        galewatch::sink::stats::Width::new(std::time::Duration::from_secs(600)).ok(),
     );
     let day = [
         "'2026-11-23 00:00:00+00'",

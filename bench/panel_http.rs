@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use galewatch::config::Settings;
+use galewatch::daemon::config::Settings;
 use tokio_util::sync::CancellationToken;
 
 /// A plain HTTP/1.1 GET: status and body.

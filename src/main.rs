@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use galewatch::config::{self, BrokerAddr};
-use galewatch::review;
-use galewatch::simulate::{self, Fleet, Knobs, Traffic};
+use galewatch::daemon::config;
+
+use galewatch::intake::subscribe::BrokerAddr;
+use galewatch::tools::review;
+use galewatch::tools::simulate::{self, Fleet, Knobs, Traffic};
 
 /// The version and the commit built from (`build.rs`).
 const VERSION: &str = concat!(
@@ -110,7 +112,7 @@ enum Command {
         #[arg(long)]
         to: String,
         #[arg(long, value_enum, default_value = "csv")]
-        format: galewatch::export::ExportFormat,
+        format: galewatch::tools::export::ExportFormat,
         /// CSV: write turbine ids exactly as stored. Without it, an id that starts like a
         /// spreadsheet formula (=, +, -, @, tab, CR, LF) gets a leading ' so that a spreadsheet
         /// shows it as text and never runs it, and one holding a ; is quoted. For notebooks and
@@ -387,13 +389,13 @@ fn main() -> ExitCode {
             if let Err(e) = config::check_environment() {
                 return config_error(e);
             }
-            let opts = galewatch::demo::Options {
+            let opts = galewatch::tools::demo::Options {
                 turbines: turbines.max(1),
                 duration,
                 throwaway_db,
                 keep_database,
             };
-            match runtime.block_on(galewatch::demo::run(opts)) {
+            match runtime.block_on(galewatch::tools::demo::run(opts)) {
                 Ok(true) => ExitCode::SUCCESS,
                 Ok(false) => ExitCode::FAILURE,
                 Err(missing) => {
@@ -477,7 +479,7 @@ fn main() -> ExitCode {
                 Err(e) => return config_error(e),
             };
             let mut out = std::io::stdout().lock();
-            match runtime.block_on(galewatch::export::export(
+            match runtime.block_on(galewatch::tools::export::export(
                 &cfg, &turbine, from, to, format, raw, &mut out,
             )) {
                 Ok(0) => {
@@ -505,7 +507,7 @@ fn main() -> ExitCode {
                 Err(e) => return usage(&e),
             };
             with_config(&runtime, config, |cfg| async move {
-                galewatch::export::rebuild(&cfg, turbine.as_deref(), from, to).await
+                galewatch::tools::export::rebuild(&cfg, turbine.as_deref(), from, to).await
             })
         }
         Command::Manpages { .. } | Command::Completions { .. } => unreachable!("handled above"),
@@ -664,14 +666,14 @@ async fn sparkplug_cmd(
             "--interval must be at least 1ms with --sparkplug (its timestamps are milliseconds)",
         );
     }
-    let edge = galewatch::edge::Edge {
+    let edge = galewatch::tools::edge::Edge {
         fleet,
         group: a.sparkplug_group,
         devices_per_node: a.devices_per_node,
     };
     let started = std::time::Instant::now();
-    let traffic = galewatch::edge::EdgeTraffic::new(edge, knobs);
-    match galewatch::edge::run(&broker, &client_id, traffic, a.flood, stop).await {
+    let traffic = galewatch::tools::edge::EdgeTraffic::new(edge, knobs);
+    match galewatch::tools::edge::run(&broker, &client_id, traffic, a.flood, stop).await {
         Ok((sent, rebirths)) => {
             let secs = started.elapsed().as_secs_f64();
             print_out(&format!(
@@ -726,8 +728,8 @@ fn times(
     from: &str,
     to: &str,
 ) -> Result<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>), String> {
-    let from = galewatch::export::parse_time("from", from)?;
-    let to = galewatch::export::parse_time("to", to)?;
+    let from = galewatch::tools::export::parse_time("from", from)?;
+    let to = galewatch::tools::export::parse_time("to", to)?;
     if from >= to {
         return Err("--from must be before --to".into());
     }

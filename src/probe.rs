@@ -8,8 +8,10 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
-use crate::ledger::Ledger;
-use crate::transaction::Tally;
+use crate::core::outcome::Tally;
+
+/// Counts the messages received and not yet acknowledged.
+pub type Unacked = Arc<dyn Fn() -> usize + Send + Sync>;
 
 /// A handle on a running daemon; clones share it.
 #[derive(Clone)]
@@ -20,7 +22,8 @@ pub struct Probe {
 struct Inner {
     totals: Mutex<Totals>,
     ready: watch::Sender<bool>,
-    ledger: Mutex<Option<Ledger>>,
+    /// Counts the messages held unacknowledged (the intake's ledger, attached by the daemon).
+    unacked: Mutex<Option<Unacked>>,
 }
 
 impl Default for Probe {
@@ -29,7 +32,7 @@ impl Default for Probe {
             inner: Arc::new(Inner {
                 totals: Mutex::default(),
                 ready: watch::channel(false).0,
-                ledger: Mutex::default(),
+                unacked: Mutex::default(),
             }),
         }
     }
@@ -57,11 +60,11 @@ impl Probe {
     /// Messages received and not yet acknowledged.
     pub fn unacked(&self) -> usize {
         self.inner
-            .ledger
+            .unacked
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
-            .map_or(0, Ledger::held)
+            .map_or(0, |count| count())
     }
 
     /// Whether the daemon takes messages now (subscribed; see `galewatch_ready`).
@@ -78,8 +81,8 @@ impl Probe {
         self.inner.ready.send_replace(ready);
     }
 
-    pub(crate) fn attach(&self, ledger: Ledger) {
-        *self.inner.ledger.lock().unwrap_or_else(|p| p.into_inner()) = Some(ledger);
+    pub(crate) fn attach(&self, unacked: Unacked) {
+        *self.inner.unacked.lock().unwrap_or_else(|p| p.into_inner()) = Some(unacked);
     }
 
     /// A batch committed with this tally; `lag` is the sum of its readings' ingest lags.

@@ -128,7 +128,9 @@ async fn large_messages_are_held_by_bytes_and_kept_by_prefix_and_digest() {
 async fn v6_names_the_rejected_rows_of_older_releases() {
     let db = TestDb::create().await;
     let mut c = db.client().await;
-    galewatch::migrate::run_to(&mut c, Some(5)).await.unwrap();
+    galewatch::sink::migrate::run_to(&mut c, Some(5))
+        .await
+        .unwrap();
     c.batch_execute(
         "INSERT INTO rejected (received_at, topic, payload, payload_bytes, reason, detail)
          VALUES (now(), 't/a/r', 'not json', 8, 'malformed', 'x'),
@@ -137,7 +139,9 @@ async fn v6_names_the_rejected_rows_of_older_releases() {
     )
     .await
     .unwrap();
-    let applied = galewatch::migrate::run_to(&mut c, Some(6)).await.unwrap();
+    let applied = galewatch::sink::migrate::run_to(&mut c, Some(6))
+        .await
+        .unwrap();
     assert_eq!(applied, vec!["V6__rejected_by_digest"]);
     let whole: bool = c
         .query_one(

@@ -4,7 +4,7 @@
 mod common;
 
 use common::TestCa;
-use galewatch::config::Settings;
+use galewatch::daemon::config::Settings;
 
 /// Connects with these settings; Ok(whether the session is encrypted) or the error's text.
 async fn try_connect(url: &str, sslmode: &str, ca_file: &str) -> Result<bool, String> {
@@ -41,7 +41,7 @@ async fn sslmode_verify_full_verify_ca_require_and_disable() {
     let (cert, key) = ca.leaf(&["localhost"]);
     let wrong_ca = TestCa::new("another CA");
     let (_cluster, url) = tokio::task::spawn_blocking(move || {
-        galewatch::demo::start_cluster_with(Some((&cert, &key)))
+        galewatch::tools::demo::start_cluster_with(Some((&cert, &key)))
     })
     .await
     .unwrap()

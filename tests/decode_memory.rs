@@ -32,17 +32,17 @@ static ALLOC: Counting = Counting;
 fn peak_of(payload: &[u8]) -> usize {
     peak_with(
         payload,
-        &galewatch::decode::Rules::for_filter("turbines/+/readings"),
+        &galewatch::intake::json::Rules::for_filter("turbines/+/readings"),
     )
 }
 
 /// Peak heap growth while decoding `payload` under `rules`.
-fn peak_with(payload: &[u8], rules: &galewatch::decode::Rules) -> usize {
+fn peak_with(payload: &[u8], rules: &galewatch::intake::json::Rules) -> usize {
     let rules = rules.clone();
     let now = chrono::Utc::now();
     let base = CURRENT.load(Ordering::SeqCst);
     PEAK.store(base, Ordering::SeqCst);
-    let out = galewatch::decode::decode("turbines/T/readings", payload, now, &rules);
+    let out = galewatch::intake::json::decode("turbines/T/readings", payload, now, &rules);
     assert!(!out.is_empty());
     drop(out);
     PEAK.load(Ordering::SeqCst) - base
@@ -100,7 +100,7 @@ fn hostile_messages_never_cost_more_than_a_small_multiple_of_their_size() {
     ];
     // The nested gateway shape (decode::nested_rules: a readings array under /readings, fields
     // under /values, /status, /flags/0): the walk keeps one slot per declared field.
-    let nested = galewatch::decode::nested_rules();
+    let nested = galewatch::intake::json::nested_rules();
     let element = r#"{"site":"S","ts":1764465880.5,"values":{"P":1,"junk":[1,2,3]},"status":{"code":3,"mode":"run"},"flags":[true]},"#;
     let nested_cases: Vec<(&str, Vec<u8>)> = vec![
         ("nested: 1,000 readings", {
@@ -163,8 +163,8 @@ fn hostile_messages_never_cost_more_than_a_small_multiple_of_their_size() {
 /// Peak heap growth while judging a Sparkplug B payload (default mapping: each signal by its
 /// own name, device level, 10,000 metrics at most).
 fn sparkplug_peak(topic: &str, payload: &[u8]) -> usize {
-    use galewatch::sparkplug::{judge, Mapping, TimeFrom, TurbineFrom};
-    let rules = galewatch::decode::Rules::for_filter("turbines/+/readings");
+    use galewatch::intake::sparkplug::{judge, Mapping, TimeFrom, TurbineFrom};
+    let rules = galewatch::intake::json::Rules::for_filter("turbines/+/readings");
     let mapping = Mapping {
         turbine: TurbineFrom::Device,
         time: TimeFrom::Metric,
@@ -188,7 +188,7 @@ fn sparkplug_peak(topic: &str, payload: &[u8]) -> usize {
 /// ~256 bytes for each metric the limit lets through (2.5 MiB at 10,000).
 #[test]
 fn hostile_sparkplug_payloads_are_bounded_too() {
-    use galewatch::sparkplug::proto::{datatype, Metric, Payload, Value};
+    use galewatch::intake::sparkplug::proto::{datatype, Metric, Payload, Value};
     let mib = 1024 * 1024 - 64;
     let many = |n: usize, make: &dyn Fn(usize) -> Metric| {
         Payload {

@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use common::*;
-use galewatch::decode::{decode, Decoded, PayloadSpec, Rules};
-use galewatch::signals::{SignalSetting, Signals};
+use galewatch::core::outcome::Decoded;
+use galewatch::core::signals::{SignalSetting, Signals};
+use galewatch::intake::json::{decode, PayloadSpec, Rules};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -39,7 +40,7 @@ fn now() -> DateTime<Utc> {
 }
 
 /// The decoder's reading for one payload, or None when it refused it.
-fn decoded(payload: &str) -> Option<galewatch::reading::Reading> {
+fn decoded(payload: &str) -> Option<galewatch::core::reading::Reading> {
     match decode(TOPIC, payload.as_bytes(), now(), &wide_rules()).remove(0) {
         Decoded::Reading(r) | Decoded::Future(r) => Some(r),
         Decoded::Rejected(_) => None,

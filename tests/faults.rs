@@ -45,9 +45,9 @@ async fn kill_9_repeatedly(writers: usize) {
     let sent = msgs.clone();
     let publisher = {
         let addr = broker.addr();
-        tokio::spawn(
-            async move { galewatch::simulate::publish_all(&addr, "gw-kill9-pub", msgs).await },
-        )
+        tokio::spawn(async move {
+            galewatch::tools::simulate::publish_all(&addr, "gw-kill9-pub", msgs).await
+        })
     };
     let seed: u64 = rand::rng().random();
     eprintln!("kill -9 schedule seed: {seed}");
@@ -451,7 +451,7 @@ async fn kill_9_three_times_during_a_flood_into_a_citus_cluster_loses_and_double
     let publisher = {
         let addr = broker.addr();
         tokio::spawn(async move {
-            galewatch::simulate::publish_all(&addr, "gw-kill9-citus-pub", msgs).await
+            galewatch::tools::simulate::publish_all(&addr, "gw-kill9-citus-pub", msgs).await
         })
     };
     let seed: u64 = rand::rng().random();
@@ -515,9 +515,9 @@ async fn a_citus_worker_restarted_mid_flood_holds_acks_and_loses_nothing() {
     sent.extend(b.clone());
     let publisher = {
         let addr = broker.addr();
-        tokio::spawn(
-            async move { galewatch::simulate::publish_all(&addr, "gw-worker-pub", b).await },
-        )
+        tokio::spawn(async move {
+            galewatch::tools::simulate::publish_all(&addr, "gw-worker-pub", b).await
+        })
     };
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(d.is_running(), "the daemon stays up");

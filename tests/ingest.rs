@@ -96,7 +96,7 @@ async fn gateway_arrays_of_100_readings_are_not_a_crash_loop() {
 async fn the_daemon_runs_in_process_and_reports_through_its_probe() {
     let broker = Broker::start();
     let db = TestDb::create().await;
-    let cfg = galewatch::config::Settings {
+    let cfg = galewatch::daemon::config::Settings {
         database_url: db.url.clone(),
         mqtt_url: broker.url(),
         mqtt_client_id: "gw-in-process".into(),

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 /// A panel served in-process on a free port until the returned guard is dropped.
 async fn panel(db: &TestDb) -> (SocketAddr, tokio_util::sync::DropGuard) {
-    let cfg = galewatch::config::Settings {
+    let cfg = galewatch::daemon::config::Settings {
         database_url: db.url.clone(),
         ..Default::default()
     }
@@ -52,13 +52,15 @@ async fn known_readings() -> TestDb {
 /// Migrates `db` (sharding it on a Citus cluster) and writes API-1's readings (see above).
 async fn seed(db: &TestDb) {
     let mut c = db.client().await;
-    let signals = galewatch::config::Settings::default()
+    let signals = galewatch::daemon::config::Settings::default()
         .validate()
         .unwrap()
         .rules
         .signals
         .clone();
-    galewatch::migrate::apply(&mut c, &signals).await.unwrap();
+    galewatch::sink::migrate::apply(&mut c, &signals)
+        .await
+        .unwrap();
     c.batch_execute(
         "SELECT galewatch_ensure_partition('2026-11-20 10:00:00+00', '1 day');
          INSERT INTO readings
@@ -76,18 +78,18 @@ async fn seed(db: &TestDb) {
     .await
     .unwrap();
     // Written straight into `readings` (as a restore would): their statistics are rebuilt.
-    let sql = galewatch::stats::Sql::new(
+    let sql = galewatch::sink::stats::Sql::new(
         &signals,
-        galewatch::stats::Width::new(Duration::from_secs(600)).unwrap(),
+        galewatch::sink::stats::Width::new(Duration::from_secs(600)).unwrap(),
     );
     let at = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
-    let done = galewatch::stats::rebuild(
+    let done = galewatch::sink::stats::rebuild(
         &mut c,
         &sql,
         at("2026-11-20T00:00:00Z"),
         at("2026-11-21T00:00:00Z"),
         None,
-        &galewatch::stats::Retention::default(),
+        &galewatch::sink::stats::Retention::default(),
     )
     .await
     .unwrap();
@@ -620,13 +622,13 @@ async fn grafana_queries_answer(db: &TestDb) {
 /// A panel for `signals` (the default ones and `strain`, a float without bounds), served like
 /// [`panel`].
 async fn panel_with_strain(db: &TestDb) -> (SocketAddr, tokio_util::sync::DropGuard) {
-    let mut s = galewatch::config::Settings {
+    let mut s = galewatch::daemon::config::Settings {
         database_url: db.url.clone(),
         ..Default::default()
     };
-    s.signals.push(galewatch::signals::SignalSetting {
+    s.signals.push(galewatch::core::signals::SignalSetting {
         name: "strain".into(),
-        kind: galewatch::signals::Kind::Float,
+        kind: galewatch::core::signals::Kind::Float,
         required: false,
         min: None,
         max: None,
@@ -636,7 +638,7 @@ async fn panel_with_strain(db: &TestDb) -> (SocketAddr, tokio_util::sync::DropGu
     });
     let cfg = s.validate().unwrap();
     let mut c = db.client().await;
-    galewatch::migrate::apply(&mut c, &cfg.rules.signals)
+    galewatch::sink::migrate::apply(&mut c, &cfg.rules.signals)
         .await
         .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -687,12 +689,12 @@ async fn values_at_the_edges_of_a_double_chart_and_bucket() {
         .await
         .unwrap();
     }
-    let out = galewatch::stats::rebuild(
+    let out = galewatch::sink::stats::rebuild(
         &mut db.client().await,
-        &galewatch::stats::Sql::new(
-            &galewatch::config::Settings {
+        &galewatch::sink::stats::Sql::new(
+            &galewatch::daemon::config::Settings {
                 signals: {
-                    let mut v = galewatch::signals::SignalSetting::defaults();
+                    let mut v = galewatch::core::signals::SignalSetting::defaults();
                     v.push(serde_json::from_str(r#"{"name":"strain"}"#).unwrap());
                     v
                 },
@@ -700,12 +702,12 @@ async fn values_at_the_edges_of_a_double_chart_and_bucket() {
             }
             .checked_signals()
             .unwrap(),
-            galewatch::stats::Width::new(Duration::from_secs(600)).unwrap(),
+            galewatch::sink::stats::Width::new(Duration::from_secs(600)).unwrap(),
         ),
         "2026-11-20T00:00:00Z".parse().unwrap(),
         "2026-11-21T00:00:00Z".parse().unwrap(),
         None,
-        &galewatch::stats::Retention::default(),
+        &galewatch::sink::stats::Retention::default(),
     )
     .await
     .expect("statistics rebuilt");
@@ -785,8 +787,8 @@ async fn values_at_the_edges_of_a_double_chart_and_bucket() {
             .collect();
         let want = xs
             .iter()
-            .fold(galewatch::stats::Partial::EMPTY, |p, &x| {
-                p.merge(&galewatch::stats::Partial::of(x))
+            .fold(galewatch::sink::stats::Partial::EMPTY, |p, &x| {
+                p.merge(&galewatch::sink::stats::Partial::of(x))
             })
             .mean
             .unwrap();

@@ -268,7 +268,9 @@ async fn retention(db: &TestDb) {
 async fn the_conversion_keeps_every_row_of_an_unpartitioned_table() {
     let db = TestDb::create().await;
     let mut c = db.client().await;
-    galewatch::migrate::run_to(&mut c, Some(3)).await.unwrap();
+    galewatch::sink::migrate::run_to(&mut c, Some(3))
+        .await
+        .unwrap();
     // 200,000 readings over five days, as a V3 database holds them.
     c.batch_execute(
         "INSERT INTO readings
@@ -283,7 +285,7 @@ async fn the_conversion_keeps_every_row_of_an_unpartitioned_table() {
                     FROM readings r";
     let before: String = c.query_one(digest, &[]).await.unwrap().get(0);
 
-    let applied = galewatch::migrate::run(&mut c).await.unwrap();
+    let applied = galewatch::sink::migrate::run(&mut c).await.unwrap();
     assert_eq!(
         applied,
         vec![

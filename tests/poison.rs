@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use common::sparkplug::*;
 use common::*;
-use galewatch::sparkplug::proto::{datatype, Metric, Value};
+use galewatch::intake::sparkplug::proto::{datatype, Metric, Value};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -50,7 +50,7 @@ fn good(n: usize) -> Vec<(String, Vec<u8>)> {
 fn assert_accounted(d: &Daemon) {
     let m = d.scrape();
     let get = |s: &str| sample(&m, s);
-    let rejected: f64 = galewatch::decode::RejectReason::ALL
+    let rejected: f64 = galewatch::core::outcome::RejectReason::ALL
         .iter()
         .map(|r| {
             get(&format!(

@@ -41,7 +41,7 @@ fn resolve(db: &TestDb, id: i64, keep: &str) {
 
 /// The sum of the resolution gauges, of one effect or of all.
 fn resolutions(m: &str, effect: Option<&str>) -> f64 {
-    galewatch::view::parse_exposition(m)
+    galewatch::tools::view::parse_exposition(m)
         .iter()
         .filter(|(k, _)| k.starts_with("galewatch_quarantine_resolutions{"))
         .filter(|(k, _)| effect.is_none_or(|e| k.contains(&format!("effect=\"{e}\""))))

@@ -71,9 +71,9 @@ async fn three_daemons_share_a_flood_and_a_killed_one_loses_nothing() {
         let addr = broker.addr();
         let msgs = fleet(1000, 40, 1, "K-");
         sent.extend(msgs.clone());
-        tokio::spawn(
-            async move { galewatch::simulate::publish_all(&addr, "gw-share-pub", msgs).await },
-        )
+        tokio::spawn(async move {
+            galewatch::tools::simulate::publish_all(&addr, "gw-share-pub", msgs).await
+        })
     };
     eventually(
         Duration::from_secs(30),
@@ -120,9 +120,9 @@ async fn a_member_retired_with_leave_mid_flood_loses_nothing_and_never_runs_agai
     let flood = {
         let addr = broker.addr();
         let msgs = sent.clone();
-        tokio::spawn(
-            async move { galewatch::simulate::publish_all(&addr, "gw-leave-pub", msgs).await },
-        )
+        tokio::spawn(async move {
+            galewatch::tools::simulate::publish_all(&addr, "gw-leave-pub", msgs).await
+        })
     };
     eventually(Duration::from_secs(30), "the flood under way", || async {
         db.rows().await >= 2_000

@@ -13,8 +13,8 @@ use std::time::Duration;
 use chrono::{TimeZone, Utc};
 use common::sparkplug::*;
 use common::*;
-use galewatch::edge::{Edge, EdgeTraffic};
-use galewatch::simulate::{Fleet, Knobs, Traffic};
+use galewatch::tools::edge::{Edge, EdgeTraffic};
+use galewatch::tools::simulate::{Fleet, Knobs, Traffic};
 use tokio_util::sync::CancellationToken;
 
 fn edge(prefix: &str, turbines: usize, readings: usize, batch: usize) -> Edge {
@@ -87,7 +87,7 @@ async fn fleet_lands(db: &TestDb) {
     let mut d = daemon(&broker, db, "gw-sp-fleet");
     d.start_ready();
     let e = edge("S-", 30, 20, 2);
-    let (sent, rebirths) = galewatch::edge::run(
+    let (sent, rebirths) = galewatch::tools::edge::run(
         &broker.addr(),
         "sp-fleet-pub",
         EdgeTraffic::new(e.clone(), faults(3)),
@@ -345,7 +345,7 @@ async fn json_and_sparkplug_share_one_daemon_with_exact_counts() {
     };
     let (addr_a, addr_b) = (broker.addr(), broker.addr());
     let json = tokio::spawn(async move {
-        galewatch::simulate::run(
+        galewatch::tools::simulate::run(
             &addr_a,
             "mixed-json-pub",
             Traffic::new(json_fleet, faults(5)),
@@ -356,7 +356,7 @@ async fn json_and_sparkplug_share_one_daemon_with_exact_counts() {
         .unwrap()
     });
     let sp = tokio::spawn(async move {
-        galewatch::edge::run(
+        galewatch::tools::edge::run(
             &addr_b,
             "mixed-sp-pub",
             EdgeTraffic::new(edge("S-", 20, 20, 1), faults(6)),
@@ -418,7 +418,7 @@ async fn the_simulated_nodes_rebirth_when_asked_and_their_data_lands_again() {
         .collect();
     let addr = broker.addr();
     let sim = tokio::spawn(async move {
-        galewatch::edge::run(
+        galewatch::tools::edge::run(
             &addr,
             "sp-rebirth-pub",
             EdgeTraffic::new(e, Knobs::default()),

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::sparkplug::*;
 use common::*;
-use galewatch::sparkplug::proto::{datatype, Metric, Value};
+use galewatch::intake::sparkplug::proto::{datatype, Metric, Value};
 
 /// The daemon's peak resident memory (VmHWM), in bytes.
 fn peak_rss(pid: u32) -> u64 {

@@ -9,14 +9,14 @@
 mod common;
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
-use galewatch::batch::{Batch, Message};
-use galewatch::config::{Config, Settings};
-use galewatch::decode::Decoded;
-use galewatch::reading::{Datum, Reading, Values};
-use galewatch::write::Writer;
+use galewatch::core::batch::{Batch, Carried, Message};
+use galewatch::core::outcome::Decoded;
+use galewatch::core::reading::{Datum, Reading, Values};
+use galewatch::daemon::config::{Config, Settings};
+use galewatch::sink::write::Writer;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use rand::seq::SliceRandom;
@@ -36,7 +36,7 @@ fn config(db: &TestDb, f: impl FnOnce(&mut Settings)) -> Config {
 
 async fn migrate(db: &TestDb) {
     let mut c = db.client().await;
-    galewatch::migrate::apply(&mut c, &galewatch::signals::Signals::defaults())
+    galewatch::sink::migrate::apply(&mut c, &galewatch::core::signals::Signals::defaults())
         .await
         .expect("migrate");
 }
@@ -62,27 +62,23 @@ async fn land(cfg: &Config, readings: Vec<Reading>, sizes: &[usize]) {
     while it.peek().is_some() {
         let size = sizes[k % sizes.len()].max(1);
         k += 1;
-        let messages: Vec<Message> = it
+        // The sink carries the intake's custody unopened: none is needed here.
+        let messages: Vec<Carried<()>> = it
             .by_ref()
             .take(size)
-            .map(|r| Message {
-                ack: galewatch::ledger::AckToken {
-                    epoch: 0,
-                    pkid: 1,
-                    qos: rumqttc::v5::mqttbytes::QoS::AtLeastOnce,
+            .map(|r| Carried {
+                custody: (),
+                message: Message {
+                    topic: format!("turbines/{}/readings", r.turbine_id),
+                    payload: None,
+                    payload_sha256: None,
+                    payload_bytes: 64,
+                    received_at: Utc::now(),
+                    items: vec![Decoded::Reading(r)],
+                    retained_clear: false,
+                    birth: None,
+                    seq_mark: None,
                 },
-                topic: format!("turbines/{}/readings", r.turbine_id),
-                payload: None,
-                payload_sha256: None,
-                payload_bytes: 64,
-                received_at: Utc::now(),
-                arrived: Instant::now(),
-                items: vec![Decoded::Reading(r)],
-                retained_clear: false,
-                birth: None,
-                seq_mark: None,
-                sparkplug_held: None,
-                permit: None,
             })
             .collect();
         let batch = Batch {
@@ -237,14 +233,19 @@ async fn play(db: &TestDb, s: &Scenario) {
     if !ids.is_empty() {
         for &(i, incoming) in &s.resolutions {
             let keep = if incoming {
-                galewatch::review::Keep::Incoming
+                galewatch::tools::review::Keep::Incoming
             } else {
-                galewatch::review::Keep::Existing
+                galewatch::tools::review::Keep::Existing
             };
             // An entry already settled is refused; that is fine here.
-            let _ =
-                galewatch::review::quarantine_resolve(&cfg, ids[i % ids.len()], keep, None, "prop")
-                    .await;
+            let _ = galewatch::tools::review::quarantine_resolve(
+                &cfg,
+                ids[i % ids.len()],
+                keep,
+                None,
+                "prop",
+            )
+            .await;
         }
         // Replacing a stored reading recomputes its interval: still one pass's statistics.
         assert_stats_exact(db, 600).await;
@@ -323,9 +324,15 @@ async fn replacing_the_maximum_recomputes_its_interval() {
     let max = "SELECT power_kw_max::int8 FROM interval_stats WHERE turbine_id = 'R-1'";
     assert_eq!(db.count(max).await, 900);
     let id = db.count("SELECT id FROM quarantine").await;
-    galewatch::review::quarantine_resolve(&cfg, id, galewatch::review::Keep::Incoming, None, "t")
-        .await
-        .unwrap();
+    galewatch::tools::review::quarantine_resolve(
+        &cfg,
+        id,
+        galewatch::tools::review::Keep::Incoming,
+        None,
+        "t",
+    )
+    .await
+    .unwrap();
     assert_eq!(db.count(max).await, 30, "900 replaced by 20: max is 30");
     assert_eq!(
         db.count("SELECT power_kw_n FROM interval_stats WHERE turbine_id = 'R-1'")
@@ -384,7 +391,7 @@ async fn outlive(db: &TestDb) {
     let before = snapshot(db).await;
     assert!(before.len() >= 5 * 144);
 
-    let report = galewatch::maintain::Maintainer::new(&cfg.upkeep())
+    let report = galewatch::sink::maintain::Maintainer::new(&cfg.upkeep())
         .pass(&db.client().await, now)
         .await
         .unwrap();
@@ -397,7 +404,7 @@ async fn outlive(db: &TestDb) {
 
     // Rebuilding everything touches only what the raw readings still cover: the statistics
     // of dropped days are kept, not wiped.
-    let out = galewatch::export::rebuild(&cfg, None, now - day * 6, now + day)
+    let out = galewatch::tools::export::rebuild(&cfg, None, now - day * 6, now + day)
         .await
         .unwrap();
     assert!(
@@ -419,7 +426,7 @@ async fn outlive(db: &TestDb) {
         s.readings_retention = Duration::from_secs(2 * 86_400);
         s.stats_retention = Duration::from_secs(3 * 86_400);
     });
-    let report = galewatch::maintain::Maintainer::new(&cfg.upkeep())
+    let report = galewatch::sink::maintain::Maintainer::new(&cfg.upkeep())
         .pass(&db.client().await, now)
         .await
         .unwrap();
@@ -872,9 +879,9 @@ type = "text"
 /// The default signals and `strain`, a float signal without bounds (so it can reach ±f64::MAX).
 fn with_strain(db: &TestDb, f: impl FnOnce(&mut Settings)) -> Config {
     config(db, |s| {
-        s.signals.push(galewatch::signals::SignalSetting {
+        s.signals.push(galewatch::core::signals::SignalSetting {
             name: "strain".into(),
-            kind: galewatch::signals::Kind::Float,
+            kind: galewatch::core::signals::Kind::Float,
             required: false,
             min: None,
             max: None,
@@ -932,7 +939,7 @@ async fn strain_stats(db: &TestDb, t: &str) -> Vec<Kept> {
 /// merges): the same counts, minimum, maximum and NULL-or-not deviation; the mean within 1e-9
 /// of the interval's largest magnitude; nothing infinite.
 fn assert_follows_the_rule(kept: &[Kept], intervals: &[(DateTime<Utc>, Vec<f64>)], what: &str) {
-    use galewatch::stats::Partial;
+    use galewatch::sink::stats::Partial;
     assert_eq!(kept.len(), intervals.len(), "{what}: {kept:?}");
     for (k, (start, xs)) in kept.iter().zip(intervals) {
         let p = xs
@@ -974,7 +981,7 @@ async fn huge_values_follow_one_rule_in_the_merge_the_rebuild_and_a_resolution()
     let db = TestDb::create().await;
     let cfg = with_strain(&db, |_| {});
     let mut c = db.client().await;
-    galewatch::migrate::apply(&mut c, &cfg.rules.signals)
+    galewatch::sink::migrate::apply(&mut c, &cfg.rules.signals)
         .await
         .unwrap();
     let t0 = Utc.with_ymd_and_hms(2026, 11, 20, 0, 0, 0).unwrap();
@@ -1013,7 +1020,7 @@ async fn huge_values_follow_one_rule_in_the_merge_the_rebuild_and_a_resolution()
     assert_stats_exact(&db, 600).await;
 
     // The rebuild recomputes the same figures from `readings`.
-    let out = galewatch::export::rebuild(&cfg, None, t0, t0 + ten * 4)
+    let out = galewatch::tools::export::rebuild(&cfg, None, t0, t0 + ten * 4)
         .await
         .expect("rebuild");
     assert!(out.contains("rebuilt 4 intervals"), "{out}");
@@ -1034,9 +1041,15 @@ async fn huge_values_follow_one_rule_in_the_merge_the_rebuild_and_a_resolution()
     )
     .await;
     let id = db.count("SELECT id FROM quarantine").await;
-    galewatch::review::quarantine_resolve(&cfg, id, galewatch::review::Keep::Incoming, None, "t")
-        .await
-        .expect("resolution");
+    galewatch::tools::review::quarantine_resolve(
+        &cfg,
+        id,
+        galewatch::tools::review::Keep::Incoming,
+        None,
+        "t",
+    )
+    .await
+    .expect("resolution");
     intervals[0].1[1] = -2e200;
     assert_follows_the_rule(&strain_stats(&db, "H-1").await, &intervals, "resolution");
 }
@@ -1059,12 +1072,12 @@ fn edgy() -> impl Strategy<Value = f64> {
 /// overflow or an underflow, and the daemon's statistics are the Rust merge's.
 #[test]
 fn the_database_merges_any_finite_values_to_the_bit_as_rust_does() {
-    use galewatch::stats::Partial;
+    use galewatch::sink::stats::Partial;
     runtime().block_on(async {
         let db = TestDb::create().await;
         let cfg = with_strain(&db, |_| {});
         let mut c = db.client().await;
-        galewatch::migrate::apply(&mut c, &cfg.rules.signals)
+        galewatch::sink::migrate::apply(&mut c, &cfg.rules.signals)
             .await
             .unwrap();
         let t0 = Utc.with_ymd_and_hms(2026, 11, 20, 0, 0, 0).unwrap();
@@ -1173,7 +1186,7 @@ async fn retention_cut(db: &TestDb, w: &Widths) -> u64 {
     .unwrap();
     let from = first - chrono::Duration::days(2);
     let to = now + chrono::Duration::days(1);
-    galewatch::export::rebuild_as_of(&keep_all, None, from, to, Some(now))
+    galewatch::tools::export::rebuild_as_of(&keep_all, None, from, to, Some(now))
         .await
         .unwrap();
     let width = w.interval.as_secs() as i32;
@@ -1191,7 +1204,7 @@ async fn retention_cut(db: &TestDb, w: &Widths) -> u64 {
     let stored = counts(c.query(&per_interval, &[]).await.unwrap());
     let before = rounded(db).await;
 
-    let report = galewatch::maintain::Maintainer::new(&cfg.upkeep())
+    let report = galewatch::sink::maintain::Maintainer::new(&cfg.upkeep())
         .pass(&c, now)
         .await
         .unwrap();
@@ -1209,7 +1222,7 @@ async fn retention_cut(db: &TestDb, w: &Widths) -> u64 {
     .await
     .unwrap();
 
-    let out = galewatch::export::rebuild_as_of(&cfg, None, from, to, Some(now))
+    let out = galewatch::tools::export::rebuild_as_of(&cfg, None, from, to, Some(now))
         .await
         .unwrap();
     eprintln!("{out}");
@@ -1322,8 +1335,8 @@ async fn rebuild_leaves_a_day_whose_hourly_partitions_retention_cut() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(ids.len(), 2, "two collisions");
-    let keep = galewatch::review::Keep::Incoming;
-    let out = galewatch::review::quarantine_resolve(&cfg, ids[0], keep, None, "t")
+    let keep = galewatch::tools::review::Keep::Incoming;
+    let out = galewatch::tools::review::quarantine_resolve(&cfg, ids[0], keep, None, "t")
         .await
         .unwrap();
     assert!(out.contains("kept as they were"), "{out}");
@@ -1332,7 +1345,7 @@ async fn rebuild_leaves_a_day_whose_hourly_partitions_retention_cut() {
         cut_before,
         "not rebuilt from 4 readings"
     );
-    let out = galewatch::review::quarantine_resolve(&cfg, ids[1], keep, None, "t")
+    let out = galewatch::tools::review::quarantine_resolve(&cfg, ids[1], keep, None, "t")
         .await
         .unwrap();
     assert!(!out.contains("kept as they were"), "{out}");

@@ -15,9 +15,9 @@ use tokio_postgres::{Client, Row};
 
 use super::chart::Stat;
 use super::window::Window;
+use crate::core::signals::{Datum, Signal, Signals, Values};
 use crate::error::Error;
-use crate::health::Thresholds;
-use crate::signals::{Datum, Signal, Signals, Values};
+use crate::sink::health::Thresholds;
 
 /// The statements that name signals, written for the declared ones: each numeric signal is a
 /// chart (min, average, max as float8, so integers chart too); the others (status codes, flags)
@@ -38,7 +38,7 @@ pub struct Queries {
     /// `[$5, $6)` from `interval_stats`, the partial ones at either edge from `readings`.
     pub stats_bucket: Option<String>,
     /// The statistics' width, when they are kept.
-    pub stats_width: Option<crate::stats::Width>,
+    pub stats_width: Option<crate::sink::stats::Width>,
     quarantine: String,
     /// Per listed signal: its value at each change in the range (the first reading included).
     changes: Vec<String>,
@@ -48,7 +48,7 @@ pub struct Queries {
 pub const CHANGES_LIMIT: i64 = 200;
 
 impl Queries {
-    pub fn new(signals: &Signals, stats: Option<crate::stats::Width>) -> Queries {
+    pub fn new(signals: &Signals, stats: Option<crate::sink::stats::Width>) -> Queries {
         let charted: Vec<usize> = (0..signals.len())
             .filter(|&i| signals.get(i).kind.is_numeric())
             .collect();
@@ -68,8 +68,8 @@ impl Queries {
             .iter()
             .map(|&i| {
                 let c = col(i);
-                let mean = if signals.get(i).kind == crate::signals::Kind::Float {
-                    crate::stats::mean_sql(&c)
+                let mean = if signals.get(i).kind == crate::core::signals::Kind::Float {
+                    crate::sink::stats::mean_sql(&c)
                 } else {
                     format!("avg({c})::float8")
                 };
@@ -95,7 +95,7 @@ impl Queries {
   FROM readings
  WHERE turbine_id = $1 AND recorded_at >= $2 AND recorded_at < $3
  GROUP BY 1 ORDER BY 1",
-            crate::partition::ORIGIN_SQL,
+            crate::sink::partition::ORIGIN_SQL,
             sep(&bucket_cols)
         );
         let quarantine = format!(
@@ -150,19 +150,20 @@ impl Queries {
 /// [`Queries::stats_bucket`]: per charted signal the count-weighted mean of the intervals' means
 /// ([`weighted_mean_sql`]), the least minimum and the greatest maximum; the edges' raw readings
 /// each count as an interval of one.
-fn stats_bucket_sql(signals: &Signals, charted: &[usize], w: crate::stats::Width) -> String {
+fn stats_bucket_sql(signals: &Signals, charted: &[usize], w: crate::sink::stats::Width) -> String {
     let mut from_stats = vec!["interval_start AS t".to_string(), "readings AS n".into()];
     let mut from_raw = vec!["recorded_at".to_string(), "1::int8".into()];
     let mut agg = vec![
         format!(
             "date_bin(make_interval(secs => $4::float8), t, {}) AS b",
-            crate::stats::ORIGIN
+            crate::sink::stats::ORIGIN
         ),
         "sum(n)::int8".into(),
     ];
     for (k, &i) in charted.iter().enumerate() {
         let s = signals.get(i);
-        let [n, mean, _, min, max] = crate::stats::column_names(s).map(|c| format!("\"{c}\""));
+        let [n, mean, _, min, max] =
+            crate::sink::stats::column_names(s).map(|c| format!("\"{c}\""));
         from_stats.extend([
             format!("{n} AS n{k}"),
             format!("{mean} AS mean{k}"),
@@ -210,13 +211,13 @@ fn stats_bucket_sql(signals: &Signals, charted: &[usize], w: crate::stats::Width
 
 /// The mean of means `mean` weighted by counts `n` over a group, as an aggregate expression
 /// that never fails, whatever finite means: as `stats::mean_sql` does for values, the means
-/// past [`crate::stats::HUGE`] are summed scaled down by 2^600 (no sum overflows), each part is
+/// past [`crate::sink::stats::HUGE`] are summed scaled down by 2^600 (no sum overflows), each part is
 /// divided by the count before they are added (a sum below 1e-290 scaled up by 2^600 first: a
 /// quotient rounding to 0 is refused by PostgreSQL as an underflow), and the result is kept
 /// within the group's least minimum (`lo`) and greatest maximum (`hi`). NULL where the counts
 /// add up to 0.
 fn weighted_mean_sql(mean: &str, n: &str, lo: &str, hi: &str) -> String {
-    use crate::stats::{lit, DOWN, HUGE, SCALED_MAX, UP};
+    use crate::sink::stats::{lit, DOWN, HUGE, SCALED_MAX, UP};
     let total = format!("NULLIF(sum({n}), 0)::float8");
     let small = format!("sum({mean} * {n}) FILTER (WHERE abs({mean}) < {HUGE:e}::float8)");
     let huge = format!(
@@ -379,7 +380,7 @@ pub const POOL_WAIT: Duration = Duration::from_secs(5);
 
 /// Makes the panel's connections, each read-only with bounded statements.
 struct Manager {
-    cfg: crate::db::Database,
+    cfg: crate::sink::db::Database,
 }
 
 impl managed::Manager for Manager {
@@ -426,10 +427,10 @@ pub struct Db {
 
 impl Db {
     pub fn new(
-        cfg: crate::db::Database,
+        cfg: crate::sink::db::Database,
         thresholds: Thresholds,
         signals: &Signals,
-        stats: Option<crate::stats::Width>,
+        stats: Option<crate::sink::stats::Width>,
     ) -> Self {
         let pool = managed::Pool::builder(Manager { cfg })
             .max_size(POOL_SIZE)

@@ -20,7 +20,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
+use crate::daemon::config::Config;
 use crate::error::Error;
 use data::{Db, Sort};
 use window::{BadRequest, Params, Window};
@@ -283,7 +283,7 @@ async fn fleet_api(
 fn checked(
     id: &str,
     p: Result<Query<Params>, axum::extract::rejection::QueryRejection>,
-    stats: Option<crate::stats::Width>,
+    stats: Option<crate::sink::stats::Width>,
 ) -> Result<(Params, Window), Failure> {
     window::check_id(id)?;
     let Query(p) = p.map_err(|e| Failure {
@@ -292,7 +292,7 @@ fn checked(
     })?;
     // Whole seconds, so requests for "the last 24 hours" in the same second are one question.
     let now = chrono::SubsecRound::trunc_subsecs(chrono::Utc::now(), 0);
-    let w = window::window(&p, now, stats.map(crate::stats::Width::duration))?;
+    let w = window::window(&p, now, stats.map(crate::sink::stats::Width::duration))?;
     Ok((p, w))
 }
 

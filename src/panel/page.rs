@@ -290,11 +290,11 @@ pub fn turbine(v: &TurbineView<'_>) -> String {
 }
 
 /// Values as "1523.4 / – / run", for the quarantine table.
-fn values_text(v: &crate::signals::Values) -> String {
+fn values_text(v: &crate::core::signals::Values) -> String {
     v.iter()
         .map(|d| match d {
-            crate::signals::Datum::Null => "–".to_string(),
-            crate::signals::Datum::Float(x) => format!("{x:.1}"),
+            crate::core::signals::Datum::Null => "–".to_string(),
+            crate::core::signals::Datum::Float(x) => format!("{x:.1}"),
             d => d.to_string(),
         })
         .collect::<Vec<_>>()
@@ -387,13 +387,18 @@ mod tests {
     }
 
     fn queries() -> Queries {
-        Queries::new(&crate::signals::Signals::defaults(), None)
+        Queries::new(&crate::core::signals::Signals::defaults(), None)
     }
 
-    fn values(v: &[Option<f64>]) -> crate::signals::Values {
-        crate::signals::Values(
+    fn values(v: &[Option<f64>]) -> crate::core::signals::Values {
+        crate::core::signals::Values(
             v.iter()
-                .map(|x| x.map_or(crate::signals::Datum::Null, crate::signals::Datum::Float))
+                .map(|x| {
+                    x.map_or(
+                        crate::core::signals::Datum::Null,
+                        crate::core::signals::Datum::Float,
+                    )
+                })
                 .collect(),
         )
     }

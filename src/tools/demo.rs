@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use tokio_postgres::NoTls;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Settings;
-use crate::simulate::{self, Fleet, Knobs, Sent, Traffic};
-use crate::view::{self, Snapshot};
+use crate::daemon::config::Settings;
+use crate::tools::simulate::{self, Fleet, Knobs, Sent, Traffic};
+use crate::tools::view::{self, Snapshot};
 
 /// Set once stdout's reader has gone (`galewatch demo | head`): the demo then winds down as on
 /// Ctrl-C, quietly, instead of panicking on the broken pipe.

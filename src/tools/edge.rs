@@ -21,11 +21,11 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::BrokerAddr;
 use crate::error::Error;
-use crate::simulate::{Fleet, Knobs, Sent};
-use crate::sparkplug::proto::{self, datatype, Metric, Payload, Value};
-use crate::sparkplug::{NAMESPACE, REBIRTH_METRIC};
+use crate::intake::sparkplug::proto::{self, datatype, Metric, Payload, Value};
+use crate::intake::sparkplug::{NAMESPACE, REBIRTH_METRIC};
+use crate::intake::subscribe::BrokerAddr;
+use crate::tools::simulate::{Fleet, Knobs, Sent};
 
 /// The metric names (and aliases 1, 2, 3) a simulated device reports: the default signals'
 /// names, so the default `sparkplug_metrics` (each signal by its own name) maps them.
@@ -363,14 +363,14 @@ pub async fn run(
     flood: bool,
     stop: CancellationToken,
 ) -> Result<(Sent, u64), Error> {
-    let opts = crate::simulate::publisher_options(broker, client_id);
+    let opts = crate::tools::simulate::publisher_options(broker, client_id);
     let (client, mut eventloop) = AsyncClient::new(opts, 1024);
     let (acked_tx, mut acked) = watch::channel(0u64);
     let (subscribed_tx, mut subscribed) = watch::channel(false);
     let (ncmd_tx, mut ncmd) = mpsc::unbounded_channel::<(String, Vec<u8>)>();
     let filter = format!("{NAMESPACE}/{}/NCMD/+", traffic.edge.group);
     let sub = client.clone();
-    let poller: crate::simulate::Poller = tokio::spawn(async move {
+    let poller: crate::tools::simulate::Poller = tokio::spawn(async move {
         let mut n = 0u64;
         loop {
             match eventloop.poll().await {
@@ -441,15 +441,16 @@ pub async fn run(
             sent.add(&kind);
         }
     }
-    crate::simulate::finish(client, poller, &mut acked, sent.messages).await?;
+    crate::tools::simulate::finish(client, poller, &mut acked, sent.messages).await?;
     Ok((sent, traffic.rebirths))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::{Decoded, Rules};
-    use crate::sparkplug::{judge, parse_topic, Known, Mapping, TimeFrom, TurbineFrom};
+    use crate::core::outcome::Decoded;
+    use crate::intake::json::Rules;
+    use crate::intake::sparkplug::{judge, parse_topic, Known, Mapping, TimeFrom, TurbineFrom};
     use chrono::{TimeZone, Utc};
     use std::collections::{HashMap, HashSet};
 
@@ -545,7 +546,7 @@ mod tests {
         for (topic, bytes) in &messages {
             let t = parse_topic(topic).unwrap();
             let seq = proto::decode(bytes, 100).unwrap().seq.unwrap();
-            if t.kind == crate::sparkplug::Kind::NBirth {
+            if t.kind == crate::intake::sparkplug::Kind::NBirth {
                 assert_eq!(seq, 0);
             } else {
                 assert_eq!(Some(&seq), next.get(&t.node_key()), "{topic}");
@@ -562,7 +563,7 @@ mod tests {
             t.encode(p);
         }
         let before = t.sent;
-        let req = crate::sparkplug::rebirth_request(0);
+        let req = crate::intake::sparkplug::rebirth_request(0);
         assert_eq!(t.rebirth_asked("spBv1.0/wind/NCMD/S-GW001", &req), Some(1));
         assert_eq!(t.rebirth_asked("spBv1.0/other/NCMD/S-GW001", &req), None);
         assert_eq!(t.rebirth_asked("spBv1.0/wind/NCMD/S-GW001", b"junk"), None);

@@ -14,10 +14,10 @@ use std::pin::pin;
 use chrono::{DateTime, NaiveDate, Utc};
 use futures_util::TryStreamExt;
 
-use crate::config::Config;
+use crate::daemon::config::Config;
 use crate::error::Error;
-use crate::review::ReviewError;
-use crate::stats::{self, Sql};
+use crate::sink::stats::{self, Sql};
+use crate::tools::review::ReviewError;
 
 /// The output format of `galewatch export`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -374,7 +374,7 @@ mod tests {
     #[test]
     fn the_header_names_five_columns_per_numeric_signal() {
         let sql = Sql::new(
-            &crate::signals::Signals::defaults(),
+            &crate::core::signals::Signals::defaults(),
             stats::Width::new(std::time::Duration::from_secs(600)).unwrap(),
         );
         let h = header(&sql);

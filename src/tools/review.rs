@@ -8,9 +8,9 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 use tokio_postgres::Client;
 
-use crate::config::Config;
+use crate::daemon::config::Config;
 use crate::error::Error;
-use crate::health::STATUS_SQL;
+use crate::sink::health::STATUS_SQL;
 
 /// How a listing is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -192,8 +192,8 @@ pub async fn quarantine_list(
             signals.from_row(r, 7),
             signals.from_row(r, 7 + signals.len()),
         );
-        let shown = |d: &crate::signals::Datum| match d {
-            crate::signals::Datum::Null => "-".to_string(),
+        let shown = |d: &crate::core::signals::Datum| match d {
+            crate::core::signals::Datum::Null => "-".to_string(),
             d => d.to_string(),
         };
         for (a, b) in incoming.iter().zip(kept.iter()) {
@@ -318,7 +318,7 @@ pub async fn quarantine_resolve(
     // holds `readings`, so no partition is dropped before this transaction ends.
     let mut stats_note = "";
     if effect != "none" && cfg.settings.stats_enabled {
-        let sql = crate::stats::Sql::new(&cfg.rules.signals, cfg.settings.stats_width());
+        let sql = crate::sink::stats::Sql::new(&cfg.rules.signals, cfg.settings.stats_width());
         if effect == "added" {
             tx.execute(sql.add_quarantined(), &[&turbine, &id])
                 .await
@@ -326,15 +326,15 @@ pub async fn quarantine_resolve(
         } else {
             let start = sql.width.start_of(recorded_at);
             let end = start + chrono::Duration::seconds(i64::from(sql.width.secs()));
-            let retention = crate::stats::Retention {
+            let retention = crate::sink::stats::Retention {
                 keep: cfg.settings.partition_policy().retention,
                 now: None,
             };
-            if crate::stats::kept(&tx, &retention, start, end)
+            if crate::sink::stats::kept(&tx, &retention, start, end)
                 .await?
                 .whole(start, end)
             {
-                crate::stats::recompute(&tx, &sql, start, end, Some(&turbine)).await?;
+                crate::sink::stats::recompute(&tx, &sql, start, end, Some(&turbine)).await?;
             } else {
                 stats_note = "; the statistics of its interval are kept as they were (readings_retention dropped part of its raw readings, so it is not recomputed from the rest)";
             }

@@ -19,8 +19,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::BrokerAddr;
 use crate::error::Error;
+use crate::intake::subscribe::BrokerAddr;
 
 /// The fleet: who publishes, how often, how much.
 #[derive(Debug, Clone)]
@@ -350,7 +350,7 @@ pub(crate) fn publisher_options(broker: &BrokerAddr, client_id: &str) -> MqttOpt
     opts.set_keep_alive(Duration::from_secs(30))
         .set_clean_start(true)
         .set_max_packet_size(Some(268_435_455))
-        .set_max_request_batch(crate::subscribe::REQUEST_BATCH);
+        .set_max_request_batch(crate::intake::subscribe::REQUEST_BATCH);
     opts
 }
 
@@ -450,8 +450,9 @@ pub struct PublishReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classify;
-    use crate::decode::{decode, Decoded, Rules};
+    use crate::core::classify;
+    use crate::core::outcome::Decoded;
+    use crate::intake::json::{decode, Rules};
     use chrono::TimeZone;
     use std::collections::{HashMap, HashSet};
 
@@ -493,7 +494,8 @@ mod tests {
     /// message its own batch in order) and checks the simulator's expectation against it.
     fn replay(all: &[Planned], start: DateTime<Utc>) -> (u64, u64, u64, u64, u64) {
         let rules = Rules::for_filter("turbines/+/readings");
-        let mut stored: HashMap<(String, DateTime<Utc>), crate::reading::Values> = HashMap::new();
+        let mut stored: HashMap<(String, DateTime<Utc>), crate::core::reading::Values> =
+            HashMap::new();
         let mut quarantined: HashSet<String> = HashSet::new();
         let (mut rx, mut ins, mut dup, mut q, mut rej) = (0, 0, 0, 0, 0);
         for m in all {

@@ -84,7 +84,7 @@ impl Snapshot {
             duplicate: t.duplicate as f64,
             collision: t.collision as f64,
             future: t.future_timestamp as f64,
-            rejected: crate::decode::RejectReason::ALL
+            rejected: crate::core::outcome::RejectReason::ALL
                 .iter()
                 .zip(t.rejected)
                 .map(|(r, n)| (r.as_str(), n as f64))

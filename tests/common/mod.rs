@@ -11,7 +11,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use galewatch::config::BrokerAddr;
+use galewatch::intake::subscribe::BrokerAddr;
 use tokio_postgres::NoTls;
 
 pub mod citus;
@@ -135,7 +135,8 @@ impl Broker {
         set_mode(dir.path(), 0o777);
         let port = free_port();
         let conf = dir.path().join("mosquitto.conf");
-        let text = galewatch::demo::private_mosquitto_conf(conf_text, port, dir.path()) + extra;
+        let text =
+            galewatch::tools::demo::private_mosquitto_conf(conf_text, port, dir.path()) + extra;
         std::fs::write(&conf, text).unwrap();
         let mut b = Broker {
             port,
@@ -601,7 +602,7 @@ impl Drop for Daemon {
 /// One sample of an exposition by its exact series name (0 when absent), read with the same
 /// parser the demo uses; the metrics test parses the exposition with prometheus-parse.
 pub fn sample(text: &str, series: &str) -> f64 {
-    galewatch::view::parse_exposition(text)
+    galewatch::tools::view::parse_exposition(text)
         .get(series)
         .copied()
         .unwrap_or(0.0)
@@ -629,7 +630,7 @@ pub async fn publish(broker: &Broker, messages: Vec<(String, Vec<u8>)>) {
         SEQ.fetch_add(1, Ordering::SeqCst)
     );
     let n = messages.len() as u64;
-    let report = galewatch::simulate::publish_all(&broker.addr(), &id, messages)
+    let report = galewatch::tools::simulate::publish_all(&broker.addr(), &id, messages)
         .await
         .expect("publish");
     assert_eq!(report.acked, n, "the broker acknowledged every publish");
@@ -644,7 +645,7 @@ pub fn fleet(
     prefix: &str,
 ) -> Vec<(String, Vec<u8>)> {
     use chrono::TimeZone;
-    galewatch::simulate::Fleet {
+    galewatch::tools::simulate::Fleet {
         turbines,
         readings,
         batch,
@@ -714,13 +715,13 @@ pub type StoredReading = (String, i64, u64, Option<u64>, Option<u64>);
 /// The readings `messages` hold, as the daemon decodes them (the default topic filter, now as
 /// the time of receipt): the first of each key, which is the one a fault-free fleet stores.
 pub fn readings_in(messages: &[(String, Vec<u8>)]) -> std::collections::BTreeSet<StoredReading> {
-    let rules = galewatch::decode::Rules::for_filter("turbines/+/readings");
+    let rules = galewatch::intake::json::Rules::for_filter("turbines/+/readings");
     let now = chrono::Utc::now();
     let mut seen = std::collections::BTreeSet::new();
     let mut out = std::collections::BTreeSet::new();
     for (topic, payload) in messages {
-        for d in galewatch::decode::decode(topic, payload, now, &rules) {
-            if let galewatch::decode::Decoded::Reading(r) = d {
+        for d in galewatch::intake::json::decode(topic, payload, now, &rules) {
+            if let galewatch::core::outcome::Decoded::Reading(r) = d {
                 let key = (r.turbine_id.clone(), r.recorded_at.timestamp_micros());
                 if seen.insert(key.clone()) {
                     out.insert((
@@ -807,7 +808,7 @@ pub async fn assert_stats_exact(db: &TestDb, width_secs: i32) -> usize {
         ));
         kept_cols.push(format!(
             "{s}_n, {s}_mean, {s}_min, {s}_max, {}, 0::float8",
-            galewatch::stats::std_sql(&format!("{s}_m2"), &format!("{s}_n"))
+            galewatch::sink::stats::std_sql(&format!("{s}_m2"), &format!("{s}_n"))
         ));
     }
     let direct = format!(

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use galewatch::sparkplug::proto::{datatype, Metric, Payload, Value};
+use galewatch::intake::sparkplug::proto::{datatype, Metric, Payload, Value};
 use rumqttc::v5::mqttbytes::v5::Packet;
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::{AsyncClient, Event, MqttOptions};
@@ -86,9 +86,9 @@ impl Observer {
         self.seen()
             .into_iter()
             .filter(|(_, p)| {
-                galewatch::sparkplug::proto::decode(p, 10).is_ok_and(|p| {
+                galewatch::intake::sparkplug::proto::decode(p, 10).is_ok_and(|p| {
                     p.metrics.iter().any(|m| {
-                        m.name.as_deref() == Some(galewatch::sparkplug::REBIRTH_METRIC)
+                        m.name.as_deref() == Some(galewatch::intake::sparkplug::REBIRTH_METRIC)
                             && m.value == Some(Value::Boolean(true))
                     })
                 })
@@ -134,7 +134,7 @@ pub fn topic(kind: &str, node: &str, device: Option<&str>) -> String {
 
 pub fn nbirth(node: &str) -> (String, Vec<u8>) {
     let m = Metric::new(datatype::BOOLEAN, Value::Boolean(false))
-        .named(galewatch::sparkplug::REBIRTH_METRIC);
+        .named(galewatch::intake::sparkplug::REBIRTH_METRIC);
     (topic("NBIRTH", node, None), payload(vec![m], 0))
 }
 

@@ -1,0 +1,1502 @@
+//! Configuration: embedded defaults, then an optional TOML file, then `GALEWATCH_*` variables.
+//!
+//! Every setting is a flat key, so its environment variable is `GALEWATCH_` and the key in upper
+//! case (`batch_max_readings` ↔ `GALEWATCH_BATCH_MAX_READINGS`). An unknown key, in the file or
+//! in the environment, is an error: a typo must not silently leave a default in place.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+use crate::core::signals::{self, SignalSetting, Signals};
+use crate::intake::batch::IntakeGroup;
+use crate::intake::json::{self, PayloadSpec, Rules, TimestampFormat};
+use crate::intake::sparkplug::intake::SparkplugGroup;
+use crate::intake::sparkplug::{Mapping, TimeFrom, TurbineFrom};
+use crate::intake::subscribe::{BrokerAddr, MqttGroup};
+use crate::secret::Secret;
+use crate::sink::maintain::UpkeepGroup;
+use crate::sink::write::WriteGroup;
+
+/// The environment prefix of every setting.
+pub const ENV_PREFIX: &str = "GALEWATCH_";
+
+/// Settings that can hold a secret. Each can also be read from a file named by
+/// `GALEWATCH_{SETTING}_FILE` (the container-image convention), so the secret stays out of the
+/// environment and of process listings.
+pub const SECRET_SETTINGS: [&str; 3] = ["database_url", "database_password", "mqtt_password"];
+
+/// The settings as an operator writes them. See `config/galewatch.toml` for each one's why.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// libpq-style URL of the database that holds `readings`.
+    #[serde(deserialize_with = "scalar_string")]
+    pub database_url: String,
+    /// TLS to the database, libpq's `sslmode`: `disable`, `require`, `verify-ca`, `verify-full`.
+    /// (An `sslmode` in `database_url` is read the same way.)
+    #[serde(deserialize_with = "scalar_string")]
+    pub database_sslmode: String,
+    /// For `verify-ca` and `verify-full`: the CAs that may sign the server's certificate, PEM
+    /// (empty: the system's roots). libpq's `sslrootcert` in the URL means the same.
+    #[serde(deserialize_with = "scalar_string")]
+    pub database_ca_file: String,
+    /// The database password, when it is not in `database_url` (or the server needs none). A
+    /// secret: best given as a file (`GALEWATCH_DATABASE_PASSWORD_FILE`).
+    pub database_password: Secret,
+    /// Broker URL, `mqtt://host[:port]`.
+    #[serde(deserialize_with = "scalar_string")]
+    pub mqtt_url: String,
+    /// Broker user name (empty: none).
+    #[serde(deserialize_with = "scalar_string")]
+    pub mqtt_username: String,
+    /// Broker password. A secret: best given as a file (`GALEWATCH_MQTT_PASSWORD_FILE`).
+    pub mqtt_password: Secret,
+    /// For `mqtts://`: PEM bundle of the CAs that may sign the broker's certificate (empty: the
+    /// system's roots).
+    #[serde(deserialize_with = "scalar_string")]
+    pub mqtt_ca_file: String,
+    /// For `mqtts://` with mutual TLS: this daemon's certificate chain and key, PEM.
+    #[serde(deserialize_with = "scalar_string")]
+    pub mqtt_client_cert_file: String,
+    #[serde(deserialize_with = "scalar_string")]
+    pub mqtt_client_key_file: String,
+    /// Fixed per instance: the broker keeps the persistent session under it.
+    #[serde(deserialize_with = "scalar_string")]
+    pub mqtt_client_id: String,
+    /// Subscription filter; the level matched by its first `+` is the turbine id.
+    #[serde(deserialize_with = "scalar_string")]
+    pub mqtt_topic: String,
+    /// MQTT v5 shared subscription group: when set, the daemon subscribes to
+    /// `$share/{group}/{mqtt_topic}` and the broker deals each message to one member of the group.
+    /// Empty: a plain subscription.
+    #[serde(deserialize_with = "scalar_string")]
+    pub mqtt_share_group: String,
+    /// How long the broker keeps the session (and queues messages) while the daemon is away.
+    #[serde(with = "humantime_serde")]
+    pub mqtt_session_expiry: Duration,
+    #[serde(with = "humantime_serde")]
+    pub mqtt_keep_alive: Duration,
+    /// Receive Maximum advertised to the broker: messages it may send before the first ack.
+    pub mqtt_receive_maximum: u16,
+    /// Largest packet advertised to the broker. The broker silently drops larger messages for
+    /// this client, so it is generous; Galewatch's own limit is `max_message_bytes`.
+    pub mqtt_max_packet_bytes: u32,
+    /// Address of the Prometheus endpoint (`/metrics`).
+    #[serde(deserialize_with = "scalar_string")]
+    pub metrics_listen: String,
+    /// Address `galewatch panel` serves on.
+    #[serde(deserialize_with = "scalar_string")]
+    pub panel_listen: String,
+    /// Flush a batch at this many readings...
+    pub batch_max_readings: usize,
+    /// ...or this long after its first reading, whichever comes first.
+    #[serde(with = "humantime_serde")]
+    pub batch_max_wait: Duration,
+    /// The daemon's own memory bound: readings held unacknowledged before intake pauses...
+    pub max_unacked_readings: usize,
+    /// ...and the payload bytes of the messages held unacknowledged (a message counts its whole
+    /// payload as received), so a few large messages cannot take what many small ones may.
+    pub max_unacked_bytes: usize,
+    /// A batch is also flushed once its messages' payloads add up to this many bytes, so one
+    /// transaction stays well inside `db_write_timeout` whatever the messages weigh.
+    pub batch_max_bytes: usize,
+    /// `rejected` keeps at most this many bytes of each rejected payload (its identity is a
+    /// SHA-256 digest of the whole payload, so a redelivery is still known exactly).
+    pub rejected_payload_keep_bytes: usize,
+    /// Larger messages are rejected `too_large`.
+    pub max_message_bytes: usize,
+    /// Array messages with more readings than this are rejected `too_large`.
+    pub max_readings_per_message: usize,
+    /// A reading stamped further ahead of its receipt than this is quarantined `future_timestamp`.
+    #[serde(with = "humantime_serde")]
+    pub max_clock_skew: Duration,
+    /// Where the turbine id is in a reading object, a JSON Pointer ("": not in the payload).
+    #[serde(deserialize_with = "scalar_string")]
+    pub payload_turbine_pointer: String,
+    /// Which topic level (0 is the first) names the turbine. Unset: the level of the
+    /// subscription filter's first `+`. When the payload names one too, they must agree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_turbine_topic_level: Option<usize>,
+    /// Where the site is, for fleets whose turbine ids repeat across sites: a pointer ("":
+    /// none) and/or a topic level. With a site, the stored turbine id is `{site}/{turbine}`.
+    #[serde(deserialize_with = "scalar_string")]
+    pub payload_site_pointer: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_site_topic_level: Option<usize>,
+    /// Where `recorded_at` is, and how it is written.
+    #[serde(deserialize_with = "scalar_string")]
+    pub payload_timestamp_pointer: String,
+    pub payload_timestamp_format: TimestampFormat,
+    /// For gateways that wrap readings in an object: the pointer to the array ("": the payload
+    /// is a reading or an array of readings). Other pointers are then relative to each element.
+    #[serde(deserialize_with = "scalar_string")]
+    pub payload_readings_pointer: String,
+    /// The old way to set the default signals' bounds, still read when `signals` is left at its
+    /// default (an error beside a declared list: give `min` and `max` there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_kw_min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_kw_max: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wind_speed_ms_min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wind_speed_ms_max: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotor_rpm_min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotor_rpm_max: Option<f64>,
+    /// A turbine is clock-suspect when its clock's offset (arrival − recorded_at) passes this...
+    #[serde(with = "humantime_serde")]
+    pub clock_max_offset: Duration,
+    /// ...or it gains or loses more than this per day...
+    #[serde(with = "humantime_serde")]
+    pub clock_max_drift_per_day: Duration,
+    /// ...or this many of its readings collided in the last day.
+    pub clock_max_collisions_per_day: i64,
+    /// Drift is measured as the offset's change over this window.
+    #[serde(with = "humantime_serde")]
+    pub clock_drift_window: Duration,
+    /// Bound on one batch's whole transaction; past it the connection is dropped and the batch
+    /// retried (COPY has no timeout of its own).
+    #[serde(with = "humantime_serde")]
+    pub db_write_timeout: Duration,
+    /// Writer connections landing batches side by side, so one batch's COPY runs while another
+    /// commits (acks still leave in arrival order). Each holds one database connection.
+    pub database_writers: usize,
+    /// On SIGTERM, how long to spend committing and acknowledging what is in hand.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_grace: Duration,
+    /// Whether the daemon creates and drops `readings` partitions. Off where the engine manages
+    /// them (a TimescaleDB hypertable, Citus, pg_partman): see docs/scaling.md.
+    pub readings_manage_partitions: bool,
+    /// Width of a new `readings` partition.
+    #[serde(with = "humantime_serde")]
+    pub readings_partition_size: Duration,
+    /// Partitions are created this far ahead of now.
+    #[serde(with = "humantime_serde")]
+    pub readings_partition_ahead: Duration,
+    /// Readings stamped further back than this land in the default partition instead of getting
+    /// one of their own.
+    #[serde(with = "humantime_serde")]
+    pub readings_partition_backfill: Duration,
+    /// Whole partitions older than this are dropped; 0 keeps everything.
+    #[serde(with = "humantime_serde")]
+    pub readings_retention: Duration,
+    /// Quarantine entries received longer ago than this are deleted; 0 keeps everything.
+    #[serde(with = "humantime_serde")]
+    pub quarantine_retention: Duration,
+    /// Rejected entries received longer ago than this are deleted; 0 keeps everything.
+    #[serde(with = "humantime_serde")]
+    pub rejected_retention: Duration,
+    /// How often partitions are made ahead and retention runs (also once at start).
+    #[serde(with = "humantime_serde")]
+    pub maintenance_interval: Duration,
+    /// Whether each batch also keeps the interval statistics (`interval_stats`, docs/stats.md).
+    pub stats_enabled: bool,
+    /// Width of a statistics interval, aligned to the clock in UTC (10 minutes: IEC 61400-25's
+    /// and every SCADA report's). Must divide a day.
+    #[serde(with = "humantime_serde")]
+    pub stats_interval: Duration,
+    /// Statistics of intervals that started longer ago than this are deleted; 0 keeps everything.
+    /// Independent of `readings_retention`: statistics outlive the raw readings.
+    #[serde(with = "humantime_serde")]
+    pub stats_retention: Duration,
+    /// The signals a reading carries (`[[signals]]` tables): each one's column, type, bounds,
+    /// unit and pointer. Default: `power_kw` (required), `wind_speed_ms`, `rotor_rpm`.
+    pub signals: Vec<SignalSetting>,
+    /// Sparkplug B: the group id whose edge nodes are read (`+`: every group). Empty: no
+    /// Sparkplug B. Messages under `spBv1.0/` are then Sparkplug B, the rest JSON.
+    #[serde(deserialize_with = "scalar_string")]
+    pub sparkplug_group_id: String,
+    /// Which topic levels name the turbine: `device`, `edge_node`, `group/device` or
+    /// `group/edge_node`.
+    pub sparkplug_turbine: TurbineFrom,
+    /// Which timestamp is `recorded_at`: `metric` (the metric's, else the payload's) or
+    /// `payload`.
+    pub sparkplug_timestamp: TimeFrom,
+    /// Metric name → the signal it feeds (`"Power/Active" = "power_kw"`). Empty: each signal is
+    /// fed by the metric of its own name. Metrics that feed no signal are ignored and counted.
+    pub sparkplug_metrics: BTreeMap<String, String>,
+    /// When set, Galewatch publishes its Sparkplug 3.0 STATE under `spBv1.0/STATE/{id}`
+    /// (retained, with a will saying offline), so edge nodes know when to buffer.
+    #[serde(deserialize_with = "scalar_string")]
+    pub sparkplug_host_id: String,
+    /// A Sparkplug B payload with more metrics is rejected `too_large` before it is decoded.
+    pub sparkplug_max_metrics_per_message: usize,
+    /// An edge node is asked to rebirth at most this often, and a missing birth read from the
+    /// database at most this often per node or device.
+    #[serde(with = "humantime_serde")]
+    pub sparkplug_rebirth_interval: Duration,
+    /// Births (alias tables) and edge nodes held in memory; past it the oldest is forgotten and
+    /// read again from `sparkplug_births` when needed.
+    pub sparkplug_births_cached: usize,
+    /// Bytes the births held in memory may take; past it the oldest is forgotten.
+    pub sparkplug_births_cache_bytes: usize,
+    /// Rebirth requests sent a second at most, across all edge nodes (besides one per node per
+    /// `sparkplug_rebirth_interval`).
+    pub sparkplug_rebirths_per_second: f64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        let rules = Rules::for_filter(DEFAULT_TOPIC);
+        Settings {
+            database_url: "postgresql://postgres@127.0.0.1:5432/galewatch".into(),
+            database_sslmode: "disable".into(),
+            database_ca_file: String::new(),
+            database_password: Secret::default(),
+            mqtt_url: "mqtt://127.0.0.1:1883".into(),
+            mqtt_username: String::new(),
+            mqtt_password: Secret::default(),
+            mqtt_ca_file: String::new(),
+            mqtt_client_cert_file: String::new(),
+            mqtt_client_key_file: String::new(),
+            mqtt_client_id: "galewatch".into(),
+            mqtt_topic: DEFAULT_TOPIC.into(),
+            mqtt_share_group: String::new(),
+            mqtt_session_expiry: Duration::from_secs(7 * 24 * 3600),
+            mqtt_keep_alive: Duration::from_secs(30),
+            mqtt_receive_maximum: 20_000,
+            mqtt_max_packet_bytes: MQTT_MAX_PACKET,
+            metrics_listen: "127.0.0.1:9187".into(),
+            panel_listen: "127.0.0.1:8087".into(),
+            batch_max_readings: 5_000,
+            batch_max_wait: Duration::from_millis(100),
+            max_unacked_readings: 20_000,
+            max_unacked_bytes: 64 * 1024 * 1024,
+            batch_max_bytes: 16 * 1024 * 1024,
+            rejected_payload_keep_bytes: 4096,
+            max_message_bytes: rules.max_message_bytes,
+            max_readings_per_message: rules.max_readings_per_message,
+            max_clock_skew: Duration::from_secs(300),
+            payload_turbine_pointer: "/turbine_id".into(),
+            payload_turbine_topic_level: None,
+            payload_site_pointer: String::new(),
+            payload_site_topic_level: None,
+            payload_timestamp_pointer: "/recorded_at".into(),
+            payload_timestamp_format: TimestampFormat::Auto,
+            payload_readings_pointer: String::new(),
+            power_kw_min: None,
+            power_kw_max: None,
+            wind_speed_ms_min: None,
+            wind_speed_ms_max: None,
+            rotor_rpm_min: None,
+            rotor_rpm_max: None,
+            clock_max_offset: Duration::from_secs(30),
+            clock_max_drift_per_day: Duration::from_secs(60),
+            clock_max_collisions_per_day: 3,
+            clock_drift_window: Duration::from_secs(600),
+            db_write_timeout: Duration::from_secs(30),
+            database_writers: DEFAULT_WRITERS,
+            shutdown_grace: Duration::from_secs(10),
+            readings_manage_partitions: true,
+            readings_partition_size: DAY,
+            readings_partition_ahead: 3 * DAY,
+            readings_partition_backfill: 90 * DAY,
+            readings_retention: Duration::ZERO,
+            quarantine_retention: 30 * DAY,
+            rejected_retention: 30 * DAY,
+            maintenance_interval: Duration::from_secs(3600),
+            stats_enabled: true,
+            stats_interval: Duration::from_secs(600),
+            stats_retention: Duration::ZERO,
+            signals: SignalSetting::defaults(),
+            sparkplug_group_id: String::new(),
+            sparkplug_turbine: TurbineFrom::Device,
+            sparkplug_timestamp: TimeFrom::Metric,
+            sparkplug_metrics: BTreeMap::new(),
+            sparkplug_host_id: String::new(),
+            sparkplug_max_metrics_per_message: 10_000,
+            sparkplug_rebirth_interval: Duration::from_secs(10),
+            sparkplug_births_cached: 100_000,
+            sparkplug_births_cache_bytes: 32 * 1024 * 1024,
+            sparkplug_rebirths_per_second: 20.0,
+        }
+    }
+}
+
+const DAY: Duration = Duration::from_secs(86_400);
+/// Measured (README, Performance): on two cores, 2 connections land 1.5× what one does and 4 no
+/// more than 2.
+const DEFAULT_WRITERS: usize = 2;
+/// More writers than this only add lock waits and connections.
+const MAX_WRITERS: usize = 64;
+const DEFAULT_TOPIC: &str = "turbines/+/readings";
+/// The largest packet MQTT can carry (a four-byte variable length).
+const MQTT_MAX_PACKET: u32 = 268_435_455;
+
+/// A setting that cannot be used, named, with what is wrong with it. `run` exits with status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid setting `{setting}` ({env}): {problem}")]
+pub struct ConfigError {
+    pub setting: String,
+    pub env: String,
+    pub problem: String,
+}
+
+impl ConfigError {
+    fn new(setting: &str, problem: impl Into<String>) -> Self {
+        ConfigError {
+            setting: setting.to_string(),
+            // `signals[2].max` is set through GALEWATCH_SIGNALS (the whole list).
+            env: format!(
+                "{ENV_PREFIX}{}",
+                setting.split('[').next().unwrap_or(setting).to_uppercase()
+            ),
+            problem: problem.into(),
+        }
+    }
+}
+
+impl Settings {
+    /// The filter the daemon subscribes with: the topic, in its share group if one is set.
+    pub fn subscription(&self) -> String {
+        if self.mqtt_share_group.is_empty() {
+            self.mqtt_topic.clone()
+        } else {
+            format!("$share/{}/{}", self.mqtt_share_group, self.mqtt_topic)
+        }
+    }
+}
+
+/// Settings checked and turned into the types the stages use.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub settings: Settings,
+    pub db: crate::sink::db::Database,
+    pub broker: BrokerAddr,
+    /// The broker connection's TLS configuration, for `mqtts://`.
+    pub mqtt_tls: Option<Arc<rustls::ClientConfig>>,
+    pub metrics_listen: SocketAddr,
+    pub panel_listen: SocketAddr,
+    pub rules: Rules,
+    /// How Sparkplug B metrics become readings, when `sparkplug_group_id` is set.
+    pub sparkplug: Option<Mapping>,
+}
+
+impl Config {
+    /// The subscriber's settings.
+    pub fn mqtt(&self) -> MqttGroup {
+        let s = &self.settings;
+        MqttGroup {
+            broker: self.broker.clone(),
+            tls: self.mqtt_tls.clone(),
+            client_id: s.mqtt_client_id.clone(),
+            username: s.mqtt_username.clone(),
+            password: s.mqtt_password.clone(),
+            subscription: s.subscription(),
+            session_expiry: s.mqtt_session_expiry,
+            keep_alive: s.mqtt_keep_alive,
+            receive_maximum: s.mqtt_receive_maximum,
+            max_packet_bytes: s.mqtt_max_packet_bytes,
+            request_capacity: s.max_unacked_readings + 1024,
+            rules: self.rules.clone(),
+            rejected_payload_keep_bytes: s.rejected_payload_keep_bytes,
+            sparkplug: self.sparkplug.clone().map(|mapping| SparkplugGroup {
+                filters: crate::intake::sparkplug::filters(&s.sparkplug_group_id),
+                mapping,
+                host_id: (!s.sparkplug_host_id.is_empty()).then(|| s.sparkplug_host_id.clone()),
+                rebirth_interval: s.sparkplug_rebirth_interval,
+                births_cached: s.sparkplug_births_cached,
+                births_cache_bytes: s.sparkplug_births_cache_bytes,
+                rebirths_per_second: s.sparkplug_rebirths_per_second,
+                session: s.mqtt_client_id.clone(),
+            }),
+        }
+    }
+
+    /// The ledger's budget and the batcher's policy.
+    pub fn intake(&self) -> IntakeGroup {
+        let s = &self.settings;
+        IntakeGroup {
+            max_unacked_readings: s.max_unacked_readings,
+            max_unacked_bytes: s.max_unacked_bytes,
+            batch_max_readings: s.batch_max_readings,
+            batch_max_bytes: s.batch_max_bytes,
+            batch_max_wait: s.batch_max_wait,
+        }
+    }
+
+    /// The writer's settings.
+    pub fn write(&self) -> WriteGroup {
+        let s = &self.settings;
+        WriteGroup {
+            db: self.db.clone(),
+            timeout: s.db_write_timeout,
+            drift_window: s.clock_drift_window,
+            partitions: s.readings_manage_partitions.then(|| s.partition_policy()),
+            signals: self.rules.signals.clone(),
+            stats: s.stats_enabled.then(|| s.stats_width()),
+            writers: s.database_writers,
+            session: s.mqtt_client_id.clone(),
+        }
+    }
+
+    /// Maintenance's settings.
+    pub fn upkeep(&self) -> UpkeepGroup {
+        let s = &self.settings;
+        UpkeepGroup {
+            db: self.db.clone(),
+            partitions: s.readings_manage_partitions.then(|| s.partition_policy()),
+            quarantine_retention: s.quarantine_retention,
+            rejected_retention: s.rejected_retention,
+            stats_retention: s.stats_retention,
+            interval: s.maintenance_interval,
+        }
+    }
+
+    /// What makes a turbine's clock suspect (`health.rs`, the panel, `galewatch turbines`).
+    pub fn clock(&self) -> crate::sink::health::Thresholds {
+        self.settings.clock_thresholds()
+    }
+}
+
+/// Loads the settings: defaults, then `file` if given (it must exist), then the environment.
+pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+    let mut fig = Figment::from(Serialized::defaults(Settings::default()));
+    if let Some(path) = file {
+        if !path.is_file() {
+            return Err(ConfigError {
+                setting: "--config".into(),
+                env: format!("{ENV_PREFIX}CONFIG"),
+                problem: format!("{} is not a readable file", path.display()),
+            });
+        }
+        fig = fig.merge(Toml::file_exact(path));
+    }
+    fig = fig.merge(environment());
+    for key in SECRET_SETTINGS {
+        if let Some(value) = secret_from_file(key)? {
+            fig = fig.merge(Serialized::default(key, value));
+        }
+    }
+    let settings: Settings = fig.extract().map_err(from_figment)?;
+    settings.validate()
+}
+
+/// Checks the `GALEWATCH_*` variables alone, as `load` reads them: for the commands that take
+/// no settings file (`simulate`, `demo`) but must refuse a misspelled or malformed variable the
+/// same way `run` does, rather than ignore it.
+pub fn check_environment() -> Result<(), ConfigError> {
+    Figment::from(Serialized::defaults(Settings::default()))
+        .merge(environment())
+        .extract::<Settings>()
+        .map(drop)
+        .map_err(from_figment)
+}
+
+/// The `GALEWATCH_*` variables as settings: all but `GALEWATCH_CONFIG` (the file's path) and the
+/// secrets' `_FILE` variables (read by [`secret_from_file`]).
+fn environment() -> Env {
+    let file_vars: Vec<String> = SECRET_SETTINGS
+        .iter()
+        .map(|k| format!("{k}_file"))
+        .collect();
+    let mut ignored: Vec<&str> = vec!["config"];
+    ignored.extend(file_vars.iter().map(String::as_str));
+    Env::prefixed(ENV_PREFIX).ignore(&ignored)
+}
+
+/// The value of `GALEWATCH_{KEY}_FILE`'s file, if that variable is set (one trailing newline
+/// dropped). Setting both the variable and its `_FILE` is an error: which one wins would be a
+/// surprise. Without either, a systemd credential does the same: the file `galewatch_{key}` in
+/// `$CREDENTIALS_DIRECTORY` (the packaged unit loads every file of /etc/galewatch/credentials
+/// with `LoadCredential=galewatch:…`, which systemd names `galewatch_{file}`).
+fn secret_from_file(key: &str) -> Result<Option<String>, ConfigError> {
+    let var = format!("{ENV_PREFIX}{}_FILE", key.to_uppercase());
+    let plain = format!("{ENV_PREFIX}{}", key.to_uppercase());
+    let credential = std::env::var_os("CREDENTIALS_DIRECTORY")
+        .map(|dir| Path::new(&dir).join(format!("galewatch_{key}")))
+        .filter(|p| p.is_file());
+    let (path, source) = match (std::env::var_os(&var), credential) {
+        (Some(path), _) => (std::path::PathBuf::from(path), var.clone()),
+        (None, Some(path)) => {
+            let source = format!("the systemd credential {}", path.display());
+            (path, source)
+        }
+        (None, None) => return Ok(None),
+    };
+    let err = |problem: String| ConfigError {
+        setting: key.to_string(),
+        env: source.clone(),
+        problem,
+    };
+    if std::env::var_os(&plain).is_some() {
+        return Err(err(format!("both {plain} and {source} are set; keep one")));
+    }
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| err(format!("cannot read {}: {}", path.display(), e.kind())))?;
+    let text = text.strip_suffix('\n').unwrap_or(&text);
+    let text = text.strip_suffix('\r').unwrap_or(text);
+    Ok(Some(text.to_string()))
+}
+
+fn from_figment(e: figment::Error) -> ConfigError {
+    let setting = e.path.last().cloned().unwrap_or_else(|| "(file)".into());
+    let source = e
+        .metadata
+        .as_ref()
+        .map(|m| m.name.to_string())
+        .unwrap_or_default();
+    let mut err = ConfigError::new(&setting, format!("{} (from {source})", e.kind));
+    if let figment::error::Kind::UnknownField(field, _) = &e.kind {
+        err = ConfigError::new(field, format!("unknown setting (from {source})"));
+    }
+    err
+}
+
+impl Settings {
+    /// The statistics interval, checked by `validate`.
+    pub fn stats_width(&self) -> crate::sink::stats::Width {
+        crate::sink::stats::Width::new(self.stats_interval).expect("checked by validate")
+    }
+
+    /// How the daemon manages `readings` partitions.
+    pub fn partition_policy(&self) -> crate::sink::partition::Policy {
+        crate::sink::partition::Policy {
+            size: self.readings_partition_size,
+            ahead: self.readings_partition_ahead,
+            backfill: self.readings_partition_backfill,
+            retention: (!self.readings_retention.is_zero()).then_some(self.readings_retention),
+        }
+    }
+
+    /// The thresholds that make a turbine's clock suspect.
+    pub fn clock_thresholds(&self) -> crate::sink::health::Thresholds {
+        crate::sink::health::Thresholds {
+            max_offset: self.clock_max_offset.as_secs_f64(),
+            max_drift_per_day: self.clock_max_drift_per_day.as_secs_f64(),
+            max_collisions_per_day: self.clock_max_collisions_per_day,
+            drift_window: self.clock_drift_window,
+        }
+    }
+
+    /// The declared signals, checked; the old `power_kw_min`-style bounds applied to the
+    /// default list.
+    pub fn checked_signals(&self) -> Result<Signals, ConfigError> {
+        let mut list = self.signals.clone();
+        let legacy = [
+            (
+                "power_kw",
+                "power_kw_min",
+                self.power_kw_min,
+                self.power_kw_max,
+            ),
+            (
+                "wind_speed_ms",
+                "wind_speed_ms_min",
+                self.wind_speed_ms_min,
+                self.wind_speed_ms_max,
+            ),
+            (
+                "rotor_rpm",
+                "rotor_rpm_min",
+                self.rotor_rpm_min,
+                self.rotor_rpm_max,
+            ),
+        ];
+        for (name, setting, min, max) in legacy {
+            if min.is_none() && max.is_none() {
+                continue;
+            }
+            if self.signals != SignalSetting::defaults() {
+                return Err(ConfigError::new(
+                    setting,
+                    format!("bounds the default {name}; with [[signals]] declared, give min and max there"),
+                ));
+            }
+            let s = list
+                .iter_mut()
+                .find(|s| s.name == name)
+                .expect("a default signal");
+            s.min = min.or(s.min);
+            s.max = max.or(s.max);
+            let (lo, hi) = (s.min.unwrap_or_default(), s.max.unwrap_or_default());
+            if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
+                return Err(ConfigError::new(
+                    setting,
+                    format!("[{lo}, {hi}] is not a range (min ≤ max, both finite)"),
+                ));
+            }
+        }
+        Signals::new(&list).map_err(|e| ConfigError::new(&e.setting, e.problem))
+    }
+
+    /// Where the fields are in a payload, checked against the subscription filter.
+    pub fn payload_spec(&self) -> Result<PayloadSpec, ConfigError> {
+        let pointer = |setting: &str, text: &str| -> Result<Option<Vec<String>>, ConfigError> {
+            let tokens = signals::parse_pointer(text).map_err(|p| ConfigError::new(setting, p))?;
+            Ok((!tokens.is_empty()).then_some(tokens))
+        };
+        let level = |setting: &str, level: Option<usize>| -> Result<Option<usize>, ConfigError> {
+            match level {
+                Some(l) if !json::level_varies(&self.mqtt_topic, l) => Err(ConfigError::new(
+                    setting,
+                    format!(
+                        "level {l} of {:?} is not a `+` (or under `#`): every message would name the same one (levels count from 0)",
+                        self.mqtt_topic
+                    ),
+                )),
+                l => Ok(l),
+            }
+        };
+        let turbine_level = match self.payload_turbine_topic_level {
+            None => json::turbine_level(&self.mqtt_topic),
+            l => level("payload_turbine_topic_level", l)?,
+        };
+        let site_level = level("payload_site_topic_level", self.payload_site_topic_level)?;
+        if site_level.is_some() && site_level == turbine_level {
+            return Err(ConfigError::new(
+                "payload_site_topic_level",
+                "is the level that names the turbine",
+            ));
+        }
+        // Empty is refused by `Rules::new`, which names this setting too.
+        let timestamp_pointer =
+            pointer("payload_timestamp_pointer", &self.payload_timestamp_pointer)?
+                .unwrap_or_default();
+        Ok(PayloadSpec {
+            turbine_pointer: pointer("payload_turbine_pointer", &self.payload_turbine_pointer)?,
+            turbine_level,
+            site_pointer: pointer("payload_site_pointer", &self.payload_site_pointer)?,
+            site_level,
+            timestamp_pointer,
+            timestamp_format: self.payload_timestamp_format,
+            readings_pointer: pointer("payload_readings_pointer", &self.payload_readings_pointer)?,
+        })
+    }
+
+    /// Checks every setting and derives the typed configuration.
+    pub fn validate(self) -> Result<Config, ConfigError> {
+        // libpq's sslmode and sslrootcert, which tokio-postgres does not know in full, are taken
+        // out of the URL and read here.
+        let (url, url_sslmode, url_rootcert) = split_tls_params(&self.database_url)
+            .map_err(|p| ConfigError::new("database_url", p))?;
+        let sslmode_text = match (url_sslmode.as_deref(), self.database_sslmode.as_str()) {
+            (Some(u), "disable") => u.to_string(),
+            (Some(u), s) if u != s => {
+                return Err(ConfigError::new(
+                    "database_sslmode",
+                    format!("{s} here, but the URL says sslmode={u}"),
+                ))
+            }
+            (_, s) => s.to_string(),
+        };
+        let sslmode = crate::sink::db::SslMode::parse(&sslmode_text).ok_or_else(|| {
+            ConfigError::new(
+                "database_sslmode",
+                format!("{sslmode_text:?}: expected disable, require, verify-ca or verify-full"),
+            )
+        })?;
+        let ca_file = match (url_rootcert, self.database_ca_file.as_str()) {
+            (Some(u), "") => Some(u),
+            (_, "") => None,
+            (_, f) => Some(f.to_string()),
+        };
+        if ca_file.is_some()
+            && !matches!(
+                sslmode,
+                crate::sink::db::SslMode::VerifyCa | crate::sink::db::SslMode::VerifyFull
+            )
+        {
+            return Err(ConfigError::new(
+                "database_ca_file",
+                "is only used with database_sslmode verify-ca or verify-full",
+            ));
+        }
+        let db_tls = crate::sink::db::tls_config(sslmode, ca_file.as_deref().map(Path::new))
+            .map_err(|e| ConfigError::new(e.setting, e.problem))?;
+        let mut db: tokio_postgres::Config = url
+            .parse()
+            // The parser's message never quotes the URL (it may hold a password).
+            .map_err(|e| ConfigError::new("database_url", format!("not a libpq URL: {e}")))?;
+        if db.get_dbname().is_none() {
+            return Err(ConfigError::new(
+                "database_url",
+                "names no database (add /DBNAME to the URL)",
+            ));
+        }
+        if !self.database_password.is_empty() {
+            if db.get_password().is_some() {
+                return Err(ConfigError::new(
+                    "database_password",
+                    "database_url holds a password too; give it in one place",
+                ));
+            }
+            db.password(self.database_password.expose());
+        }
+        let db = crate::sink::db::Database::new(db, db_tls);
+        let broker = parse_mqtt_url(&self.mqtt_url)?;
+        if !self.mqtt_password.is_empty() && self.mqtt_username.is_empty() {
+            return Err(ConfigError::new(
+                "mqtt_password",
+                "is set but mqtt_username is not",
+            ));
+        }
+        let opt = |s: &str| (!s.is_empty()).then(|| Path::new(s).to_path_buf());
+        let (cert, key) = (
+            opt(&self.mqtt_client_cert_file),
+            opt(&self.mqtt_client_key_file),
+        );
+        if cert.is_some() != key.is_some() {
+            return Err(ConfigError::new(
+                "mqtt_client_cert_file",
+                "mutual TLS needs both mqtt_client_cert_file and mqtt_client_key_file",
+            ));
+        }
+        let tls_asked = opt(&self.mqtt_ca_file).is_some() || cert.is_some();
+        if tls_asked && !broker.tls {
+            return Err(ConfigError::new(
+                "mqtt_url",
+                "TLS files are set but the URL is mqtt://; use mqtts://",
+            ));
+        }
+        let mqtt_tls = if broker.tls {
+            let ca = opt(&self.mqtt_ca_file);
+            let client = cert.as_deref().zip(key.as_deref());
+            let tls = crate::tls::client_config(
+                ca.as_deref(),
+                client,
+                "mqtt_ca_file",
+                "mqtt_client_cert_file",
+                "mqtt_client_key_file",
+            )
+            .map_err(|e| ConfigError::new(e.setting, e.problem))?;
+            Some(Arc::new(tls))
+        } else {
+            None
+        };
+        if self.mqtt_client_id.is_empty() || self.mqtt_client_id.len() > 65_535 {
+            return Err(ConfigError::new(
+                "mqtt_client_id",
+                "must be 1 to 65535 bytes",
+            ));
+        }
+        if json::turbine_level(&self.mqtt_topic).is_none() {
+            return Err(ConfigError::new(
+                "mqtt_topic",
+                format!(
+                    "{:?} has no `+` level to name the turbine (e.g. turbines/+/readings)",
+                    self.mqtt_topic
+                ),
+            ));
+        }
+        if self.mqtt_share_group.contains(['/', '+', '#'])
+            || (!self.mqtt_share_group.is_empty() && self.mqtt_share_group.trim().is_empty())
+        {
+            return Err(ConfigError::new(
+                "mqtt_share_group",
+                "must not contain '/', '+' or '#', nor be only white space",
+            ));
+        }
+        if self.mqtt_topic.starts_with("$share/") {
+            return Err(ConfigError::new(
+                "mqtt_topic",
+                format!(
+                    "{:?} names a share group: set mqtt_share_group instead (mqtt_topic is the topic filter alone)",
+                    self.mqtt_topic
+                ),
+            ));
+        }
+        let metrics_listen = self.metrics_listen.parse().map_err(|e| {
+            ConfigError::new(
+                "metrics_listen",
+                format!("not an address like 127.0.0.1:9187: {e}"),
+            )
+        })?;
+        let panel_listen = self.panel_listen.parse().map_err(|e| {
+            ConfigError::new(
+                "panel_listen",
+                format!("not an address like 127.0.0.1:8087: {e}"),
+            )
+        })?;
+        positive("batch_max_readings", self.batch_max_readings)?;
+        positive("max_unacked_readings", self.max_unacked_readings)?;
+        positive("max_message_bytes", self.max_message_bytes)?;
+        positive("max_unacked_bytes", self.max_unacked_bytes)?;
+        positive("batch_max_bytes", self.batch_max_bytes)?;
+        // tokio's semaphore holds at most usize::MAX >> 3 permits; far past any real memory.
+        if self.max_unacked_bytes > (1 << 40) || self.max_unacked_readings > (1 << 40) {
+            return Err(ConfigError::new(
+                if self.max_unacked_bytes > (1 << 40) {
+                    "max_unacked_bytes"
+                } else {
+                    "max_unacked_readings"
+                },
+                "must be at most 2^40",
+            ));
+        }
+        if self.max_unacked_bytes < self.batch_max_bytes {
+            return Err(ConfigError::new(
+                "max_unacked_bytes",
+                format!(
+                    "{} is smaller than batch_max_bytes ({}): a batch could never fill",
+                    self.max_unacked_bytes, self.batch_max_bytes
+                ),
+            ));
+        }
+        positive("max_readings_per_message", self.max_readings_per_message)?;
+        positive(
+            "mqtt_receive_maximum",
+            usize::from(self.mqtt_receive_maximum),
+        )?;
+        if self.max_unacked_readings < self.batch_max_readings {
+            return Err(ConfigError::new(
+                "max_unacked_readings",
+                format!(
+                    "{} is smaller than batch_max_readings ({}): a batch could never fill",
+                    self.max_unacked_readings, self.batch_max_readings
+                ),
+            ));
+        }
+        if self.mqtt_session_expiry.as_secs() == 0 {
+            return Err(ConfigError::new(
+                "mqtt_session_expiry",
+                "must be at least 1s, or the broker forgets the session (and what it queued) on every disconnect",
+            ));
+        }
+        if self.mqtt_keep_alive < Duration::from_secs(5) {
+            return Err(ConfigError::new("mqtt_keep_alive", "must be at least 5s"));
+        }
+        if self.batch_max_wait.is_zero() {
+            return Err(ConfigError::new("batch_max_wait", "must be more than 0"));
+        }
+        if self.clock_drift_window < Duration::from_secs(1) {
+            return Err(ConfigError::new(
+                "clock_drift_window",
+                "must be at least 1s",
+            ));
+        }
+        if self.clock_max_collisions_per_day < 1 {
+            return Err(ConfigError::new(
+                "clock_max_collisions_per_day",
+                "must be at least 1",
+            ));
+        }
+        let size = self.readings_partition_size;
+        if size < Duration::from_secs(3600) || size > 366 * DAY || size.subsec_nanos() != 0 {
+            return Err(ConfigError::new(
+                "readings_partition_size",
+                "must be whole seconds from 1h to 366days (1day is a good size)",
+            ));
+        }
+        if self.readings_partition_backfill < size {
+            return Err(ConfigError::new(
+                "readings_partition_backfill",
+                "must be at least readings_partition_size",
+            ));
+        }
+        if !self.readings_retention.is_zero() && self.readings_retention < size {
+            return Err(ConfigError::new(
+                "readings_retention",
+                "must be 0 (keep everything) or at least readings_partition_size",
+            ));
+        }
+        if !self.readings_manage_partitions && !self.readings_retention.is_zero() {
+            return Err(ConfigError::new(
+                "readings_retention",
+                "needs readings_manage_partitions = true (where the engine manages partitions, use its own retention: docs/scaling.md)",
+            ));
+        }
+        if let Err(problem) = crate::sink::stats::Width::new(self.stats_interval) {
+            return Err(ConfigError::new("stats_interval", problem));
+        }
+        if self.maintenance_interval < Duration::from_secs(1) {
+            return Err(ConfigError::new(
+                "maintenance_interval",
+                "must be at least 1s",
+            ));
+        }
+        if self.db_write_timeout < Duration::from_secs(1) {
+            return Err(ConfigError::new("db_write_timeout", "must be at least 1s"));
+        }
+        if !(1..=MAX_WRITERS).contains(&self.database_writers) {
+            return Err(ConfigError::new(
+                "database_writers",
+                format!("must be from 1 to {MAX_WRITERS} (each is a database connection)"),
+            ));
+        }
+        let max_clock_skew = chrono::Duration::from_std(self.max_clock_skew)
+            .map_err(|_| ConfigError::new("max_clock_skew", "too large"))?;
+        let signals = self.checked_signals()?;
+        let spec = self.payload_spec()?;
+        let rules = Rules::new(signals, &spec)
+            .map_err(|(setting, problem)| ConfigError::new(setting, problem))?;
+        let rules = Rules {
+            max_message_bytes: self.max_message_bytes,
+            max_readings_per_message: self.max_readings_per_message,
+            max_clock_skew,
+            ..rules
+        };
+        let sparkplug = self.sparkplug_mapping(&rules.signals)?;
+        Ok(Config {
+            settings: self,
+            db,
+            broker,
+            mqtt_tls,
+            metrics_listen,
+            panel_listen,
+            rules,
+            sparkplug,
+        })
+    }
+
+    /// Sparkplug B's settings checked: None when no group is set.
+    fn sparkplug_mapping(&self, signals: &Signals) -> Result<Option<Mapping>, ConfigError> {
+        let group = self.sparkplug_group_id.as_str();
+        if group.is_empty() {
+            return Ok(None);
+        }
+        if group != "+" && (group.contains(['/', '+', '#']) || group == "STATE") {
+            return Err(ConfigError::new(
+                "sparkplug_group_id",
+                format!("{group:?}: a group id (one topic level, not STATE), or + for every group"),
+            ));
+        }
+        if !self.mqtt_share_group.is_empty() {
+            return Err(ConfigError::new(
+                "mqtt_share_group",
+                format!(
+                    "{:?} is set beside sparkplug_group_id {group:?}: Sparkplug B is not taken in a share \
+                     group, because the broker deals one edge node's births and data to different members \
+                     and no member could prove which birth a DATA message follows. Run Sparkplug B in a \
+                     daemon of its own outside the share group (its own mqtt_client_id, mqtt_share_group \
+                     empty; one daemon per sparkplug_group_id to spread several groups), and the JSON \
+                     fleet in the share group",
+                    self.mqtt_share_group
+                ),
+            ));
+        }
+        if matches!(
+            self.mqtt_topic.split('/').next(),
+            Some("+" | "#" | crate::intake::sparkplug::NAMESPACE)
+        ) {
+            return Err(ConfigError::new(
+                "mqtt_topic",
+                format!(
+                    "{:?} would also take Sparkplug B's messages as JSON; with sparkplug_group_id set, mqtt_topic is the JSON fleet's filter alone",
+                    self.mqtt_topic
+                ),
+            ));
+        }
+        if self.sparkplug_host_id.contains(['/', '+', '#']) {
+            return Err(ConfigError::new(
+                "sparkplug_host_id",
+                "must not contain '/', '+' or '#'",
+            ));
+        }
+        if self.sparkplug_max_metrics_per_message == 0 {
+            return Err(ConfigError::new(
+                "sparkplug_max_metrics_per_message",
+                "must be at least 1",
+            ));
+        }
+        if self.sparkplug_births_cached == 0 {
+            return Err(ConfigError::new(
+                "sparkplug_births_cached",
+                "must be at least 1",
+            ));
+        }
+        if self.sparkplug_births_cache_bytes < 1024 * 1024 {
+            return Err(ConfigError::new(
+                "sparkplug_births_cache_bytes",
+                "must be at least 1 MiB",
+            ));
+        }
+        if !(self.sparkplug_rebirths_per_second.is_finite()
+            && self.sparkplug_rebirths_per_second > 0.0)
+        {
+            return Err(ConfigError::new(
+                "sparkplug_rebirths_per_second",
+                "must be a number above 0",
+            ));
+        }
+        if self.sparkplug_rebirth_interval < Duration::from_secs(1) {
+            return Err(ConfigError::new(
+                "sparkplug_rebirth_interval",
+                "must be at least 1s",
+            ));
+        }
+        let mut by_name = HashMap::new();
+        if self.sparkplug_metrics.is_empty() {
+            for (i, s) in signals.iter().enumerate() {
+                by_name.insert(s.name.clone(), i);
+            }
+        }
+        for (metric, signal) in &self.sparkplug_metrics {
+            if metric.is_empty() {
+                return Err(ConfigError::new(
+                    "sparkplug_metrics",
+                    "a metric name is empty",
+                ));
+            }
+            let Some(i) = signals.position(signal) else {
+                return Err(ConfigError::new(
+                    "sparkplug_metrics",
+                    format!("metric {metric:?} feeds {signal:?}, which is not a declared signal"),
+                ));
+            };
+            by_name.insert(metric.clone(), i);
+        }
+        Ok(Some(Mapping {
+            turbine: self.sparkplug_turbine,
+            time: self.sparkplug_timestamp,
+            signals: by_name,
+            max_metrics: self.sparkplug_max_metrics_per_message,
+        }))
+    }
+}
+
+/// A string setting that also takes what an environment variable's text parses as: a client id
+/// `123` arrives from `GALEWATCH_MQTT_CLIENT_ID=123` as a number and is still meant as text.
+fn scalar_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Scalar {
+        S(String),
+        U(u64),
+        I(i64),
+        F(f64),
+        B(bool),
+    }
+    Ok(match Scalar::deserialize(d)? {
+        Scalar::S(s) => s,
+        Scalar::U(u) => u.to_string(),
+        Scalar::I(i) => i.to_string(),
+        Scalar::F(f) => f.to_string(),
+        Scalar::B(b) => b.to_string(),
+    })
+}
+
+fn positive(setting: &str, v: usize) -> Result<(), ConfigError> {
+    if v == 0 {
+        Err(ConfigError::new(setting, "must be more than 0"))
+    } else {
+        Ok(())
+    }
+}
+
+/// Takes `sslmode` and `sslrootcert` out of a libpq URL's query: (the rest, sslmode, sslrootcert).
+/// A key=value connection string is passed through whole.
+fn split_tls_params(url: &str) -> Result<(String, Option<String>, Option<String>), String> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Ok((url.to_string(), None, None));
+    }
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_string(), None, None));
+    };
+    // libpq decodes a URI's parameters by percent-decoding alone ('+' stays '+'), keys too.
+    let decode = |text: &str| {
+        percent_encoding::percent_decode_str(text)
+            .decode_utf8()
+            .map(|t| t.into_owned())
+            .map_err(|_| "a parameter is not UTF-8 once percent-decoded".to_string())
+    };
+    let (mut mode, mut root, mut rest) = (None, None, Vec::new());
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match decode(key)?.as_str() {
+            "sslmode" => mode = Some(decode(value)?),
+            "sslrootcert" => root = Some(decode(value)?),
+            _ => rest.push(pair),
+        }
+    }
+    let url = if rest.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    Ok((url, mode, root))
+}
+
+fn parse_mqtt_url(s: &str) -> Result<BrokerAddr, ConfigError> {
+    let bad = |p: String| ConfigError::new("mqtt_url", p);
+    // Errors never quote the URL: it could hold credentials.
+    let url = url::Url::parse(s).map_err(|e| bad(format!("not a URL: {e}")))?;
+    let (tls, default_port) = match url.scheme() {
+        "mqtt" | "tcp" => (false, 1883),
+        "mqtts" | "ssl" => (true, 8883),
+        other => {
+            return Err(bad(format!(
+                "unknown scheme {other:?}; expected mqtt:// or mqtts://"
+            )))
+        }
+    };
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(bad(
+            "holds credentials; give them as mqtt_username and mqtt_password (or _FILE)".into(),
+        ));
+    }
+    let host = url
+        .host_str()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| bad("names no host".into()))?;
+    Ok(BrokerAddr {
+        host: host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
+        port: url.port().unwrap_or(default_port),
+        tls,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_parameters_are_percent_decoded_as_libpq_does() {
+        let (url, mode, root) = split_tls_params(
+            "postgresql://u@h/db?ssl%6Dode=verify-full&sslrootcert=%2Fetc%2Fmy%20ca+1.pem&application_name=a%20b",
+        )
+        .unwrap();
+        assert_eq!(mode.as_deref(), Some("verify-full"));
+        assert_eq!(
+            root.as_deref(),
+            Some("/etc/my ca+1.pem"),
+            "'+' is not a space"
+        );
+        assert_eq!(
+            url, "postgresql://u@h/db?application_name=a%20b",
+            "the rest as given"
+        );
+        assert!(split_tls_params("postgresql://h/db?sslrootcert=%FF").is_err());
+        let (url, mode, root) = split_tls_params("host=h dbname=x").unwrap();
+        assert_eq!((url.as_str(), mode, root), ("host=h dbname=x", None, None));
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let c = Settings::default().validate().expect("defaults validate");
+        assert_eq!(
+            c.broker,
+            BrokerAddr {
+                host: "127.0.0.1".into(),
+                port: 1883,
+                tls: false,
+            }
+        );
+        assert_eq!(c.db.config.get_dbname(), Some("galewatch"));
+        assert_eq!(c.rules.turbine_level, Some(1));
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let cases: Vec<(Settings, &str, &str)> = vec![
+            (
+                Settings {
+                    mqtt_url: "http://x".into(),
+                    ..Settings::default()
+                },
+                "mqtt_url",
+                "unknown scheme",
+            ),
+            (
+                Settings {
+                    mqtt_topic: "turbines/#".into(),
+                    ..Settings::default()
+                },
+                "mqtt_topic",
+                "no `+` level",
+            ),
+            (
+                Settings {
+                    mqtt_topic: "$share/g/turbines/+/readings".into(),
+                    ..Settings::default()
+                },
+                "mqtt_topic",
+                "set mqtt_share_group instead",
+            ),
+            (
+                Settings {
+                    mqtt_share_group: " ".into(),
+                    ..Settings::default()
+                },
+                "mqtt_share_group",
+                "white space",
+            ),
+            (
+                Settings {
+                    metrics_listen: "nowhere".into(),
+                    ..Settings::default()
+                },
+                "metrics_listen",
+                "not an address",
+            ),
+            (
+                Settings {
+                    batch_max_readings: 0,
+                    ..Settings::default()
+                },
+                "batch_max_readings",
+                "more than 0",
+            ),
+            (
+                Settings {
+                    max_unacked_readings: 10,
+                    ..Settings::default()
+                },
+                "max_unacked_readings",
+                "never fill",
+            ),
+            (
+                Settings {
+                    database_writers: 0,
+                    ..Settings::default()
+                },
+                "database_writers",
+                "from 1 to 64",
+            ),
+            (
+                Settings {
+                    database_writers: 65,
+                    ..Settings::default()
+                },
+                "database_writers",
+                "from 1 to 64",
+            ),
+            (
+                Settings {
+                    power_kw_min: Some(5.0),
+                    power_kw_max: Some(1.0),
+                    ..Settings::default()
+                },
+                "power_kw_min",
+                "not a range",
+            ),
+            (
+                Settings {
+                    database_url: "postgresql://h:notaport/db".into(),
+                    ..Settings::default()
+                },
+                "database_url",
+                "not a libpq URL",
+            ),
+            (
+                Settings {
+                    readings_partition_size: Duration::from_secs(60),
+                    ..Settings::default()
+                },
+                "readings_partition_size",
+                "from 1h",
+            ),
+            (
+                Settings {
+                    readings_retention: Duration::from_secs(3600),
+                    ..Settings::default()
+                },
+                "readings_retention",
+                "at least readings_partition_size",
+            ),
+            (
+                Settings {
+                    readings_manage_partitions: false,
+                    readings_retention: 30 * DAY,
+                    ..Settings::default()
+                },
+                "readings_retention",
+                "needs readings_manage_partitions",
+            ),
+        ];
+        for (s, setting, problem) in cases {
+            let e = s.validate().expect_err(setting);
+            assert_eq!(e.setting, setting);
+            assert!(e.to_string().contains(problem), "{e}");
+            assert!(
+                e.to_string()
+                    .contains(&format!("GALEWATCH_{}", setting.to_uppercase())),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn sparkplug_settings_are_checked_and_mapped() {
+        let on = |f: fn(&mut Settings)| {
+            let mut s = Settings {
+                sparkplug_group_id: "wind".into(),
+                ..Settings::default()
+            };
+            f(&mut s);
+            s.validate()
+        };
+        // Off by default; on, each signal is fed by the metric of its own name.
+        assert!(Settings::default().validate().unwrap().sparkplug.is_none());
+        let c = on(|_| {}).unwrap();
+        let m = c.sparkplug.clone().unwrap();
+        assert_eq!(m.signals.get("power_kw"), Some(&0));
+        assert_eq!(m.signals.get("rotor_rpm"), Some(&2));
+        let g = c.mqtt().sparkplug.unwrap();
+        assert_eq!(g.filters.len(), 6);
+        assert!(g.host_id.is_none() && g.filters[0].starts_with("spBv1.0/wind/"));
+        assert_eq!(g.session, c.settings.mqtt_client_id);
+        // A map replaces the default names.
+        let c = on(|s| {
+            s.sparkplug_metrics = [("Power/Active".to_string(), "power_kw".to_string())].into();
+            s.sparkplug_host_id = "scada-1".into();
+        })
+        .unwrap();
+        let g = c.mqtt().sparkplug.unwrap();
+        assert_eq!(g.mapping.signals.len(), 1);
+        assert_eq!(g.mapping.signals.get("Power/Active"), Some(&0));
+        assert_eq!(g.host_id.as_deref(), Some("scada-1"));
+        // Refusals, named.
+        type Change = fn(&mut Settings);
+        let cases: Vec<(Change, &str, &str)> = vec![
+            (
+                |s| s.sparkplug_group_id = "a/b".into(),
+                "sparkplug_group_id",
+                "one topic level",
+            ),
+            (
+                |s| s.sparkplug_group_id = "STATE".into(),
+                "sparkplug_group_id",
+                "not STATE",
+            ),
+            (
+                |s| s.sparkplug_group_id = "#".into(),
+                "sparkplug_group_id",
+                "a group id",
+            ),
+            (
+                |s| s.sparkplug_host_id = "h/1".into(),
+                "sparkplug_host_id",
+                "must not contain",
+            ),
+            (
+                |s| s.sparkplug_metrics = [("P".to_string(), "power".to_string())].into(),
+                "sparkplug_metrics",
+                "not a declared signal",
+            ),
+            (
+                |s| s.sparkplug_metrics = [(String::new(), "power_kw".to_string())].into(),
+                "sparkplug_metrics",
+                "empty",
+            ),
+            (
+                |s| s.sparkplug_max_metrics_per_message = 0,
+                "sparkplug_max_metrics_per_message",
+                "at least 1",
+            ),
+            (
+                |s| s.sparkplug_births_cached = 0,
+                "sparkplug_births_cached",
+                "at least 1",
+            ),
+            (
+                |s| s.sparkplug_rebirth_interval = Duration::ZERO,
+                "sparkplug_rebirth_interval",
+                "at least 1s",
+            ),
+            (
+                |s| s.mqtt_share_group = "g".into(),
+                "mqtt_share_group",
+                "outside the share group",
+            ),
+            (
+                |s| s.mqtt_topic = "spBv1.0/wind/+/+/+".into(),
+                "mqtt_topic",
+                "would also take Sparkplug B's messages",
+            ),
+            (
+                |s| s.mqtt_topic = "+/+/readings".into(),
+                "mqtt_topic",
+                "would also take Sparkplug B's messages",
+            ),
+            (
+                |s| s.sparkplug_births_cache_bytes = 1000,
+                "sparkplug_births_cache_bytes",
+                "at least 1 MiB",
+            ),
+            (
+                |s| s.sparkplug_rebirths_per_second = f64::NAN,
+                "sparkplug_rebirths_per_second",
+                "above 0",
+            ),
+        ];
+        for (f, setting, problem) in cases {
+            let e = on(f).expect_err(setting);
+            assert_eq!(e.setting, setting);
+            assert!(e.to_string().contains(problem), "{e}");
+        }
+        // From TOML and from the environment's dict syntax.
+        let from: Settings = Figment::from(Serialized::defaults(Settings::default()))
+            .merge(Toml::string(
+                "sparkplug_group_id = \"+\"\nsparkplug_turbine = \"group/edge_node\"\nsparkplug_timestamp = \"payload\"\nsparkplug_metrics = { \"Power/Active\" = \"power_kw\" }",
+            ))
+            .extract()
+            .unwrap();
+        assert_eq!(from.sparkplug_turbine, TurbineFrom::GroupEdgeNode);
+        assert_eq!(from.sparkplug_timestamp, TimeFrom::Payload);
+        assert_eq!(
+            from.sparkplug_metrics
+                .get("Power/Active")
+                .map(String::as_str),
+            Some("power_kw")
+        );
+        let bad: Result<Settings, _> = Figment::from(Serialized::defaults(Settings::default()))
+            .merge(Toml::string("sparkplug_turbine = \"gateway\""))
+            .extract();
+        assert!(bad.unwrap_err().to_string().contains("gateway"));
+    }
+
+    #[test]
+    fn a_share_group_wraps_the_topic() {
+        let s = Settings {
+            mqtt_share_group: "galewatch".into(),
+            ..Settings::default()
+        };
+        assert_eq!(s.subscription(), "$share/galewatch/turbines/+/readings");
+        assert_eq!(Settings::default().subscription(), "turbines/+/readings");
+        let bad = Settings {
+            mqtt_share_group: "a/b".into(),
+            ..Settings::default()
+        };
+        assert_eq!(bad.validate().unwrap_err().setting, "mqtt_share_group");
+    }
+
+    #[test]
+    fn mqtt_urls() {
+        assert_eq!(
+            parse_mqtt_url("mqtt://broker.example:1884").unwrap(),
+            BrokerAddr {
+                host: "broker.example".into(),
+                port: 1884,
+                tls: false,
+            }
+        );
+        assert_eq!(
+            parse_mqtt_url("mqtts://broker.example").unwrap(),
+            BrokerAddr {
+                host: "broker.example".into(),
+                port: 8883,
+                tls: true,
+            }
+        );
+        let e = parse_mqtt_url("mqtt://u:hunter2@x").unwrap_err();
+        assert!(e.problem.contains("credentials"), "{e}");
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn the_example_file_is_the_defaults() {
+        // config/galewatch.toml documents every setting with its default value: keep them true.
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/galewatch.toml");
+        let from_file: Settings = Figment::new()
+            .merge(Toml::file_exact(&path))
+            .extract()
+            .expect("config/galewatch.toml parses with every setting");
+        assert_eq!(
+            serde_json::to_value(&from_file).unwrap(),
+            serde_json::to_value(Settings::default()).unwrap()
+        );
+    }
+}

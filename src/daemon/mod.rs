@@ -1,0 +1,335 @@
+//! Daemon: wire the stages together (subscribe → decode → batch → write → ack) and shut them
+//! down in order.
+
+pub mod config;
+mod seams;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::{timeout_at, Instant};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::backoff::Backoff;
+use crate::daemon::config::Config;
+use crate::error::Error;
+use crate::intake::batch::{self, Acks, Batcher};
+use crate::intake::leave;
+use crate::intake::ledger::Ledger;
+use crate::intake::sparkplug::intake::BirthBook;
+use crate::intake::subscribe::Subscriber;
+use crate::probe::Probe;
+use crate::sink::births::Store;
+use crate::sink::maintain::Maintainer;
+use crate::sink::migrate;
+use crate::sink::write;
+
+/// Runs the daemon until `shutdown` is cancelled, then commits and acknowledges what is in hand
+/// within the configured grace period. Embeddable: the caller installs the metrics recorder (or
+/// none) and reads readiness and the committed counters through `probe`.
+///
+/// The shutdown, in order, all of it here:
+/// 1. `shutdown` is cancelled: the subscriber stops handing messages on (and keeps polling, so
+///    acks still go out; it never races its poll against anything: see `subscribe.rs`), the
+///    batcher flushes what it holds and ends, maintenance stops between passes.
+/// 2. The writers commit and acknowledge the last batches within `shutdown_grace`; past it,
+///    `hard_stop` makes them give up (those messages stay unacknowledged: the broker redelivers).
+/// 3. The DISCONNECT is queued behind the last acks; the subscriber sends it and reads until the
+///    broker closes the connection (at most 2 s more).
+/// 4. The background tasks (gauges, clock health) are cancelled and awaited.
+pub async fn run(cfg: Config, shutdown: CancellationToken, probe: Probe) -> Result<(), Error> {
+    run_as(cfg, shutdown, probe, None).await
+}
+
+/// `galewatch leave`: retires this member of its share group for good (see `leave.rs`). Runs the
+/// pipeline on what the member's session still holds, stops when it has run dry, then ends the
+/// session. Interrupted (`shutdown`), it keeps the session and says so.
+pub async fn leave(cfg: Config, shutdown: CancellationToken) -> Result<leave::Report, Error> {
+    let probe = Probe::default();
+    let leaving = Arc::new(leave::Leaving::default());
+    let drained = shutdown.child_token();
+    let watcher = {
+        let (probe, leaving, drained) = (probe.clone(), leaving.clone(), drained.clone());
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_millis(200));
+            loop {
+                every.tick().await;
+                if leaving.drained(probe.unacked(), std::time::Instant::now()) {
+                    drained.cancel();
+                    return;
+                }
+            }
+        })
+    };
+    let ran = run_as(cfg.clone(), drained, probe.clone(), Some(leaving.clone())).await;
+    watcher.abort();
+    ran?;
+    if shutdown.is_cancelled() {
+        return Err(Error::other(
+            "leaving the share group",
+            "interrupted: the session is kept (run galewatch leave again)",
+        ));
+    }
+    leave::end_session(&cfg.mqtt()).await?;
+    let t = probe.totals().committed;
+    Ok(leave::Report {
+        messages: t.messages,
+        readings: t.received,
+        had_session: !leaving.had_no_session(),
+    })
+}
+
+async fn run_as(
+    cfg: Config,
+    shutdown: CancellationToken,
+    probe: Probe,
+    leaving: Option<Arc<leave::Leaving>>,
+) -> Result<(), Error> {
+    if !migrate_when_reachable(&cfg, &shutdown).await? {
+        return Ok(());
+    }
+
+    let s = &cfg.settings;
+    // Each stage is made from its own group of settings.
+    let intake = cfg.intake();
+    let write = cfg.write();
+    // Custody of every message from PUBLISH to PUBACK (see `ledger.rs`).
+    let ledger = Ledger::new(intake.max_unacked_readings, intake.max_unacked_bytes);
+    probe.attach({
+        let ledger = ledger.clone();
+        Arc::new(move || ledger.held())
+    });
+    let (msg_tx, msg_rx) = mpsc::unbounded_channel();
+    // One batch waits while the writers land the ones before it.
+    let (batch_tx, batch_rx) = mpsc::channel(1);
+    let hard_stop = CancellationToken::new();
+    // Tasks with no work to finish: cancelled and awaited at the end.
+    let background = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    let mqtt = cfg.mqtt();
+    // Sparkplug B reads births through the sink's store, on its own connection.
+    let births = mqtt
+        .sparkplug
+        .as_ref()
+        .map(|sp| Box::new(Store::new(cfg.db.clone(), sp.session.clone())) as Box<dyn BirthBook>);
+    let (mut subscriber, client) =
+        Subscriber::new(&mqtt, ledger.clone(), probe.clone(), msg_tx, births);
+    if let Some(leaving) = leaving {
+        subscriber = subscriber.leaving(leaving);
+    }
+    let offline = subscriber.offline_state();
+
+    let mut subscriber: tokio::task::JoinHandle<Result<(), Error>> =
+        tokio::spawn(subscriber.run(shutdown.clone()));
+    let batcher = tokio::spawn(batch::run(
+        msg_rx,
+        batch_tx,
+        Batcher::new(
+            intake.batch_max_readings,
+            intake.batch_max_bytes,
+            intake.batch_max_wait,
+        )
+        .tracking_keys(write.writers > 1),
+        shutdown.clone(),
+    ));
+    let acks = Acks {
+        ledger: ledger.clone(),
+        client: client.clone(),
+    };
+    let mut writer = tokio::spawn(write::run_all(
+        write,
+        batch_rx,
+        acks,
+        probe.clone(),
+        hard_stop.clone(),
+    ));
+    tracker.spawn(background.clone().run_until_cancelled_owned(
+        crate::sink::health::refresh_table_gauges(cfg.db.clone(), cfg.clock()),
+    ));
+    tracker.spawn(Maintainer::new(&cfg.upkeep()).run(shutdown.clone()));
+    // The oldest-unacked age grows while nothing commits, so refresh it on a clock too.
+    tracker.spawn(background.clone().run_until_cancelled_owned(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            every.tick().await;
+            ledger.publish_age(std::time::Instant::now());
+        }
+    }));
+    tracker.close();
+    tracing::info!(
+        broker = %format!("{}:{}", cfg.broker.host, cfg.broker.port),
+        client_id = %s.mqtt_client_id,
+        subscription = %s.subscription(),
+        "galewatch running"
+    );
+
+    // A stage that ends before shutdown was asked for is a bug: stop loudly rather than sit
+    // there taking no messages. (On shutdown the stages end by themselves, maybe before this
+    // select sees the flag, so a finished task is judged by the flag.)
+    let mut writer_done = false;
+    let asked = shutdown.clone();
+    tokio::select! {
+        biased;
+        _ = asked.cancelled() => {}
+        // The subscriber before the writer: when the subscriber stops with an error (a TLS
+        // refusal), the writer runs dry and stops too, and the cause is the subscriber's.
+        r = &mut subscriber => {
+            if let Ok(Err(e)) = r {
+                return Err(e);
+            }
+            if !shutdown.is_cancelled() {
+                return Err(Error::other("the subscriber task", format!("stopped unexpectedly: {r:?}")));
+            }
+            // It only ends on shutdown when it was never connected: nothing to ack, nothing
+            // more to wait for from it.
+            subscriber = tokio::spawn(async { Ok(()) });
+        }
+        r = &mut writer => {
+            writer_done = true;
+            if !shutdown.is_cancelled() {
+                return Err(Error::other("the writer task", format!("stopped unexpectedly: {r:?}")));
+            }
+        }
+    }
+    let deadline = Instant::now() + s.shutdown_grace;
+    tracing::info!(grace = ?s.shutdown_grace, "shutting down: committing and acknowledging what is in hand");
+    // The subscriber stops handing messages on; the batcher flushes its last batch; the writer
+    // commits and acks everything, then ends.
+    let _ = timeout_at(deadline, batcher).await;
+    if !writer_done && timeout_at(deadline, &mut writer).await.is_err() {
+        hard_stop.cancel();
+        let _ = writer.await;
+    }
+    // The DISCONNECT queues behind the last acks, so the subscriber sends them before it; a
+    // Sparkplug B host says it is offline just before (a clean DISCONNECT sends no will).
+    if let Some((topic, payload)) = offline {
+        let qos = rumqttc::v5::mqttbytes::QoS::AtLeastOnce;
+        if let Err(e) = client.try_publish(topic, qos, true, payload) {
+            tracing::warn!(error = %e, "could not queue the Sparkplug B STATE (offline)");
+        }
+    }
+    let _ = client.try_disconnect();
+    if timeout_at(
+        deadline.max(Instant::now()) + Duration::from_secs(2),
+        &mut subscriber,
+    )
+    .await
+    .is_err()
+    {
+        subscriber.abort();
+    }
+    background.cancel();
+    tracker.wait().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Applies migrations, waiting (with backoff) while the database is unreachable. Returns false
+/// if shutdown came first.
+async fn migrate_when_reachable(cfg: &Config, shutdown: &CancellationToken) -> Result<bool, Error> {
+    let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
+    loop {
+        match apply_migrations(cfg).await {
+            Ok(()) => return Ok(true),
+            Err(e) if e.is_retryable() => {
+                let wait = backoff.next_delay();
+                tracing::warn!(error = %e, retry_in = ?wait, "database not reachable yet");
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = shutdown.cancelled() => return Ok(false),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Connects, applies pending migrations, disconnects. Creates the database first if it does not
+/// exist yet (and the role may), so a first start needs no manual `createdb`.
+pub async fn apply_migrations(cfg: &Config) -> Result<(), Error> {
+    let connected = match cfg.db.connect().await {
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::INVALID_CATALOG_NAME) => {
+            create_database(cfg).await?;
+            cfg.db.connect().await
+        }
+        other => other,
+    };
+    let mut client = connected.map_err(|e| Error::db("connecting to the database", e))?;
+    let applied = migrate::apply(&mut client, &cfg.rules.signals).await;
+    drop(client);
+    let applied = applied?;
+    if applied.migrations.is_empty() {
+        tracing::info!("schema up to date");
+    } else {
+        tracing::info!(applied = ?applied.migrations, "migrations applied");
+    }
+    for change in applied.signals.iter().chain(&applied.distributed) {
+        tracing::info!("{change}");
+    }
+    Ok(())
+}
+
+async fn create_database(cfg: &Config) -> Result<(), Error> {
+    let name = cfg
+        .db
+        .config
+        .get_dbname()
+        .unwrap_or("galewatch")
+        .to_string();
+    let admin = cfg.db.with_dbname("postgres");
+    let client = admin.connect().await.map_err(|e| {
+        Error::db(
+            "connecting to the maintenance database to create the database",
+            e,
+        )
+    })?;
+    let quoted = format!("\"{}\"", name.replace('"', "\"\""));
+    let created = client
+        .batch_execute(&format!("CREATE DATABASE {quoted}"))
+        .await;
+    drop(client);
+
+    match created {
+        Ok(()) => {
+            tracing::info!(database = %name, "created the database");
+            Ok(())
+        }
+        // Another daemon created it meanwhile: before our CREATE began (42P04), or while it ran
+        // (23505 on pg_database's name index: both inserted the name, theirs committed first).
+        // Losing that race is success.
+        Err(e)
+            if e.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_DATABASE)
+                || e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) =>
+        {
+            tracing::info!(database = %name, "another instance created the database first");
+            Ok(())
+        }
+        Err(e) => Err(Error::db("creating the database", e)),
+    }
+}
+
+/// A token cancelled on SIGTERM or Ctrl-C. The handlers are installed before this returns, so a
+/// SIGTERM that comes early still shuts down cleanly.
+pub fn shutdown_on_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let tx = token.clone();
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    let int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = term.recv() => tracing::info!("SIGTERM received"),
+                    _ = int.recv() => tracing::info!("interrupt received"),
+                }
+                tx.cancel();
+            });
+        }
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::error!(error = %e, "cannot listen for SIGTERM/SIGINT")
+        }
+    }
+    token
+}

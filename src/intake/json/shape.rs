@@ -1,0 +1,635 @@
+//! Shape: where each field of a reading sits in a JSON payload (JSON Pointers from the
+//! settings), and the streaming walk that picks out exactly those values.
+//!
+//! The walk never builds a document tree: the parser runs over the payload once, descending only
+//! into objects (and arrays) that lead to a declared field and skipping everything else. What it
+//! keeps of a field is the field's own text (`RawValue`, borrowed from the payload), read later
+//! by `decode.rs` with the type its signal declares, so a number is judged from its digits and
+//! not from a double it was squeezed into. Memory per reading is one slot per declared field.
+
+use std::fmt;
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+
+use crate::core::signals::pointer_text;
+
+/// The compiled pointers: a tree of the object keys (and array indexes) that lead to a field.
+#[derive(Debug, Clone)]
+pub struct Shape {
+    root: Node,
+    /// Where the array of readings is, for gateways that wrap them (`/readings`); None: the
+    /// payload is one reading object or an array of them.
+    readings: Option<Vec<String>>,
+    slots: usize,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Node {
+    /// The pointer to this node, for messages.
+    path: String,
+    /// The slot of the first field under this node, to name in a message.
+    leads_to: usize,
+    children: Vec<Edge>,
+}
+
+#[derive(Debug, Clone)]
+struct Edge {
+    token: String,
+    /// The token as an array index, when it is one (`/values/0`).
+    index: Option<usize>,
+    to: Child,
+}
+
+#[derive(Debug, Clone)]
+enum Child {
+    Leaf(usize),
+    Inner(Node),
+}
+
+impl Shape {
+    /// `paths[slot]` is the pointer of that slot, as tokens (None: the slot is not read from the
+    /// payload). Two pointers may not be equal, nor one lead through the other (a value cannot
+    /// also be an object holding another). The error names both, by `names[slot]`.
+    pub fn new(
+        paths: &[Option<Vec<String>>],
+        names: &[&str],
+        readings: Option<Vec<String>>,
+    ) -> Result<Shape, String> {
+        let mut root = Node::default();
+        let mut owner: Vec<(Vec<String>, usize)> = Vec::new();
+        for (slot, path) in paths.iter().enumerate() {
+            let Some(path) = path else { continue };
+            if let Some((_, other)) = owner.iter().find(|(p, _)| {
+                let n = p.len().min(path.len());
+                p[..n] == path[..n]
+            }) {
+                let (a, b) = (names[*other], names[slot]);
+                return Err(format!(
+                    "the pointers of {a} and {b} overlap ({} and {}): each field needs a place of its own",
+                    pointer_text(&owner.iter().find(|(_, s)| s == other).expect("found").0),
+                    pointer_text(path)
+                ));
+            }
+            owner.push((path.clone(), slot));
+            let mut node = &mut root;
+            for (depth, token) in path.iter().enumerate() {
+                let last = depth + 1 == path.len();
+                let pos = node.children.iter().position(|e| &e.token == token);
+                let pos = match pos {
+                    Some(p) => p,
+                    None => {
+                        let to = if last {
+                            Child::Leaf(slot)
+                        } else {
+                            Child::Inner(Node {
+                                path: pointer_text(&path[..=depth]),
+                                leads_to: slot,
+                                children: Vec::new(),
+                            })
+                        };
+                        node.children.push(Edge {
+                            token: token.clone(),
+                            index: as_index(token),
+                            to,
+                        });
+                        node.children.len() - 1
+                    }
+                };
+                match &mut node.children[pos].to {
+                    Child::Inner(n) => node = n,
+                    Child::Leaf(_) => break,
+                }
+            }
+        }
+        Ok(Shape {
+            root,
+            readings,
+            slots: paths.len(),
+        })
+    }
+
+    /// Parses the top level of a payload: one reading, an array of them, or (with a readings
+    /// pointer) the array found there. An array longer than `max_elements` stops the parser
+    /// with [`TOO_MANY`].
+    pub fn parse<'de>(
+        &self,
+        de: &mut serde_json::Deserializer<serde_json::de::StrRead<'de>>,
+        max_elements: usize,
+    ) -> Result<Top<'de>, serde_json::Error> {
+        TopSeed {
+            shape: self,
+            max_elements,
+        }
+        .deserialize(de)
+    }
+
+    /// The readings pointer, for messages.
+    pub fn readings_pointer(&self) -> Option<String> {
+        self.readings.as_deref().map(pointer_text)
+    }
+
+    fn empty(&self) -> Found<'static> {
+        Found {
+            raw: vec![None; self.slots],
+            repeated: None,
+            not_container: None,
+        }
+    }
+}
+
+fn as_index(token: &str) -> Option<usize> {
+    // RFC 6901: an index is 0 or digits without a leading zero.
+    let digits = !token.is_empty() && token.bytes().all(|b| b.is_ascii_digit());
+    (digits && (token == "0" || !token.starts_with('0')))
+        .then(|| token.parse().ok())
+        .flatten()
+}
+
+/// What the walk found in one reading object.
+#[derive(Debug)]
+pub struct Found<'de> {
+    /// Each slot's value, as its text in the payload (None: absent).
+    pub raw: Vec<Option<&'de RawValue>>,
+    /// The first key on a declared path that appeared twice in its object: ambiguous (common
+    /// parsers keep the last, where a field may be absent), so malformed.
+    pub repeated: Option<Repeated>,
+    /// A place on a declared path that held a scalar where an object was needed: its pointer
+    /// and what it held.
+    pub not_container: Option<(String, &'static str)>,
+}
+
+/// A key that appeared twice in one object, on a declared path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Repeated {
+    /// A declared field's own key: its slot.
+    Field(usize),
+    /// A key on the way to declared fields (`{"values":{…},"values":{…}}`): its pointer, and the
+    /// slot of a field under it.
+    Path(String, usize),
+}
+
+/// Which of a node's edges one object has used so far: a key met twice is a repeat. No
+/// allocation unless a node has more than 64 edges.
+#[derive(Default)]
+struct Seen {
+    low: u64,
+    high: Vec<usize>,
+}
+
+impl Seen {
+    /// Marks edge `pos`; false if it was already marked.
+    fn insert(&mut self, pos: usize) -> bool {
+        if pos < 64 {
+            let bit = 1u64 << pos;
+            let new = self.low & bit == 0;
+            self.low |= bit;
+            new
+        } else if self.high.contains(&pos) {
+            false
+        } else {
+            self.high.push(pos);
+            true
+        }
+    }
+}
+
+/// One element of an array of readings.
+#[derive(Debug)]
+pub enum Element<'de> {
+    Object(Found<'de>),
+    Other(&'static str),
+}
+
+/// The top level of a payload.
+#[derive(Debug)]
+pub enum Top<'de> {
+    One(Found<'de>),
+    Many(Vec<Element<'de>>),
+    /// Not an object or array (or, with a readings pointer, not an object): what it is.
+    Other(&'static str),
+    /// With a readings pointer: nothing there.
+    NoReadings,
+    /// With a readings pointer: something other than an array there.
+    ReadingsNotArray(&'static str),
+    /// With a readings pointer: a key on the way to the readings, or theirs, appeared twice in
+    /// its object: the pointer of that key.
+    ReadingsRepeated(String),
+}
+
+/// The start of the error an over-long array raises inside the parser (so it stops there).
+pub const TOO_MANY: &str = "galewatch: too many elements";
+
+/// Matches an object key against a node's edges without allocating: the edge and its position.
+struct KeySeed<'a>(&'a Node);
+
+impl<'de, 'a> DeserializeSeed<'de> for KeySeed<'a> {
+    type Value = Option<(usize, &'a Edge)>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        struct V<'a>(&'a Node);
+        impl<'a> Visitor<'_> for V<'a> {
+            type Value = Option<(usize, &'a Edge)>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(self
+                    .0
+                    .children
+                    .iter()
+                    .enumerate()
+                    .find(|(_, e)| e.token == v))
+            }
+        }
+        d.deserialize_str(V(self.0))
+    }
+}
+
+/// Walks the value at `node`, filling `found`.
+struct NodeSeed<'a, 'b, 'de> {
+    node: &'a Node,
+    found: &'b mut Found<'de>,
+}
+
+impl NodeSeed<'_, '_, '_> {
+    fn not_container(self, kind: &'static str) {
+        if self.found.not_container.is_none() {
+            self.found.not_container = Some((self.node.path.clone(), kind));
+        }
+    }
+}
+
+fn take<'de>(found: &mut Found<'de>, slot: usize, raw: &'de RawValue) {
+    if found.raw[slot].replace(raw).is_some() {
+        found.repeated.get_or_insert(Repeated::Field(slot));
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for NodeSeed<'_, '_, 'de> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for NodeSeed<'_, '_, 'de> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        // A leaf's repeat shows when its slot is filled twice; an inner node's, here.
+        let mut seen = Seen::default();
+        while let Some(edge) = map.next_key_seed(KeySeed(self.node))? {
+            match edge.map(|(pos, e)| (pos, &e.to)) {
+                Some((_, Child::Leaf(slot))) => {
+                    let raw: &'de RawValue = map.next_value()?;
+                    take(self.found, *slot, raw);
+                }
+                Some((pos, Child::Inner(node))) => {
+                    if !seen.insert(pos) && self.found.repeated.is_none() {
+                        self.found.repeated =
+                            Some(Repeated::Path(node.path.clone(), node.leads_to));
+                    }
+                    map.next_value_seed(NodeSeed {
+                        node,
+                        found: &mut *self.found,
+                    })?
+                }
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut i = 0usize;
+        loop {
+            let edge = self.node.children.iter().find(|e| e.index == Some(i));
+            let more = match edge.map(|e| &e.to) {
+                Some(Child::Leaf(slot)) => match seq.next_element::<&'de RawValue>()? {
+                    Some(raw) => {
+                        take(self.found, *slot, raw);
+                        true
+                    }
+                    None => false,
+                },
+                Some(Child::Inner(node)) => seq
+                    .next_element_seed(NodeSeed {
+                        node,
+                        found: &mut *self.found,
+                    })?
+                    .is_some(),
+                None => seq.next_element::<IgnoredAny>()?.is_some(),
+            };
+            if !more {
+                return Ok(());
+            }
+            i += 1;
+        }
+    }
+    // A null on the way: the fields under it are absent (an optional signal is NULL).
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_none<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        self.not_container("a boolean");
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        self.not_container("a number");
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        self.not_container("a number");
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        self.not_container("a number");
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        self.not_container("a string");
+        Ok(())
+    }
+}
+
+/// Visits scalars as "some other kind", for the top level and array elements.
+macro_rules! other_scalars {
+    ($out:ident) => {
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok($out::Other("null"))
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($out::Other("a boolean"))
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($out::Other("a number"))
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($out::Other("a number"))
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($out::Other("a number"))
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok($out::Other("a string"))
+        }
+    };
+}
+
+/// One reading object (or something else) in an array.
+struct ElementSeed<'a>(&'a Shape);
+
+impl<'de> DeserializeSeed<'de> for ElementSeed<'_> {
+    type Value = Element<'de>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ElementSeed<'_> {
+    type Value = Element<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a reading object")
+    }
+    other_scalars!(Element);
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Element::Other("an array"))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        let mut found = self.0.empty();
+        NodeSeed {
+            node: &self.0.root,
+            found: &mut found,
+        }
+        .visit_map(map)?;
+        Ok(Element::Object(found))
+    }
+}
+
+/// An array of readings, refused as soon as it passes `max` elements, so a hostile message never
+/// makes more than that many.
+struct ArraySeed<'a> {
+    shape: &'a Shape,
+    max: usize,
+}
+
+fn elements<'de, A: SeqAccess<'de>>(
+    shape: &Shape,
+    max: usize,
+    mut seq: A,
+) -> Result<Vec<Element<'de>>, A::Error> {
+    let cap = seq.size_hint().unwrap_or(0).min(max).min(1024);
+    let mut out = Vec::with_capacity(cap);
+    while let Some(el) = seq.next_element_seed(ElementSeed(shape))? {
+        if out.len() == max {
+            return Err(serde::de::Error::custom(TOO_MANY));
+        }
+        out.push(el);
+    }
+    Ok(out)
+}
+
+impl<'de> DeserializeSeed<'de> for ArraySeed<'_> {
+    type Value = Result<Vec<Element<'de>>, &'static str>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ArraySeed<'_> {
+    type Value = Result<Vec<Element<'de>>, &'static str>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of readings")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        elements(self.shape, self.max, seq).map(Ok)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Err("an object"))
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Err("null"))
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Err("a boolean"))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Err("a number"))
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Err("a number"))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Err("a number"))
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Err("a string"))
+    }
+}
+
+/// Follows the readings pointer from `depth` on.
+struct PathSeed<'a, 'b, 'de> {
+    shape: &'a Shape,
+    tokens: &'a [String],
+    max: usize,
+    out: &'b mut Option<Top<'de>>,
+}
+
+impl<'de> DeserializeSeed<'de> for PathSeed<'_, '_, 'de> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for PathSeed<'_, '_, 'de> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let (head, rest) = self
+            .tokens
+            .split_first()
+            .expect("a readings pointer has a token");
+        let mut seen = false;
+        while let Some(matches) = map.next_key_seed(KeyEq(head))? {
+            if !matches {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            if std::mem::replace(&mut seen, true) {
+                // Its key again: which value is meant is ambiguous, so neither is read.
+                map.next_value::<IgnoredAny>()?;
+                if !matches!(self.out, Some(Top::ReadingsRepeated(_))) {
+                    let full = self.shape.readings.as_deref().unwrap_or_default();
+                    let depth = full.len() - rest.len();
+                    *self.out = Some(Top::ReadingsRepeated(pointer_text(&full[..depth])));
+                }
+                continue;
+            }
+            if rest.is_empty() {
+                let array = map.next_value_seed(ArraySeed {
+                    shape: self.shape,
+                    max: self.max,
+                })?;
+                let top = match array {
+                    Ok(elements) => Top::Many(elements),
+                    Err(kind) => Top::ReadingsNotArray(kind),
+                };
+                if self.out.is_none() {
+                    *self.out = Some(top);
+                }
+            } else {
+                map.next_value_seed(PathSeed {
+                    shape: self.shape,
+                    tokens: rest,
+                    max: self.max,
+                    out: &mut *self.out,
+                })?;
+            }
+        }
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// Whether an object key is `token`, without allocating.
+struct KeyEq<'a>(&'a str);
+
+impl<'de> DeserializeSeed<'de> for KeyEq<'_> {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        struct V<'a>(&'a str);
+        impl Visitor<'_> for V<'_> {
+            type Value = bool;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<bool, E> {
+                Ok(v == self.0)
+            }
+        }
+        d.deserialize_str(V(self.0))
+    }
+}
+
+struct TopSeed<'a> {
+    shape: &'a Shape,
+    max_elements: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for TopSeed<'_> {
+    type Value = Top<'de>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TopSeed<'_> {
+    type Value = Top<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a reading object or an array of them")
+    }
+    other_scalars!(Top);
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        if self.shape.readings.is_some() {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            return Ok(Top::Other("an array"));
+        }
+        elements(self.shape, self.max_elements, seq).map(Top::Many)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        match &self.shape.readings {
+            None => {
+                let mut found = self.shape.empty();
+                NodeSeed {
+                    node: &self.shape.root,
+                    found: &mut found,
+                }
+                .visit_map(map)?;
+                Ok(Top::One(found))
+            }
+            Some(tokens) => {
+                let mut out = None;
+                PathSeed {
+                    shape: self.shape,
+                    tokens,
+                    max: self.max_elements,
+                    out: &mut out,
+                }
+                .visit_map(map)?;
+                Ok(out.unwrap_or(Top::NoReadings))
+            }
+        }
+    }
+}

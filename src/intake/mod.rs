@@ -1,0 +1,12 @@
+//! The intake: custody of a message from PUBLISH until the transaction holding its outcome
+//! commits. [`subscribe`] takes it from the broker and has its format judge it ([`json`], or
+//! [`sparkplug`] for Sparkplug B), [`batch`] gathers the results, and [`ledger`] holds each
+//! message's acknowledgement until its batch has committed; [`leave`] hands a share group's
+//! session back. It does not speak SQL: what it needs of the database is passed in.
+
+pub mod batch;
+pub mod json;
+pub mod leave;
+pub mod ledger;
+pub mod sparkplug;
+pub mod subscribe;

@@ -1,0 +1,906 @@
+//! Sparkplug B, the second input format: a message under `spBv1.0/` decoded into readings or
+//! named rejections, with the birth certificates that explain its aliases.
+//!
+//! Pure, like `decode.rs`: [`parse_topic`] reads the topic, [`proto::decode`] the protobuf, and
+//! [`judge`] maps the metrics to readings by the settings ([`Mapping`]) and the aliases of the
+//! last birth ([`Known`]). Which birth is known, sequence numbers and rebirth requests are the
+//! daemon's state, in [`host`]; storing births is `store/births.rs`.
+//!
+//! A reading is one turbine at one instant: the mapped metrics of one message that share a
+//! timestamp form one reading, whose signals are judged exactly as a JSON reading's are (the same
+//! bounds, types and rejection reasons), so both formats land the same way.
+
+pub mod host;
+pub mod intake;
+pub mod proto;
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::core::birth::{Birth, Names, SeqMark};
+use crate::intake::json::{self, Raw, Rules};
+
+use crate::core::outcome::{Decoded, RejectReason, Rejection};
+use proto::{datatype, Metric, Payload, Value};
+
+/// The topic namespace of Sparkplug B.
+pub const NAMESPACE: &str = "spBv1.0";
+/// The metric a rebirth request sets (NCMD).
+pub const REBIRTH_METRIC: &str = "Node Control/Rebirth";
+
+/// The message types of the Sparkplug B topic namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    NBirth,
+    NDeath,
+    NData,
+    NCmd,
+    DBirth,
+    DDeath,
+    DData,
+    DCmd,
+    /// A host application's `spBv1.0/STATE/{host_id}`.
+    State,
+}
+
+impl Kind {
+    fn parse(s: &str) -> Option<Kind> {
+        Some(match s {
+            "NBIRTH" => Kind::NBirth,
+            "NDEATH" => Kind::NDeath,
+            "NDATA" => Kind::NData,
+            "NCMD" => Kind::NCmd,
+            "DBIRTH" => Kind::DBirth,
+            "DDEATH" => Kind::DDeath,
+            "DDATA" => Kind::DData,
+            "DCMD" => Kind::DCmd,
+            _ => return None,
+        })
+    }
+
+    /// Whether the topic names a device (one level more than a node's).
+    fn is_device(self) -> bool {
+        matches!(self, Kind::DBirth | Kind::DDeath | Kind::DData | Kind::DCmd)
+    }
+
+    pub fn is_birth(self) -> bool {
+        matches!(self, Kind::NBirth | Kind::DBirth)
+    }
+
+    pub fn is_data(self) -> bool {
+        matches!(self, Kind::NData | Kind::DData)
+    }
+
+    /// Whether the message counts in its edge node's sequence (all an edge node sends but NDEATH,
+    /// which is its will, sent by the broker).
+    pub fn in_sequence(self) -> bool {
+        matches!(
+            self,
+            Kind::NBirth | Kind::NData | Kind::DBirth | Kind::DData | Kind::DDeath
+        )
+    }
+
+    /// The label of `galewatch_sparkplug_messages_total`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::NBirth => "NBIRTH",
+            Kind::NDeath => "NDEATH",
+            Kind::NData => "NDATA",
+            Kind::NCmd => "NCMD",
+            Kind::DBirth => "DBIRTH",
+            Kind::DDeath => "DDEATH",
+            Kind::DData => "DDATA",
+            Kind::DCmd => "DCMD",
+            Kind::State => "STATE",
+        }
+    }
+
+    /// The message types a host application subscribes to.
+    pub const READ: [Kind; 6] = [
+        Kind::NBirth,
+        Kind::NData,
+        Kind::NDeath,
+        Kind::DBirth,
+        Kind::DData,
+        Kind::DDeath,
+    ];
+}
+
+/// A Sparkplug B topic: `spBv1.0/{group}/{type}/{edge_node}[/{device}]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Topic<'a> {
+    pub group: &'a str,
+    pub kind: Kind,
+    pub node: &'a str,
+    pub device: Option<&'a str>,
+}
+
+impl Topic<'_> {
+    /// The key of the birth that explains this message's aliases: `group/node/` for the node's
+    /// own, `group/node/device` for a device's (levels never hold `/`, so keys cannot clash).
+    pub fn birth_key(&self) -> String {
+        format!("{}/{}/{}", self.group, self.node, self.device.unwrap_or(""))
+    }
+
+    /// The key of the edge node, whose sequence numbers this message counts in.
+    pub fn node_key(&self) -> String {
+        format!("{}/{}", self.group, self.node)
+    }
+}
+
+/// Whether a topic belongs to the Sparkplug B namespace (and so is judged by this module).
+pub fn is_sparkplug(topic: &str) -> bool {
+    topic
+        .strip_prefix(NAMESPACE)
+        .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// Reads a topic of the namespace. The error says what is wrong, for a rejection's detail.
+pub fn parse_topic(topic: &str) -> Result<Topic<'_>, String> {
+    let levels: Vec<&str> = topic.split('/').collect();
+    if levels.first() != Some(&NAMESPACE) {
+        return Err(format!("topic does not start with {NAMESPACE}/"));
+    }
+    if let Some(i) = levels.iter().position(|l| l.is_empty()) {
+        return Err(format!("topic level {i} is empty"));
+    }
+    // PostgreSQL's text cannot hold NUL: a birth stored under such a name would fail its batch.
+    if let Some(i) = levels.iter().position(|l| l.contains('\0')) {
+        return Err(format!("topic level {i} contains a NUL character"));
+    }
+    if levels.get(1) == Some(&"STATE") && levels.len() == 3 {
+        return Ok(Topic {
+            group: "STATE",
+            kind: Kind::State,
+            node: levels[2],
+            device: None,
+        });
+    }
+    let kind = levels
+        .get(2)
+        .and_then(|k| Kind::parse(k))
+        .ok_or_else(|| {
+            "topic level 2 is not a Sparkplug B message type (NBIRTH, NDATA, NDEATH, DBIRTH, DDATA, DDEATH, NCMD, DCMD)".to_string()
+        })?;
+    let want = if kind.is_device() { 5 } else { 4 };
+    if levels.len() != want {
+        return Err(format!(
+            "a {} topic has {want} levels ({NAMESPACE}/group/{}/edge_node{}), this one {}",
+            kind.as_str(),
+            kind.as_str(),
+            if kind.is_device() { "/device" } else { "" },
+            levels.len()
+        ));
+    }
+    Ok(Topic {
+        group: levels[1],
+        kind,
+        node: levels[3],
+        device: levels.get(4).copied(),
+    })
+}
+
+/// Which topic levels name the turbine a reading belongs to (`sparkplug_turbine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TurbineFrom {
+    /// The device id (DBIRTH and DDATA carry readings; the node's own metrics are ignored).
+    #[serde(rename = "device")]
+    Device,
+    /// The edge node id (NBIRTH and NDATA carry readings; devices' metrics are ignored).
+    #[serde(rename = "edge_node")]
+    EdgeNode,
+    /// `{group}/{device}`, for device ids that repeat across groups.
+    #[serde(rename = "group/device")]
+    GroupDevice,
+    /// `{group}/{edge_node}`.
+    #[serde(rename = "group/edge_node")]
+    GroupEdgeNode,
+}
+
+/// Which timestamp is `recorded_at` (`sparkplug_timestamp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeFrom {
+    /// The metric's own timestamp, else the payload's.
+    Metric,
+    /// The payload's, else the metric's.
+    Payload,
+}
+
+/// How metrics become readings: what the settings say.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mapping {
+    pub turbine: TurbineFrom,
+    pub time: TimeFrom,
+    /// Metric name → the index of the signal it feeds.
+    pub signals: HashMap<String, usize>,
+    /// Payloads with more metrics are rejected `too_large` before they are decoded.
+    pub max_metrics: usize,
+}
+
+impl Mapping {
+    /// The turbine a message's readings belong to; None when this level names none (its
+    /// metrics are then ignored).
+    pub fn turbine(&self, t: &Topic<'_>) -> Option<String> {
+        match (self.turbine, t.device) {
+            (TurbineFrom::Device, Some(d)) => Some(d.to_string()),
+            (TurbineFrom::GroupDevice, Some(d)) => Some(format!("{}/{d}", t.group)),
+            (TurbineFrom::EdgeNode, None) => Some(t.node.to_string()),
+            (TurbineFrom::GroupEdgeNode, None) => Some(format!("{}/{}", t.group, t.node)),
+            _ => None,
+        }
+    }
+}
+
+impl Birth {
+    /// A node's (`device` None) or device's birth naming no alias yet.
+    fn empty(t: &Topic<'_>, withdrawn: bool) -> Birth {
+        Birth {
+            group: t.group.to_string(),
+            node: t.node.to_string(),
+            device: t.device.unwrap_or("").to_string(),
+            aliases: Vec::new(),
+            names: Names::default(),
+            datatypes: Vec::new(),
+            born_at: None,
+            withdrawn,
+            conn: 0,
+        }
+    }
+
+    /// A node's or device's withdrawn birth.
+    pub fn withdrawal(t: &Topic<'_>) -> Birth {
+        Birth::empty(t, true)
+    }
+
+    /// The alias table decoding reads, for the settings' mapping: a mapped metric's name and
+    /// data type, only that an unmapped one exists (its name is not kept in memory). None for a
+    /// withdrawal.
+    pub fn known(&self, map: &Mapping) -> Option<Known> {
+        if self.withdrawn {
+            return None;
+        }
+        let mut k = Known::default();
+        for ((&a, n), &t) in self
+            .aliases
+            .iter()
+            .zip(self.names.iter())
+            .zip(&self.datatypes)
+        {
+            if map.signals.contains_key(n) {
+                let alias = Alias::Mapped {
+                    name: n.into(),
+                    datatype: t as u32,
+                };
+                k.mapped.insert(a as u64, alias);
+            } else {
+                k.unmapped.push(a as u64);
+            }
+        }
+        k.unmapped.sort_unstable();
+        k.unmapped.dedup();
+        k.unmapped.shrink_to_fit();
+        Some(k)
+    }
+}
+
+/// What the birth that applies says each alias means.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Known {
+    /// Aliases that feed a signal, or that the births a message may follow read differently.
+    mapped: HashMap<u64, Alias>,
+    /// Aliases named by the birth and fed to no signal, sorted: eight bytes each, however
+    /// long their names (a birth may name thousands).
+    unmapped: Vec<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Alias {
+    /// Feeds a signal.
+    Mapped { name: Box<str>, datatype: u32 },
+    /// Named by the birth, fed to no signal: ignored and counted.
+    Unmapped,
+    /// The births a redelivered message may follow do not agree on it (`Known::agreed`).
+    Ambiguous,
+}
+
+static UNMAPPED: Alias = Alias::Unmapped;
+
+impl Known {
+    /// What alias `a` means, if the birth names it.
+    fn get(&self, a: u64) -> Option<&Alias> {
+        self.mapped
+            .get(&a)
+            .or_else(|| self.unmapped.binary_search(&a).is_ok().then_some(&UNMAPPED))
+    }
+
+    fn aliases(&self) -> impl Iterator<Item = u64> + '_ {
+        self.mapped
+            .keys()
+            .copied()
+            .chain(self.unmapped.iter().copied())
+    }
+
+    /// The alias table of several births a message may follow, when it cannot be told which:
+    /// an alias they all read alike keeps its meaning, one they read differently (or only
+    /// some name) is ambiguous, so a message using it is refused rather than guessed.
+    pub fn agreed(births: &[Option<Known>]) -> Option<Known> {
+        let (first, rest) = births.split_first()?;
+        if births.iter().all(Option::is_none) {
+            return None;
+        }
+        fn at(k: &Option<Known>, a: u64) -> Option<&Alias> {
+            k.as_ref().and_then(|k| k.get(a))
+        }
+        let mut out = Known::default();
+        let mut seen = std::collections::HashSet::new();
+        for a in births.iter().flatten().flat_map(Known::aliases) {
+            if !seen.insert(a) {
+                continue;
+            }
+            match at(first, a) {
+                Some(Alias::Unmapped) if rest.iter().all(|k| at(k, a) == Some(&UNMAPPED)) => {
+                    out.unmapped.push(a)
+                }
+                Some(x) if rest.iter().all(|k| at(k, a) == Some(x)) => {
+                    out.mapped.insert(a, x.clone());
+                }
+                _ => {
+                    out.mapped.insert(a, Alias::Ambiguous);
+                }
+            }
+        }
+        out.unmapped.sort_unstable();
+        Some(out)
+    }
+
+    /// Every alias the births name, ambiguous: what a redelivered message is decoded with when
+    /// some of the births it may follow are not in hand.
+    pub fn ambiguous(births: &[Option<Known>]) -> Option<Known> {
+        let mut out = Known::default();
+        for a in births.iter().flatten().flat_map(Known::aliases) {
+            out.mapped.insert(a, Alias::Ambiguous);
+        }
+        births.iter().any(Option::is_some).then_some(out)
+    }
+
+    /// Bytes it holds in memory, for the cache's byte budget (`sparkplug_births_cache_bytes`):
+    /// the hash table of mapped aliases as allocated (a slot and a control byte per bucket),
+    /// their names, and the unmapped aliases.
+    pub fn size(&self) -> usize {
+        let slot = std::mem::size_of::<(u64, Alias)>() + 1;
+        let names: usize = self
+            .mapped
+            .values()
+            .map(|a| match a {
+                Alias::Mapped { name, .. } => name.len(),
+                _ => 0,
+            })
+            .sum();
+        std::mem::size_of::<Known>()
+            + self.mapped.capacity() * 8 / 7 * slot
+            + names
+            + self.unmapped.capacity() * 8
+    }
+}
+
+/// What a message became.
+#[derive(Debug, Default)]
+pub struct Judged {
+    /// Its readings and rejections: none when it carries no metric a signal is mapped from.
+    pub items: Vec<Decoded>,
+    /// Metrics that feed no signal (counted, not stored).
+    pub ignored: u64,
+    /// A birth to store, and its alias table (made once, for decoding this message and the
+    /// node's or device's next ones).
+    pub birth: Option<Birth>,
+    pub born: Option<Known>,
+    /// It named an alias no birth explains: Galewatch should ask for a rebirth.
+    pub unknown_alias: bool,
+    /// Whether the payload was read (its sequence number means something).
+    pub decoded: bool,
+    /// The payload's sequence number.
+    pub seq: Option<u64>,
+    /// Where the edge node's sequence stands after this message, to store once its batch
+    /// commits (set by the daemon: `intake.rs`).
+    pub mark: Option<SeqMark>,
+}
+
+impl Judged {
+    fn whole(reason: RejectReason, detail: String) -> Judged {
+        Judged {
+            items: vec![Decoded::Rejected(Rejection {
+                reason,
+                detail,
+                element: None,
+            })],
+            ..Judged::default()
+        }
+    }
+}
+
+/// Decodes and judges one Sparkplug B message. `known` is the last birth of the message's node
+/// or device, when one is known; a birth message brings its own.
+pub fn judge(
+    topic: &str,
+    payload: &[u8],
+    known: Option<&Known>,
+    rules: &Rules,
+    map: &Mapping,
+    received_at: DateTime<Utc>,
+) -> Judged {
+    if topic.len() > rules.max_topic_bytes {
+        // Bounded as JSON topics are: the levels name births, stored and indexed.
+        return Judged::whole(
+            RejectReason::TooLarge,
+            format!(
+                "topic is {} bytes, over the limit of {} bytes",
+                topic.len(),
+                rules.max_topic_bytes
+            ),
+        );
+    }
+    match parse_topic(topic) {
+        Ok(t) => judge_at(&t, payload, known, rules, map, received_at),
+        Err(_) if payload.len() > rules.max_message_bytes => too_large(payload, rules),
+        Err(e) => Judged::whole(RejectReason::Malformed, e),
+    }
+}
+
+fn too_large(payload: &[u8], rules: &Rules) -> Judged {
+    Judged::whole(
+        RejectReason::TooLarge,
+        format!(
+            "payload is {} bytes, over the limit of {} bytes",
+            payload.len(),
+            rules.max_message_bytes
+        ),
+    )
+}
+
+/// [`judge`] with the topic already read (the daemon reads it once for its own state too).
+pub fn judge_at(
+    t: &Topic<'_>,
+    payload: &[u8],
+    known: Option<&Known>,
+    rules: &Rules,
+    map: &Mapping,
+    received_at: DateTime<Utc>,
+) -> Judged {
+    use RejectReason::{Malformed, TooLarge};
+    if payload.len() > rules.max_message_bytes {
+        return too_large(payload, rules);
+    }
+    if matches!(t.kind, Kind::NCmd | Kind::DCmd | Kind::State) {
+        // Commands and host states are not readings (a filter wide enough to catch them).
+        return Judged::default();
+    }
+    let p = match proto::decode(payload, map.max_metrics) {
+        Ok(p) => p,
+        Err(proto::Refused::TooMany { limit }) => {
+            return Judged::whole(TooLarge, format!("payload holds more than {limit} metrics"))
+        }
+        Err(proto::Refused::Malformed(e)) => {
+            return Judged::whole(Malformed, format!("not a Sparkplug B payload: {e}"))
+        }
+    };
+    let birth = if t.kind.is_birth() {
+        match birth_of(t, &p) {
+            Ok(b) => Some(b),
+            Err(e) => return Judged::whole(Malformed, e),
+        }
+    } else {
+        None
+    };
+    let born = birth.as_ref().and_then(|b| b.known(map));
+    let mut out = readings(t, &p, born.as_ref().or(known), rules, map, received_at);
+    out.birth = birth;
+    out.born = born;
+    out.decoded = true;
+    out.seq = p.seq;
+    out
+}
+
+/// The aliases a birth declares. Each must name one metric: a birth that gives one alias two
+/// names cannot be decoded against, so it is refused whole (and not stored).
+fn birth_of(t: &Topic<'_>, p: &Payload) -> Result<Birth, String> {
+    let mut b = Birth {
+        born_at: p.timestamp.and_then(millis),
+        ..Birth::empty(t, false)
+    };
+    let mut seen: HashMap<u64, usize> = HashMap::new();
+    // Names are unique in a birth too (Sparkplug B): one name under many aliases would be one
+    // signal fed many ways, and a way to hold the same long name thousands of times.
+    let mut named: HashMap<&str, u64> = HashMap::new();
+    for (i, m) in p.metrics.iter().enumerate() {
+        let Some(alias) = m.alias else { continue };
+        let Some(name) = &m.name else {
+            return Err(format!("birth metric {i} has alias {alias} but no name"));
+        };
+        if name.contains('\0') {
+            return Err(format!(
+                "birth metric {i} (alias {alias}): its name contains a NUL character"
+            ));
+        }
+        let Ok(stored) = i64::try_from(alias) else {
+            return Err(format!(
+                "birth metric {name:?}: alias {alias} is past 2^63, which Galewatch cannot store"
+            ));
+        };
+        if let Some(&j) = seen.get(&alias) {
+            if b.names.get(j) != name {
+                return Err(format!(
+                    "birth gives alias {alias} to two metrics, {:?} and {name:?}",
+                    b.names.get(j)
+                ));
+            }
+            continue;
+        }
+        if let Some(&other) = named.get(name.as_str()) {
+            return Err(format!(
+                "birth gives metric {name:?} two aliases, {other} and {alias}"
+            ));
+        }
+        named.insert(name, alias);
+        seen.insert(alias, b.names.len());
+        b.aliases.push(stored);
+        b.names.push(name);
+        b.datatypes
+            .push(i32::try_from(m.datatype.unwrap_or(0)).unwrap_or(i32::MAX));
+    }
+    Ok(b)
+}
+
+fn millis(ms: u64) -> Option<DateTime<Utc>> {
+    i64::try_from(ms)
+        .ok()
+        .and_then(crate::core::timestamp::from_epoch_millis)
+}
+
+/// One reading being gathered: its timestamp and, per signal, the metric that feeds it.
+struct Group<'p> {
+    at: Option<u64>,
+    values: Vec<Option<(&'p str, &'p Metric, u32)>>,
+    /// A signal fed twice at this instant: (signal, first metric, second metric).
+    twice: Option<(usize, &'p str, &'p str)>,
+}
+
+/// A metric whose alias the births a redelivered message may follow read differently: refused,
+/// and a rebirth asked, rather than decoded with a guess.
+fn unproven(i: usize, alias: u64) -> Judged {
+    let mut out = Judged::whole(
+        RejectReason::UnprovenBirth,
+        format!(
+            "metric {i} has alias {alias}, which the births this redelivered message may follow \
+             give different meanings (a rebirth was requested)"
+        ),
+    );
+    out.unknown_alias = true;
+    out
+}
+
+fn readings(
+    t: &Topic<'_>,
+    p: &Payload,
+    known: Option<&Known>,
+    rules: &Rules,
+    map: &Mapping,
+    received_at: DateTime<Utc>,
+) -> Judged {
+    use RejectReason::{Malformed, TooLarge, UnknownAlias};
+    let mut out = Judged::default();
+    let turbine = match map.turbine(t) {
+        // Deaths carry no readings; nor does a level that names no turbine.
+        Some(turbine) if !matches!(t.kind, Kind::NDeath | Kind::DDeath) => turbine,
+        _ => {
+            out.ignored = p.metrics.len() as u64;
+            return out;
+        }
+    };
+    let mut groups: Vec<Group<'_>> = Vec::new();
+    let mut index: HashMap<Option<u64>, usize> = HashMap::new();
+    for (i, m) in p.metrics.iter().enumerate() {
+        let alias = m.alias.map(|a| (a, known.and_then(|k| k.get(a))));
+        let (name, known_type) = match (&m.name, alias) {
+            // Named: the birth only says its data type, when the metric does not.
+            (Some(n), alias) => match alias {
+                Some((a, Some(Alias::Ambiguous))) if m.datatype.is_none() => {
+                    return unproven(i, a);
+                }
+                Some((_, Some(Alias::Mapped { datatype, .. }))) => (n.as_str(), Some(*datatype)),
+                _ => (n.as_str(), None),
+            },
+            (None, Some((_, Some(Alias::Mapped { name, datatype })))) => (&**name, Some(*datatype)),
+            (None, Some((_, Some(Alias::Unmapped)))) => {
+                out.ignored += 1;
+                continue;
+            }
+            (None, Some((a, Some(Alias::Ambiguous)))) => return unproven(i, a),
+            (None, Some((a, None))) => {
+                out = Judged::whole(
+                    UnknownAlias,
+                    format!(
+                        "metric {i} has alias {a}, which {} (a rebirth was requested)",
+                        if known.is_some() {
+                            "the birth that applies does not name"
+                        } else {
+                            "no birth known to apply names"
+                        }
+                    ),
+                );
+                out.unknown_alias = true;
+                return out;
+            }
+            (None, None) => {
+                return Judged::whole(
+                    Malformed,
+                    format!("metric {i} has neither a name nor an alias"),
+                )
+            }
+        };
+        let Some(&signal) = map.signals.get(name) else {
+            out.ignored += 1;
+            continue;
+        };
+        let at = match map.time {
+            TimeFrom::Metric => m.timestamp.or(p.timestamp),
+            TimeFrom::Payload => p.timestamp.or(m.timestamp),
+        };
+        let g = match index.get(&at) {
+            Some(&g) => g,
+            None => {
+                if groups.len() == rules.max_readings_per_message {
+                    return Judged::whole(
+                        TooLarge,
+                        format!(
+                            "payload holds more than {} readings (distinct timestamps)",
+                            rules.max_readings_per_message
+                        ),
+                    );
+                }
+                index.insert(at, groups.len());
+                groups.push(Group {
+                    at,
+                    values: vec![None; rules.signals.len()],
+                    twice: None,
+                });
+                groups.len() - 1
+            }
+        };
+        let group = &mut groups[g];
+        let datatype = m.datatype.or(known_type).unwrap_or(0);
+        match &group.values[signal] {
+            Some((first, ..)) => {
+                group.twice.get_or_insert((signal, first, name));
+            }
+            None => group.values[signal] = Some((name, m, datatype)),
+        }
+    }
+    let several = groups.len() > 1;
+    for (i, g) in groups.into_iter().enumerate() {
+        let judged = reading(&turbine, g, rules);
+        let element = several.then_some(i as u32);
+        out.items.push(json::outcome(
+            rules,
+            received_at,
+            judged,
+            element,
+            "reading",
+        ));
+    }
+    out
+}
+
+/// One reading from its metrics, judged by the signals' rules.
+fn reading(
+    turbine: &str,
+    g: Group<'_>,
+    rules: &Rules,
+) -> Result<crate::core::reading::Reading, crate::core::outcome::Refusal> {
+    use RejectReason::Malformed;
+    if let Some((s, a, b)) = g.twice {
+        return Err((
+            Malformed,
+            format!(
+                "{}: fed twice at one instant, by metrics {a:?} and {b:?}",
+                rules.signals.get(s).name
+            ),
+        ));
+    }
+    let Some(at) = g.at else {
+        return Err((
+            Malformed,
+            "recorded_at: neither the metric nor the payload has a timestamp".into(),
+        ));
+    };
+    let mut values = Vec::with_capacity(rules.signals.len());
+    let mut out_of_bounds = None;
+    for (s, fed) in rules.signals.iter().zip(&g.values) {
+        let (datum, bound) = match fed {
+            None => json::value(s, &s.name, Raw::Absent)?,
+            Some((name, m, datatype)) => {
+                // The label names the metric too, but is only written out for a refusal.
+                let label = || format!("{} (metric {name:?})", s.name);
+                let raw = raw_value(m, *datatype)
+                    .map_err(|e| (Malformed, format!("{}: {e}", label())))?;
+                match json::value(s, &s.name, raw.clone()) {
+                    Ok((d, None)) => (d, None),
+                    _ => json::value(s, &label(), raw)?,
+                }
+            }
+        };
+        if out_of_bounds.is_none() {
+            out_of_bounds = bound;
+        }
+        values.push(datum);
+    }
+    json::finish(
+        rules,
+        turbine.to_string(),
+        (millis(at), "recorded_at"),
+        values,
+        out_of_bounds,
+    )
+}
+
+/// A metric's value as the kind of field a JSON reading would carry, so one set of rules judges
+/// both formats. A 32-bit float is read as the shortest decimal that names it (`12.3f32` is
+/// 12.3, not 12.300000190734863), as a JSON publisher would have written it.
+fn raw_value(m: &Metric, datatype: u32) -> Result<Raw<'_>, String> {
+    use std::borrow::Cow;
+    if m.is_null == Some(true) {
+        return Ok(Raw::Null);
+    }
+    let int = |v: i128| Ok(Raw::Integer(v));
+    match &m.value {
+        None => Err(format!(
+            "carries no value Galewatch reads (data type {})",
+            datatype::name(datatype)
+        )),
+        Some(Value::Int(v)) => match datatype {
+            datatype::INT8 => int(i128::from(*v as u8 as i8)),
+            datatype::INT16 => int(i128::from(*v as u16 as i16)),
+            datatype::INT32 => int(i128::from(*v as i32)),
+            _ => int(i128::from(*v)),
+        },
+        Some(Value::Long(v)) => match datatype {
+            datatype::INT64 => int(i128::from(*v as i64)),
+            _ => int(i128::from(*v)),
+        },
+        Some(Value::Float(f)) => Ok(Raw::Num(Cow::Owned(f.to_string()))),
+        Some(Value::Double(d)) => Ok(Raw::Double(*d)),
+        Some(Value::Boolean(b)) => Ok(Raw::Bool(*b)),
+        Some(Value::String(s)) => Ok(Raw::Str(Cow::Borrowed(s))),
+        Some(Value::Bytes(_)) => Err("is bytes, which no signal holds".into()),
+    }
+}
+
+/// The payload of a rebirth request (NCMD `Node Control/Rebirth` = true).
+pub fn rebirth_request(now_ms: u64) -> Vec<u8> {
+    Payload {
+        timestamp: Some(now_ms),
+        metrics: vec![Metric::new(datatype::BOOLEAN, Value::Boolean(true)).named(REBIRTH_METRIC)],
+        seq: None,
+        uuid: None,
+    }
+    .to_bytes()
+}
+
+/// The topic of a rebirth request to an edge node.
+pub fn rebirth_topic(group: &str, node: &str) -> String {
+    format!("{NAMESPACE}/{group}/NCMD/{node}")
+}
+
+/// A host application's Sparkplug 3.0 STATE: its topic and its JSON payload.
+pub fn state(host_id: &str, online: bool, timestamp_ms: u64) -> (String, Vec<u8>) {
+    (
+        format!("{NAMESPACE}/STATE/{host_id}"),
+        format!(r#"{{"online":{online},"timestamp":{timestamp_ms}}}"#).into_bytes(),
+    )
+}
+
+/// The filters a host application subscribes with for `group` (`+`: every group). Never in a
+/// share group: a member could not prove which birth a DATA message follows (README).
+pub fn filters(group: &str) -> Vec<String> {
+    Kind::READ
+        .iter()
+        .map(|k| format!("{NAMESPACE}/{group}/{}/#", k.as_str()))
+        .collect()
+}
+
+/// What the fuzz target (fuzz/fuzz_targets/sparkplug.rs) and its corpus's regression test
+/// (tests/fuzz_corpus.rs) both check: the first byte picks a message type and whether a birth
+/// is known (aliases 0–3 for the three default signals and one unmapped metric), the rest is
+/// the payload; judging must not panic, must hold at most the reading limit, and every reading
+/// must be within the rules. Returns how many readings came out.
+#[doc(hidden)]
+pub fn fuzz_one(data: &[u8]) -> usize {
+    use crate::core::signals::Datum;
+    let (first, payload) = data.split_first().map_or((0, data), |(b, r)| (*b, r));
+    let topic = [
+        "spBv1.0/g/DDATA/n/d",
+        "spBv1.0/g/DBIRTH/n/d",
+        "spBv1.0/g/NDATA/n",
+        "spBv1.0/g/NBIRTH/n",
+    ][usize::from(first % 4)];
+    let mut signals = HashMap::new();
+    for (i, name) in ["power_kw", "wind_speed_ms", "rotor_rpm"]
+        .iter()
+        .enumerate()
+    {
+        signals.insert(name.to_string(), i);
+    }
+    let map = Mapping {
+        turbine: if first & 4 == 0 {
+            TurbineFrom::Device
+        } else {
+            TurbineFrom::GroupEdgeNode
+        },
+        time: if first & 8 == 0 {
+            TimeFrom::Metric
+        } else {
+            TimeFrom::Payload
+        },
+        signals,
+        max_metrics: 500,
+    };
+    let known = Birth {
+        group: "g".into(),
+        node: "n".into(),
+        device: "d".into(),
+        aliases: vec![0, 1, 2, 3],
+        names: ["power_kw", "wind_speed_ms", "rotor_rpm", "other"]
+            .into_iter()
+            .collect(),
+        datatypes: vec![10, 9, 3, 12],
+        born_at: None,
+        withdrawn: false,
+        conn: 0,
+    }
+    .known(&map)
+    .expect("not withdrawn");
+    let rules = Rules {
+        max_message_bytes: 64 * 1024,
+        max_readings_per_message: 50,
+        ..Rules::for_filter("turbines/+/readings")
+    };
+    let now = DateTime::from_timestamp(1_796_040_000, 0).expect("a valid instant");
+    let j = judge(
+        topic,
+        payload,
+        (first & 16 != 0).then_some(&known),
+        &rules,
+        &map,
+        now,
+    );
+    assert!(j.items.len() <= rules.max_readings_per_message);
+    let mut readings = 0;
+    for d in &j.items {
+        match d {
+            Decoded::Reading(r) | Decoded::Future(r) => {
+                readings += 1;
+                assert!(
+                    !r.turbine_id.is_empty() && r.turbine_id.len() <= rules.max_turbine_id_bytes
+                );
+                assert_eq!(r.values.0.len(), rules.signals.len());
+                for (s, v) in rules.signals.iter().zip(r.values.iter()) {
+                    assert!(!(s.required && v.is_null()), "{} is required", s.name);
+                    if let Datum::Float(x) = v {
+                        assert!(x.is_finite() && s.min <= *x && *x <= s.max);
+                    }
+                }
+            }
+            Decoded::Rejected(rej) => assert!(!rej.detail.is_empty()),
+        }
+    }
+    if let Some(b) = &j.birth {
+        assert_eq!(b.aliases.len(), b.names.len());
+        assert_eq!(b.names.len(), b.datatypes.len());
+    }
+    readings
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,572 @@
+//! Subscribe: own the MQTT connection, hand each message on decoded, and keep intake within the
+//! daemon's memory budget.
+//!
+//! This task is the only one that polls rumqttc's event loop, and polling is the only thing that
+//! sends queued PUBACKs, so it must never wait on anything that waits on polling. It waits on
+//! two things besides the network: room in the unacked budget (readings and bytes, see
+//! `ledger.rs`), which the writer gives back by dropping committed batches, never by waiting on
+//! this task; and, for Sparkplug B, the database, when a DATA message comes from a node whose
+//! birth is not in memory (`sparkplug/intake.rs`). While it waits, nothing more is read from the
+//! socket: the broker keeps the rest.
+//!
+//! Known delivery gap, by design: a message that arrives after shutdown began is neither handed
+//! on nor acknowledged. The broker keeps it in the persistent session and delivers it again to
+//! the next run.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use chrono::Utc;
+use rumqttc::v5::mqttbytes::v5::{Packet, Publish};
+use rumqttc::v5::mqttbytes::QoS;
+use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
+use rumqttc::Outgoing;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::backoff::Backoff;
+use crate::core::outcome::Decoded;
+use crate::error::Error;
+use crate::intake::batch::{Custody, Message};
+use crate::intake::json::{self, Rules};
+use crate::intake::ledger::Ledger;
+use crate::intake::sparkplug::intake::{BirthBook, Intake, SparkplugGroup};
+use crate::probe::Probe;
+use crate::secret::Secret;
+use crate::telemetry;
+
+/// Where the broker is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerAddr {
+    pub host: String,
+    pub port: u16,
+    /// `mqtts://`: TLS, verified against the server name `host`.
+    pub tls: bool,
+}
+
+/// The broker connection and the subscription: what `subscribe.rs` is made from.
+#[derive(Debug, Clone)]
+pub struct MqttGroup {
+    pub broker: BrokerAddr,
+    /// For `mqtts://`.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    pub client_id: String,
+    pub username: String,
+    pub password: Secret,
+    /// The filter subscribed with (in its share group, if any).
+    pub subscription: String,
+    pub session_expiry: Duration,
+    pub keep_alive: Duration,
+    pub receive_maximum: u16,
+    pub max_packet_bytes: u32,
+    /// Every held message owes at most one ack, so the client's request channel holds them all.
+    pub request_capacity: usize,
+    /// How messages are judged (`decode.rs`).
+    pub rules: Rules,
+    pub rejected_payload_keep_bytes: usize,
+    /// Sparkplug B, when a group is set.
+    pub sparkplug: Option<SparkplugGroup>,
+}
+
+/// The MQTT side of the daemon.
+pub struct Subscriber {
+    eventloop: EventLoop,
+    client: AsyncClient,
+    /// The filters subscribed with: the JSON topic, then Sparkplug B's when it is on.
+    filters: Vec<String>,
+    rules: Rules,
+    /// Sparkplug B, when on: messages under `spBv1.0/` are judged there (`sparkplug/`).
+    sparkplug: Option<Intake>,
+    /// Unsubscriptions of a leaving member not yet acknowledged.
+    unsub_pending: usize,
+    /// Custody of what is handed on (see `ledger.rs`): a message takes its share of the budget
+    /// before it is handed on, and each lost connection moves the epoch on.
+    ledger: Ledger,
+    /// Where readiness is reported to an embedding process (beside `galewatch_ready`).
+    probe: Probe,
+    /// How much of a rejected payload is kept for the `rejected` table.
+    keep_bytes: usize,
+    out: Option<mpsc::UnboundedSender<Message>>,
+    /// Whether any connection succeeded yet: a TLS failure before that is a configuration error.
+    ever_connected: bool,
+    backoff: Backoff,
+    /// Set for `galewatch leave`: unsubscribe instead of subscribing, and report to the leaving
+    /// run what arrives (see `leave.rs`).
+    leaving: Option<std::sync::Arc<crate::intake::leave::Leaving>>,
+}
+
+/// Whether a connection error is TLS refusing the peer (a certificate problem, or an alert from
+/// the broker such as CertificateRequired), rather than the network. rumqttc nests the rustls
+/// error in I/O and state errors, at times only as text, so the chain and the text are searched.
+fn is_tls_failure(e: &rumqttc::v5::ConnectionError) -> bool {
+    if matches!(e, rumqttc::v5::ConnectionError::Tls(_)) {
+        return true;
+    }
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if err.downcast_ref::<rustls::Error>().is_some() {
+            return true;
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if io
+                .get_ref()
+                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+            {
+                return true;
+            }
+        }
+        cur = err.source();
+    }
+    let text = e.to_string();
+    ["fatal alert", "peer certificate", "certificate required"]
+        .iter()
+        .any(|m| text.to_lowercase().contains(m))
+}
+
+/// The most queued requests (PUBACKs, mostly) the event loop writes before one flush: a
+/// committed batch's acks go out in a few writes instead of one each.
+pub(crate) const REQUEST_BATCH: usize = 256;
+
+impl Subscriber {
+    /// Builds the client. Returns the subscriber and a client handle for the acker.
+    pub fn new(
+        g: &MqttGroup,
+        ledger: Ledger,
+        probe: Probe,
+        out: mpsc::UnboundedSender<Message>,
+        births: Option<Box<dyn BirthBook>>,
+    ) -> (Subscriber, AsyncClient) {
+        let mut opts = connect_options(g);
+        opts.set_clean_start(false)
+            .set_session_expiry_interval(Some(
+                u32::try_from(g.session_expiry.as_secs()).unwrap_or(u32::MAX),
+            ))
+            .set_receive_maximum(Some(g.receive_maximum))
+            .set_max_packet_size(Some(g.max_packet_bytes))
+            .set_manual_acks(true)
+            // PUBACKs already queued leave in one socket write (the patched event loop,
+            // vendor/rumqttc/GALEWATCH-PATCH.md), not one write each.
+            .set_max_request_batch(REQUEST_BATCH);
+        let sparkplug = g
+            .sparkplug
+            .as_ref()
+            .zip(births)
+            .map(|(g, births)| Intake::new(g, births));
+        if let Some(will) = sparkplug.as_ref().and_then(|s| s.will()) {
+            opts.set_last_will(will);
+        }
+        let mut filters = vec![g.subscription.clone()];
+        if let Some(sp) = &g.sparkplug {
+            filters.extend(sp.filters.iter().cloned());
+        }
+        let (client, eventloop) = AsyncClient::new(opts, g.request_capacity);
+        let sub = Subscriber {
+            eventloop,
+            client: client.clone(),
+            filters,
+            rules: g.rules.clone(),
+            sparkplug,
+            unsub_pending: 0,
+            ledger,
+            probe,
+            keep_bytes: g.rejected_payload_keep_bytes,
+            out: Some(out),
+            ever_connected: false,
+            backoff: Backoff::new(Duration::from_millis(200), Duration::from_secs(30)),
+            leaving: None,
+        };
+        (sub, client)
+    }
+
+    /// The Sparkplug B STATE saying this host is offline, when STATE is published: the daemon
+    /// queues it just before its DISCONNECT (a clean DISCONNECT does not send the will).
+    pub fn offline_state(&self) -> Option<(String, Vec<u8>)> {
+        self.sparkplug.as_ref().and_then(|sp| sp.state(false))
+    }
+
+    /// Makes this the subscriber of a leaving member (`galewatch leave`, `leave.rs`).
+    pub fn leaving(mut self, leaving: std::sync::Arc<crate::intake::leave::Leaving>) -> Self {
+        self.leaving = Some(leaving);
+        self
+    }
+
+    /// Runs until shutdown and the final DISCONNECT. `shutdown` stops intake; after it the loop
+    /// keeps polling so the writer's last acks go out, until the DISCONNECT that
+    /// `AsyncClient::try_disconnect` queues behind them has been sent. While disconnected it
+    /// returns as soon as shutdown is asked (nothing can be acked then).
+    ///
+    /// A TLS failure before the first connection ever succeeded (a wrong CA, a missing or refused
+    /// client certificate) is a configuration error, not an outage: it ends the run with an
+    /// error that says so, instead of retrying forever.
+    pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), Error> {
+        let mut disconnect_sent: Option<tokio::time::Instant> = None;
+        loop {
+            // Never raced against anything: a poll cancelled half way can lose a PUBACK it had
+            // already taken from the request channel. Shutdown is noticed between events; the
+            // batcher watches for it itself, and the DISCONNECT the daemon queues at the end
+            // wakes this poll.
+            let event = match disconnect_sent {
+                None => self.eventloop.poll().await,
+                // After our DISCONNECT: read until the broker closes the connection, so the
+                // socket is not closed with unread data in it, which makes the kernel reset the
+                // connection and can throw away the last PUBACKs still in the send buffer.
+                Some(at) => match tokio::time::timeout_at(at, self.eventloop.poll()).await {
+                    Ok(ev) => ev,
+                    Err(_) => return Ok(()),
+                },
+            };
+            if shutdown.is_cancelled() {
+                self.stop_intake();
+            }
+            let draining = self.out.is_none();
+            match event {
+                Ok(Event::Incoming(Packet::ConnAck(ack))) => {
+                    self.backoff.reset();
+                    self.ever_connected = true;
+                    metrics::gauge!(telemetry::BROKER_CONNECTED).set(1.0);
+                    tracing::info!(
+                        session_present = ack.session_present,
+                        "connected to the broker"
+                    );
+                    if let Some(sp) = &mut self.sparkplug {
+                        sp.connected(ack.session_present);
+                    }
+                    if let Some(leaving) = &self.leaving {
+                        if !ack.session_present {
+                            // Nothing waits for this member (or the session was lost meanwhile).
+                            leaving.no_session();
+                        } else {
+                            self.unsub_pending = self.filters.len();
+                            for f in &self.filters {
+                                if let Err(e) = self.client.try_unsubscribe(f.clone()) {
+                                    tracing::error!(error = %e, "could not queue the unsubscribe");
+                                }
+                            }
+                        }
+                    } else if let Err(e) = self
+                        .client
+                        .try_subscribe_many(self.filters.iter().map(|f| subscription(f)))
+                    {
+                        // On every connection, even when the broker kept the session: the
+                        // filter may have changed since the session was made, and someone may
+                        // have unsubscribed the session meanwhile (a `galewatch leave` run by
+                        // mistake while this member runs). Subscribing again is idempotent.
+                        tracing::error!(error = %e, "could not queue the subscription");
+                    }
+                }
+                Ok(Event::Incoming(Packet::SubAck(ack))) => {
+                    let refused: Vec<_> = ack
+                        .return_codes
+                        .iter()
+                        .filter(|c| {
+                            !matches!(
+                                c,
+                                rumqttc::v5::mqttbytes::v5::SubscribeReasonCode::Success(_)
+                            )
+                        })
+                        .collect();
+                    if refused.is_empty() {
+                        if let Some(sp) = &self.sparkplug {
+                            sp.announce(&self.client, true);
+                        }
+                        self.set_ready(true);
+                        tracing::info!(topics = ?self.filters, "subscribed; ready");
+                    } else {
+                        tracing::error!(topics = ?self.filters, codes = ?refused, "the broker refused the subscription: nothing will arrive");
+                    }
+                }
+                Ok(Event::Incoming(Packet::UnsubAck(_))) => {
+                    self.unsub_pending = self.unsub_pending.saturating_sub(1);
+                    if let Some(leaving) = self.leaving.as_ref().filter(|_| self.unsub_pending == 0)
+                    {
+                        tracing::info!(topics = ?self.filters, "unsubscribed: landing what the session still holds");
+                        leaving.unsubscribed();
+                    }
+                }
+                Ok(Event::Incoming(Packet::Publish(p))) => {
+                    if let Some(leaving) = &self.leaving {
+                        leaving.touch();
+                    }
+                    if !draining && !self.hand_on(p, &shutdown).await {
+                        self.stop_intake();
+                    }
+                }
+                Ok(Event::Incoming(Packet::Disconnect(d))) => {
+                    tracing::warn!(reason = ?d.reason_code, "the broker closed the connection");
+                    if self.leaving.is_some()
+                        && d.reason_code
+                            == rumqttc::v5::mqttbytes::v5::DisconnectReasonCode::SessionTakenOver
+                    {
+                        // The member (or another leave) runs with this client id: the two
+                        // would take the session from each other for ever.
+                        return Err(Error::other(
+                            "leaving the share group",
+                            "another client connected with this client id and took the session: stop the member first, then run galewatch leave again",
+                        ));
+                    }
+                }
+                Ok(Event::Outgoing(Outgoing::Disconnect)) if draining => {
+                    disconnect_sent = Some(tokio::time::Instant::now() + Duration::from_secs(2));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    if draining {
+                        return Ok(());
+                    }
+                    if self.leaving.is_some() && self.ever_connected {
+                        // Most likely the member itself, still running, took its session back
+                        // (Mosquitto closes the older connection without a word). Retrying would
+                        // take it from the member again, for ever.
+                        return Err(Error::other(
+                            "leaving the share group",
+                            format!("the connection was lost ({e}); another client with this client id (the member, still running?) may have taken the session: stop the member first, then run galewatch leave again (the session is kept)"),
+                        ));
+                    }
+                    if !self.ever_connected && is_tls_failure(&e) {
+                        return Err(Error::other(
+                            "connecting to the broker over TLS (check mqtt_ca_file, the broker's host name, and mqtt_client_cert_file/mqtt_client_key_file)",
+                            e,
+                        ));
+                    }
+                    let eventloop = &mut self.eventloop;
+                    // Under the epoch lock: drop any ack queued for the lost connection, so none
+                    // reaches the next one (rumqttc cleared the channel once already; an ack may
+                    // have slipped in since).
+                    self.ledger.reconnect(|| eventloop.clean());
+                    metrics::gauge!(telemetry::BROKER_CONNECTED).set(0.0);
+                    self.set_ready(false);
+                    metrics::counter!(telemetry::BROKER_RECONNECTS).increment(1);
+                    let wait = self.backoff.next_delay();
+                    tracing::warn!(error = %e, retry_in = ?wait, "broker connection lost");
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = shutdown.cancelled() => return Ok(()),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Hands nothing more on (shutdown began, or the batcher is gone) and says so, once.
+    fn stop_intake(&mut self) {
+        if self.out.take().is_some() {
+            self.set_ready(false);
+        }
+    }
+
+    /// Says whether messages flow: the gauge for operators, the probe for an embedding process.
+    fn set_ready(&self, ready: bool) {
+        metrics::gauge!(telemetry::READY).set(if ready { 1.0 } else { 0.0 });
+        self.probe.set_ready(ready);
+    }
+
+    /// Decodes a message, waits for room in the budget, and hands it to the batcher. Returns
+    /// false when shutdown began while waiting (the message is then left unacknowledged).
+    async fn hand_on(&mut self, p: Publish, shutdown: &CancellationToken) -> bool {
+        let arrived = Instant::now();
+        let received_at = Utc::now();
+        let topic = String::from_utf8_lossy(&p.topic).into_owned();
+        // An empty retained message is a publisher clearing the topic's retained message (see
+        // `subscription`): no reading, no rejection; acknowledged in turn like any message.
+        let retained_clear = p.retain && p.payload.is_empty();
+        let mut birth = None;
+        let mut sparkplug_held = None;
+        let mut seq_mark = None;
+        let items = if retained_clear {
+            Vec::new()
+        } else if let Some(sp) = self
+            .sparkplug
+            .as_mut()
+            .filter(|_| crate::intake::sparkplug::is_sparkplug(&topic))
+        {
+            let judged = sp
+                .judge(
+                    &topic,
+                    &p.payload,
+                    p.dup,
+                    received_at,
+                    &self.rules,
+                    &self.client,
+                    shutdown,
+                )
+                .await;
+            let Some(judged) = judged else { return false };
+            if judged.birth.is_some() || judged.mark.is_some() {
+                sparkplug_held = Some(sp.hold());
+            }
+            seq_mark = judged.mark;
+            birth = judged.birth.map(Box::new);
+            judged.items
+        } else {
+            json::decode(&topic, &p.payload, received_at, &self.rules)
+        };
+        // A topic past the limit is rejected (above) and stored only in part.
+        let topic = crate::core::outcome::clip_topic(topic, self.rules.max_topic_bytes);
+        let kept = kept_payload(
+            &items,
+            (&p.topic, self.rules.max_topic_bytes),
+            &p.payload,
+            self.keep_bytes,
+        );
+        // A birth waiting for its commit holds its names too: counted in the byte budget.
+        let bytes = p.payload.len().max(birth.as_ref().map_or(0, |b| b.size()));
+        let permit = tokio::select! {
+            held = self.ledger.admit(items.len(), bytes) => Some(held),
+            _ = shutdown.cancelled() => return false,
+        };
+        let msg = Message {
+            custody: Custody {
+                ack: self.ledger.receive(&p, arrived),
+                arrived,
+                sparkplug_held,
+                permit,
+            },
+            message: crate::core::batch::Message {
+                topic,
+                payload: kept.as_ref().map(|k| k.bytes.clone()),
+                payload_sha256: kept.map(|k| k.sha256),
+                payload_bytes: p.payload.len(),
+                received_at,
+                items,
+                retained_clear,
+                birth,
+                seq_mark,
+            },
+        };
+        self.out.as_ref().is_some_and(|out| out.send(msg).is_ok())
+    }
+}
+
+/// Who connects and how: the client id, the broker, keep-alive, TLS and credentials (what
+/// `leave.rs` needs too, to end the session as the same client).
+pub(crate) fn connect_options(g: &MqttGroup) -> MqttOptions {
+    let mut opts = MqttOptions::new(g.client_id.clone(), g.broker.host.clone(), g.broker.port);
+    opts.set_keep_alive(g.keep_alive).set_connection_timeout(10);
+    if let Some(tls) = &g.tls {
+        opts.set_transport(rumqttc::Transport::tls_with_config(
+            rumqttc::TlsConfiguration::Rustls(tls.clone()),
+        ));
+    }
+    if !g.username.is_empty() {
+        opts.set_credentials(g.username.clone(), g.password.expose());
+    }
+    opts
+}
+
+/// The subscription, with what retained messages mean to Galewatch: a retained message is the
+/// broker's copy of a reading already delivered (or queued in the session) when it was published,
+/// so it is sent only when the subscription is new (MQTT v5 Retain Handling 1), not replayed as a
+/// duplicate on every restart; a brand-new session still gets each topic's retained reading once,
+/// and lands it if it is new. The RETAIN flag is kept as published, so an empty retained message
+/// (a publisher clearing its topic) is told from an empty ordinary one: the clear is acknowledged
+/// and counted (`galewatch_retained_clears_total`), the empty ordinary message is `malformed`.
+/// (Shared subscriptions get no retained messages at all, by the standard.)
+fn subscription(topic: &str) -> rumqttc::v5::mqttbytes::v5::Filter {
+    rumqttc::v5::mqttbytes::v5::Filter {
+        path: topic.to_string(),
+        qos: QoS::AtLeastOnce,
+        nolocal: false,
+        preserve_retain: true,
+        retain_forward_rule: rumqttc::v5::mqttbytes::v5::RetainForwardRule::OnNewSubscribe,
+    }
+}
+
+/// What the `rejected` table keeps of a message: a prefix of its payload, and the digest that
+/// names the whole message.
+#[derive(Debug)]
+struct Kept {
+    bytes: Bytes,
+    sha256: [u8; 32],
+}
+
+/// Nothing when nothing was rejected; else the first `keep` bytes of the payload, copied (so the
+/// network buffer it came in is not held while the message waits for its commit), and the
+/// SHA-256 of the whole payload (of the topic and the payload when the topic is too long to be
+/// stored whole, so two messages that differ only past the stored part stay two).
+fn kept_payload(
+    items: &[Decoded],
+    (topic, max_topic): (&[u8], usize),
+    payload: &Bytes,
+    keep: usize,
+) -> Option<Kept> {
+    items
+        .iter()
+        .any(|d| matches!(d, Decoded::Rejected(_)))
+        .then(|| Kept {
+            bytes: Bytes::copy_from_slice(&payload[..payload.len().min(keep)]),
+            sha256: crate::core::outcome::rejected_digest(topic, max_topic, payload),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::outcome::RejectReason;
+
+    fn rejected() -> Vec<Decoded> {
+        vec![Decoded::Rejected(crate::core::outcome::Rejection {
+            reason: RejectReason::Malformed,
+            detail: String::new(),
+            element: None,
+        })]
+    }
+
+    #[test]
+    fn keeps_a_prefix_and_names_the_whole() {
+        let big = Bytes::from(vec![b'x'; 1 << 20]);
+        let mut other = vec![b'x'; 1 << 20];
+        other[(1 << 20) - 1] = b'y';
+        let k = kept_payload(&rejected(), (b"t/a/r", 256), &big, 4096).unwrap();
+        assert_eq!(k.bytes.len(), 4096);
+        let k2 = kept_payload(&rejected(), (b"t/a/r", 256), &Bytes::from(other), 4096).unwrap();
+        assert_eq!(k.bytes, k2.bytes, "same prefix");
+        assert_ne!(
+            k.sha256, k2.sha256,
+            "a difference past the prefix still tells them apart"
+        );
+        // Known answer: SHA-256 of "abc".
+        let abc =
+            kept_payload(&rejected(), (b"t", 256), &Bytes::from_static(b"abc"), 4096).unwrap();
+        assert_eq!(abc.bytes.as_ref(), b"abc");
+        assert_eq!(
+            abc.sha256[..4],
+            [0xba, 0x78, 0x16, 0xbf],
+            "sha256(abc) = ba7816bf…"
+        );
+    }
+
+    #[test]
+    fn nothing_kept_when_nothing_was_rejected() {
+        let ok = vec![Decoded::Reading(crate::core::reading::Reading {
+            turbine_id: "a".into(),
+            recorded_at: Utc::now(),
+            values: crate::core::reading::Values(
+                vec![
+                    crate::core::reading::Datum::Float(1.0),
+                    crate::core::reading::Datum::Null,
+                    crate::core::reading::Datum::Null,
+                ]
+                .into(),
+            ),
+        })];
+        assert!(kept_payload(&ok, (b"t", 256), &Bytes::from_static(b"{}"), 4096).is_none());
+    }
+
+    #[test]
+    fn a_clipped_topic_is_part_of_the_identity() {
+        let long_a = [b"t/".as_slice(), &[b'a'; 300]].concat();
+        let mut long_b = long_a.clone();
+        long_b[299] = b'b';
+        let p = Bytes::from_static(b"x");
+        let a = kept_payload(&rejected(), (&long_a, 256), &p, 10).unwrap();
+        let b = kept_payload(&rejected(), (&long_b, 256), &p, 10).unwrap();
+        assert_ne!(a.sha256, b.sha256);
+        let short = kept_payload(&rejected(), (b"t/a", 256), &p, 10).unwrap();
+        let short2 = kept_payload(&rejected(), (b"t/b", 256), &p, 10).unwrap();
+        assert_eq!(
+            short.sha256, short2.sha256,
+            "a whole topic is stored beside the digest"
+        );
+    }
+}

@@ -1,0 +1,407 @@
+//! Health: each turbine's clock, watched from the readings it sends.
+//!
+//! Per batch, the writer folds the batch's readings into one row per turbine (pure,
+//! [`Fold`]) and upserts them in the batch's transaction with one statement. The offset (arrival
+//! minus `recorded_at`) is kept as a lower envelope, so delay and resends (which only ever add to
+//! the offset, and are excluded anyway) do not read as a slow clock; drift is the offset's change
+//! over a window. A turbine is *suspect* when its offset or drift passes a threshold, or when it
+//! collided too often in the last day.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::Transaction;
+
+use crate::error::Error;
+use crate::telemetry;
+
+/// How fast the offset envelope rises towards a larger sample (it falls at once).
+pub const OFFSET_RISE: f64 = 0.05;
+
+/// What one batch says about one turbine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurbineBatch {
+    pub first_seen: DateTime<Utc>,
+    pub last_seen: DateTime<Utc>,
+    pub last_recorded_at: DateTime<Utc>,
+    pub readings: i64,
+    pub duplicates: i64,
+    pub collisions: i64,
+    pub future: i64,
+    /// The smallest arrival − recorded_at among the batch's readings that were not duplicates.
+    pub min_offset: Option<f64>,
+}
+
+/// What became of a reading, as far as its turbine's health goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen {
+    Inserted,
+    Duplicate,
+    Collision,
+    Future,
+}
+
+/// Folds a batch's readings into one [`TurbineBatch`] per turbine, given out in turbine order
+/// (the order the upsert takes its row locks in). A hash map while folding: a turbine's id is
+/// copied once per batch, not once per reading, and no string is compared on a hit.
+#[derive(Debug, Default)]
+pub struct Fold(HashMap<String, TurbineBatch>);
+
+impl Fold {
+    pub fn add(
+        &mut self,
+        turbine: &str,
+        received_at: DateTime<Utc>,
+        recorded_at: DateTime<Utc>,
+        seen: Seen,
+    ) {
+        let offset = (received_at - recorded_at).as_seconds_f64();
+        let t = match self.0.get_mut(turbine) {
+            Some(t) => t,
+            None => self.0.entry(turbine.to_string()).or_insert(TurbineBatch {
+                first_seen: received_at,
+                last_seen: received_at,
+                last_recorded_at: recorded_at,
+                readings: 0,
+                duplicates: 0,
+                collisions: 0,
+                future: 0,
+                min_offset: None,
+            }),
+        };
+        t.first_seen = t.first_seen.min(received_at);
+        t.last_seen = t.last_seen.max(received_at);
+        t.last_recorded_at = t.last_recorded_at.max(recorded_at);
+        t.readings += 1;
+        match seen {
+            Seen::Duplicate => t.duplicates += 1,
+            Seen::Collision => t.collisions += 1,
+            Seen::Future => t.future += 1,
+            Seen::Inserted => {}
+        }
+        if seen != Seen::Duplicate {
+            t.min_offset = Some(t.min_offset.map_or(offset, |m| m.min(offset)));
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The turbines in id order.
+    pub fn turbines(&self) -> impl Iterator<Item = (&String, &TurbineBatch)> {
+        let mut all: Vec<_> = self.0.iter().collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        all.into_iter()
+    }
+}
+
+/// The upsert: one statement for every turbine of the batch.
+///
+/// Everything in its `DO UPDATE SET` is immutable: the offset envelope is spelled out (the
+/// same as V3's `galewatch_offset`, kept for hand queries) and the drift window arrives as
+/// seconds, not as text cast to an interval. A sharded database (Citus, docs/scaling.md) sends
+/// the statement to the shards as text and refuses anything it cannot evaluate there the same
+/// way; the single server is indifferent.
+const UPSERT_SQL: &str = "INSERT INTO turbine_status AS t (turbine_id, first_seen, last_seen,
+    last_recorded_at, readings, duplicates, collisions, future_timestamps, offset_seconds, anchor_offset, anchor_at)
+SELECT u.id, u.f, u.l, u.r, u.n, u.d, u.c, u.fu, u.o, u.o, CASE WHEN u.o IS NULL THEN NULL ELSE u.l END
+  FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[], $5::int8[], $6::int8[],
+              $7::int8[], $8::int8[], $9::float8[]) AS u(id, f, l, r, n, d, c, fu, o)
+ON CONFLICT (turbine_id) DO UPDATE SET
+    last_seen = greatest(t.last_seen, EXCLUDED.last_seen),
+    last_recorded_at = greatest(t.last_recorded_at, EXCLUDED.last_recorded_at),
+    readings = t.readings + EXCLUDED.readings,
+    duplicates = t.duplicates + EXCLUDED.duplicates,
+    collisions = t.collisions + EXCLUDED.collisions,
+    future_timestamps = t.future_timestamps + EXCLUDED.future_timestamps,
+    offset_seconds = @OFFSET@,
+    drift_seconds_per_day = CASE
+        WHEN EXCLUDED.offset_seconds IS NOT NULL AND t.anchor_at IS NOT NULL
+             AND date_part('epoch', EXCLUDED.last_seen - t.anchor_at) >= @WINDOW@
+        THEN (@OFFSET@ - t.anchor_offset)
+             / date_part('epoch', EXCLUDED.last_seen - t.anchor_at) * 86400
+        ELSE t.drift_seconds_per_day END,
+    anchor_offset = CASE
+        WHEN EXCLUDED.offset_seconds IS NOT NULL
+             AND (t.anchor_at IS NULL OR date_part('epoch', EXCLUDED.last_seen - t.anchor_at) >= @WINDOW@)
+        THEN @OFFSET@
+        ELSE t.anchor_offset END,
+    anchor_at = CASE
+        WHEN EXCLUDED.offset_seconds IS NOT NULL
+             AND (t.anchor_at IS NULL OR date_part('epoch', EXCLUDED.last_seen - t.anchor_at) >= @WINDOW@)
+        THEN EXCLUDED.last_seen
+        ELSE t.anchor_at END";
+
+/// The new offset: the lower envelope of the stored one and the batch's smallest sample
+/// (falls at once, rises by [`OFFSET_RISE`] of the gap).
+const OFFSET_SQL: &str = "(CASE WHEN EXCLUDED.offset_seconds IS NULL THEN t.offset_seconds
+        WHEN t.offset_seconds IS NULL OR EXCLUDED.offset_seconds < t.offset_seconds THEN EXCLUDED.offset_seconds
+        ELSE t.offset_seconds + @RISE@ * (EXCLUDED.offset_seconds - t.offset_seconds) END)";
+
+/// [`UPSERT_SQL`] with the offset envelope and the two constants written in. Literals, not
+/// parameters: a sharded database runs the `DO UPDATE SET` on the shards apart from the
+/// `SELECT` that carries the parameters, and cannot type a parameter used only there.
+fn upsert_sql(drift_window: Duration) -> String {
+    UPSERT_SQL
+        .replace("@OFFSET@", OFFSET_SQL)
+        .replace("@RISE@", &format!("{OFFSET_RISE:?}::float8"))
+        .replace(
+            "@WINDOW@",
+            &format!("{:?}::float8", drift_window.as_secs_f64()),
+        )
+}
+
+/// The thresholds that make a turbine suspect.
+#[derive(Debug, Clone)]
+pub struct Thresholds {
+    /// |offset| above this, in seconds.
+    pub max_offset: f64,
+    /// |drift| above this, in seconds per day.
+    pub max_drift_per_day: f64,
+    /// Collisions quarantined in the last day at or above this.
+    pub max_collisions_per_day: i64,
+    /// The window drift is measured over.
+    pub drift_window: Duration,
+}
+
+/// Parameters per turbine in the upsert.
+const PER_ROW: usize = 9;
+
+/// [`upsert_sql`] for a sharded database: the rows as a multi-row `VALUES` list
+/// (`citus::values_list`: 30 ms a batch of 500 turbines on the test cluster, against 180 ms
+/// from `unnest`; docs/scaling.md).
+fn upsert_values_sql(drift_window: Duration, rows: usize) -> String {
+    let sql = upsert_sql(drift_window);
+    let (head, tail) = sql
+        .split_once("\nSELECT ")
+        .expect("the upsert is an INSERT … SELECT");
+    let on_conflict = &tail[tail.find("\nON CONFLICT").expect("ON CONFLICT")..];
+    let values = crate::sink::citus::values_list(rows, PER_ROW, |p| {
+        format!(
+            "(${}::text, ${}::timestamptz, ${}::timestamptz, ${}::timestamptz, ${}::int8, ${}::int8, ${}::int8, ${}::int8, ${o}::float8, ${o}::float8, CASE WHEN ${o}::float8 IS NULL THEN NULL ELSE ${l}::timestamptz END)",
+            p,
+            p + 1,
+            p + 2,
+            p + 3,
+            p + 4,
+            p + 5,
+            p + 6,
+            p + 7,
+            o = p + 8,
+            l = p + 2
+        )
+    });
+    format!("{head}\n{values}{on_conflict}")
+}
+
+/// Records a batch's turbines, inside the batch's transaction. `sharded`: the database is a
+/// Citus cluster (see [`upsert_values_sql`]).
+pub async fn record(
+    tx: &Transaction<'_>,
+    fold: &Fold,
+    drift_window: Duration,
+    sharded: bool,
+) -> Result<(), Error> {
+    if fold.is_empty() {
+        return Ok(());
+    }
+    let mut id = Vec::new();
+    let (mut f, mut l, mut r) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut n, mut d, mut c, mut fu) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut o = Vec::new();
+    for (turbine, t) in fold.turbines() {
+        id.push(turbine.as_str());
+        f.push(t.first_seen);
+        l.push(t.last_seen);
+        r.push(t.last_recorded_at);
+        n.push(t.readings);
+        d.push(t.duplicates);
+        c.push(t.collisions);
+        fu.push(t.future);
+        o.push(t.min_offset);
+    }
+    let err = |e| Error::db("updating turbine status", e);
+    if !sharded {
+        tx.execute(
+            &upsert_sql(drift_window),
+            &[&id, &f, &l, &r, &n, &d, &c, &fu, &o],
+        )
+        .await
+        .map_err(err)?;
+        return Ok(());
+    }
+    // The same columns, row by row, in statements of at most `MAX_PARAMS` parameters.
+    let rows = crate::sink::citus::MAX_PARAMS / PER_ROW;
+    for start in (0..id.len()).step_by(rows) {
+        let end = id.len().min(start + rows);
+        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+            Vec::with_capacity(PER_ROW * (end - start));
+        for k in start..end {
+            params.extend([
+                &id[k] as &(dyn tokio_postgres::types::ToSql + Sync),
+                &f[k],
+                &l[k],
+                &r[k],
+                &n[k],
+                &d[k],
+                &c[k],
+                &fu[k],
+                &o[k],
+            ]);
+        }
+        tx.execute(&upsert_values_sql(drift_window, end - start), &params)
+            .await
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// The status table with each turbine's collisions in the last day and whether it is suspect,
+/// most suspicious first. `$1..$3`: max offset, max drift per day, max collisions per day.
+pub const STATUS_SQL: &str = "SELECT s.turbine_id, s.first_seen, s.last_seen, s.last_recorded_at,
+       s.readings, s.duplicates, s.collisions, s.future_timestamps,
+       s.offset_seconds, s.drift_seconds_per_day, coalesce(q.n, 0) AS collisions_last_day,
+       (abs(coalesce(s.offset_seconds, 0)) > $1 OR abs(coalesce(s.drift_seconds_per_day, 0)) > $2
+        OR coalesce(q.n, 0) >= $3) AS suspect
+  FROM turbine_status s
+  LEFT JOIN LATERAL (SELECT count(*) AS n FROM quarantine q
+                      WHERE q.turbine_id = s.turbine_id AND q.reason = 'collision'
+                        AND q.received_at > now() - interval '1 day') q ON true
+ ORDER BY suspect DESC, coalesce(q.n, 0) DESC, abs(coalesce(s.drift_seconds_per_day, 0)) DESC,
+          abs(coalesce(s.offset_seconds, 0)) DESC, s.turbine_id";
+
+/// Resolutions in the quarantine, by the entry's reason, the choice and what it did to
+/// `readings` (V5's migration): the counters of resolutions, read from the table.
+const RESOLUTIONS_SQL: &str = "SELECT q.reason, r.choice, r.effect, count(*)
+  FROM quarantine_resolution r
+  JOIN quarantine q ON q.turbine_id = r.turbine_id AND q.id = r.quarantine_id
+ GROUP BY 1, 2, 3";
+
+/// Every combination `RESOLUTIONS_SQL` can return, so each series exists from the start.
+const RESOLUTION_KINDS: [(&str, &str, &str); 6] = [
+    ("collision", "existing", "none"),
+    ("collision", "incoming", "replaced"),
+    ("collision", "incoming", "added"),
+    ("future_timestamp", "existing", "none"),
+    ("future_timestamp", "incoming", "added"),
+    ("future_timestamp", "incoming", "replaced"),
+];
+
+/// Keeps two gauges read from the tables current, on a connection of its own: the
+/// resolutions (every 5 s, a count over a small table) and `galewatch_turbines_clock_suspect`
+/// (every 15 s). Runs until the task is aborted.
+pub async fn refresh_table_gauges(db: crate::sink::db::Database, th: Thresholds) {
+    let mut every = tokio::time::interval(Duration::from_secs(5));
+    let mut client: Option<tokio_postgres::Client> = None;
+    let mut tick = 0u64;
+    loop {
+        every.tick().await;
+        tick += 1;
+        if client.as_ref().is_none_or(|c| c.is_closed()) {
+            client = match db.connect().await {
+                Ok(c) => Some(c),
+                Err(_) => continue,
+            };
+        }
+        let Some(c) = &client else { continue };
+        match c.query(RESOLUTIONS_SQL, &[]).await {
+            Ok(rows) => {
+                let mut counts: std::collections::HashMap<(String, String, String), i64> = rows
+                    .iter()
+                    .map(|r| ((r.get(0), r.get(1), r.get(2)), r.get(3)))
+                    .collect();
+                for (reason, choice, effect) in RESOLUTION_KINDS {
+                    let key = (reason.to_string(), choice.to_string(), effect.to_string());
+                    let n = counts.remove(&key).unwrap_or(0);
+                    metrics::gauge!(telemetry::QUARANTINE_RESOLUTIONS, "reason" => reason, "choice" => choice, "effect" => effect)
+                        .set(n as f64);
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "counting quarantine resolutions"),
+        }
+        if tick % 3 != 1 {
+            continue;
+        }
+        let sql = format!("SELECT count(*) FROM ({STATUS_SQL}) x WHERE suspect");
+        match c
+            .query_one(
+                &sql,
+                &[
+                    &th.max_offset,
+                    &th.max_drift_per_day,
+                    &th.max_collisions_per_day,
+                ],
+            )
+            .await
+        {
+            Ok(row) => {
+                metrics::gauge!(telemetry::TURBINES_CLOCK_SUSPECT).set(row.get::<_, i64>(0) as f64)
+            }
+            Err(e) => tracing::debug!(error = %e, "counting suspect turbines"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn folds_per_turbine_and_keeps_duplicates_out_of_the_offset() {
+        let t0 = Utc.with_ymd_and_hms(2026, 11, 30, 0, 0, 0).unwrap();
+        let s = |n| t0 + chrono::Duration::seconds(n);
+        let mut f = Fold::default();
+        f.add("B", s(10), s(9), Seen::Inserted); // offset 1
+        f.add("A", s(10), s(8), Seen::Inserted); // offset 2
+        f.add("A", s(11), s(10), Seen::Collision); // offset 1
+        f.add("A", s(70), s(0), Seen::Duplicate); // a resend a minute late: offset 70, ignored
+        f.add("A", s(12), s(400), Seen::Future); // offset -388
+        let rows: Vec<_> = f.turbines().collect();
+        assert_eq!(rows[0].0, "A", "turbine order");
+        let a = rows[0].1;
+        assert_eq!(
+            (a.readings, a.duplicates, a.collisions, a.future),
+            (4, 1, 1, 1)
+        );
+        assert_eq!(a.min_offset, Some(-388.0));
+        assert_eq!(
+            (a.first_seen, a.last_seen, a.last_recorded_at),
+            (s(10), s(70), s(400))
+        );
+        assert_eq!(rows[1].1.min_offset, Some(1.0));
+    }
+
+    #[test]
+    fn only_duplicates_give_no_offset() {
+        let t0 = Utc::now();
+        let mut f = Fold::default();
+        f.add("A", t0, t0, Seen::Duplicate);
+        assert_eq!(f.turbines().next().unwrap().1.min_offset, None);
+    }
+}
+
+#[cfg(test)]
+mod sql_tests {
+    use super::*;
+
+    #[test]
+    fn the_sharded_upsert_is_the_same_statement_over_a_values_list() {
+        let one = upsert_values_sql(Duration::from_secs(3600), 1);
+        let two = upsert_values_sql(Duration::from_secs(3600), 2);
+        assert!(one.contains("\nVALUES ($1::text"), "{one}");
+        assert!(!one.contains("unnest") && !one.contains("@"), "{one}");
+        assert!(two.contains("$18::float8") && !two.contains("$19"), "{two}");
+        // Everything after ON CONFLICT is the single server's, word for word.
+        let tail = |s: &str| s[s.find("ON CONFLICT").unwrap()..].to_string();
+        assert_eq!(tail(&one), tail(&upsert_sql(Duration::from_secs(3600))));
+        assert!(one.contains("3600.0::float8") && one.contains("0.05::float8"));
+        assert_eq!(
+            one.matches('$').count(),
+            PER_ROW + 3,
+            "9 parameters, $9 three times"
+        );
+    }
+}

@@ -1,0 +1,313 @@
+//! Migrate: apply the schema in `migrations/`, in order, tracked in `refinery_schema_history`,
+//! then make it follow the declared signals (a column per signal).
+//!
+//! Safe to run twice and from several daemons at once: a session advisory lock serialises the
+//! runners, and refinery skips what is already applied.
+
+use std::collections::HashMap;
+
+use tokio_postgres::Client;
+
+use crate::core::signals::{Signal, Signals};
+use crate::error::Error;
+
+refinery::embed_migrations!("migrations");
+
+/// Arbitrary, fixed: the advisory lock key that serialises Galewatch migrations.
+const LOCK_KEY: i64 = 0x6761_6c65_7761_7463; // "galewatc"
+
+/// Applies pending migrations; returns the names of those applied now.
+pub async fn run(client: &mut Client) -> Result<Vec<String>, Error> {
+    run_to(client, None).await
+}
+
+/// Applies pending migrations up to and including `version` (all when None). The conversion
+/// test and benchmark use it to build a database as an older release left it.
+pub async fn run_to(client: &mut Client, version: Option<i32>) -> Result<Vec<String>, Error> {
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY])
+        .await
+        .map_err(|e| Error::db("taking the migration lock", e))?;
+    let mut runner = migrations::runner();
+    if let Some(v) = version {
+        runner = runner.set_target(refinery::Target::Version(v));
+    }
+    let result = runner.run_async(client).await;
+    let unlock = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY])
+        .await
+        .map_err(|e| Error::db("releasing the migration lock", e));
+    let report = result.map_err(|e| Error::other("applying migrations", e))?;
+    unlock?;
+    Ok(report
+        .applied_migrations()
+        .iter()
+        .map(|m| m.to_string())
+        .collect())
+}
+
+/// What [`apply`] did.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// Migrations applied now.
+    pub migrations: Vec<String>,
+    /// Changes made for the declared signals, one sentence each.
+    pub signals: Vec<String>,
+    /// Tables distributed now, on a Citus cluster (`citus.rs`), one sentence each.
+    pub distributed: Vec<String>,
+}
+
+/// Applies pending migrations, then makes the schema follow the declared signals (see
+/// [`sync_signals`]) and, on a database with the `citus` extension, distributes it
+/// (`citus::distribute`), under the same lock.
+pub async fn apply(client: &mut Client, signals: &Signals) -> Result<Applied, Error> {
+    let migrations = run(client).await?;
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY])
+        .await
+        .map_err(|e| Error::db("taking the migration lock", e))?;
+    // A schema made just now holds no data in the default signals' columns.
+    let fresh = migrations
+        .iter()
+        .any(|m| m.starts_with("V1__") || m.starts_with("V1_"));
+    let result = async {
+        let changes = sync_signals(client, signals, fresh).await?;
+        let distributed = if crate::sink::citus::is_citus(client).await? {
+            crate::sink::citus::distribute(client, signals).await?
+        } else {
+            Vec::new()
+        };
+        Ok::<_, Error>((changes, distributed))
+    }
+    .await;
+    let unlock = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY])
+        .await
+        .map_err(|e| Error::db("releasing the migration lock", e));
+    let (signals, distributed) = result?;
+    unlock?;
+    Ok(Applied {
+        migrations,
+        signals,
+        distributed,
+    })
+}
+
+/// A column a signal's values live in.
+struct Home {
+    table: &'static str,
+    column: String,
+    /// As `information_schema.columns.data_type` spells it.
+    data_type: &'static str,
+    /// What `ADD COLUMN` writes after the type.
+    extra: &'static str,
+    /// Whether the column is NOT NULL exactly when the signal is required (a reading's own
+    /// values); the others are always nullable or always not.
+    follows_required: bool,
+}
+
+/// Where a signal's values live: its column in `readings`, and its two in `quarantine` (the
+/// reading's value, and the stored reading's for a collision); for a numeric signal its five
+/// statistics columns in `interval_stats` (`stats.rs`); on a sharded database also its column in
+/// the writers' shared `galewatch_staging` (`citus.rs`), when that exists.
+fn homes(s: &Signal, staging: bool) -> Vec<Home> {
+    let value = |table, column: String, follows_required| Home {
+        table,
+        column,
+        data_type: s.kind.sql_type(),
+        extra: "",
+        follows_required,
+    };
+    let mut homes = vec![
+        value("readings", s.name.clone(), true),
+        value("quarantine", s.name.clone(), true),
+        value("quarantine", format!("existing_{}", s.name), false),
+    ];
+    if staging {
+        homes.push(value("galewatch_staging", s.name.clone(), true));
+    }
+    if s.kind.is_numeric() {
+        for (column, (_, ty)) in crate::sink::stats::column_names(s)
+            .into_iter()
+            .zip(crate::sink::stats::COLUMNS)
+        {
+            homes.push(Home {
+                table: "interval_stats",
+                column,
+                data_type: ty,
+                // The count of an interval written before the signal was declared is 0.
+                extra: if ty == "bigint" {
+                    " NOT NULL DEFAULT 0"
+                } else {
+                    ""
+                },
+                follows_required: false,
+            });
+        }
+    }
+    homes
+}
+
+/// Makes `readings` and `quarantine` hold the declared signals, in one transaction:
+/// - a new signal gets its column in `readings` and two in `quarantine` (its value and the
+///   stored reading's), NULL for every row already there;
+/// - an optional signal's column loses a NOT NULL it had (the old default `power_kw`);
+/// - a signal no longer declared is marked retired; its column stays (never dropped here).
+///
+/// Refused, changing nothing (the command exits 2 naming the signal): a declared type other
+/// than the column's or the one recorded, and a required signal no longer declared (unless the
+/// schema was made in this same run). `fresh`: the schema was created just now.
+pub async fn sync_signals(
+    client: &mut Client,
+    signals: &Signals,
+    fresh: bool,
+) -> Result<Vec<String>, Error> {
+    let err = |e| Error::db("making the schema follow the declared signals", e);
+    let tx = client.transaction().await.map_err(err)?;
+    let known: Vec<(String, String, bool, bool)> = tx
+        .query(
+            "SELECT name, kind, required, retired_at IS NOT NULL FROM galewatch_signal",
+            &[],
+        )
+        .await
+        .map_err(err)?
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    // (table, column) → (data_type, nullable)
+    let columns: HashMap<(String, String), (String, bool)> = tx
+        .query(
+            "SELECT table_name::text, column_name::text, data_type::text, is_nullable = 'YES'
+               FROM information_schema.columns
+              WHERE table_schema = current_schema()
+                AND table_name IN ('readings', 'quarantine', 'galewatch_staging', 'interval_stats')",
+            &[],
+        )
+        .await
+        .map_err(err)?
+        .iter()
+        .map(|r| ((r.get(0), r.get(1)), (r.get(2), r.get(3))))
+        .collect();
+    let staging = columns.keys().any(|(t, _)| t == "galewatch_staging");
+
+    // Refusals first, so nothing changes when one applies.
+    let guide = "see docs/signals.md";
+    for s in signals {
+        if let Some((_, kind, ..)) = known.iter().find(|k| k.0 == s.name) {
+            if kind != s.kind.as_str() {
+                return Err(Error::refused(
+                    "checking the declared signals",
+                    format!(
+                        "signal {} is declared {} but was {kind}: a type change cannot be made safely in place (stored values would have to be converted); declare a new signal instead ({guide})",
+                        s.name,
+                        s.kind.as_str()
+                    ),
+                ));
+            }
+        }
+        for Home {
+            table,
+            column,
+            data_type,
+            ..
+        } in homes(s, staging)
+        {
+            if let Some((ty, _)) = columns.get(&(table.to_string(), column.clone())) {
+                if ty != data_type {
+                    return Err(Error::refused(
+                        "checking the declared signals",
+                        format!(
+                            "signal {} is declared {} ({data_type}) but {table}.{column} is {ty}: a type change cannot be made safely in place; declare a new signal instead ({guide})",
+                            s.name,
+                            s.kind.as_str(),
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    for (name, _, required, retired) in &known {
+        if *required && !*retired && !fresh && signals.position(name).is_none() {
+            return Err(Error::refused(
+                "checking the declared signals",
+                format!(
+                    "signal {name} is required and no longer declared: readings would lose it silently. To retire it, declare it with required = false, migrate, then remove it and migrate again; to rename it, follow {guide}"
+                ),
+            ));
+        }
+    }
+
+    let mut changes = Vec::new();
+    for s in signals {
+        for home in homes(s, staging) {
+            let Home {
+                table,
+                column,
+                data_type,
+                extra,
+                follows_required,
+            } = home;
+            match columns.get(&(table.to_string(), column.clone())) {
+                None => {
+                    tx.batch_execute(&format!(
+                        "ALTER TABLE {table} ADD COLUMN \"{column}\" {data_type}{extra}"
+                    ))
+                    .await
+                    .map_err(err)?;
+                    if table == "readings" {
+                        changes.push(format!("added signal {} ({})", s.name, s.kind.as_str()));
+                    }
+                }
+                Some((_, false))
+                    if (follows_required && !s.required) || column.starts_with("existing_") =>
+                {
+                    tx.batch_execute(&format!(
+                        "ALTER TABLE {table} ALTER COLUMN \"{column}\" DROP NOT NULL"
+                    ))
+                    .await
+                    .map_err(err)?;
+                    if table == "readings" {
+                        changes.push(format!("{} may now be NULL (optional)", s.name));
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    for (name, _, _, retired) in &known {
+        if *retired || signals.position(name).is_some() {
+            continue;
+        }
+        for table in ["readings", "quarantine"] {
+            if let Some((_, false)) = columns.get(&(table.to_string(), name.clone())) {
+                tx.batch_execute(&format!(
+                    "ALTER TABLE {table} ALTER COLUMN \"{name}\" DROP NOT NULL"
+                ))
+                .await
+                .map_err(err)?;
+            }
+        }
+        tx.execute(
+            "UPDATE galewatch_signal SET retired_at = now() WHERE name = $1",
+            &[name],
+        )
+        .await
+        .map_err(err)?;
+        changes.push(format!(
+            "retired signal {name} (no longer declared; its column stays)"
+        ));
+    }
+    for (position, s) in signals.iter().enumerate() {
+        let position = i32::try_from(position).unwrap_or(i32::MAX);
+        tx.execute(
+            "INSERT INTO galewatch_signal (name, kind, required, unit, position) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (name) DO UPDATE SET required = EXCLUDED.required, unit = EXCLUDED.unit,
+                 position = EXCLUDED.position, retired_at = NULL",
+            &[&s.name, &s.kind.as_str(), &s.required, &s.unit, &position],
+        )
+        .await
+        .map_err(err)?;
+    }
+    tx.commit().await.map_err(err)?;
+    Ok(changes)
+}

@@ -1,0 +1,20 @@
+//! The sink: everything that speaks SQL. [`write`] lands each batch (retrying what can be
+//! retried, splitting what the database refuses for one reading's sake; one attempt is
+//! [`transaction`]; [`overlap`] keeps batches sharing a key in arrival order across writers);
+//! [`db`] connects, [`migrate`] keeps the schema, [`partition`] and [`maintain`] the `readings`
+//! partitions, [`health`] each turbine's clock, [`stats`] the interval statistics, [`births`] the
+//! Sparkplug B birth certificates, and [`citus`] what differs on a Citus cluster. It never
+//! imports the intake: what it needs of it is passed in.
+
+pub mod births;
+pub mod citus;
+pub mod db;
+pub mod health;
+pub mod maintain;
+pub mod migrate;
+pub mod overlap;
+pub mod partition;
+pub mod pg;
+pub mod stats;
+pub mod transaction;
+pub mod write;

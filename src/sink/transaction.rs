@@ -1,0 +1,904 @@
+//! Transaction: land one batch's items in one transaction and say what became of each.
+//!
+//! Per batch: binary COPY of the first reading of each key into a temporary staging table, one
+//! `INSERT … SELECT … ON CONFLICT DO NOTHING` that reports the keys it did not insert, a look-up
+//! of the stored values of those keys, then the quarantine rows, the turbines' status
+//! (`health.rs`), the interval statistics of the readings inserted (`stats.rs`) and the rejected
+//! rows, then COMMIT. Only after COMMIT are the messages acknowledged.
+//!
+//! Why the look-up is its own statement: under READ COMMITTED each statement takes a fresh
+//! snapshot. When the INSERT skips a key because another daemon's transaction holds it, the
+//! INSERT first waits for that transaction to commit; the look-up that follows therefore sees the
+//! winning row, and the loser is quarantined instead of lost.
+//!
+//! One reading, one place: a reading is never both in `readings` and unresolved in `quarantine`.
+//! The INSERT leaves out resends of a reading quarantined as `future_timestamp`, and the
+//! quarantine leaves out a future reading already stored exactly; the rows the quarantine did
+//! not take are duplicates, for the counters and for `turbine_status` alike.
+//!
+//! On a sharded database (Citus, docs/scaling.md) the same statements run unchanged, with one
+//! difference in where the staging rows live: a session's temporary table cannot be joined with
+//! a distributed table there, so `galewatch migrate` makes `galewatch_staging` a distributed
+//! table of its own, sharded like `readings`. Each transaction sees only its own uncommitted
+//! staging rows (every writer deletes its rows before it commits), so the same statements read
+//! the same rows, and every join stays on one turbine's shard. On the single server the
+//! temporary table (emptied by COMMIT at no cost) stays: nothing there gets slower.
+//!
+//! The retries, the splitting of a refused batch and the acks are `write.rs`'s; this file is
+//! only what one attempt does inside the database.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::pin::pin;
+use std::time::Duration;
+
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{Client, Statement};
+
+use crate::core::batch::{Batch, Message};
+use crate::core::classify::{self, Fate};
+use crate::core::outcome::Tally;
+use crate::core::outcome::{Decoded, RejectReason, Rejection};
+use crate::core::reading::{Datum, Reading, Values};
+use crate::core::signals::Signals;
+use crate::error::Error;
+use crate::sink::health;
+use crate::sink::partition::Partitions;
+
+/// The statements of one attempt, written for the declared signals.
+struct Sql {
+    staging: String,
+    copy: String,
+    copy_types: Vec<Type>,
+    insert: String,
+    insert_keys: String,
+    existing: String,
+    existing_sharded: String,
+    future_stored: String,
+    quarantine: String,
+    /// The quarantine's columns with their types, in the statement's order (for the VALUES
+    /// form on a sharded database).
+    quarantine_columns: Vec<(String, String)>,
+}
+
+impl Sql {
+    fn new(signals: &Signals) -> Sql {
+        let cols = signals.columns("");
+        // The staging table: one per connection, emptied by every commit.
+        let staging = format!(
+            "CREATE TEMP TABLE IF NOT EXISTS galewatch_staging ({}) ON COMMIT DELETE ROWS",
+            staging_columns(signals)
+        );
+        let copy = format!(
+            "COPY galewatch_staging (seq, turbine_id, recorded_at, {cols}) FROM STDIN BINARY"
+        );
+        let mut copy_types = vec![Type::INT4, Type::TEXT, Type::TIMESTAMPTZ];
+        copy_types.extend(signals.iter().map(|s| s.kind.pg_type()));
+        // Whether staged reading `s` is exactly a reading quarantined as `future_timestamp`
+        // (same key, same values): a resend of it, which stays a duplicate of the quarantined
+        // one even once its timestamp is no longer ahead, so one reading is never in both
+        // tables (see V5's migration).
+        let quarantined_future = format!(
+            "EXISTS (SELECT 1 FROM quarantine q
+     WHERE q.reason = 'future_timestamp' AND q.turbine_id = s.turbine_id
+       AND q.recorded_at = s.recorded_at AND {})",
+            signals.same_sql("q", "s")
+        );
+        // Inserts the staged readings (in key order, so two writers take row locks in the same
+        // order), except resends of a quarantined future reading, and returns the `seq` of each
+        // staged reading that was not inserted.
+        let insert = format!(
+            "WITH ins AS (
+    INSERT INTO readings (turbine_id, recorded_at, {cols})
+    SELECT turbine_id, recorded_at, {cols}
+      FROM galewatch_staging s WHERE NOT {quarantined_future}
+     ORDER BY turbine_id, recorded_at
+    ON CONFLICT (turbine_id, recorded_at) DO NOTHING
+    RETURNING turbine_id, recorded_at)
+SELECT s.seq FROM galewatch_staging s
+ WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.turbine_id = s.turbine_id AND ins.recorded_at = s.recorded_at)"
+        );
+        // The same INSERT returning the keys it inserted, for a sharded database: there the
+        // CTE's result would be gathered on the coordinator and shipped back to every shard for
+        // the anti-join (106 ms a 5,000-row batch on the test cluster, 35 ms for this); the
+        // writer finds the skipped keys itself. On one server the anti-join is cheaper than
+        // sending every inserted key back, so it stays.
+        let insert_keys = format!(
+            "INSERT INTO readings (turbine_id, recorded_at, {cols})
+SELECT turbine_id, recorded_at, {cols}
+  FROM galewatch_staging s WHERE NOT {quarantined_future}
+ ORDER BY turbine_id, recorded_at
+ON CONFLICT (turbine_id, recorded_at) DO NOTHING
+RETURNING turbine_id, recorded_at"
+        );
+        // The values each key the INSERT skipped is judged against (a fresh snapshot: see the
+        // module comment): the stored row's, or, for a resend of a quarantined future reading
+        // with no stored row, its own (so it is a duplicate).
+        let existing = format!(
+            "SELECT s.seq, {r_cols}
+  FROM unnest($1::int4[]) AS u(seq)
+  JOIN galewatch_staging s USING (seq)
+  JOIN readings r ON r.turbine_id = s.turbine_id AND r.recorded_at = s.recorded_at
+UNION ALL
+SELECT s.seq, {s_cols}
+  FROM unnest($1::int4[]) AS u(seq)
+  JOIN galewatch_staging s USING (seq)
+ WHERE NOT EXISTS (SELECT 1 FROM readings r WHERE r.turbine_id = s.turbine_id AND r.recorded_at = s.recorded_at)
+   AND {quarantined_future}",
+            r_cols = signals.columns("r."),
+            s_cols = signals.columns("s."),
+        );
+        // The same on a sharded database, where a join with `unnest` is planned on the
+        // coordinator (210 ms a batch on the test cluster): the skipped seqs as a filter keeps
+        // each half on its shards. (On one server the hash join with `unnest` is the cheaper.)
+        let existing_sharded = format!(
+            "SELECT s.seq, {r_cols}
+  FROM galewatch_staging s
+  JOIN readings r ON r.turbine_id = s.turbine_id AND r.recorded_at = s.recorded_at
+ WHERE s.seq = ANY($1::int4[])
+UNION ALL
+SELECT s.seq, {s_cols}
+  FROM galewatch_staging s
+ WHERE s.seq = ANY($1::int4[])
+   AND NOT EXISTS (SELECT 1 FROM readings r WHERE r.turbine_id = s.turbine_id AND r.recorded_at = s.recorded_at)
+   AND {quarantined_future}",
+            r_cols = signals.columns("r."),
+            s_cols = signals.columns("s."),
+        );
+        // The stored rows of the future readings' keys: a future reading already stored exactly
+        // (a resend that reached `readings` first, e.g. through another daemon whose clock is
+        // behind) is a duplicate, not quarantined. Its own statement, not a correlated
+        // sub-query of the quarantine INSERT: a sharded database refuses those beside `unnest`.
+        let future_stored = format!(
+            "SELECT r.turbine_id, r.recorded_at, {r_cols} FROM readings r
+ WHERE (r.turbine_id, r.recorded_at) IN (SELECT * FROM unnest($1::text[], $2::timestamptz[]))",
+            r_cols = signals.columns("r."),
+        );
+        // Quarantines collisions and future readings, and returns each row it added, so the
+        // writer knows which were resends (duplicates). A row is named by its key and the
+        // digest of its values (V7).
+        let mut columns: Vec<(String, &str)> = vec![
+            ("turbine_id".into(), "text"),
+            ("recorded_at".into(), "timestamptz"),
+        ];
+        columns.extend(signals.iter().map(|s| (s.column(), s.kind.cast())));
+        columns.push(("reason".into(), "text"));
+        columns.extend(signals.iter().map(|s| (s.existing_column(), s.kind.cast())));
+        columns.extend([
+            ("topic".into(), "text"),
+            ("received_at".into(), "timestamptz"),
+            ("values_sha256".into(), "bytea"),
+        ]);
+        let arrays: Vec<String> = columns
+            .iter()
+            .enumerate()
+            .map(|(i, (_, ty))| format!("${}::{ty}[]", i + 1))
+            .collect();
+        let names: Vec<&str> = columns.iter().map(|(name, _)| name.as_str()).collect();
+        let quarantine_columns: Vec<(String, String)> = columns
+            .iter()
+            .map(|(n, t)| (n.clone(), t.to_string()))
+            .collect();
+        let quarantine = format!(
+            "INSERT INTO quarantine ({names})
+SELECT u.* FROM unnest({arrays}) AS u({names})
+ON CONFLICT DO NOTHING RETURNING turbine_id, recorded_at, values_sha256",
+            names = names.join(", "),
+            arrays = arrays.join(", "),
+        );
+        Sql {
+            staging,
+            copy,
+            copy_types,
+            insert,
+            insert_keys,
+            existing,
+            existing_sharded,
+            future_stored,
+            quarantine,
+            quarantine_columns,
+        }
+    }
+}
+
+/// The staging table's columns: the batch position, the key and one per signal. The temporary
+/// table here and the shared one on a sharded database (`citus.rs`) are made from it.
+pub(crate) fn staging_columns(signals: &Signals) -> String {
+    let mut columns = vec![
+        "seq int4 NOT NULL".to_string(),
+        "turbine_id text NOT NULL".into(),
+        "recorded_at timestamptz NOT NULL".into(),
+    ];
+    columns.extend(
+        signals
+            .iter()
+            .map(|s| format!("{} {}", s.column(), s.kind.sql_type())),
+    );
+    columns.join(", ")
+}
+
+/// A writer's session settings on a sharded database (see `Conn::prepare`).
+const CITUS_SESSION: &str = "SET citus.max_adaptive_executor_pool_size = 4;
+SET citus.max_cached_conns_per_worker = 4";
+
+/// A rejected message is named by its topic, the digest of its whole payload, its size and the
+/// element (V6's `rejected_once`), so a redelivery adds nothing, however little of it is kept.
+const REJECTED_SQL: &str = "INSERT INTO rejected (received_at, topic, payload, payload_bytes, element, reason, detail, payload_sha256)
+SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::bytea[], $4::int4[], $5::int4[], $6::text[], $7::text[], $8::bytea[])
+ON CONFLICT DO NOTHING RETURNING reason";
+
+/// A live connection with its statements prepared.
+pub(crate) struct Conn {
+    pub(crate) client: Client,
+    insert: Statement,
+    existing: Statement,
+    future_stored: Statement,
+    quarantine: Statement,
+    rejected: Statement,
+    /// The quarantine's columns and types (see [`quarantine_values`]).
+    quarantine_columns: Vec<(String, String)>,
+    /// True on a sharded database (Citus), where `galewatch_staging` is a distributed table shared by
+    /// all writers (see the module comment): each transaction deletes its rows before COMMIT.
+    sharded: bool,
+    /// The current transaction's id (see `InDoubt`).
+    xid: Statement,
+    /// The `readings` partitions known to exist (when the daemon manages them).
+    pub(crate) partitions: Partitions,
+    /// What a reading holds, and so the columns each statement names.
+    signals: Signals,
+    /// The interval statistics' statements, when each batch keeps them.
+    stats: Option<crate::sink::stats::Sql>,
+    copy: String,
+    copy_types: Vec<Type>,
+}
+
+impl Conn {
+    /// Makes the connection's staging table and prepares its statements.
+    pub(crate) async fn prepare(
+        client: Client,
+        partitions: Partitions,
+        signals: Signals,
+        stats: Option<crate::sink::stats::Sql>,
+    ) -> Result<Conn, Error> {
+        let sql = Sql::new(&signals);
+        // `galewatch migrate` makes a permanent staging table only on a sharded database.
+        let sharded: bool = client
+            .query_one("SELECT to_regclass('galewatch_staging') IS NOT NULL", &[])
+            .await
+            .map_err(|e| Error::db("looking for a shared staging table", e))?
+            .get(0);
+        if sharded {
+            // Citus keeps one connection per worker open between transactions by default and
+            // opens the rest of a multi-shard statement's anew each time: 250 ms of every
+            // 500-reading batch on the test cluster, against 40 ms with this (docs/scaling.md).
+            // Four per worker keeps each writer's connections to a worker bounded.
+            client
+                .batch_execute(CITUS_SESSION)
+                .await
+                .map_err(|e| Error::db("setting up the session (citus)", e))?;
+        } else {
+            client
+                .batch_execute(&sql.staging)
+                .await
+                .map_err(|e| Error::db("creating the staging table", e))?;
+        }
+        let err = |e| Error::db("preparing statements", e);
+        let insert = client
+            .prepare(if sharded {
+                &sql.insert_keys
+            } else {
+                &sql.insert
+            })
+            .await
+            .map_err(err)?;
+        let existing = client
+            .prepare(if sharded {
+                &sql.existing_sharded
+            } else {
+                &sql.existing
+            })
+            .await
+            .map_err(err)?;
+        let future_stored = client.prepare(&sql.future_stored).await.map_err(err)?;
+        let quarantine = client.prepare(&sql.quarantine).await.map_err(err)?;
+        let rejected = client.prepare(REJECTED_SQL).await.map_err(err)?;
+        let xid = client.prepare("SELECT txid_current()").await.map_err(err)?;
+        Ok(Conn {
+            client,
+            insert,
+            existing,
+            future_stored,
+            quarantine,
+            rejected,
+            sharded,
+            quarantine_columns: sql.quarantine_columns,
+            xid,
+            partitions,
+            signals,
+            stats,
+            copy: sql.copy,
+            copy_types: sql.copy_types,
+        })
+    }
+}
+
+/// The quarantine INSERT for `rows` rows as a multi-row VALUES list (sharded database:
+/// `citus::values_list`), over the columns (name, type) in the order of
+/// `QuarantineRows::row_params`.
+fn quarantine_values(cols: &[(String, String)], rows: usize) -> String {
+    let names: Vec<&str> = cols.iter().map(|(n, _)| n.as_str()).collect();
+    let values = crate::sink::citus::values_list(rows, cols.len(), |first| {
+        let row: Vec<String> = cols
+            .iter()
+            .enumerate()
+            .map(|(c, (_, ty))| format!("${}::{ty}", first + c))
+            .collect();
+        format!("({})", row.join(", "))
+    });
+    format!(
+        "INSERT INTO quarantine ({}) {values}
+ON CONFLICT DO NOTHING RETURNING turbine_id, recorded_at, values_sha256",
+        names.join(", ")
+    )
+}
+
+/// A transaction whose outcome Galewatch does not know.
+#[derive(Debug)]
+pub(crate) struct InDoubt {
+    pub(crate) xid: i64,
+    pub(crate) tally: Tally,
+}
+
+pub(crate) enum Outcome {
+    Committed,
+    Aborted,
+}
+
+/// Asks the database how an in-doubt transaction ended (`txid_status`), waiting while it is
+/// still in progress (its backend may not yet have read the COMMIT, or noticed the connection is
+/// gone). The caller's timeout bounds the wait.
+pub(crate) async fn settle(conn: &Conn, doubt: &InDoubt) -> Result<Outcome, Error> {
+    loop {
+        let status: Option<String> = conn
+            .client
+            .query_one("SELECT txid_status($1)", &[&doubt.xid])
+            .await
+            .map_err(|e| Error::db("asking how a batch's transaction ended", e))?
+            .get(0);
+        match status.as_deref() {
+            Some("committed") => return Ok(Outcome::Committed),
+            Some("aborted") => return Ok(Outcome::Aborted),
+            Some(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            // Too old for the commit log to say: so old that no COMMIT of ours can be pending.
+            None => {
+                tracing::warn!(
+                    xid = doubt.xid,
+                    "the database no longer knows how an in-doubt batch ended; writing it again"
+                );
+                return Ok(Outcome::Aborted);
+            }
+        }
+    }
+}
+
+/// One item of a batch with the message it came in. An item the database refused is replaced by
+/// an owned rejection, hence the `Cow`.
+#[derive(Clone)]
+pub(crate) struct ItemRef<'a> {
+    pub(crate) msg: &'a Message,
+    pub(crate) item: Cow<'a, Decoded>,
+    /// For a reading the database refused: the reading as decoded, as JSON, stored in
+    /// `rejected.payload` (the message's own bytes are not kept past decoding).
+    pub(crate) refused: Option<String>,
+}
+
+pub(crate) fn items_of<C>(batch: &Batch<C>) -> Vec<ItemRef<'_>> {
+    let mut out = Vec::with_capacity(batch.items);
+    for carried in &batch.messages {
+        let msg = &carried.message;
+        out.extend(msg.items.iter().map(|d| ItemRef {
+            msg,
+            item: Cow::Borrowed(d),
+            refused: None,
+        }));
+    }
+    out
+}
+
+/// The items of one transaction sorted by kind, in order, each with its message.
+struct Parts<'a> {
+    readings: Vec<&'a Reading>,
+    /// For each reading, its message.
+    reading_msg: Vec<&'a Message>,
+    future: Vec<(&'a Reading, &'a Message)>,
+    /// Rejections with their message and, for a refused reading, the bytes to store.
+    rejected: Vec<(&'a Rejection, &'a Message, Option<&'a [u8]>)>,
+}
+
+fn split<'a>(items: &'a [ItemRef<'a>]) -> Parts<'a> {
+    let mut p = Parts {
+        readings: Vec::with_capacity(items.len()),
+        reading_msg: Vec::with_capacity(items.len()),
+        future: Vec::new(),
+        rejected: Vec::new(),
+    };
+    for it in items {
+        match it.item.as_ref() {
+            Decoded::Reading(r) => {
+                p.readings.push(r);
+                p.reading_msg.push(it.msg);
+            }
+            Decoded::Future(r) => p.future.push((r, it.msg)),
+            Decoded::Rejected(r) => {
+                p.rejected
+                    .push((r, it.msg, it.refused.as_deref().map(str::as_bytes)))
+            }
+        }
+    }
+    p
+}
+
+/// NULL, for the stored values of a row that collided with nothing (a future reading).
+static NULL: Datum = Datum::Null;
+
+/// Quarantine rows in column order, ready for `unnest`.
+struct QuarantineRows<'a> {
+    turbine_id: Vec<&'a str>,
+    recorded_at: Vec<chrono::DateTime<chrono::Utc>>,
+    /// One column per signal: the reading's values...
+    values: Vec<Vec<&'a Datum>>,
+    reason: Vec<&'static str>,
+    /// ...and the stored reading's, for a collision.
+    existing: Vec<Vec<&'a Datum>>,
+    topic: Vec<&'a str>,
+    received_at: Vec<chrono::DateTime<chrono::Utc>>,
+    digest: Vec<Vec<u8>>,
+}
+
+impl<'a> QuarantineRows<'a> {
+    fn new(signals: usize) -> Self {
+        QuarantineRows {
+            turbine_id: Vec::new(),
+            recorded_at: Vec::new(),
+            values: vec![Vec::new(); signals],
+            reason: Vec::new(),
+            existing: vec![Vec::new(); signals],
+            topic: Vec::new(),
+            received_at: Vec::new(),
+            digest: Vec::new(),
+        }
+    }
+
+    fn push(
+        &mut self,
+        signals: &Signals,
+        r: &'a Reading,
+        reason: &'static str,
+        winner: Option<&'a Values>,
+        msg: &'a Message,
+    ) {
+        self.turbine_id.push(&r.turbine_id);
+        self.recorded_at.push(r.recorded_at);
+        for (col, v) in self.values.iter_mut().zip(r.values.iter()) {
+            col.push(v);
+        }
+        self.reason.push(reason);
+        for (i, col) in self.existing.iter_mut().enumerate() {
+            col.push(winner.map_or(&NULL, |w| w.get(i)));
+        }
+        self.topic.push(&msg.topic);
+        self.received_at.push(msg.received_at);
+        self.digest.push(signals.digest(&r.values).to_vec());
+    }
+
+    /// Row `k`'s identity.
+    fn key(&self, k: usize) -> QuarantineKey {
+        QuarantineKey(
+            self.turbine_id[k].to_string(),
+            self.recorded_at[k],
+            self.digest[k].clone(),
+        )
+    }
+
+    fn len(&self) -> usize {
+        self.turbine_id.len()
+    }
+
+    /// Parameters per row in the VALUES form.
+    fn columns(&self) -> usize {
+        2 + self.values.len() + 1 + self.existing.len() + 3
+    }
+
+    /// Rows `start..start + n` as the VALUES form's parameters, row by row in column order.
+    fn row_params(&self, start: usize, n: usize) -> Vec<&(dyn ToSql + Sync)> {
+        let mut p: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(n * self.columns());
+        for k in start..start + n {
+            p.push(&self.turbine_id[k]);
+            p.push(&self.recorded_at[k]);
+            p.extend(self.values.iter().map(|c| c[k] as &(dyn ToSql + Sync)));
+            p.push(&self.reason[k]);
+            p.extend(self.existing.iter().map(|c| c[k] as &(dyn ToSql + Sync)));
+            p.push(&self.topic[k]);
+            p.push(&self.received_at[k]);
+            p.push(&self.digest[k]);
+        }
+        p
+    }
+
+    /// The statement's parameters, in its order.
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        let mut p: Vec<&(dyn ToSql + Sync)> = vec![&self.turbine_id, &self.recorded_at];
+        p.extend(self.values.iter().map(|c| c as &(dyn ToSql + Sync)));
+        p.push(&self.reason);
+        p.extend(self.existing.iter().map(|c| c as &(dyn ToSql + Sync)));
+        p.push(&self.topic);
+        p.push(&self.received_at);
+        p.push(&self.digest);
+        p
+    }
+}
+
+/// Which reading a quarantine row was offered for: an index into the readings, or into the
+/// future readings.
+#[derive(Debug, Clone, Copy)]
+enum Held {
+    Reading(usize),
+    Future(usize),
+}
+
+/// A quarantine row's identity (its unique constraint, V7): key and digest of the values.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct QuarantineKey(String, chrono::DateTime<chrono::Utc>, Vec<u8>);
+
+/// For each future reading, whether `readings` holds it exactly (same key, same values).
+async fn future_stored(
+    tx: &tokio_postgres::Transaction<'_>,
+    statement: &Statement,
+    signals: &Signals,
+    future: &[(&Reading, &Message)],
+) -> Result<Vec<bool>, Error> {
+    if future.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<&str> = future.iter().map(|(r, _)| r.turbine_id.as_str()).collect();
+    let at: Vec<chrono::DateTime<chrono::Utc>> =
+        future.iter().map(|(r, _)| r.recorded_at).collect();
+    let rows = tx
+        .query(statement, &[&ids, &at])
+        .await
+        .map_err(|e| Error::db("looking up stored future readings", e))?;
+    let stored: HashMap<(String, chrono::DateTime<chrono::Utc>), Values> = rows
+        .iter()
+        .map(|row| ((row.get(0), row.get(1)), signals.from_row(row, 2)))
+        .collect();
+    Ok(future
+        .iter()
+        .map(|(r, _)| {
+            stored
+                .get(&(r.turbine_id.to_string(), r.recorded_at))
+                .is_some_and(|v| classify::same_values(&r.values, v))
+        })
+        .collect())
+}
+
+/// Lands `items` (and stores `births`) in one transaction and says what became of each.
+pub(crate) async fn write_items(
+    conn: &mut Conn,
+    (items, births, session): (&[ItemRef<'_>], &[crate::sink::births::Born<'_>], &str),
+    drift_window: Duration,
+    in_doubt: &mut Option<InDoubt>,
+) -> Result<Tally, Error> {
+    let parts = split(items);
+    let plan = classify::plan(&parts.readings);
+    let tx = conn
+        .client
+        .transaction()
+        .await
+        .map_err(|e| Error::db("beginning a transaction", e))?;
+    // Its id, to ask how it ended if the answer to COMMIT is lost.
+    let xid: i64 = tx
+        .query_one(&conn.xid, &[])
+        .await
+        .map_err(|e| Error::db("beginning a transaction", e))?
+        .get(0);
+
+    let mut existing: Vec<Option<Values>> = vec![None; plan.staged.len()];
+    if !plan.staged.is_empty() {
+        let sink = tx
+            .copy_in(&conn.copy)
+            .await
+            .map_err(|e| Error::db("starting COPY", e))?;
+        let mut writer = pin!(BinaryCopyInWriter::new(sink, &conn.copy_types));
+        let seqs: Vec<i32> = (0..plan.staged.len())
+            .map(|seq| i32::try_from(seq).expect("a batch holds fewer than 2^31 readings"))
+            .collect();
+        let mut row: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(conn.copy_types.len());
+        for (seq, &i) in seqs.iter().zip(&plan.staged) {
+            let r = parts.readings[i];
+            row.clear();
+            row.extend([seq as &(dyn ToSql + Sync), &r.turbine_id, &r.recorded_at]);
+            row.extend(r.values.iter().map(|v| v as &(dyn ToSql + Sync)));
+            writer
+                .as_mut()
+                .write(&row)
+                .await
+                .map_err(|e| Error::db("copying readings", e))?;
+        }
+        writer
+            .finish()
+            .await
+            .map_err(|e| Error::db("finishing COPY", e))?;
+
+        let rows = tx
+            .query(&conn.insert, &[])
+            .await
+            .map_err(|e| Error::db("inserting readings", e))?;
+        let skipped: Vec<i32> = if conn.sharded {
+            // The keys inserted; the staged keys are distinct, so the rest were skipped.
+            let inserted: std::collections::HashSet<(&str, chrono::DateTime<chrono::Utc>)> =
+                rows.iter().map(|row| (row.get(0), row.get(1))).collect();
+            seqs.iter()
+                .zip(&plan.staged)
+                .filter(|(_, &i)| {
+                    let r = parts.readings[i];
+                    !inserted.contains(&(r.turbine_id.as_ref(), r.recorded_at))
+                })
+                .map(|(&seq, _)| seq)
+                .collect()
+        } else {
+            rows.iter().map(|row| row.get(0)).collect()
+        };
+        if !skipped.is_empty() {
+            let rows = tx
+                .query(&conn.existing, &[&skipped])
+                .await
+                .map_err(|e| Error::db("reading the stored values of repeated keys", e))?;
+            for row in &rows {
+                let seq: i32 = row.get(0);
+                existing[seq as usize] = Some(conn.signals.from_row(row, 1));
+            }
+            if rows.len() != skipped.len() {
+                // A row the INSERT conflicted with is gone (deleted by retention meanwhile).
+                // Trying the batch again inserts or classifies those keys afresh.
+                return Err(Error::other(
+                    "classifying repeated keys",
+                    "a conflicting row vanished before it could be read; retrying the batch",
+                ));
+            }
+        }
+    }
+    let fates = classify::resolve(&parts.readings, &plan, &existing);
+
+    let mut tally = Tally {
+        received: items.len() as u64,
+        inserted_at: Vec::with_capacity(plan.staged.len()),
+        ..Tally::default()
+    };
+    // Collisions and future readings go to quarantine; `held` says, for each row offered, which
+    // reading it is (its index among the readings, or among the future ones).
+    let mut quarantine = QuarantineRows::new(conn.signals.len());
+    let mut held = Vec::new();
+    // The inserted readings' intervals: only these change the statistics (a duplicate or a
+    // collision changes nothing).
+    let mut intervals = conn
+        .stats
+        .as_ref()
+        .map(|sql| crate::sink::stats::Fold::new(sql.width, &conn.signals));
+    for (i, fate) in fates.iter().enumerate() {
+        match fate {
+            Fate::Inserted => {
+                tally.inserted += 1;
+                tally.inserted_at.push(parts.readings[i].recorded_at);
+                if let Some(fold) = &mut intervals {
+                    fold.add(parts.readings[i]);
+                }
+            }
+            Fate::Duplicate => tally.duplicate += 1,
+            Fate::Collision { winner } => {
+                quarantine.push(
+                    &conn.signals,
+                    parts.readings[i],
+                    "collision",
+                    Some(winner),
+                    parts.reading_msg[i],
+                );
+                held.push(Held::Reading(i));
+            }
+        }
+    }
+    // A future reading already stored exactly is not offered (it stays a duplicate, below).
+    let stored = future_stored(&tx, &conn.future_stored, &conn.signals, &parts.future).await?;
+    for (i, &(r, msg)) in parts.future.iter().enumerate() {
+        if stored[i] {
+            continue;
+        }
+        quarantine.push(&conn.signals, r, "future_timestamp", None, msg);
+        held.push(Held::Future(i));
+    }
+    // Which offered rows the quarantine took; the others are resends of what it (or, for a
+    // future reading, `readings`) already holds: duplicates.
+    let mut landed = vec![false; held.len()];
+    if !held.is_empty() {
+        let q = &quarantine;
+        let rows = if conn.sharded {
+            // As a multi-row VALUES list, which Citus routes to each row's shard directly (from
+            // `unnest` it would pull the rows through the coordinator: 200 ms a batch).
+            let per_row = q.columns();
+            let mut rows = Vec::with_capacity(q.len());
+            let mut start = 0;
+            while start < q.len() {
+                let n = (q.len() - start).min(crate::sink::citus::MAX_PARAMS / per_row);
+                let sql = quarantine_values(&conn.quarantine_columns, n);
+                rows.extend(
+                    tx.query(&sql, &q.row_params(start, n))
+                        .await
+                        .map_err(|e| Error::db("quarantining readings", e))?,
+                );
+                start += n;
+            }
+            rows
+        } else {
+            tx.query(&conn.quarantine, &q.params())
+                .await
+                .map_err(|e| Error::db("quarantining readings", e))?
+        };
+        let mut added: HashMap<QuarantineKey, usize> = HashMap::with_capacity(rows.len());
+        for row in &rows {
+            let key = QuarantineKey(row.get(0), row.get(1), row.get(2));
+            *added.entry(key).or_default() += 1;
+        }
+        for (k, landed) in landed.iter_mut().enumerate() {
+            let key = q.key(k);
+            if let Some(n) = added.get_mut(&key).filter(|n| **n > 0) {
+                *n -= 1;
+                *landed = true;
+            }
+        }
+    }
+    // What became of each reading, for the counters and for its turbine's clock health; an
+    // offered row the quarantine did not take is a duplicate for both.
+    let mut seen: Vec<health::Seen> = fates
+        .iter()
+        .map(|fate| match fate {
+            Fate::Inserted => health::Seen::Inserted,
+            Fate::Duplicate => health::Seen::Duplicate,
+            Fate::Collision { .. } => health::Seen::Collision,
+        })
+        .collect();
+    let mut future_seen: Vec<health::Seen> = stored
+        .iter()
+        .map(|&s| {
+            if s {
+                tally.duplicate += 1;
+                health::Seen::Duplicate
+            } else {
+                health::Seen::Future
+            }
+        })
+        .collect();
+    for (&h, &landed) in held.iter().zip(&landed) {
+        match (h, landed) {
+            (Held::Reading(_), true) => tally.collision += 1,
+            (Held::Future(_), true) => tally.future_timestamp += 1,
+            (Held::Reading(i), false) => {
+                tally.duplicate += 1;
+                seen[i] = health::Seen::Duplicate;
+            }
+            (Held::Future(i), false) => {
+                tally.duplicate += 1;
+                future_seen[i] = health::Seen::Duplicate;
+            }
+        }
+    }
+    let mut turbines = health::Fold::default();
+    for (i, r) in parts.readings.iter().enumerate() {
+        turbines.add(
+            &r.turbine_id,
+            parts.reading_msg[i].received_at,
+            r.recorded_at,
+            seen[i],
+        );
+    }
+    for (&(r, msg), &seen) in parts.future.iter().zip(&future_seen) {
+        turbines.add(&r.turbine_id, msg.received_at, r.recorded_at, seen);
+    }
+    health::record(&tx, &turbines, drift_window, conn.sharded).await?;
+    // Merged in key order after the status rows.
+    if let (Some(sql), Some(fold)) = (&conn.stats, &intervals) {
+        crate::sink::stats::record(&tx, sql, fold, conn.sharded).await?;
+    }
+    if !parts.rejected.is_empty() {
+        let mut received_at = Vec::new();
+        let mut topic = Vec::new();
+        let mut payload: Vec<&[u8]> = Vec::new();
+        let mut payload_bytes = Vec::new();
+        let mut element = Vec::new();
+        let mut reason = Vec::new();
+        let mut detail = Vec::new();
+        let mut digest: Vec<Vec<u8>> = Vec::new();
+        for &(rej, msg, refused) in &parts.rejected {
+            received_at.push(msg.received_at);
+            topic.push(msg.topic.as_str());
+            payload.push(refused.or(msg.payload.as_deref()).unwrap_or_default());
+            digest.push(match (refused, msg.payload_sha256) {
+                // A reading the database refused is named by the reading (its JSON, kept whole).
+                (Some(json), _) => crate::core::outcome::rejected_digest(b"", 0, json).to_vec(),
+                (None, Some(d)) => d.to_vec(),
+                // Not reached: a message with a rejection always carries its digest.
+                (None, None) => crate::core::outcome::rejected_digest(b"", 0, b"").to_vec(),
+            });
+            payload_bytes.push(i32::try_from(msg.payload_bytes).unwrap_or(i32::MAX));
+            element.push(rej.element.map(|e| i32::try_from(e).unwrap_or(i32::MAX)));
+            reason.push(rej.reason.as_str());
+            detail.push(rej.detail.as_str());
+        }
+        let rows = tx
+            .query(
+                &conn.rejected,
+                &[
+                    &received_at,
+                    &topic,
+                    &payload,
+                    &payload_bytes,
+                    &element,
+                    &reason,
+                    &detail,
+                    &digest,
+                ],
+            )
+            .await
+            .map_err(|e| Error::db("recording rejected input", e))?;
+        for row in &rows {
+            let r: &str = row.get(0);
+            if let Some(i) = RejectReason::ALL.iter().position(|x| x.as_str() == r) {
+                tally.rejected[i] += 1;
+            }
+        }
+        // Not inserted: the same message was rejected before (a redelivery).
+        tally.duplicate += (parts.rejected.len() - rows.len()) as u64;
+    }
+    crate::sink::births::record(&tx, session, births).await?;
+    if conn.sharded && !plan.staged.is_empty() {
+        tx.execute("DELETE FROM galewatch_staging", &[])
+            .await
+            .map_err(|e| Error::db("emptying the staging table", e))?;
+    }
+    // From here until the answer comes, the outcome is unknown to us (see `InDoubt`).
+    *in_doubt = Some(InDoubt {
+        xid,
+        tally: tally.clone(),
+    });
+    tx.commit()
+        .await
+        .map_err(|e| Error::db("committing a batch", e))?;
+    *in_doubt = None;
+    Ok(tally)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sharded_quarantine_insert_numbers_its_parameters_row_by_row() {
+        let signals = crate::core::signals::Signals::defaults();
+        let sql = Sql::new(&signals);
+        let per_row = sql.quarantine_columns.len();
+        assert_eq!(
+            per_row,
+            2 + 3 + 1 + 3 + 3,
+            "key, values, reason, existing, 3 more"
+        );
+        let two = quarantine_values(&sql.quarantine_columns, 2);
+        assert!(two.contains("($1::text, $2::timestamptz"), "{two}");
+        assert!(two.contains(&format!("(${}::text", per_row + 1)), "{two}");
+        assert!(two.contains(&format!("${}::bytea)", 2 * per_row)), "{two}");
+        assert!(!two.contains(&format!("${}", 2 * per_row + 1)), "{two}");
+        assert!(two.ends_with("RETURNING turbine_id, recorded_at, values_sha256"));
+        assert!(
+            crate::sink::citus::MAX_PARAMS / per_row >= 1000,
+            "a thousand rows a statement"
+        );
+    }
+}
