@@ -27,5 +27,3 @@ pub mod daemon;
 
 pub mod panel;
 pub mod tools;
-
-pub use error::Error;

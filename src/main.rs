@@ -747,7 +747,7 @@ fn config_error(e: config::ConfigError) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn report(r: Result<(), galewatch::Error>) -> ExitCode {
+fn report(r: Result<(), galewatch::error::Error>) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is_refusal() => {

@@ -7,7 +7,7 @@ mod common;
 use std::process::Command;
 
 use common::*;
-use galewatch::Error;
+use galewatch::error::Error;
 
 #[tokio::test]
 async fn a_value_the_client_cannot_convert_is_a_bug_not_a_lost_connection() {

@@ -16,6 +16,7 @@ use crate::backoff::Backoff;
 use crate::daemon::config::Config;
 use crate::error::Error;
 use crate::intake::batch::{self, Acks, Batcher};
+use crate::intake::format::Formats;
 use crate::intake::leave;
 use crate::intake::ledger::Ledger;
 use crate::intake::sparkplug::intake::BirthBook;
@@ -114,8 +115,9 @@ async fn run_as(
         .sparkplug
         .as_ref()
         .map(|sp| Box::new(Store::new(cfg.db.clone(), sp.session.clone())) as Box<dyn BirthBook>);
+    let formats = Formats::new(&mqtt, births);
     let (mut subscriber, client) =
-        Subscriber::new(&mqtt, ledger.clone(), probe.clone(), msg_tx, births);
+        Subscriber::new(&mqtt, ledger.clone(), probe.clone(), msg_tx, formats);
     if let Some(leaving) = leaving {
         subscriber = subscriber.leaving(leaving);
     }

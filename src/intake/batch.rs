@@ -30,9 +30,9 @@ pub struct Custody {
     pub ack: AckToken,
     /// Monotonic clock at receipt, for arrival-to-ack timing.
     pub arrived: Instant,
-    /// Held by a Sparkplug B message until its batch is done (`sparkplug/intake.rs` reads
-    /// births and sequence numbers from the database only once none is held).
-    pub sparkplug_held: Option<crate::intake::sparkplug::intake::Pending>,
+    /// What its format holds until the batch is done (Sparkplug B reads births and sequence
+    /// numbers from the database only once none is held: `sparkplug/intake.rs`).
+    pub hold: Option<crate::intake::format::Hold>,
     /// This message's share of the unacked budget, given back when the message is dropped.
     pub permit: Option<Held>,
 }
@@ -212,7 +212,7 @@ mod tests {
                     qos: QoS::AtLeastOnce,
                 },
                 arrived: Instant::now(),
-                sparkplug_held: None,
+                hold: None,
                 permit: None,
             },
             message: crate::core::batch::Message {

@@ -5,6 +5,7 @@
 //! session back. It does not speak SQL: what it needs of the database is passed in.
 
 pub mod batch;
+pub mod format;
 pub mod json;
 pub mod leave;
 pub mod ledger;

@@ -29,9 +29,10 @@ use crate::backoff::Backoff;
 use crate::core::outcome::Decoded;
 use crate::error::Error;
 use crate::intake::batch::{Custody, Message};
-use crate::intake::json::{self, Rules};
+use crate::intake::format::{Context, Formats, Incoming, Judgement};
+use crate::intake::json::Rules;
 use crate::intake::ledger::Ledger;
-use crate::intake::sparkplug::intake::{BirthBook, Intake, SparkplugGroup};
+use crate::intake::sparkplug::intake::SparkplugGroup;
 use crate::probe::Probe;
 use crate::secret::Secret;
 use crate::telemetry;
@@ -76,8 +77,8 @@ pub struct Subscriber {
     /// The filters subscribed with: the JSON topic, then Sparkplug B's when it is on.
     filters: Vec<String>,
     rules: Rules,
-    /// Sparkplug B, when on: messages under `spBv1.0/` are judged there (`sparkplug/`).
-    sparkplug: Option<Intake>,
+    /// The formats messages are judged by (`format.rs`).
+    formats: Formats,
     /// Unsubscriptions of a leaving member not yet acknowledged.
     unsub_pending: usize,
     /// Custody of what is handed on (see `ledger.rs`): a message takes its share of the budget
@@ -135,7 +136,7 @@ impl Subscriber {
         ledger: Ledger,
         probe: Probe,
         out: mpsc::UnboundedSender<Message>,
-        births: Option<Box<dyn BirthBook>>,
+        formats: Formats,
     ) -> (Subscriber, AsyncClient) {
         let mut opts = connect_options(g);
         opts.set_clean_start(false)
@@ -148,25 +149,17 @@ impl Subscriber {
             // PUBACKs already queued leave in one socket write (the patched event loop,
             // vendor/rumqttc/GALEWATCH-PATCH.md), not one write each.
             .set_max_request_batch(REQUEST_BATCH);
-        let sparkplug = g
-            .sparkplug
-            .as_ref()
-            .zip(births)
-            .map(|(g, births)| Intake::new(g, births));
-        if let Some(will) = sparkplug.as_ref().and_then(|s| s.will()) {
+        if let Some(will) = formats.iter().find_map(|f| f.will()) {
             opts.set_last_will(will);
         }
-        let mut filters = vec![g.subscription.clone()];
-        if let Some(sp) = &g.sparkplug {
-            filters.extend(sp.filters.iter().cloned());
-        }
+        let filters = formats.filters();
         let (client, eventloop) = AsyncClient::new(opts, g.request_capacity);
         let sub = Subscriber {
             eventloop,
             client: client.clone(),
             filters,
             rules: g.rules.clone(),
-            sparkplug,
+            formats,
             unsub_pending: 0,
             ledger,
             probe,
@@ -182,7 +175,7 @@ impl Subscriber {
     /// The Sparkplug B STATE saying this host is offline, when STATE is published: the daemon
     /// queues it just before its DISCONNECT (a clean DISCONNECT does not send the will).
     pub fn offline_state(&self) -> Option<(String, Vec<u8>)> {
-        self.sparkplug.as_ref().and_then(|sp| sp.state(false))
+        self.formats.iter().find_map(|f| f.farewell())
     }
 
     /// Makes this the subscriber of a leaving member (`galewatch leave`, `leave.rs`).
@@ -229,8 +222,8 @@ impl Subscriber {
                         session_present = ack.session_present,
                         "connected to the broker"
                     );
-                    if let Some(sp) = &mut self.sparkplug {
-                        sp.connected(ack.session_present);
+                    for f in self.formats.iter_mut() {
+                        f.connected(ack.session_present);
                     }
                     if let Some(leaving) = &self.leaving {
                         if !ack.session_present {
@@ -267,8 +260,8 @@ impl Subscriber {
                         })
                         .collect();
                     if refused.is_empty() {
-                        if let Some(sp) = &self.sparkplug {
-                            sp.announce(&self.client, true);
+                        for f in self.formats.iter() {
+                            f.subscribed(&self.client);
                         }
                         self.set_ready(true);
                         tracing::info!(topics = ?self.filters, "subscribed; ready");
@@ -370,37 +363,31 @@ impl Subscriber {
         // An empty retained message is a publisher clearing the topic's retained message (see
         // `subscription`): no reading, no rejection; acknowledged in turn like any message.
         let retained_clear = p.retain && p.payload.is_empty();
-        let mut birth = None;
-        let mut sparkplug_held = None;
-        let mut seq_mark = None;
-        let items = if retained_clear {
-            Vec::new()
-        } else if let Some(sp) = self
-            .sparkplug
-            .as_mut()
-            .filter(|_| crate::intake::sparkplug::is_sparkplug(&topic))
-        {
-            let judged = sp
-                .judge(
-                    &topic,
-                    &p.payload,
-                    p.dup,
-                    received_at,
-                    &self.rules,
-                    &self.client,
-                    shutdown,
-                )
-                .await;
-            let Some(judged) = judged else { return false };
-            if judged.birth.is_some() || judged.mark.is_some() {
-                sparkplug_held = Some(sp.hold());
-            }
-            seq_mark = judged.mark;
-            birth = judged.birth.map(Box::new);
-            judged.items
+        let judged = if retained_clear {
+            Judgement::default()
         } else {
-            json::decode(&topic, &p.payload, received_at, &self.rules)
+            let m = Incoming {
+                topic: &topic,
+                payload: &p.payload,
+                dup: p.dup,
+                received_at,
+            };
+            let cx = Context {
+                rules: &self.rules,
+                client: &self.client,
+                shutdown,
+            };
+            match self.formats.for_topic(&topic).judge(m, cx).await {
+                Some(j) => j,
+                None => return false,
+            }
         };
+        let Judgement {
+            items,
+            birth,
+            seq_mark,
+            hold,
+        } = judged;
         // A topic past the limit is rejected (above) and stored only in part.
         let topic = crate::core::outcome::clip_topic(topic, self.rules.max_topic_bytes);
         let kept = kept_payload(
@@ -419,7 +406,7 @@ impl Subscriber {
             custody: Custody {
                 ack: self.ledger.receive(&p, arrived),
                 arrived,
-                sparkplug_held,
+                hold,
                 permit,
             },
             message: crate::core::batch::Message {

@@ -32,19 +32,6 @@ const SHARDED: [&str; 6] = [
     "galewatch_staging",
 ];
 
-/// The protocol's limit on one statement's parameters: a multi-row VALUES statement takes at
-/// most this many divided by its parameters per row.
-pub const MAX_PARAMS: usize = 65_535;
-
-/// A multi-row `VALUES` list of `rows` rows, `per_row` parameters each, numbered row by row;
-/// `row(first)` writes one row given its first parameter's number. Citus routes each row of
-/// such an INSERT to its shard directly, where an INSERT … SELECT (from `unnest`) is pulled
-/// through the coordinator first: the writer's statements on a sharded database use it.
-pub fn values_list(rows: usize, per_row: usize, row: impl Fn(usize) -> String) -> String {
-    let rows: Vec<String> = (0..rows).map(|r| row(r * per_row + 1)).collect();
-    format!("VALUES {}", rows.join(",\n"))
-}
-
 /// Whether the connected database has the `citus` extension.
 pub async fn is_citus(client: &Client) -> Result<bool, Error> {
     Ok(client

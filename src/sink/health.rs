@@ -11,9 +11,11 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use tokio_postgres::types::ToSql;
 use tokio_postgres::Transaction;
 
 use crate::error::Error;
+use crate::sink::dialect::{Dialect, Params};
 use crate::telemetry;
 
 /// How fast the offset envelope rises towards a larger sample (it falls at once).
@@ -169,8 +171,8 @@ pub struct Thresholds {
 /// Parameters per turbine in the upsert.
 const PER_ROW: usize = 9;
 
-/// [`upsert_sql`] for a sharded database: the rows as a multi-row `VALUES` list
-/// (`citus::values_list`: 30 ms a batch of 500 turbines on the test cluster, against 180 ms
+/// [`upsert_sql`] for Citus: the rows as a multi-row `VALUES` list
+/// (`dialect::values_list`: 30 ms a batch of 500 turbines on the test cluster, against 180 ms
 /// from `unnest`; docs/scaling.md).
 fn upsert_values_sql(drift_window: Duration, rows: usize) -> String {
     let sql = upsert_sql(drift_window);
@@ -178,7 +180,7 @@ fn upsert_values_sql(drift_window: Duration, rows: usize) -> String {
         .split_once("\nSELECT ")
         .expect("the upsert is an INSERT … SELECT");
     let on_conflict = &tail[tail.find("\nON CONFLICT").expect("ON CONFLICT")..];
-    let values = crate::sink::citus::values_list(rows, PER_ROW, |p| {
+    let values = crate::sink::dialect::values_list(rows, PER_ROW, |p| {
         format!(
             "(${}::text, ${}::timestamptz, ${}::timestamptz, ${}::timestamptz, ${}::int8, ${}::int8, ${}::int8, ${}::int8, ${o}::float8, ${o}::float8, CASE WHEN ${o}::float8 IS NULL THEN NULL ELSE ${l}::timestamptz END)",
             p,
@@ -196,13 +198,13 @@ fn upsert_values_sql(drift_window: Duration, rows: usize) -> String {
     format!("{head}\n{values}{on_conflict}")
 }
 
-/// Records a batch's turbines, inside the batch's transaction. `sharded`: the database is a
-/// Citus cluster (see [`upsert_values_sql`]).
+/// Records a batch's turbines, inside the batch's transaction, in the engine's form (on Citus
+/// as [`upsert_values_sql`]).
 pub async fn record(
     tx: &Transaction<'_>,
     fold: &Fold,
     drift_window: Duration,
-    sharded: bool,
+    dialect: Dialect,
 ) -> Result<(), Error> {
     if fold.is_empty() {
         return Ok(());
@@ -222,39 +224,31 @@ pub async fn record(
         fu.push(t.future);
         o.push(t.min_offset);
     }
-    let err = |e| Error::db("updating turbine status", e);
-    if !sharded {
-        tx.execute(
-            &upsert_sql(drift_window),
-            &[&id, &f, &l, &r, &n, &d, &c, &fu, &o],
+    let upsert = upsert_sql(drift_window);
+    let arrays: [&(dyn ToSql + Sync); PER_ROW] = [&id, &f, &l, &r, &n, &d, &c, &fu, &o];
+    dialect
+        .write_rows(
+            tx,
+            "updating turbine status",
+            id.len(),
+            PER_ROW,
+            (upsert.as_str(), &arrays),
+            |rows| upsert_values_sql(drift_window, rows),
+            |k, params: &mut Params<'_>| {
+                params.extend([
+                    &id[k] as &(dyn ToSql + Sync),
+                    &f[k],
+                    &l[k],
+                    &r[k],
+                    &n[k],
+                    &d[k],
+                    &c[k],
+                    &fu[k],
+                    &o[k],
+                ])
+            },
         )
-        .await
-        .map_err(err)?;
-        return Ok(());
-    }
-    // The same columns, row by row, in statements of at most `MAX_PARAMS` parameters.
-    let rows = crate::sink::citus::MAX_PARAMS / PER_ROW;
-    for start in (0..id.len()).step_by(rows) {
-        let end = id.len().min(start + rows);
-        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
-            Vec::with_capacity(PER_ROW * (end - start));
-        for k in start..end {
-            params.extend([
-                &id[k] as &(dyn tokio_postgres::types::ToSql + Sync),
-                &f[k],
-                &l[k],
-                &r[k],
-                &n[k],
-                &d[k],
-                &c[k],
-                &fu[k],
-                &o[k],
-            ]);
-        }
-        tx.execute(&upsert_values_sql(drift_window, end - start), &params)
-            .await
-            .map_err(err)?;
-    }
+        .await?;
     Ok(())
 }
 

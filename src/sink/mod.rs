@@ -9,6 +9,7 @@
 pub mod births;
 pub mod citus;
 pub mod db;
+pub mod dialect;
 pub mod health;
 pub mod maintain;
 pub mod migrate;

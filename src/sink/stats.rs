@@ -30,6 +30,7 @@ use tokio_postgres::{GenericClient, Transaction};
 use crate::core::reading::Reading;
 use crate::core::signals::{Signal, Signals};
 use crate::error::Error;
+use crate::sink::dialect::{Dialect, Params};
 
 /// The origin intervals are aligned on, as the partitions' and the panel's buckets: a Monday at
 /// midnight UTC (any midnight gives the same intervals, as a width divides a day).
@@ -450,12 +451,12 @@ ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}
         FIXED + 5 * self.numeric.len()
     }
 
-    /// The upsert with its rows as a multi-row `VALUES` list, for a sharded database (Citus
+    /// The upsert with its rows as a multi-row `VALUES` list, for Citus (which
     /// routes each row to its shard; from `unnest` it would pull them through the coordinator).
     fn upsert_values(&self, rows: usize) -> String {
         let w = self.width.secs();
         let k = self.numeric.len();
-        let values = crate::sink::citus::values_list(rows, self.per_row(), |p| {
+        let values = crate::sink::dialect::values_list(rows, self.per_row(), |p| {
             let mut v = vec![
                 format!("${p}::text"),
                 w.to_string(),
@@ -581,12 +582,12 @@ pub fn m2_sql(c: &str) -> String {
 }
 
 /// Merges a batch's intervals into `interval_stats`, inside the batch's transaction: one
-/// statement (on a sharded database, one per [`crate::sink::citus::MAX_PARAMS`] parameters).
+/// statement (on Citus, one per [`crate::sink::dialect::MAX_PARAMS`] parameters).
 pub async fn record(
     tx: &Transaction<'_>,
     sql: &Sql,
     fold: &Fold<'_>,
-    sharded: bool,
+    dialect: Dialect,
 ) -> Result<(), Error> {
     if fold.is_empty() {
         return Ok(());
@@ -613,42 +614,38 @@ pub async fn record(
             max[j].push(p.max);
         }
     }
-    let err = |e| Error::db("updating interval statistics", e);
-    if !sharded {
-        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&turbine, &start, &readings];
-        for j in 0..k {
-            params.extend([
-                &n[j] as &(dyn ToSql + Sync),
-                &mean[j],
-                &m2[j],
-                &min[j],
-                &max[j],
-            ]);
-        }
-        tx.execute(&sql.upsert, &params).await.map_err(err)?;
-        return Ok(());
+    let mut arrays: Params<'_> = vec![&turbine, &start, &readings];
+    for j in 0..k {
+        arrays.extend([
+            &n[j] as &(dyn ToSql + Sync),
+            &mean[j],
+            &m2[j],
+            &min[j],
+            &max[j],
+        ]);
     }
-    let per_row = sql.per_row();
-    let rows = crate::sink::citus::MAX_PARAMS / per_row;
-    for first in (0..len).step_by(rows.max(1)) {
-        let end = len.min(first + rows.max(1));
-        let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(per_row * (end - first));
-        for r in first..end {
-            params.extend([&turbine[r] as &(dyn ToSql + Sync), &start[r], &readings[r]]);
-            for j in 0..k {
-                params.extend([
-                    &n[j][r] as &(dyn ToSql + Sync),
-                    &mean[j][r],
-                    &m2[j][r],
-                    &min[j][r],
-                    &max[j][r],
-                ]);
-            }
-        }
-        tx.execute(&sql.upsert_values(end - first), &params)
-            .await
-            .map_err(err)?;
-    }
+    dialect
+        .write_rows(
+            tx,
+            "updating interval statistics",
+            len,
+            sql.per_row(),
+            (sql.upsert.as_str(), &arrays),
+            |rows| sql.upsert_values(rows),
+            |r, params: &mut Params<'_>| {
+                params.extend([&turbine[r] as &(dyn ToSql + Sync), &start[r], &readings[r]]);
+                for j in 0..k {
+                    params.extend([
+                        &n[j][r] as &(dyn ToSql + Sync),
+                        &mean[j][r],
+                        &m2[j][r],
+                        &min[j][r],
+                        &max[j][r],
+                    ]);
+                }
+            },
+        )
+        .await?;
     Ok(())
 }
 

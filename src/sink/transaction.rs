@@ -1,10 +1,16 @@
 //! Transaction: land one batch's items in one transaction and say what became of each.
 //!
-//! Per batch: binary COPY of the first reading of each key into a temporary staging table, one
-//! `INSERT … SELECT … ON CONFLICT DO NOTHING` that reports the keys it did not insert, a look-up
-//! of the stored values of those keys, then the quarantine rows, the turbines' status
-//! (`health.rs`), the interval statistics of the readings inserted (`stats.rs`) and the rejected
-//! rows, then COMMIT. Only after COMMIT are the messages acknowledged.
+//! The steps of [`write_items`], in order:
+//! 1. COPY the first reading of each key into the staging table, one
+//!    `INSERT … SELECT … ON CONFLICT DO NOTHING` that reports the keys it did not insert, and a
+//!    look-up of the stored values of those keys (`stage_and_insert`);
+//! 2. judge each reading against them (`core::classify`);
+//! 3. offer collisions and future readings to the quarantine (`Offered`, `quarantine`);
+//! 4. count the outcomes and fold them into each turbine's clock health (`outcomes`), then the
+//!    turbines' status (`health.rs`) and the interval statistics of the readings inserted
+//!    (`stats.rs`);
+//! 5. the rejected rows (`record_rejected`) and the births (`births.rs`);
+//! 6. COMMIT. Only after COMMIT are the messages acknowledged.
 //!
 //! Why the look-up is its own statement: under READ COMMITTED each statement takes a fresh
 //! snapshot. When the INSERT skips a key because another daemon's transaction holds it, the
@@ -16,13 +22,13 @@
 //! quarantine leaves out a future reading already stored exactly; the rows the quarantine did
 //! not take are duplicates, for the counters and for `turbine_status` alike.
 //!
-//! On a sharded database (Citus, docs/scaling.md) the same statements run unchanged, with one
-//! difference in where the staging rows live: a session's temporary table cannot be joined with
-//! a distributed table there, so `galewatch migrate` makes `galewatch_staging` a distributed
-//! table of its own, sharded like `readings`. Each transaction sees only its own uncommitted
-//! staging rows (every writer deletes its rows before it commits), so the same statements read
-//! the same rows, and every join stays on one turbine's shard. On the single server the
-//! temporary table (emptied by COMMIT at no cost) stays: nothing there gets slower.
+//! On Citus (docs/scaling.md) the same steps run, each statement in the engine's form
+//! (`dialect.rs`): a session's temporary table cannot be joined with a distributed table there,
+//! so `galewatch migrate` makes `galewatch_staging` a distributed table of its own, sharded like
+//! `readings`. Each transaction sees only its own uncommitted staging rows (every writer deletes
+//! its rows before it commits), so the same statements read the same rows, and every join stays
+//! on one turbine's shard. On the single server the temporary table (emptied by COMMIT at no
+//! cost) stays: nothing there gets slower.
 //!
 //! The retries, the splitting of a refused batch and the acks are `write.rs`'s; this file is
 //! only what one attempt does inside the database.
@@ -34,7 +40,7 @@ use std::time::Duration;
 
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, Statement};
+use tokio_postgres::{Client, Statement, Transaction};
 
 use crate::core::batch::{Batch, Message};
 use crate::core::classify::{self, Fate};
@@ -43,6 +49,7 @@ use crate::core::outcome::{Decoded, RejectReason, Rejection};
 use crate::core::reading::{Datum, Reading, Values};
 use crate::core::signals::Signals;
 use crate::error::Error;
+use crate::sink::dialect::{Dialect, Params};
 use crate::sink::health;
 use crate::sink::partition::Partitions;
 
@@ -52,18 +59,16 @@ struct Sql {
     copy: String,
     copy_types: Vec<Type>,
     insert: String,
-    insert_keys: String,
     existing: String,
-    existing_sharded: String,
     future_stored: String,
     quarantine: String,
     /// The quarantine's columns with their types, in the statement's order (for the VALUES
-    /// form on a sharded database).
+    /// form on Citus).
     quarantine_columns: Vec<(String, String)>,
 }
 
 impl Sql {
-    fn new(signals: &Signals) -> Sql {
+    fn new(signals: &Signals, dialect: Dialect) -> Sql {
         let cols = signals.columns("");
         // The staging table: one per connection, emptied by every commit.
         let staging = format!(
@@ -85,66 +90,16 @@ impl Sql {
        AND q.recorded_at = s.recorded_at AND {})",
             signals.same_sql("q", "s")
         );
-        // Inserts the staged readings (in key order, so two writers take row locks in the same
-        // order), except resends of a quarantined future reading, and returns the `seq` of each
-        // staged reading that was not inserted.
-        let insert = format!(
-            "WITH ins AS (
-    INSERT INTO readings (turbine_id, recorded_at, {cols})
-    SELECT turbine_id, recorded_at, {cols}
-      FROM galewatch_staging s WHERE NOT {quarantined_future}
-     ORDER BY turbine_id, recorded_at
-    ON CONFLICT (turbine_id, recorded_at) DO NOTHING
-    RETURNING turbine_id, recorded_at)
-SELECT s.seq FROM galewatch_staging s
- WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.turbine_id = s.turbine_id AND ins.recorded_at = s.recorded_at)"
-        );
-        // The same INSERT returning the keys it inserted, for a sharded database: there the
-        // CTE's result would be gathered on the coordinator and shipped back to every shard for
-        // the anti-join (106 ms a 5,000-row batch on the test cluster, 35 ms for this); the
-        // writer finds the skipped keys itself. On one server the anti-join is cheaper than
-        // sending every inserted key back, so it stays.
-        let insert_keys = format!(
-            "INSERT INTO readings (turbine_id, recorded_at, {cols})
-SELECT turbine_id, recorded_at, {cols}
-  FROM galewatch_staging s WHERE NOT {quarantined_future}
- ORDER BY turbine_id, recorded_at
-ON CONFLICT (turbine_id, recorded_at) DO NOTHING
-RETURNING turbine_id, recorded_at"
-        );
+        // Inserts the staged readings, except resends of a quarantined future reading, and
+        // says which were not inserted (in the dialect's form).
+        let insert = dialect.insert_sql(&cols, &quarantined_future);
         // The values each key the INSERT skipped is judged against (a fresh snapshot: see the
         // module comment): the stored row's, or, for a resend of a quarantined future reading
         // with no stored row, its own (so it is a duplicate).
-        let existing = format!(
-            "SELECT s.seq, {r_cols}
-  FROM unnest($1::int4[]) AS u(seq)
-  JOIN galewatch_staging s USING (seq)
-  JOIN readings r ON r.turbine_id = s.turbine_id AND r.recorded_at = s.recorded_at
-UNION ALL
-SELECT s.seq, {s_cols}
-  FROM unnest($1::int4[]) AS u(seq)
-  JOIN galewatch_staging s USING (seq)
- WHERE NOT EXISTS (SELECT 1 FROM readings r WHERE r.turbine_id = s.turbine_id AND r.recorded_at = s.recorded_at)
-   AND {quarantined_future}",
-            r_cols = signals.columns("r."),
-            s_cols = signals.columns("s."),
-        );
-        // The same on a sharded database, where a join with `unnest` is planned on the
-        // coordinator (210 ms a batch on the test cluster): the skipped seqs as a filter keeps
-        // each half on its shards. (On one server the hash join with `unnest` is the cheaper.)
-        let existing_sharded = format!(
-            "SELECT s.seq, {r_cols}
-  FROM galewatch_staging s
-  JOIN readings r ON r.turbine_id = s.turbine_id AND r.recorded_at = s.recorded_at
- WHERE s.seq = ANY($1::int4[])
-UNION ALL
-SELECT s.seq, {s_cols}
-  FROM galewatch_staging s
- WHERE s.seq = ANY($1::int4[])
-   AND NOT EXISTS (SELECT 1 FROM readings r WHERE r.turbine_id = s.turbine_id AND r.recorded_at = s.recorded_at)
-   AND {quarantined_future}",
-            r_cols = signals.columns("r."),
-            s_cols = signals.columns("s."),
+        let existing = dialect.existing_sql(
+            &signals.columns("r."),
+            &signals.columns("s."),
+            &quarantined_future,
         );
         // The stored rows of the future readings' keys: a future reading already stored exactly
         // (a resend that reached `readings` first, e.g. through another daemon whose clock is
@@ -192,9 +147,7 @@ ON CONFLICT DO NOTHING RETURNING turbine_id, recorded_at, values_sha256",
             copy,
             copy_types,
             insert,
-            insert_keys,
             existing,
-            existing_sharded,
             future_stored,
             quarantine,
             quarantine_columns,
@@ -218,10 +171,6 @@ pub(crate) fn staging_columns(signals: &Signals) -> String {
     columns.join(", ")
 }
 
-/// A writer's session settings on a sharded database (see `Conn::prepare`).
-const CITUS_SESSION: &str = "SET citus.max_adaptive_executor_pool_size = 4;
-SET citus.max_cached_conns_per_worker = 4";
-
 /// A rejected message is named by its topic, the digest of its whole payload, its size and the
 /// element (V6's `rejected_once`), so a redelivery adds nothing, however little of it is kept.
 const REJECTED_SQL: &str = "INSERT INTO rejected (received_at, topic, payload, payload_bytes, element, reason, detail, payload_sha256)
@@ -231,6 +180,13 @@ ON CONFLICT DO NOTHING RETURNING reason";
 /// A live connection with its statements prepared.
 pub(crate) struct Conn {
     pub(crate) client: Client,
+    /// The `readings` partitions known to exist (when the daemon manages them).
+    pub(crate) partitions: Partitions,
+    st: Prepared,
+}
+
+/// A connection's statements, and what they are written for.
+struct Prepared {
     insert: Statement,
     existing: Statement,
     future_stored: Statement,
@@ -238,13 +194,10 @@ pub(crate) struct Conn {
     rejected: Statement,
     /// The quarantine's columns and types (see [`quarantine_values`]).
     quarantine_columns: Vec<(String, String)>,
-    /// True on a sharded database (Citus), where `galewatch_staging` is a distributed table shared by
-    /// all writers (see the module comment): each transaction deletes its rows before COMMIT.
-    sharded: bool,
+    /// The engine, and so each statement's form (`dialect.rs`).
+    dialect: Dialect,
     /// The current transaction's id (see `InDoubt`).
     xid: Statement,
-    /// The `readings` partitions known to exist (when the daemon manages them).
-    pub(crate) partitions: Partitions,
     /// What a reading holds, and so the columns each statement names.
     signals: Signals,
     /// The interval statistics' statements, when each batch keeps them.
@@ -261,74 +214,43 @@ impl Conn {
         signals: Signals,
         stats: Option<crate::sink::stats::Sql>,
     ) -> Result<Conn, Error> {
-        let sql = Sql::new(&signals);
-        // `galewatch migrate` makes a permanent staging table only on a sharded database.
-        let sharded: bool = client
-            .query_one("SELECT to_regclass('galewatch_staging') IS NOT NULL", &[])
-            .await
-            .map_err(|e| Error::db("looking for a shared staging table", e))?
-            .get(0);
-        if sharded {
-            // Citus keeps one connection per worker open between transactions by default and
-            // opens the rest of a multi-shard statement's anew each time: 250 ms of every
-            // 500-reading batch on the test cluster, against 40 ms with this (docs/scaling.md).
-            // Four per worker keeps each writer's connections to a worker bounded.
-            client
-                .batch_execute(CITUS_SESSION)
-                .await
-                .map_err(|e| Error::db("setting up the session (citus)", e))?;
-        } else {
-            client
-                .batch_execute(&sql.staging)
-                .await
-                .map_err(|e| Error::db("creating the staging table", e))?;
-        }
+        let dialect = Dialect::detect(&client).await?;
+        let sql = Sql::new(&signals, dialect);
+        dialect.open_session(&client, &sql.staging).await?;
         let err = |e| Error::db("preparing statements", e);
-        let insert = client
-            .prepare(if sharded {
-                &sql.insert_keys
-            } else {
-                &sql.insert
-            })
-            .await
-            .map_err(err)?;
-        let existing = client
-            .prepare(if sharded {
-                &sql.existing_sharded
-            } else {
-                &sql.existing
-            })
-            .await
-            .map_err(err)?;
+        let insert = client.prepare(&sql.insert).await.map_err(err)?;
+        let existing = client.prepare(&sql.existing).await.map_err(err)?;
         let future_stored = client.prepare(&sql.future_stored).await.map_err(err)?;
         let quarantine = client.prepare(&sql.quarantine).await.map_err(err)?;
         let rejected = client.prepare(REJECTED_SQL).await.map_err(err)?;
         let xid = client.prepare("SELECT txid_current()").await.map_err(err)?;
         Ok(Conn {
             client,
-            insert,
-            existing,
-            future_stored,
-            quarantine,
-            rejected,
-            sharded,
-            quarantine_columns: sql.quarantine_columns,
-            xid,
             partitions,
-            signals,
-            stats,
-            copy: sql.copy,
-            copy_types: sql.copy_types,
+            st: Prepared {
+                insert,
+                existing,
+                future_stored,
+                quarantine,
+                rejected,
+                dialect,
+                quarantine_columns: sql.quarantine_columns,
+                xid,
+                signals,
+                stats,
+                copy: sql.copy,
+                copy_types: sql.copy_types,
+            },
         })
     }
 }
 
-/// The quarantine INSERT for `rows` rows as a multi-row VALUES list (sharded database:
-/// `citus::values_list`), over the columns (name, type) in the order of
+/// The quarantine INSERT for `rows` rows as a multi-row VALUES list (Citus:
+/// `dialect::values_list`), over the columns (name, type) in the order of
 /// `QuarantineRows::row_params`.
 fn quarantine_values(cols: &[(String, String)], rows: usize) -> String {
     let names: Vec<&str> = cols.iter().map(|(n, _)| n.as_str()).collect();
-    let values = crate::sink::citus::values_list(rows, cols.len(), |first| {
+    let values = crate::sink::dialect::values_list(rows, cols.len(), |first| {
         let row: Vec<String> = cols
             .iter()
             .enumerate()
@@ -510,20 +432,16 @@ impl<'a> QuarantineRows<'a> {
         2 + self.values.len() + 1 + self.existing.len() + 3
     }
 
-    /// Rows `start..start + n` as the VALUES form's parameters, row by row in column order.
-    fn row_params(&self, start: usize, n: usize) -> Vec<&(dyn ToSql + Sync)> {
-        let mut p: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(n * self.columns());
-        for k in start..start + n {
-            p.push(&self.turbine_id[k]);
-            p.push(&self.recorded_at[k]);
-            p.extend(self.values.iter().map(|c| c[k] as &(dyn ToSql + Sync)));
-            p.push(&self.reason[k]);
-            p.extend(self.existing.iter().map(|c| c[k] as &(dyn ToSql + Sync)));
-            p.push(&self.topic[k]);
-            p.push(&self.received_at[k]);
-            p.push(&self.digest[k]);
-        }
-        p
+    /// Row `k` as the VALUES form's parameters, in column order.
+    fn row_params<'s>(&'s self, k: usize, p: &mut Params<'s>) {
+        p.push(&self.turbine_id[k]);
+        p.push(&self.recorded_at[k]);
+        p.extend(self.values.iter().map(|c| c[k] as &(dyn ToSql + Sync)));
+        p.push(&self.reason[k]);
+        p.extend(self.existing.iter().map(|c| c[k] as &(dyn ToSql + Sync)));
+        p.push(&self.topic[k]);
+        p.push(&self.received_at[k]);
+        p.push(&self.digest[k]);
     }
 
     /// The statement's parameters, in its order.
@@ -582,13 +500,15 @@ async fn future_stored(
         .collect())
 }
 
-/// Lands `items` (and stores `births`) in one transaction and says what became of each.
+/// Lands `items` (and stores `births`) in one transaction and says what became of each, in the
+/// steps the module comment lists.
 pub(crate) async fn write_items(
     conn: &mut Conn,
     (items, births, session): (&[ItemRef<'_>], &[crate::sink::births::Born<'_>], &str),
     drift_window: Duration,
     in_doubt: &mut Option<InDoubt>,
 ) -> Result<Tally, Error> {
+    let st = &conn.st;
     let parts = split(items);
     let plan = classify::plan(&parts.readings);
     let tx = conn
@@ -598,166 +518,232 @@ pub(crate) async fn write_items(
         .map_err(|e| Error::db("beginning a transaction", e))?;
     // Its id, to ask how it ended if the answer to COMMIT is lost.
     let xid: i64 = tx
-        .query_one(&conn.xid, &[])
+        .query_one(&st.xid, &[])
         .await
         .map_err(|e| Error::db("beginning a transaction", e))?
         .get(0);
-
-    let mut existing: Vec<Option<Values>> = vec![None; plan.staged.len()];
-    if !plan.staged.is_empty() {
-        let sink = tx
-            .copy_in(&conn.copy)
-            .await
-            .map_err(|e| Error::db("starting COPY", e))?;
-        let mut writer = pin!(BinaryCopyInWriter::new(sink, &conn.copy_types));
-        let seqs: Vec<i32> = (0..plan.staged.len())
-            .map(|seq| i32::try_from(seq).expect("a batch holds fewer than 2^31 readings"))
-            .collect();
-        let mut row: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(conn.copy_types.len());
-        for (seq, &i) in seqs.iter().zip(&plan.staged) {
-            let r = parts.readings[i];
-            row.clear();
-            row.extend([seq as &(dyn ToSql + Sync), &r.turbine_id, &r.recorded_at]);
-            row.extend(r.values.iter().map(|v| v as &(dyn ToSql + Sync)));
-            writer
-                .as_mut()
-                .write(&row)
-                .await
-                .map_err(|e| Error::db("copying readings", e))?;
-        }
-        writer
-            .finish()
-            .await
-            .map_err(|e| Error::db("finishing COPY", e))?;
-
-        let rows = tx
-            .query(&conn.insert, &[])
-            .await
-            .map_err(|e| Error::db("inserting readings", e))?;
-        let skipped: Vec<i32> = if conn.sharded {
-            // The keys inserted; the staged keys are distinct, so the rest were skipped.
-            let inserted: std::collections::HashSet<(&str, chrono::DateTime<chrono::Utc>)> =
-                rows.iter().map(|row| (row.get(0), row.get(1))).collect();
-            seqs.iter()
-                .zip(&plan.staged)
-                .filter(|(_, &i)| {
-                    let r = parts.readings[i];
-                    !inserted.contains(&(r.turbine_id.as_ref(), r.recorded_at))
-                })
-                .map(|(&seq, _)| seq)
-                .collect()
-        } else {
-            rows.iter().map(|row| row.get(0)).collect()
-        };
-        if !skipped.is_empty() {
-            let rows = tx
-                .query(&conn.existing, &[&skipped])
-                .await
-                .map_err(|e| Error::db("reading the stored values of repeated keys", e))?;
-            for row in &rows {
-                let seq: i32 = row.get(0);
-                existing[seq as usize] = Some(conn.signals.from_row(row, 1));
-            }
-            if rows.len() != skipped.len() {
-                // A row the INSERT conflicted with is gone (deleted by retention meanwhile).
-                // Trying the batch again inserts or classifies those keys afresh.
-                return Err(Error::other(
-                    "classifying repeated keys",
-                    "a conflicting row vanished before it could be read; retrying the batch",
-                ));
-            }
-        }
-    }
+    let existing = stage_and_insert(&tx, st, &parts, &plan).await?;
     let fates = classify::resolve(&parts.readings, &plan, &existing);
-
     let mut tally = Tally {
         received: items.len() as u64,
         inserted_at: Vec::with_capacity(plan.staged.len()),
         ..Tally::default()
     };
-    // Collisions and future readings go to quarantine; `held` says, for each row offered, which
-    // reading it is (its index among the readings, or among the future ones).
-    let mut quarantine = QuarantineRows::new(conn.signals.len());
-    let mut held = Vec::new();
-    // The inserted readings' intervals: only these change the statistics (a duplicate or a
-    // collision changes nothing).
-    let mut intervals = conn
-        .stats
-        .as_ref()
-        .map(|sql| crate::sink::stats::Fold::new(sql.width, &conn.signals));
-    for (i, fate) in fates.iter().enumerate() {
-        match fate {
-            Fate::Inserted => {
-                tally.inserted += 1;
-                tally.inserted_at.push(parts.readings[i].recorded_at);
-                if let Some(fold) = &mut intervals {
-                    fold.add(parts.readings[i]);
+    let mut offered = Offered::of_readings(st, &parts, &fates, &mut tally);
+    // A future reading already stored exactly is not offered (it stays a duplicate, below).
+    let stored = future_stored(&tx, &st.future_stored, &st.signals, &parts.future).await?;
+    offered.add_future(st, &parts, &stored);
+    let landed = quarantine(&tx, st, &offered).await?;
+    let turbines = outcomes(&parts, &fates, &stored, &offered.held, &landed, &mut tally);
+    health::record(&tx, &turbines, drift_window, st.dialect).await?;
+    // Merged in key order after the status rows.
+    if let (Some(sql), Some(fold)) = (&st.stats, &offered.intervals) {
+        crate::sink::stats::record(&tx, sql, fold, st.dialect).await?;
+    }
+    record_rejected(&tx, st, &parts.rejected, &mut tally).await?;
+    crate::sink::births::record(&tx, session, births).await?;
+    if st.dialect.empties_staging() && !plan.staged.is_empty() {
+        tx.execute("DELETE FROM galewatch_staging", &[])
+            .await
+            .map_err(|e| Error::db("emptying the staging table", e))?;
+    }
+    // From here until the answer comes, the outcome is unknown to us (see `InDoubt`).
+    *in_doubt = Some(InDoubt {
+        xid,
+        tally: tally.clone(),
+    });
+    tx.commit()
+        .await
+        .map_err(|e| Error::db("committing a batch", e))?;
+    *in_doubt = None;
+    Ok(tally)
+}
+
+/// COPY of the first reading of each key into the staging table, the INSERT, then the stored
+/// values of each key it skipped: for each staged key, the values it is judged against (None
+/// where the INSERT took it).
+async fn stage_and_insert(
+    tx: &Transaction<'_>,
+    st: &Prepared,
+    parts: &Parts<'_>,
+    plan: &classify::Plan,
+) -> Result<Vec<Option<Values>>, Error> {
+    let mut existing: Vec<Option<Values>> = vec![None; plan.staged.len()];
+    if plan.staged.is_empty() {
+        return Ok(existing);
+    }
+    let sink = tx
+        .copy_in(&st.copy)
+        .await
+        .map_err(|e| Error::db("starting COPY", e))?;
+    let mut writer = pin!(BinaryCopyInWriter::new(sink, &st.copy_types));
+    let staged: Vec<(i32, &str, chrono::DateTime<chrono::Utc>)> = plan
+        .staged
+        .iter()
+        .enumerate()
+        .map(|(seq, &i)| {
+            let r = parts.readings[i];
+            let seq = i32::try_from(seq).expect("a batch holds fewer than 2^31 readings");
+            (seq, r.turbine_id.as_ref(), r.recorded_at)
+        })
+        .collect();
+    let mut row: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(st.copy_types.len());
+    for (s, &i) in staged.iter().zip(&plan.staged) {
+        let r = parts.readings[i];
+        row.clear();
+        row.extend([&s.0 as &(dyn ToSql + Sync), &r.turbine_id, &r.recorded_at]);
+        row.extend(r.values.iter().map(|v| v as &(dyn ToSql + Sync)));
+        writer
+            .as_mut()
+            .write(&row)
+            .await
+            .map_err(|e| Error::db("copying readings", e))?;
+    }
+    writer
+        .finish()
+        .await
+        .map_err(|e| Error::db("finishing COPY", e))?;
+
+    let rows = tx
+        .query(&st.insert, &[])
+        .await
+        .map_err(|e| Error::db("inserting readings", e))?;
+    let skipped = st.dialect.skipped(&rows, &staged);
+    if !skipped.is_empty() {
+        let rows = tx
+            .query(&st.existing, &[&skipped])
+            .await
+            .map_err(|e| Error::db("reading the stored values of repeated keys", e))?;
+        for row in &rows {
+            let seq: i32 = row.get(0);
+            existing[seq as usize] = Some(st.signals.from_row(row, 1));
+        }
+        if rows.len() != skipped.len() {
+            // A row the INSERT conflicted with is gone (deleted by retention meanwhile).
+            // Trying the batch again inserts or classifies those keys afresh.
+            return Err(Error::other(
+                "classifying repeated keys",
+                "a conflicting row vanished before it could be read; retrying the batch",
+            ));
+        }
+    }
+    Ok(existing)
+}
+
+/// What a batch offers the quarantine (collisions, then future readings), which reading each row
+/// is (`held`), and the inserted readings' intervals (only these change the statistics: a
+/// duplicate or a collision changes nothing).
+struct Offered<'a> {
+    rows: QuarantineRows<'a>,
+    held: Vec<Held>,
+    intervals: Option<crate::sink::stats::Fold<'a>>,
+}
+
+impl<'a> Offered<'a> {
+    /// Counts the inserted and duplicate readings, folds the inserted into their intervals and
+    /// offers each collision.
+    fn of_readings(
+        st: &'a Prepared,
+        parts: &Parts<'a>,
+        fates: &'a [Fate],
+        tally: &mut Tally,
+    ) -> Offered<'a> {
+        let mut o = Offered {
+            rows: QuarantineRows::new(st.signals.len()),
+            held: Vec::new(),
+            intervals: st
+                .stats
+                .as_ref()
+                .map(|sql| crate::sink::stats::Fold::new(sql.width, &st.signals)),
+        };
+        for (i, fate) in fates.iter().enumerate() {
+            match fate {
+                Fate::Inserted => {
+                    tally.inserted += 1;
+                    tally.inserted_at.push(parts.readings[i].recorded_at);
+                    if let Some(fold) = &mut o.intervals {
+                        fold.add(parts.readings[i]);
+                    }
+                }
+                Fate::Duplicate => tally.duplicate += 1,
+                Fate::Collision { winner } => {
+                    o.rows.push(
+                        &st.signals,
+                        parts.readings[i],
+                        "collision",
+                        Some(winner),
+                        parts.reading_msg[i],
+                    );
+                    o.held.push(Held::Reading(i));
                 }
             }
-            Fate::Duplicate => tally.duplicate += 1,
-            Fate::Collision { winner } => {
-                quarantine.push(
-                    &conn.signals,
-                    parts.readings[i],
-                    "collision",
-                    Some(winner),
-                    parts.reading_msg[i],
-                );
-                held.push(Held::Reading(i));
+        }
+        o
+    }
+
+    /// Offers each future reading not already stored exactly.
+    fn add_future(&mut self, st: &Prepared, parts: &Parts<'a>, stored: &[bool]) {
+        for (i, &(r, msg)) in parts.future.iter().enumerate() {
+            if stored[i] {
+                continue;
             }
+            self.rows
+                .push(&st.signals, r, "future_timestamp", None, msg);
+            self.held.push(Held::Future(i));
         }
     }
-    // A future reading already stored exactly is not offered (it stays a duplicate, below).
-    let stored = future_stored(&tx, &conn.future_stored, &conn.signals, &parts.future).await?;
-    for (i, &(r, msg)) in parts.future.iter().enumerate() {
-        if stored[i] {
-            continue;
-        }
-        quarantine.push(&conn.signals, r, "future_timestamp", None, msg);
-        held.push(Held::Future(i));
+}
+
+/// Writes the offered rows to the quarantine; says which of them it took. The others are
+/// resends of what it (or, for a future reading, `readings`) already holds: duplicates.
+async fn quarantine(
+    tx: &Transaction<'_>,
+    st: &Prepared,
+    offered: &Offered<'_>,
+) -> Result<Vec<bool>, Error> {
+    let mut landed = vec![false; offered.held.len()];
+    if offered.held.is_empty() {
+        return Ok(landed);
     }
-    // Which offered rows the quarantine took; the others are resends of what it (or, for a
-    // future reading, `readings`) already holds: duplicates.
-    let mut landed = vec![false; held.len()];
-    if !held.is_empty() {
-        let q = &quarantine;
-        let rows = if conn.sharded {
-            // As a multi-row VALUES list, which Citus routes to each row's shard directly (from
-            // `unnest` it would pull the rows through the coordinator: 200 ms a batch).
-            let per_row = q.columns();
-            let mut rows = Vec::with_capacity(q.len());
-            let mut start = 0;
-            while start < q.len() {
-                let n = (q.len() - start).min(crate::sink::citus::MAX_PARAMS / per_row);
-                let sql = quarantine_values(&conn.quarantine_columns, n);
-                rows.extend(
-                    tx.query(&sql, &q.row_params(start, n))
-                        .await
-                        .map_err(|e| Error::db("quarantining readings", e))?,
-                );
-                start += n;
-            }
-            rows
-        } else {
-            tx.query(&conn.quarantine, &q.params())
-                .await
-                .map_err(|e| Error::db("quarantining readings", e))?
-        };
-        let mut added: HashMap<QuarantineKey, usize> = HashMap::with_capacity(rows.len());
-        for row in &rows {
-            let key = QuarantineKey(row.get(0), row.get(1), row.get(2));
-            *added.entry(key).or_default() += 1;
-        }
-        for (k, landed) in landed.iter_mut().enumerate() {
-            let key = q.key(k);
-            if let Some(n) = added.get_mut(&key).filter(|n| **n > 0) {
-                *n -= 1;
-                *landed = true;
-            }
+    let q = &offered.rows;
+    let arrays = q.params();
+    let rows = st
+        .dialect
+        .write_rows(
+            tx,
+            "quarantining readings",
+            q.len(),
+            q.columns(),
+            (&st.quarantine, &arrays),
+            |n| quarantine_values(&st.quarantine_columns, n),
+            |k, params: &mut Params<'_>| q.row_params(k, params),
+        )
+        .await?;
+    let mut added: HashMap<QuarantineKey, usize> = HashMap::with_capacity(rows.len());
+    for row in &rows {
+        let key = QuarantineKey(row.get(0), row.get(1), row.get(2));
+        *added.entry(key).or_default() += 1;
+    }
+    for (k, landed) in landed.iter_mut().enumerate() {
+        let key = q.key(k);
+        if let Some(n) = added.get_mut(&key).filter(|n| **n > 0) {
+            *n -= 1;
+            *landed = true;
         }
     }
-    // What became of each reading, for the counters and for its turbine's clock health; an
-    // offered row the quarantine did not take is a duplicate for both.
+    Ok(landed)
+}
+
+/// Counts what became of each reading and folds it into its turbine's clock health: an offered
+/// row the quarantine did not take is a duplicate for both.
+fn outcomes(
+    parts: &Parts<'_>,
+    fates: &[Fate],
+    stored: &[bool],
+    held: &[Held],
+    landed: &[bool],
+    tally: &mut Tally,
+) -> health::Fold {
     let mut seen: Vec<health::Seen> = fates
         .iter()
         .map(|fate| match fate {
@@ -777,7 +763,7 @@ pub(crate) async fn write_items(
             }
         })
         .collect();
-    for (&h, &landed) in held.iter().zip(&landed) {
+    for (&h, &landed) in held.iter().zip(landed) {
         match (h, landed) {
             (Held::Reading(_), true) => tally.collision += 1,
             (Held::Future(_), true) => tally.future_timestamp += 1,
@@ -803,77 +789,68 @@ pub(crate) async fn write_items(
     for (&(r, msg), &seen) in parts.future.iter().zip(&future_seen) {
         turbines.add(&r.turbine_id, msg.received_at, r.recorded_at, seen);
     }
-    health::record(&tx, &turbines, drift_window, conn.sharded).await?;
-    // Merged in key order after the status rows.
-    if let (Some(sql), Some(fold)) = (&conn.stats, &intervals) {
-        crate::sink::stats::record(&tx, sql, fold, conn.sharded).await?;
+    turbines
+}
+
+/// Writes the rejections; counts each the table took by its reason, and each it already held
+/// (the same message rejected before: a redelivery) as a duplicate.
+async fn record_rejected(
+    tx: &Transaction<'_>,
+    st: &Prepared,
+    rejected: &[(&Rejection, &Message, Option<&[u8]>)],
+    tally: &mut Tally,
+) -> Result<(), Error> {
+    if rejected.is_empty() {
+        return Ok(());
     }
-    if !parts.rejected.is_empty() {
-        let mut received_at = Vec::new();
-        let mut topic = Vec::new();
-        let mut payload: Vec<&[u8]> = Vec::new();
-        let mut payload_bytes = Vec::new();
-        let mut element = Vec::new();
-        let mut reason = Vec::new();
-        let mut detail = Vec::new();
-        let mut digest: Vec<Vec<u8>> = Vec::new();
-        for &(rej, msg, refused) in &parts.rejected {
-            received_at.push(msg.received_at);
-            topic.push(msg.topic.as_str());
-            payload.push(refused.or(msg.payload.as_deref()).unwrap_or_default());
-            digest.push(match (refused, msg.payload_sha256) {
-                // A reading the database refused is named by the reading (its JSON, kept whole).
-                (Some(json), _) => crate::core::outcome::rejected_digest(b"", 0, json).to_vec(),
-                (None, Some(d)) => d.to_vec(),
-                // Not reached: a message with a rejection always carries its digest.
-                (None, None) => crate::core::outcome::rejected_digest(b"", 0, b"").to_vec(),
-            });
-            payload_bytes.push(i32::try_from(msg.payload_bytes).unwrap_or(i32::MAX));
-            element.push(rej.element.map(|e| i32::try_from(e).unwrap_or(i32::MAX)));
-            reason.push(rej.reason.as_str());
-            detail.push(rej.detail.as_str());
-        }
-        let rows = tx
-            .query(
-                &conn.rejected,
-                &[
-                    &received_at,
-                    &topic,
-                    &payload,
-                    &payload_bytes,
-                    &element,
-                    &reason,
-                    &detail,
-                    &digest,
-                ],
-            )
-            .await
-            .map_err(|e| Error::db("recording rejected input", e))?;
-        for row in &rows {
-            let r: &str = row.get(0);
-            if let Some(i) = RejectReason::ALL.iter().position(|x| x.as_str() == r) {
-                tally.rejected[i] += 1;
-            }
-        }
-        // Not inserted: the same message was rejected before (a redelivery).
-        tally.duplicate += (parts.rejected.len() - rows.len()) as u64;
+    let mut received_at = Vec::new();
+    let mut topic = Vec::new();
+    let mut payload: Vec<&[u8]> = Vec::new();
+    let mut payload_bytes = Vec::new();
+    let mut element = Vec::new();
+    let mut reason = Vec::new();
+    let mut detail = Vec::new();
+    let mut digest: Vec<Vec<u8>> = Vec::new();
+    for &(rej, msg, refused) in rejected {
+        received_at.push(msg.received_at);
+        topic.push(msg.topic.as_str());
+        payload.push(refused.or(msg.payload.as_deref()).unwrap_or_default());
+        digest.push(match (refused, msg.payload_sha256) {
+            // A reading the database refused is named by the reading (its JSON, kept whole).
+            (Some(json), _) => crate::core::outcome::rejected_digest(b"", 0, json).to_vec(),
+            (None, Some(d)) => d.to_vec(),
+            // Not reached: a message with a rejection always carries its digest.
+            (None, None) => crate::core::outcome::rejected_digest(b"", 0, b"").to_vec(),
+        });
+        payload_bytes.push(i32::try_from(msg.payload_bytes).unwrap_or(i32::MAX));
+        element.push(rej.element.map(|e| i32::try_from(e).unwrap_or(i32::MAX)));
+        reason.push(rej.reason.as_str());
+        detail.push(rej.detail.as_str());
     }
-    crate::sink::births::record(&tx, session, births).await?;
-    if conn.sharded && !plan.staged.is_empty() {
-        tx.execute("DELETE FROM galewatch_staging", &[])
-            .await
-            .map_err(|e| Error::db("emptying the staging table", e))?;
-    }
-    // From here until the answer comes, the outcome is unknown to us (see `InDoubt`).
-    *in_doubt = Some(InDoubt {
-        xid,
-        tally: tally.clone(),
-    });
-    tx.commit()
+    let rows = tx
+        .query(
+            &st.rejected,
+            &[
+                &received_at,
+                &topic,
+                &payload,
+                &payload_bytes,
+                &element,
+                &reason,
+                &detail,
+                &digest,
+            ],
+        )
         .await
-        .map_err(|e| Error::db("committing a batch", e))?;
-    *in_doubt = None;
-    Ok(tally)
+        .map_err(|e| Error::db("recording rejected input", e))?;
+    for row in &rows {
+        let r: &str = row.get(0);
+        if let Some(i) = RejectReason::ALL.iter().position(|x| x.as_str() == r) {
+            tally.rejected[i] += 1;
+        }
+    }
+    tally.duplicate += (rejected.len() - rows.len()) as u64;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -883,7 +860,7 @@ mod tests {
     #[test]
     fn the_sharded_quarantine_insert_numbers_its_parameters_row_by_row() {
         let signals = crate::core::signals::Signals::defaults();
-        let sql = Sql::new(&signals);
+        let sql = Sql::new(&signals, Dialect::Citus);
         let per_row = sql.quarantine_columns.len();
         assert_eq!(
             per_row,
@@ -897,7 +874,7 @@ mod tests {
         assert!(!two.contains(&format!("${}", 2 * per_row + 1)), "{two}");
         assert!(two.ends_with("RETURNING turbine_id, recorded_at, values_sha256"));
         assert!(
-            crate::sink::citus::MAX_PARAMS / per_row >= 1000,
+            crate::sink::dialect::MAX_PARAMS / per_row >= 1000,
             "a thousand rows a statement"
         );
     }

@@ -21,6 +21,7 @@ use crate::core::outcome::{Decoded, Refusal, RejectReason, Rejection};
 use crate::core::reading::{Reading, Values};
 use crate::core::signals::{pointer_text, Datum, Kind, Signal, Signals};
 use crate::core::timestamp;
+use crate::intake::format::{Context, Format, Incoming, Judgement, Judging};
 use crate::intake::json::shape::{Element, Found, Repeated, Shape, Top, TOO_MANY};
 
 /// How `recorded_at` is written in the payload.
@@ -176,6 +177,38 @@ impl Rules {
             max_readings_per_message: d.max_readings_per_message,
             max_topic_bytes: d.max_topic_bytes,
         })
+    }
+}
+
+/// The JSON format: every topic no other format claims, judged by [`decode`].
+pub struct Json {
+    filter: String,
+}
+
+impl Json {
+    /// JSON on the subscription `filter`.
+    pub fn new(filter: &str) -> Json {
+        Json {
+            filter: filter.to_string(),
+        }
+    }
+}
+
+impl Format for Json {
+    fn claims(&self, _topic: &str) -> bool {
+        true
+    }
+
+    fn filters(&self) -> Vec<String> {
+        vec![self.filter.clone()]
+    }
+
+    fn judge<'a>(&'a mut self, m: Incoming<'a>, cx: Context<'a>) -> Judging<'a> {
+        let items = decode(m.topic, m.payload, m.received_at, cx.rules);
+        Box::pin(std::future::ready(Some(Judgement {
+            items,
+            ..Judgement::default()
+        })))
     }
 }
 

@@ -29,6 +29,7 @@ use crate::backoff::Backoff;
 use crate::core::birth::History;
 use crate::core::outcome::{Decoded, RejectReason};
 use crate::error::Error;
+use crate::intake::format::{Context, Format, Hold, Incoming, Judgement, Judging};
 use crate::intake::json::Rules;
 use crate::telemetry;
 
@@ -105,12 +106,65 @@ impl Drop for Pending {
     }
 }
 
+/// Sparkplug B behind the format seam: messages under `spBv1.0/`.
+impl Format for Intake {
+    fn claims(&self, topic: &str) -> bool {
+        super::is_sparkplug(topic)
+    }
+
+    fn filters(&self) -> Vec<String> {
+        self.filters.clone()
+    }
+
+    fn judge<'a>(&'a mut self, m: Incoming<'a>, cx: Context<'a>) -> Judging<'a> {
+        Box::pin(async move {
+            let judged = Intake::judge(
+                self,
+                m.topic,
+                m.payload,
+                m.dup,
+                m.received_at,
+                cx.rules,
+                cx.client,
+                cx.shutdown,
+            )
+            .await?;
+            let hold = (judged.birth.is_some() || judged.mark.is_some())
+                .then(|| Box::new(self.hold()) as Hold);
+            Some(Judgement {
+                items: judged.items,
+                birth: judged.birth.map(Box::new),
+                seq_mark: judged.mark,
+                hold,
+            })
+        })
+    }
+
+    fn connected(&mut self, session_present: bool) {
+        Intake::connected(self, session_present);
+    }
+
+    fn subscribed(&self, client: &AsyncClient) {
+        self.announce(client, true);
+    }
+
+    fn will(&self) -> Option<LastWill> {
+        Intake::will(self)
+    }
+
+    fn farewell(&self) -> Option<(String, Vec<u8>)> {
+        self.state(false)
+    }
+}
+
 /// How often the rebirth requests and sequence gaps are summed up in one log line.
 const SUMMARY_EVERY: Duration = Duration::from_secs(10);
 
 pub struct Intake {
     host: Host,
     mapping: Mapping,
+    /// The filters subscribed with.
+    filters: Vec<String>,
     store: Box<dyn BirthBook>,
     /// Births handed on, not yet committed.
     pending: Arc<AtomicUsize>,
@@ -137,6 +191,7 @@ impl Intake {
                 g.rebirths_per_second,
             ),
             mapping: g.mapping.clone(),
+            filters: g.filters.clone(),
             store,
             pending: Arc::default(),
             host_id: g.host_id.clone(),
