@@ -1,6 +1,7 @@
 //! The conformance suite every input format must pass (issue 33), against a real Mosquitto and
 //! PostgreSQL: the eight outcomes; resends (later and interleaved); collisions (the first kept,
-//! the second quarantined once, also when the broker delivers it again). Each case checks that the
+//! the second quarantined once, also when the broker delivers it again); kill -9 mid-flood with
+//! one writer and with four. Each case checks that the
 //! metrics add up (`received = inserted + duplicate + quarantined + rejected`), that the tables
 //! say the same, and that `readings` holds exactly the readings sent, values to the bit.
 //!
@@ -8,7 +9,7 @@
 //! the messages that carry them ([`Format::encode`]) or for input it must refuse
 //! ([`Format::bad`]), publishes, and checks where everything went. So a format is one
 //! `impl Format` and one line in `conformance!` at the bottom of this file, and every case runs
-//! for it as `{format}::{case}` (`json::collisions`). A refusal a format cannot be made
+//! for it as `{format}::{case}` (`json::kill_9_four_writers`). A refusal a format cannot be made
 //! to produce is `Err(why)` from `bad`: the suite asserts the rest and states the
 //! limit, never skips in silence.
 
@@ -24,6 +25,7 @@ use std::time::Duration;
 use chrono::{SecondsFormat, TimeZone, Utc};
 use common::sparkplug::{metric, nbirth, payload, text_metric, topic, GROUP};
 use common::*;
+use rand::{Rng, SeedableRng};
 
 /// A message as published: topic and payload.
 type Msg = (String, Vec<u8>);
@@ -591,6 +593,30 @@ fn daemon<F: Format>(format: &F, broker: &Broker, db: &TestDb, id: &str, writers
     d
 }
 
+/// Rows in `readings` once every connection of a killed daemon is gone: a COMMIT the database
+/// had received still counts, nothing commits later.
+async fn rows_after_the_kill(db: &TestDb) -> i64 {
+    eventually(
+        Duration::from_secs(20),
+        "the killed daemon's connections ended",
+        || async {
+            admin_client()
+                .await
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity
+                      WHERE datname = $1 AND backend_type = 'client backend'",
+                    &[&db.name],
+                )
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+                == 0
+        },
+    )
+    .await;
+    db.rows().await
+}
+
 /// A TCP proxy between a daemon and the broker that forwards everything, except that while
 /// `drop_acks` is set it swallows the daemon's PUBACKs: messages the daemon committed and
 /// acknowledged stay unacknowledged at the broker, which delivers them again to the next run, as
@@ -962,6 +988,103 @@ async fn collisions<F: Format>() {
     assert!(d.terminate().0.success());
 }
 
+/// kill -9 of the daemon mid-flood, up to three times at random moments (the first always before
+/// the flood's second half is published), restarted with the same client id each time: every
+/// reading stored once with its values, and the last run's account exact (it inserted exactly
+/// what was missing when it started).
+async fn kill_9_mid_flood<F: Format>(writers: usize) {
+    const TURBINES: usize = 100;
+    const PER_TURBINE: usize = 40;
+    const N: i64 = (TURBINES * PER_TURBINE) as i64;
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut f = F::default();
+    let mut d = daemon(&f, &broker, &db, "gw-conf-kill9", writers);
+    // A small budget and batches stretch the flood out, so the kills land mid-stream.
+    d.env
+        .insert("GALEWATCH_MAX_UNACKED_READINGS".into(), "1000".into());
+    d.env
+        .insert("GALEWATCH_BATCH_MAX_READINGS".into(), "100".into());
+    d.start_ready();
+    let readings = fleet_readings("K-", TURBINES, PER_TURBINE, utc_ms(2026, 11, 30, 4, 0, 0));
+    let mut first_half = f.encode(&readings);
+    let second_half = first_half.split_off(first_half.len() / 2);
+
+    // The second half is published once the first kill has landed, so that one lands
+    // mid-flood however fast the daemon is; the second lands wherever the restarted run is.
+    let killed = AtomicBool::new(false);
+    let mut kills: Vec<i64> = Vec::new();
+    let seed: u64 = rand::rng().random();
+    eprintln!("kill -9 schedule seed: {seed}");
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let killer = async {
+        let mut last = 0;
+        for _ in 0..3 {
+            // Each kill once the running daemon has committed something since the last, at a
+            // random moment after that.
+            eventually(
+                Duration::from_secs(60),
+                "progress since the last kill",
+                || async {
+                    let n = db.rows().await;
+                    n > last || n >= N
+                },
+            )
+            .await;
+            tokio::time::sleep(Duration::from_millis(rng.random_range(0..300))).await;
+            if db.rows().await >= N {
+                break;
+            }
+            d.kill9();
+            last = rows_after_the_kill(&db).await;
+            kills.push(last);
+            killed.store(true, Ordering::SeqCst);
+            d.start();
+        }
+    };
+    let publisher = async {
+        publish(&broker, first_half).await;
+        eventually(Duration::from_secs(60), "the first kill", || async {
+            killed.load(Ordering::SeqCst)
+        })
+        .await;
+        publish(&broker, second_half).await;
+    };
+    tokio::join!(publisher, killer);
+    d.wait_ready();
+    eprintln!("rows at each kill -9: {kills:?} of {N}");
+    let mid_stream = kills.iter().filter(|&&k| k > 0 && k < N).count();
+    assert!(mid_stream >= 1, "no kill landed mid-stream: {kills:?}");
+
+    assert_stored_exactly(&db, &stored(&readings), Duration::from_secs(60)).await;
+    let at_start = *kills.last().unwrap() as u64;
+    eventually(
+        Duration::from_secs(20),
+        "the last run's counters",
+        || async {
+            d.metric("galewatch_readings_inserted_total") >= (N as u64 - at_start) as f64
+                && d.metric("galewatch_messages_unacked") == 0.0
+        },
+    )
+    .await;
+    let got = Account::of(&d);
+    got.assert_adds_up("the last run's metrics");
+    assert_eq!(
+        got.inserted,
+        N as u64 - at_start,
+        "the last run inserted exactly what was missing when it started: {got:?}"
+    );
+    assert_eq!(
+        got.received,
+        got.inserted + got.duplicate,
+        "a clean flood: nothing quarantined or rejected: {got:?}"
+    );
+    assert_eq!(db.count("SELECT count(*) FROM quarantine").await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM rejected").await, 0);
+    assert_stats_exact(&db, 600).await;
+    assert!(d.terminate().0.success());
+}
+
 /// One test function per case and format: `{format}::{case}`. A new format is one more
 /// `name: Type` here.
 macro_rules! conformance {
@@ -982,6 +1105,16 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn collisions() {
                 super::collisions::<$format>().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn kill_9_one_writer() {
+                super::kill_9_mid_flood::<$format>(1).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn kill_9_four_writers() {
+                super::kill_9_mid_flood::<$format>(4).await;
             }
         }
     )+};
