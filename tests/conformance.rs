@@ -1,7 +1,7 @@
 //! The conformance suite every input format must pass (issue 33), against a real Mosquitto and
 //! PostgreSQL: the eight outcomes; resends (later and interleaved); collisions (the first kept,
 //! the second quarantined once, also when the broker delivers it again); kill -9 mid-flood with
-//! one writer and with four. Each case checks that the
+//! one writer and with four; a share group with a member killed. Each case checks that the
 //! metrics add up (`received = inserted + duplicate + quarantined + rejected`), that the tables
 //! say the same, and that `readings` holds exactly the readings sent, values to the bit.
 //!
@@ -10,8 +10,8 @@
 //! ([`Format::bad`]), publishes, and checks where everything went. So a format is one
 //! `impl Format` and one line in `conformance!` at the bottom of this file, and every case runs
 //! for it as `{format}::{case}` (`json::kill_9_four_writers`). A refusal a format cannot be made
-//! to produce is `Err(why)` from `bad`: the suite asserts the rest and states the
-//! limit, never skips in silence.
+//! to produce is `Err(why)` from `bad`, and a setting the daemon refuses for it is stated in
+//! [`Format::sharing`]: the suite asserts the limit as stated, never skips in silence.
 
 mod common;
 
@@ -153,6 +153,15 @@ impl Bad {
     }
 }
 
+/// Whether daemons sharing one subscription (`mqtt_share_group`) may take a format.
+enum Sharing {
+    /// The members share the load and every reading lands once.
+    Shared,
+    /// The daemon refuses the combination at start (exit 2) with a message holding each of
+    /// these phrases (what is refused, and why or what to do instead).
+    RefusedAtStart { log_says: &'static [&'static str] },
+}
+
 /// An input format, as its publishers use it. A value is one publishing source (a fleet, a
 /// gateway, an edge node's firmware) with whatever state the format needs (sequence numbers,
 /// births sent): a case makes one with `default()` and sends everything through it.
@@ -170,6 +179,8 @@ trait Format: Default {
     /// already encoded); or why this format cannot produce such input at all. `NotTheFormat`
     /// gives the same bytes each time for one turbine.
     fn bad(&mut self, kind: Bad, of: &Reading) -> Result<Msg, &'static str>;
+
+    fn sharing(&self) -> Sharing;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -235,6 +246,10 @@ impl Format for Json {
             ),
         };
         Ok((Json::topic(t), body.into_bytes()))
+    }
+
+    fn sharing(&self) -> Sharing {
+        Sharing::Shared
     }
 }
 
@@ -356,6 +371,16 @@ impl Format for SparkplugB {
                 )
             }
         })
+    }
+
+    fn sharing(&self) -> Sharing {
+        Sharing::RefusedAtStart {
+            log_says: &[
+                "mqtt_share_group",
+                "Sparkplug B is not taken in a share group",
+                "outside the share group",
+            ],
+        }
     }
 }
 
@@ -1085,6 +1110,105 @@ async fn kill_9_mid_flood<F: Format>(writers: usize) {
     assert!(d.terminate().0.success());
 }
 
+/// Three daemons in one share group take a flood; one is killed (-9) mid-flood and comes back
+/// later: its share waits in its session meanwhile, and every reading is stored once. A format
+/// the daemon refuses in a share group: the refusal, as the format states it.
+async fn share_group_member_killed<F: Format>() {
+    const TURBINES: usize = 100;
+    const PER_TURBINE: usize = 60;
+    const N: i64 = (TURBINES * PER_TURBINE) as i64;
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut f = F::default();
+    let member = |f: &F, i: usize| {
+        let mut d = daemon(f, &broker, &db, &format!("gw-conf-share-{i}"), 2);
+        d.env
+            .insert("GALEWATCH_MQTT_SHARE_GROUP".into(), "galewatch".into());
+        d.env
+            .insert("GALEWATCH_MAX_UNACKED_READINGS".into(), "1000".into());
+        d.env
+            .insert("GALEWATCH_BATCH_MAX_READINGS".into(), "100".into());
+        d
+    };
+    if let Sharing::RefusedAtStart { log_says } = f.sharing() {
+        let mut d = member(&f, 0);
+        d.start();
+        let status = d.wait_exit(Duration::from_secs(20));
+        let log = d.log();
+        assert_eq!(status.code(), Some(2), "refused as a bad setting:\n{log}");
+        for phrase in log_says {
+            assert!(log.contains(phrase), "the refusal says {phrase:?}:\n{log}");
+        }
+        return;
+    }
+    let mut members: Vec<Daemon> = (0..3).map(|i| member(&f, i)).collect();
+    for d in &mut members {
+        d.start_ready();
+    }
+    let readings = fleet_readings("SH-", TURBINES, PER_TURBINE, utc_ms(2026, 11, 30, 5, 0, 0));
+    let mut first_half = f.encode(&readings);
+    let second_half = first_half.split_off(first_half.len() / 2);
+    // The second half is published once member 1 is dead: it is dealt its share of it.
+    let killed = AtomicBool::new(false);
+    let mut killed_after = 0u64;
+    let killer = async {
+        eventually(Duration::from_secs(60), "member 1 under way", || async {
+            members[1].metric("galewatch_readings_inserted_total") > 0.0
+        })
+        .await;
+        killed_after = members[1].metric("galewatch_readings_inserted_total") as u64;
+        members[1].kill9();
+        killed.store(true, Ordering::SeqCst);
+    };
+    let publisher = async {
+        publish(&broker, first_half).await;
+        eventually(Duration::from_secs(60), "member 1 killed", || async {
+            killed.load(Ordering::SeqCst)
+        })
+        .await;
+        publish(&broker, second_half).await;
+    };
+    tokio::join!(publisher, killer);
+    // The broker keeps dealing the dead member its share, into its session.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let while_down = db.rows().await;
+    eprintln!("with one of three members down: {while_down} of {N} rows");
+    assert!(
+        while_down < N,
+        "the dead member's share waits in its session"
+    );
+    members[1].start_ready();
+    assert_stored_exactly(&db, &stored(&readings), Duration::from_secs(60)).await;
+
+    let mut live = Account::default();
+    for (i, d) in members.iter().enumerate() {
+        eventually(
+            Duration::from_secs(20),
+            "every message acknowledged",
+            || async { d.metric("galewatch_messages_unacked") == 0.0 },
+        )
+        .await;
+        let a = Account::of(d);
+        eprintln!("member {i}: {a:?}");
+        a.assert_adds_up(&format!("member {i}"));
+        assert!(a.received > 0, "member {i} took a share");
+        live = live.plus(&a);
+    }
+    assert!(
+        live.quarantined.is_empty() && live.rejected.is_empty(),
+        "{live:?}"
+    );
+    // What the killed run inserted is gone from the metrics with it: at least what it had
+    // reported before the kill, and exactly what the live runs did not insert.
+    assert!(
+        live.inserted + killed_after <= N as u64,
+        "no reading inserted twice: live {live:?}, killed after {killed_after}"
+    );
+    assert_eq!(db.count("SELECT count(*) FROM quarantine").await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM rejected").await, 0);
+    assert_stats_exact(&db, 600).await;
+}
+
 /// One test function per case and format: `{format}::{case}`. A new format is one more
 /// `name: Type` here.
 macro_rules! conformance {
@@ -1115,6 +1239,11 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn kill_9_four_writers() {
                 super::kill_9_mid_flood::<$format>(4).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn share_group_member_killed() {
+                super::share_group_member_killed::<$format>().await;
             }
         }
     )+};
