@@ -1036,7 +1036,7 @@ async fn kill_9_mid_flood<F: Format>(writers: usize) {
     let second_half = first_half.split_off(first_half.len() / 2);
 
     // The second half is published once the first kill has landed, so that one lands
-    // mid-flood however fast the daemon is; the second lands wherever the restarted run is.
+    // mid-flood however fast the daemon is; the later ones land wherever the next run is.
     let killed = AtomicBool::new(false);
     let mut kills: Vec<i64> = Vec::new();
     let seed: u64 = rand::rng().random();
