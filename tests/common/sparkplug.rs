@@ -173,3 +173,15 @@ pub async fn wait_acked(d: &Daemon) {
     )
     .await;
 }
+
+/// A metric carrying text (`String`) where a number is meant: a value of the wrong type.
+pub fn text_metric(name: &str, alias: u64, text: &str, at: u64, named: bool) -> Metric {
+    let m = Metric::new(datatype::STRING, Value::String(text.to_string()))
+        .aliased(alias)
+        .at(at);
+    if named {
+        m.named(name)
+    } else {
+        m
+    }
+}
