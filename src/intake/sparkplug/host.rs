@@ -13,7 +13,7 @@
 //!   every birth it handed on has committed before it reads the database);
 //! - a redelivered message (`dup` true) may be older than births stored after it: it is decoded
 //!   only with what all the births it may follow agree on (`Known::agreed`), those from the
-//!   newest proven one on (`store/births.rs`);
+//!   newest proven one on (`sink/births.rs`);
 //! - after a connection where the broker kept no session, births may have been published while
 //!   nobody listened: nothing stored is trusted until the node's next birth.
 //!

@@ -4,7 +4,7 @@
 //! Pure, like `decode.rs`: [`parse_topic`] reads the topic, [`proto::decode`] the protobuf, and
 //! [`judge`] maps the metrics to readings by the settings ([`Mapping`]) and the aliases of the
 //! last birth ([`Known`]). Which birth is known, sequence numbers and rebirth requests are the
-//! daemon's state, in [`host`]; storing births is `store/births.rs`.
+//! daemon's state, in [`host`]; storing births is `sink/births.rs`.
 //!
 //! A reading is one turbine at one instant: the mapped metrics of one message that share a
 //! timestamp form one reading, whose signals are judged exactly as a JSON reading's are (the same
