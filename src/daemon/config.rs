@@ -4,7 +4,7 @@
 //! case (`batch_max_readings` ↔ `GALEWATCH_BATCH_MAX_READINGS`). An unknown key, in the file or
 //! in the environment, is an error: a typo must not silently leave a default in place.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -675,64 +675,42 @@ impl Settings {
 
     /// Checks every setting and derives the typed configuration.
     pub fn validate(self) -> Result<Config, ConfigError> {
-        // libpq's sslmode and sslrootcert, which tokio-postgres does not know in full, are taken
-        // out of the URL and read here.
-        let (url, url_sslmode, url_rootcert) = split_tls_params(&self.database_url)
-            .map_err(|p| ConfigError::new("database_url", p))?;
-        let sslmode_text = match (url_sslmode.as_deref(), self.database_sslmode.as_str()) {
-            (Some(u), "disable") => u.to_string(),
-            (Some(u), s) if u != s => {
-                return Err(ConfigError::new(
-                    "database_sslmode",
-                    format!("{s} here, but the URL says sslmode={u}"),
-                ))
-            }
-            (_, s) => s.to_string(),
-        };
-        let sslmode = crate::sink::db::SslMode::parse(&sslmode_text).ok_or_else(|| {
-            ConfigError::new(
-                "database_sslmode",
-                format!("{sslmode_text:?}: expected disable, require, verify-ca or verify-full"),
-            )
-        })?;
-        let ca_file = match (url_rootcert, self.database_ca_file.as_str()) {
-            (Some(u), "") => Some(u),
-            (_, "") => None,
-            (_, f) => Some(f.to_string()),
-        };
-        if ca_file.is_some()
-            && !matches!(
-                sslmode,
-                crate::sink::db::SslMode::VerifyCa | crate::sink::db::SslMode::VerifyFull
-            )
-        {
-            return Err(ConfigError::new(
-                "database_ca_file",
-                "is only used with database_sslmode verify-ca or verify-full",
-            ));
-        }
-        let db_tls = crate::sink::db::tls_config(sslmode, ca_file.as_deref().map(Path::new))
-            .map_err(|e| ConfigError::new(e.setting, e.problem))?;
-        let mut db: tokio_postgres::Config = url
-            .parse()
-            // The parser's message never quotes the URL (it may hold a password).
-            .map_err(|e| ConfigError::new("database_url", format!("not a libpq URL: {e}")))?;
-        if db.get_dbname().is_none() {
-            return Err(ConfigError::new(
-                "database_url",
-                "names no database (add /DBNAME to the URL)",
-            ));
-        }
-        if !self.database_password.is_empty() {
-            if db.get_password().is_some() {
-                return Err(ConfigError::new(
-                    "database_password",
-                    "database_url holds a password too; give it in one place",
-                ));
-            }
-            db.password(self.database_password.expose());
-        }
-        let db = crate::sink::db::Database::new(db, db_tls);
+        let db = crate::sink::db::Database::from_settings(
+            &self.database_url,
+            &self.database_sslmode,
+            &self.database_ca_file,
+            self.database_password.expose(),
+        )
+        .map_err(|(setting, problem)| ConfigError::new(setting, problem))?;
+        let (broker, mqtt_tls) = self.broker()?;
+        self.check_subscription()?;
+        let (metrics_listen, panel_listen) = self.listeners()?;
+        self.check_budget()?;
+        self.check_timings()?;
+        crate::sink::partition::check_settings(
+            self.readings_partition_size,
+            self.readings_partition_backfill,
+            self.readings_retention,
+            self.readings_manage_partitions,
+        )
+        .map_err(|(setting, problem)| ConfigError::new(setting, problem))?;
+        self.check_upkeep()?;
+        let rules = self.rules()?;
+        let sparkplug = self.sparkplug_mapping(&rules.signals)?;
+        Ok(Config {
+            settings: self,
+            db,
+            broker,
+            mqtt_tls,
+            metrics_listen,
+            panel_listen,
+            rules,
+            sparkplug,
+        })
+    }
+
+    /// The broker's address and TLS, and its credentials checked against each other.
+    fn broker(&self) -> Result<(BrokerAddr, Option<Arc<rustls::ClientConfig>>), ConfigError> {
         let broker = parse_mqtt_url(&self.mqtt_url)?;
         if !self.mqtt_password.is_empty() && self.mqtt_username.is_empty() {
             return Err(ConfigError::new(
@@ -773,6 +751,11 @@ impl Settings {
         } else {
             None
         };
+        Ok((broker, mqtt_tls))
+    }
+
+    /// The client id, the topic filter and the share group.
+    fn check_subscription(&self) -> Result<(), ConfigError> {
         if self.mqtt_client_id.is_empty() || self.mqtt_client_id.len() > 65_535 {
             return Err(ConfigError::new(
                 "mqtt_client_id",
@@ -805,6 +788,11 @@ impl Settings {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// The metrics and panel listeners.
+    fn listeners(&self) -> Result<(SocketAddr, SocketAddr), ConfigError> {
         let metrics_listen = self.metrics_listen.parse().map_err(|e| {
             ConfigError::new(
                 "metrics_listen",
@@ -817,6 +805,11 @@ impl Settings {
                 format!("not an address like 127.0.0.1:8087: {e}"),
             )
         })?;
+        Ok((metrics_listen, panel_listen))
+    }
+
+    /// The unacked budget, the batch limits and the message limits, against each other.
+    fn check_budget(&self) -> Result<(), ConfigError> {
         positive("batch_max_readings", self.batch_max_readings)?;
         positive("max_unacked_readings", self.max_unacked_readings)?;
         positive("max_message_bytes", self.max_message_bytes)?;
@@ -856,6 +849,11 @@ impl Settings {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// The MQTT session's and the clock health's durations.
+    fn check_timings(&self) -> Result<(), ConfigError> {
         if self.mqtt_session_expiry.as_secs() == 0 {
             return Err(ConfigError::new(
                 "mqtt_session_expiry",
@@ -880,31 +878,11 @@ impl Settings {
                 "must be at least 1",
             ));
         }
-        let size = self.readings_partition_size;
-        if size < Duration::from_secs(3600) || size > 366 * DAY || size.subsec_nanos() != 0 {
-            return Err(ConfigError::new(
-                "readings_partition_size",
-                "must be whole seconds from 1h to 366days (1day is a good size)",
-            ));
-        }
-        if self.readings_partition_backfill < size {
-            return Err(ConfigError::new(
-                "readings_partition_backfill",
-                "must be at least readings_partition_size",
-            ));
-        }
-        if !self.readings_retention.is_zero() && self.readings_retention < size {
-            return Err(ConfigError::new(
-                "readings_retention",
-                "must be 0 (keep everything) or at least readings_partition_size",
-            ));
-        }
-        if !self.readings_manage_partitions && !self.readings_retention.is_zero() {
-            return Err(ConfigError::new(
-                "readings_retention",
-                "needs readings_manage_partitions = true (where the engine manages partitions, use its own retention: docs/scaling.md)",
-            ));
-        }
+        Ok(())
+    }
+
+    /// The statistics interval, upkeep and the writers.
+    fn check_upkeep(&self) -> Result<(), ConfigError> {
         if let Err(problem) = crate::sink::stats::Width::new(self.stats_interval) {
             return Err(ConfigError::new("stats_interval", problem));
         }
@@ -923,6 +901,11 @@ impl Settings {
                 format!("must be from 1 to {MAX_WRITERS} (each is a database connection)"),
             ));
         }
+        Ok(())
+    }
+
+    /// How messages are judged: the declared signals, the payload's shape and the limits.
+    fn rules(&self) -> Result<Rules, ConfigError> {
         let max_clock_skew = chrono::Duration::from_std(self.max_clock_skew)
             .map_err(|_| ConfigError::new("max_clock_skew", "too large"))?;
         let signals = self.checked_signals()?;
@@ -935,122 +918,27 @@ impl Settings {
             max_clock_skew,
             ..rules
         };
-        let sparkplug = self.sparkplug_mapping(&rules.signals)?;
-        Ok(Config {
-            settings: self,
-            db,
-            broker,
-            mqtt_tls,
-            metrics_listen,
-            panel_listen,
-            rules,
-            sparkplug,
-        })
+        Ok(rules)
     }
 
-    /// Sparkplug B's settings checked: None when no group is set.
+    /// Sparkplug B's settings checked (`intake/sparkplug`'s rules): None when no group is set.
     fn sparkplug_mapping(&self, signals: &Signals) -> Result<Option<Mapping>, ConfigError> {
-        let group = self.sparkplug_group_id.as_str();
-        if group.is_empty() {
-            return Ok(None);
-        }
-        if group != "+" && (group.contains(['/', '+', '#']) || group == "STATE") {
-            return Err(ConfigError::new(
-                "sparkplug_group_id",
-                format!("{group:?}: a group id (one topic level, not STATE), or + for every group"),
-            ));
-        }
-        if !self.mqtt_share_group.is_empty() {
-            return Err(ConfigError::new(
-                "mqtt_share_group",
-                format!(
-                    "{:?} is set beside sparkplug_group_id {group:?}: Sparkplug B is not taken in a share \
-                     group, because the broker deals one edge node's births and data to different members \
-                     and no member could prove which birth a DATA message follows. Run Sparkplug B in a \
-                     daemon of its own outside the share group (its own mqtt_client_id, mqtt_share_group \
-                     empty; one daemon per sparkplug_group_id to spread several groups), and the JSON \
-                     fleet in the share group",
-                    self.mqtt_share_group
-                ),
-            ));
-        }
-        if matches!(
-            self.mqtt_topic.split('/').next(),
-            Some("+" | "#" | crate::intake::sparkplug::NAMESPACE)
-        ) {
-            return Err(ConfigError::new(
-                "mqtt_topic",
-                format!(
-                    "{:?} would also take Sparkplug B's messages as JSON; with sparkplug_group_id set, mqtt_topic is the JSON fleet's filter alone",
-                    self.mqtt_topic
-                ),
-            ));
-        }
-        if self.sparkplug_host_id.contains(['/', '+', '#']) {
-            return Err(ConfigError::new(
-                "sparkplug_host_id",
-                "must not contain '/', '+' or '#'",
-            ));
-        }
-        if self.sparkplug_max_metrics_per_message == 0 {
-            return Err(ConfigError::new(
-                "sparkplug_max_metrics_per_message",
-                "must be at least 1",
-            ));
-        }
-        if self.sparkplug_births_cached == 0 {
-            return Err(ConfigError::new(
-                "sparkplug_births_cached",
-                "must be at least 1",
-            ));
-        }
-        if self.sparkplug_births_cache_bytes < 1024 * 1024 {
-            return Err(ConfigError::new(
-                "sparkplug_births_cache_bytes",
-                "must be at least 1 MiB",
-            ));
-        }
-        if !(self.sparkplug_rebirths_per_second.is_finite()
-            && self.sparkplug_rebirths_per_second > 0.0)
-        {
-            return Err(ConfigError::new(
-                "sparkplug_rebirths_per_second",
-                "must be a number above 0",
-            ));
-        }
-        if self.sparkplug_rebirth_interval < Duration::from_secs(1) {
-            return Err(ConfigError::new(
-                "sparkplug_rebirth_interval",
-                "must be at least 1s",
-            ));
-        }
-        let mut by_name = HashMap::new();
-        if self.sparkplug_metrics.is_empty() {
-            for (i, s) in signals.iter().enumerate() {
-                by_name.insert(s.name.clone(), i);
-            }
-        }
-        for (metric, signal) in &self.sparkplug_metrics {
-            if metric.is_empty() {
-                return Err(ConfigError::new(
-                    "sparkplug_metrics",
-                    "a metric name is empty",
-                ));
-            }
-            let Some(i) = signals.position(signal) else {
-                return Err(ConfigError::new(
-                    "sparkplug_metrics",
-                    format!("metric {metric:?} feeds {signal:?}, which is not a declared signal"),
-                ));
-            };
-            by_name.insert(metric.clone(), i);
-        }
-        Ok(Some(Mapping {
+        let s = crate::intake::sparkplug::Settings {
+            group_id: &self.sparkplug_group_id,
+            share_group: &self.mqtt_share_group,
+            json_topic: &self.mqtt_topic,
+            host_id: &self.sparkplug_host_id,
+            max_metrics_per_message: self.sparkplug_max_metrics_per_message,
+            births_cached: self.sparkplug_births_cached,
+            births_cache_bytes: self.sparkplug_births_cache_bytes,
+            rebirths_per_second: self.sparkplug_rebirths_per_second,
+            rebirth_interval: self.sparkplug_rebirth_interval,
+            metrics: &self.sparkplug_metrics,
             turbine: self.sparkplug_turbine,
-            time: self.sparkplug_timestamp,
-            signals: by_name,
-            max_metrics: self.sparkplug_max_metrics_per_message,
-        }))
+            timestamp: self.sparkplug_timestamp,
+        };
+        Mapping::from_settings(&s, signals)
+            .map_err(|(setting, problem)| ConfigError::new(setting, problem))
     }
 }
 
@@ -1081,39 +969,6 @@ fn positive(setting: &str, v: usize) -> Result<(), ConfigError> {
     } else {
         Ok(())
     }
-}
-
-/// Takes `sslmode` and `sslrootcert` out of a libpq URL's query: (the rest, sslmode, sslrootcert).
-/// A key=value connection string is passed through whole.
-fn split_tls_params(url: &str) -> Result<(String, Option<String>, Option<String>), String> {
-    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-        return Ok((url.to_string(), None, None));
-    }
-    let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_string(), None, None));
-    };
-    // libpq decodes a URI's parameters by percent-decoding alone ('+' stays '+'), keys too.
-    let decode = |text: &str| {
-        percent_encoding::percent_decode_str(text)
-            .decode_utf8()
-            .map(|t| t.into_owned())
-            .map_err(|_| "a parameter is not UTF-8 once percent-decoded".to_string())
-    };
-    let (mut mode, mut root, mut rest) = (None, None, Vec::new());
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        match decode(key)?.as_str() {
-            "sslmode" => mode = Some(decode(value)?),
-            "sslrootcert" => root = Some(decode(value)?),
-            _ => rest.push(pair),
-        }
-    }
-    let url = if rest.is_empty() {
-        base.to_string()
-    } else {
-        format!("{base}?{}", rest.join("&"))
-    };
-    Ok((url, mode, root))
 }
 
 fn parse_mqtt_url(s: &str) -> Result<BrokerAddr, ConfigError> {
@@ -1151,27 +1006,6 @@ fn parse_mqtt_url(s: &str) -> Result<BrokerAddr, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tls_parameters_are_percent_decoded_as_libpq_does() {
-        let (url, mode, root) = split_tls_params(
-            "postgresql://u@h/db?ssl%6Dode=verify-full&sslrootcert=%2Fetc%2Fmy%20ca+1.pem&application_name=a%20b",
-        )
-        .unwrap();
-        assert_eq!(mode.as_deref(), Some("verify-full"));
-        assert_eq!(
-            root.as_deref(),
-            Some("/etc/my ca+1.pem"),
-            "'+' is not a space"
-        );
-        assert_eq!(
-            url, "postgresql://u@h/db?application_name=a%20b",
-            "the rest as given"
-        );
-        assert!(split_tls_params("postgresql://h/db?sslrootcert=%FF").is_err());
-        let (url, mode, root) = split_tls_params("host=h dbname=x").unwrap();
-        assert_eq!((url.as_str(), mode, root), ("host=h dbname=x", None, None));
-    }
 
     #[test]
     fn defaults_are_valid() {

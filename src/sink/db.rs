@@ -101,6 +101,113 @@ async fn watch<F: std::future::Future<Output = Result<(), tokio_postgres::Error>
     }
 }
 
+/// The setting to blame and what is wrong with it.
+pub type SettingError = (&'static str, String);
+
+fn bad(setting: &'static str, problem: impl Into<String>) -> SettingError {
+    (setting, problem.into())
+}
+
+impl Database {
+    /// The database the settings name: `database_url` (libpq's `sslmode` and `sslrootcert` taken
+    /// out of it and read here, as tokio-postgres does not know them in full),
+    /// `database_sslmode`, `database_ca_file` and `database_password`, checked against each
+    /// other.
+    pub fn from_settings(
+        url: &str,
+        sslmode: &str,
+        ca_file: &str,
+        password: &str,
+    ) -> Result<Database, SettingError> {
+        // libpq's sslmode and sslrootcert, which tokio-postgres does not know in full, are taken
+        // out of the URL and read here.
+        let (url, url_sslmode, url_rootcert) =
+            split_tls_params(url).map_err(|p| bad("database_url", p))?;
+        let sslmode_text = match (url_sslmode.as_deref(), sslmode) {
+            (Some(u), "disable") => u.to_string(),
+            (Some(u), s) if u != s => {
+                return Err(bad(
+                    "database_sslmode",
+                    format!("{s} here, but the URL says sslmode={u}"),
+                ))
+            }
+            (_, s) => s.to_string(),
+        };
+        let sslmode = SslMode::parse(&sslmode_text).ok_or_else(|| {
+            bad(
+                "database_sslmode",
+                format!("{sslmode_text:?}: expected disable, require, verify-ca or verify-full"),
+            )
+        })?;
+        let ca_file = match (url_rootcert, ca_file) {
+            (Some(u), "") => Some(u),
+            (_, "") => None,
+            (_, f) => Some(f.to_string()),
+        };
+        if ca_file.is_some() && !matches!(sslmode, SslMode::VerifyCa | SslMode::VerifyFull) {
+            return Err(bad(
+                "database_ca_file",
+                "is only used with database_sslmode verify-ca or verify-full",
+            ));
+        }
+        let db_tls = tls_config(sslmode, ca_file.as_deref().map(std::path::Path::new))
+            .map_err(|e| bad(e.setting, e.problem))?;
+        let mut db: tokio_postgres::Config = url
+            .parse()
+            // The parser's message never quotes the URL (it may hold a password).
+            .map_err(|e| bad("database_url", format!("not a libpq URL: {e}")))?;
+        if db.get_dbname().is_none() {
+            return Err(bad(
+                "database_url",
+                "names no database (add /DBNAME to the URL)",
+            ));
+        }
+        if !password.is_empty() {
+            if db.get_password().is_some() {
+                return Err(bad(
+                    "database_password",
+                    "database_url holds a password too; give it in one place",
+                ));
+            }
+            db.password(password);
+        }
+        Ok(Database::new(db, db_tls))
+    }
+}
+
+/// Takes `sslmode` and `sslrootcert` out of a libpq URL's query: (the rest, sslmode, sslrootcert).
+/// A key=value connection string is passed through whole.
+pub fn split_tls_params(url: &str) -> Result<(String, Option<String>, Option<String>), String> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Ok((url.to_string(), None, None));
+    }
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_string(), None, None));
+    };
+    // libpq decodes a URI's parameters by percent-decoding alone ('+' stays '+'), keys too.
+    let decode = |text: &str| {
+        percent_encoding::percent_decode_str(text)
+            .decode_utf8()
+            .map(|t| t.into_owned())
+            .map_err(|_| "a parameter is not UTF-8 once percent-decoded".to_string())
+    };
+    let (mut mode, mut root, mut rest) = (None, None, Vec::new());
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match decode(key)?.as_str() {
+            "sslmode" => mode = Some(decode(value)?),
+            "sslrootcert" => root = Some(decode(value)?),
+            _ => rest.push(pair),
+        }
+    }
+    let url = if rest.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    Ok((url, mode, root))
+}
+
 /// The rustls client configuration for `mode` (None for `disable`). The trusted roots are read
 /// once, and only for the modes that verify (`require` needs none, so it works on a host without
 /// a CA bundle).
@@ -232,5 +339,31 @@ impl ServerCertVerifier for AnyCertificate {
     }
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_parameters_are_percent_decoded_as_libpq_does() {
+        let (url, mode, root) = split_tls_params(
+            "postgresql://u@h/db?ssl%6Dode=verify-full&sslrootcert=%2Fetc%2Fmy%20ca+1.pem&application_name=a%20b",
+        )
+        .unwrap();
+        assert_eq!(mode.as_deref(), Some("verify-full"));
+        assert_eq!(
+            root.as_deref(),
+            Some("/etc/my ca+1.pem"),
+            "'+' is not a space"
+        );
+        assert_eq!(
+            url, "postgresql://u@h/db?application_name=a%20b",
+            "the rest as given"
+        );
+        assert!(split_tls_params("postgresql://h/db?sslrootcert=%FF").is_err());
+        let (url, mode, root) = split_tls_params("host=h dbname=x").unwrap();
+        assert_eq!((url.as_str(), mode, root), ("host=h dbname=x", None, None));
     }
 }

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 
+const DAY: Duration = Duration::from_secs(86_400);
+
 /// The origin partitions are aligned on (a Monday, midnight UTC).
 pub fn origin() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2000, 1, 3, 0, 0, 0)
@@ -69,6 +71,40 @@ impl Policy {
         self.retention
             .map(|r| now - chrono::Duration::from_std(r).unwrap_or(chrono::Duration::MAX))
     }
+}
+
+/// Checks the partition settings against each other: the setting to blame and what is wrong.
+pub fn check_settings(
+    size: Duration,
+    backfill: Duration,
+    retention: Duration,
+    manage: bool,
+) -> Result<(), (&'static str, String)> {
+    if size < Duration::from_secs(3600) || size > 366 * DAY || size.subsec_nanos() != 0 {
+        return Err((
+            "readings_partition_size",
+            "must be whole seconds from 1h to 366days (1day is a good size)".to_string(),
+        ));
+    }
+    if backfill < size {
+        return Err((
+            "readings_partition_backfill",
+            "must be at least readings_partition_size".to_string(),
+        ));
+    }
+    if !retention.is_zero() && retention < size {
+        return Err((
+            "readings_retention",
+            "must be 0 (keep everything) or at least readings_partition_size".to_string(),
+        ));
+    }
+    if !manage && !retention.is_zero() {
+        return Err((
+            "readings_retention",
+            "needs readings_manage_partitions = true (where the engine manages partitions, use its own retention: docs/scaling.md)".to_string(),
+        ));
+    }
+    Ok(())
 }
 
 /// Start of the bucket `size` wide (aligned on [`origin`]) that holds `ts`; `date_bin` in SQL.
