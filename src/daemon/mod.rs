@@ -7,7 +7,9 @@ mod seams;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rumqttc::v5::AsyncClient;
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tokio::time::{timeout_at, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -91,9 +93,44 @@ async fn run_as(
     if !migrate_when_reachable(&cfg, &shutdown).await? {
         return Ok(());
     }
-
     let s = &cfg.settings;
-    // Each stage is made from its own group of settings.
+    let mut running = start(&cfg, &shutdown, &probe, leaving);
+    tracing::info!(
+        broker = %format!("{}:{}", cfg.broker.host, cfg.broker.port),
+        client_id = %s.mqtt_client_id,
+        subscription = %s.subscription(),
+        "galewatch running"
+    );
+    let writer_done = watch(&mut running, &shutdown).await?;
+    stop(running, s.shutdown_grace, writer_done).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// The stages while they run, and what their shutdown needs.
+struct Running {
+    subscriber: JoinHandle<Result<(), Error>>,
+    batcher: JoinHandle<()>,
+    writer: JoinHandle<()>,
+    client: AsyncClient,
+    /// Sparkplug B's STATE saying the host is offline, published just before DISCONNECT.
+    offline: Option<(String, Vec<u8>)>,
+    /// The shutdown grace ran out: the writers stop with what they hold unacknowledged.
+    hard_stop: CancellationToken,
+    /// Tasks with no work to finish: cancelled and awaited at the end.
+    background: CancellationToken,
+    tracker: TaskTracker,
+}
+
+/// Wires the stages, each made from its own group of settings, and starts them: the subscriber
+/// (with its formats), the batcher, the writers (which hand custody back to the ledger), the
+/// gauges and the upkeep.
+fn start(
+    cfg: &Config,
+    shutdown: &CancellationToken,
+    probe: &Probe,
+    leaving: Option<Arc<leave::Leaving>>,
+) -> Running {
     let intake = cfg.intake();
     let write = cfg.write();
     // Custody of every message from PUBLISH to PUBACK (see `ledger.rs`).
@@ -106,7 +143,6 @@ async fn run_as(
     // One batch waits while the writers land the ones before it.
     let (batch_tx, batch_rx) = mpsc::channel(1);
     let hard_stop = CancellationToken::new();
-    // Tasks with no work to finish: cancelled and awaited at the end.
     let background = CancellationToken::new();
     let tracker = TaskTracker::new();
     let mqtt = cfg.mqtt();
@@ -122,9 +158,7 @@ async fn run_as(
         subscriber = subscriber.leaving(leaving);
     }
     let offline = subscriber.offline_state();
-
-    let mut subscriber: tokio::task::JoinHandle<Result<(), Error>> =
-        tokio::spawn(subscriber.run(shutdown.clone()));
+    let subscriber = tokio::spawn(subscriber.run(shutdown.clone()));
     let batcher = tokio::spawn(batch::run(
         msg_rx,
         batch_tx,
@@ -140,7 +174,7 @@ async fn run_as(
         ledger: ledger.clone(),
         client: client.clone(),
     };
-    let mut writer = tokio::spawn(write::run_all(
+    let writer = tokio::spawn(write::run_all(
         write,
         batch_rx,
         acks,
@@ -160,72 +194,80 @@ async fn run_as(
         }
     }));
     tracker.close();
-    tracing::info!(
-        broker = %format!("{}:{}", cfg.broker.host, cfg.broker.port),
-        client_id = %s.mqtt_client_id,
-        subscription = %s.subscription(),
-        "galewatch running"
-    );
+    Running {
+        subscriber,
+        batcher,
+        writer,
+        client,
+        offline,
+        hard_stop,
+        background,
+        tracker,
+    }
+}
 
-    // A stage that ends before shutdown was asked for is a bug: stop loudly rather than sit
-    // there taking no messages. (On shutdown the stages end by themselves, maybe before this
-    // select sees the flag, so a finished task is judged by the flag.)
+/// Waits for shutdown. A stage that ends before shutdown was asked for is a bug: stop loudly
+/// rather than sit there taking no messages. (On shutdown the stages end by themselves, maybe
+/// before this select sees the flag, so a finished task is judged by the flag.) Returns whether
+/// the writers have ended.
+async fn watch(r: &mut Running, shutdown: &CancellationToken) -> Result<bool, Error> {
     let mut writer_done = false;
-    let asked = shutdown.clone();
     tokio::select! {
         biased;
-        _ = asked.cancelled() => {}
+        _ = shutdown.cancelled() => {}
         // The subscriber before the writer: when the subscriber stops with an error (a TLS
         // refusal), the writer runs dry and stops too, and the cause is the subscriber's.
-        r = &mut subscriber => {
-            if let Ok(Err(e)) = r {
+        ended = &mut r.subscriber => {
+            if let Ok(Err(e)) = ended {
                 return Err(e);
             }
             if !shutdown.is_cancelled() {
-                return Err(Error::other("the subscriber task", format!("stopped unexpectedly: {r:?}")));
+                return Err(Error::other("the subscriber task", format!("stopped unexpectedly: {ended:?}")));
             }
             // It only ends on shutdown when it was never connected: nothing to ack, nothing
             // more to wait for from it.
-            subscriber = tokio::spawn(async { Ok(()) });
+            r.subscriber = tokio::spawn(async { Ok(()) });
         }
-        r = &mut writer => {
+        ended = &mut r.writer => {
             writer_done = true;
             if !shutdown.is_cancelled() {
-                return Err(Error::other("the writer task", format!("stopped unexpectedly: {r:?}")));
+                return Err(Error::other("the writer task", format!("stopped unexpectedly: {ended:?}")));
             }
         }
     }
-    let deadline = Instant::now() + s.shutdown_grace;
-    tracing::info!(grace = ?s.shutdown_grace, "shutting down: committing and acknowledging what is in hand");
-    // The subscriber stops handing messages on; the batcher flushes its last batch; the writer
-    // commits and acks everything, then ends.
-    let _ = timeout_at(deadline, batcher).await;
-    if !writer_done && timeout_at(deadline, &mut writer).await.is_err() {
-        hard_stop.cancel();
-        let _ = writer.await;
+    Ok(writer_done)
+}
+
+/// The shutdown, in order, within `grace`: the subscriber stops handing messages on; the batcher
+/// flushes its last batch; the writers commit and ack everything, then end (or are stopped
+/// when the grace runs out); the DISCONNECT queues behind the last acks.
+async fn stop(mut r: Running, grace: Duration, writer_done: bool) {
+    let deadline = Instant::now() + grace;
+    tracing::info!(grace = ?grace, "shutting down: committing and acknowledging what is in hand");
+    let _ = timeout_at(deadline, r.batcher).await;
+    if !writer_done && timeout_at(deadline, &mut r.writer).await.is_err() {
+        r.hard_stop.cancel();
+        let _ = r.writer.await;
     }
-    // The DISCONNECT queues behind the last acks, so the subscriber sends them before it; a
-    // Sparkplug B host says it is offline just before (a clean DISCONNECT sends no will).
-    if let Some((topic, payload)) = offline {
+    // A Sparkplug B host says it is offline just before (a clean DISCONNECT sends no will).
+    if let Some((topic, payload)) = r.offline {
         let qos = rumqttc::v5::mqttbytes::QoS::AtLeastOnce;
-        if let Err(e) = client.try_publish(topic, qos, true, payload) {
+        if let Err(e) = r.client.try_publish(topic, qos, true, payload) {
             tracing::warn!(error = %e, "could not queue the Sparkplug B STATE (offline)");
         }
     }
-    let _ = client.try_disconnect();
+    let _ = r.client.try_disconnect();
     if timeout_at(
         deadline.max(Instant::now()) + Duration::from_secs(2),
-        &mut subscriber,
+        &mut r.subscriber,
     )
     .await
     .is_err()
     {
-        subscriber.abort();
+        r.subscriber.abort();
     }
-    background.cancel();
-    tracker.wait().await;
-    tracing::info!("stopped");
-    Ok(())
+    r.background.cancel();
+    r.tracker.wait().await;
 }
 
 /// Applies migrations, waiting (with backoff) while the database is unreachable. Returns false

@@ -214,69 +214,9 @@ impl Subscriber {
             }
             let draining = self.out.is_none();
             match event {
-                Ok(Event::Incoming(Packet::ConnAck(ack))) => {
-                    self.backoff.reset();
-                    self.ever_connected = true;
-                    metrics::gauge!(telemetry::BROKER_CONNECTED).set(1.0);
-                    tracing::info!(
-                        session_present = ack.session_present,
-                        "connected to the broker"
-                    );
-                    for f in self.formats.iter_mut() {
-                        f.connected(ack.session_present);
-                    }
-                    if let Some(leaving) = &self.leaving {
-                        if !ack.session_present {
-                            // Nothing waits for this member (or the session was lost meanwhile).
-                            leaving.no_session();
-                        } else {
-                            self.unsub_pending = self.filters.len();
-                            for f in &self.filters {
-                                if let Err(e) = self.client.try_unsubscribe(f.clone()) {
-                                    tracing::error!(error = %e, "could not queue the unsubscribe");
-                                }
-                            }
-                        }
-                    } else if let Err(e) = self
-                        .client
-                        .try_subscribe_many(self.filters.iter().map(|f| subscription(f)))
-                    {
-                        // On every connection, even when the broker kept the session: the
-                        // filter may have changed since the session was made, and someone may
-                        // have unsubscribed the session meanwhile (a `galewatch leave` run by
-                        // mistake while this member runs). Subscribing again is idempotent.
-                        tracing::error!(error = %e, "could not queue the subscription");
-                    }
-                }
-                Ok(Event::Incoming(Packet::SubAck(ack))) => {
-                    let refused: Vec<_> = ack
-                        .return_codes
-                        .iter()
-                        .filter(|c| {
-                            !matches!(
-                                c,
-                                rumqttc::v5::mqttbytes::v5::SubscribeReasonCode::Success(_)
-                            )
-                        })
-                        .collect();
-                    if refused.is_empty() {
-                        for f in self.formats.iter() {
-                            f.subscribed(&self.client);
-                        }
-                        self.set_ready(true);
-                        tracing::info!(topics = ?self.filters, "subscribed; ready");
-                    } else {
-                        tracing::error!(topics = ?self.filters, codes = ?refused, "the broker refused the subscription: nothing will arrive");
-                    }
-                }
-                Ok(Event::Incoming(Packet::UnsubAck(_))) => {
-                    self.unsub_pending = self.unsub_pending.saturating_sub(1);
-                    if let Some(leaving) = self.leaving.as_ref().filter(|_| self.unsub_pending == 0)
-                    {
-                        tracing::info!(topics = ?self.filters, "unsubscribed: landing what the session still holds");
-                        leaving.unsubscribed();
-                    }
-                }
+                Ok(Event::Incoming(Packet::ConnAck(ack))) => self.on_connack(ack.session_present),
+                Ok(Event::Incoming(Packet::SubAck(ack))) => self.on_suback(&ack),
+                Ok(Event::Incoming(Packet::UnsubAck(_))) => self.on_unsuback(),
                 Ok(Event::Incoming(Packet::Publish(p))) => {
                     if let Some(leaving) = &self.leaving {
                         leaving.touch();
@@ -285,20 +225,7 @@ impl Subscriber {
                         self.stop_intake();
                     }
                 }
-                Ok(Event::Incoming(Packet::Disconnect(d))) => {
-                    tracing::warn!(reason = ?d.reason_code, "the broker closed the connection");
-                    if self.leaving.is_some()
-                        && d.reason_code
-                            == rumqttc::v5::mqttbytes::v5::DisconnectReasonCode::SessionTakenOver
-                    {
-                        // The member (or another leave) runs with this client id: the two
-                        // would take the session from each other for ever.
-                        return Err(Error::other(
-                            "leaving the share group",
-                            "another client connected with this client id and took the session: stop the member first, then run galewatch leave again",
-                        ));
-                    }
-                }
+                Ok(Event::Incoming(Packet::Disconnect(d))) => self.on_disconnect(&d)?,
                 Ok(Event::Outgoing(Outgoing::Disconnect)) if draining => {
                     disconnect_sent = Some(tokio::time::Instant::now() + Duration::from_secs(2));
                 }
@@ -307,31 +234,7 @@ impl Subscriber {
                     if draining {
                         return Ok(());
                     }
-                    if self.leaving.is_some() && self.ever_connected {
-                        // Most likely the member itself, still running, took its session back
-                        // (Mosquitto closes the older connection without a word). Retrying would
-                        // take it from the member again, for ever.
-                        return Err(Error::other(
-                            "leaving the share group",
-                            format!("the connection was lost ({e}); another client with this client id (the member, still running?) may have taken the session: stop the member first, then run galewatch leave again (the session is kept)"),
-                        ));
-                    }
-                    if !self.ever_connected && is_tls_failure(&e) {
-                        return Err(Error::other(
-                            "connecting to the broker over TLS (check mqtt_ca_file, the broker's host name, and mqtt_client_cert_file/mqtt_client_key_file)",
-                            e,
-                        ));
-                    }
-                    let eventloop = &mut self.eventloop;
-                    // Under the epoch lock: drop any ack queued for the lost connection, so none
-                    // reaches the next one (rumqttc cleared the channel once already; an ack may
-                    // have slipped in since).
-                    self.ledger.reconnect(|| eventloop.clean());
-                    metrics::gauge!(telemetry::BROKER_CONNECTED).set(0.0);
-                    self.set_ready(false);
-                    metrics::counter!(telemetry::BROKER_RECONNECTS).increment(1);
-                    let wait = self.backoff.next_delay();
-                    tracing::warn!(error = %e, retry_in = ?wait, "broker connection lost");
+                    let wait = self.on_lost(e)?;
                     tokio::select! {
                         _ = tokio::time::sleep(wait) => {}
                         _ = shutdown.cancelled() => return Ok(()),
@@ -339,6 +242,119 @@ impl Subscriber {
                 }
             }
         }
+    }
+
+    /// A connection was made: tell the formats, then subscribe (or, leaving, unsubscribe).
+    fn on_connack(&mut self, session_present: bool) {
+        self.backoff.reset();
+        self.ever_connected = true;
+        metrics::gauge!(telemetry::BROKER_CONNECTED).set(1.0);
+        tracing::info!(session_present = session_present, "connected to the broker");
+        for f in self.formats.iter_mut() {
+            f.connected(session_present);
+        }
+        if let Some(leaving) = &self.leaving {
+            if !session_present {
+                // Nothing waits for this member (or the session was lost meanwhile).
+                leaving.no_session();
+            } else {
+                self.unsub_pending = self.filters.len();
+                for f in &self.filters {
+                    if let Err(e) = self.client.try_unsubscribe(f.clone()) {
+                        tracing::error!(error = %e, "could not queue the unsubscribe");
+                    }
+                }
+            }
+        } else if let Err(e) = self
+            .client
+            .try_subscribe_many(self.filters.iter().map(|f| subscription(f)))
+        {
+            // On every connection, even when the broker kept the session: the
+            // filter may have changed since the session was made, and someone may
+            // have unsubscribed the session meanwhile (a `galewatch leave` run by
+            // mistake while this member runs). Subscribing again is idempotent.
+            tracing::error!(error = %e, "could not queue the subscription");
+        }
+    }
+
+    /// The subscription holds (or the broker refused it).
+    fn on_suback(&mut self, ack: &rumqttc::v5::mqttbytes::v5::SubAck) {
+        let refused: Vec<_> = ack
+            .return_codes
+            .iter()
+            .filter(|c| {
+                !matches!(
+                    c,
+                    rumqttc::v5::mqttbytes::v5::SubscribeReasonCode::Success(_)
+                )
+            })
+            .collect();
+        if refused.is_empty() {
+            for f in self.formats.iter() {
+                f.subscribed(&self.client);
+            }
+            self.set_ready(true);
+            tracing::info!(topics = ?self.filters, "subscribed; ready");
+        } else {
+            tracing::error!(topics = ?self.filters, codes = ?refused, "the broker refused the subscription: nothing will arrive");
+        }
+    }
+
+    /// Leaving: once every filter is unsubscribed, land what the session still holds.
+    fn on_unsuback(&mut self) {
+        self.unsub_pending = self.unsub_pending.saturating_sub(1);
+        if let Some(leaving) = self.leaving.as_ref().filter(|_| self.unsub_pending == 0) {
+            tracing::info!(topics = ?self.filters, "unsubscribed: landing what the session still holds");
+            leaving.unsubscribed();
+        }
+    }
+
+    /// The broker closed the connection; leaving, a session taken over ends the run.
+    fn on_disconnect(&mut self, d: &rumqttc::v5::mqttbytes::v5::Disconnect) -> Result<(), Error> {
+        tracing::warn!(reason = ?d.reason_code, "the broker closed the connection");
+        if self.leaving.is_some()
+            && d.reason_code == rumqttc::v5::mqttbytes::v5::DisconnectReasonCode::SessionTakenOver
+        {
+            // The member (or another leave) runs with this client id: the two
+            // would take the session from each other for ever.
+            return Err(Error::other(
+                "leaving the share group",
+                "another client connected with this client id and took the session: stop the member first, then run galewatch leave again",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The connection was lost: an error that ends the run (leaving while the member runs, TLS
+    /// refused before any connection), or the ledger moved to the next connection, logged, and
+    /// the wait before the next attempt.
+    fn on_lost(&mut self, e: rumqttc::v5::ConnectionError) -> Result<Duration, Error> {
+        if self.leaving.is_some() && self.ever_connected {
+            // Most likely the member itself, still running, took its session back
+            // (Mosquitto closes the older connection without a word). Retrying would
+            // take it from the member again, for ever.
+            return Err(Error::other(
+                "leaving the share group",
+                format!("the connection was lost ({e}); another client with this client id (the member, still running?) may have taken the session: stop the member first, then run galewatch leave again (the session is kept)"),
+            ));
+        }
+        if !self.ever_connected && is_tls_failure(&e) {
+            return Err(Error::other(
+                "connecting to the broker over TLS (check mqtt_ca_file, the broker's host name, and mqtt_client_cert_file/mqtt_client_key_file)",
+                e,
+            ));
+        }
+        let eventloop = &mut self.eventloop;
+        // Under the epoch lock: drop any ack queued for the lost connection, so none
+        // reaches the next one (rumqttc cleared the channel once already; an ack may
+        // have slipped in since).
+        self.ledger.reconnect(|| eventloop.clean());
+        metrics::gauge!(telemetry::BROKER_CONNECTED).set(0.0);
+        self.set_ready(false);
+        metrics::counter!(telemetry::BROKER_RECONNECTS).increment(1);
+        let wait = self.backoff.next_delay();
+        tracing::warn!(error = %e, retry_in = ?wait, "broker connection lost");
+        Ok(wait)
     }
 
     /// Hands nothing more on (shutdown began, or the batcher is gone) and says so, once.
