@@ -162,141 +162,216 @@ pub async fn sync_signals(
     signals: &Signals,
     fresh: bool,
 ) -> Result<Vec<String>, Error> {
-    let err = |e| Error::db("making the schema follow the declared signals", e);
-    let tx = client.transaction().await.map_err(err)?;
-    let known: Vec<(String, String, bool, bool)> = tx
-        .query(
-            "SELECT name, kind, required, retired_at IS NOT NULL FROM galewatch_signal",
-            &[],
-        )
-        .await
-        .map_err(err)?
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
-        .collect();
-    // (table, column) → (data_type, nullable)
-    let columns: HashMap<(String, String), (String, bool)> = tx
-        .query(
-            "SELECT table_name::text, column_name::text, data_type::text, is_nullable = 'YES'
+    let tx = client.transaction().await.map_err(sync_err)?;
+    let found = Found::read(&tx).await?;
+    // Refusals first, so nothing changes when one applies.
+    found.refuse_type_changes(signals)?;
+    found.refuse_undeclared_required(signals, fresh)?;
+    let mut changes = Vec::new();
+    found.add_and_relax(&tx, signals, &mut changes).await?;
+    found.retire_undeclared(&tx, signals, &mut changes).await?;
+    record_signals(&tx, signals).await?;
+    tx.commit().await.map_err(sync_err)?;
+    Ok(changes)
+}
+
+/// The error of a database step of [`sync_signals`].
+fn sync_err(e: tokio_postgres::Error) -> Error {
+    Error::db("making the schema follow the declared signals", e)
+}
+
+/// Where [`sync_signals`] refers readers when it refuses.
+const GUIDE: &str = "see docs/signals.md";
+
+/// What [`sync_signals`] finds in the database before changing anything.
+struct Found {
+    /// The recorded signals: (name, kind, required, retired).
+    known: Vec<(String, String, bool, bool)>,
+    /// (table, column) → (data_type, nullable)
+    columns: HashMap<(String, String), (String, bool)>,
+    /// Whether the writers' shared `galewatch_staging` exists (`citus.rs`).
+    staging: bool,
+}
+
+impl Found {
+    /// Reads the recorded signals, then the columns of the tables signals live in.
+    async fn read(tx: &tokio_postgres::Transaction<'_>) -> Result<Found, Error> {
+        let known: Vec<(String, String, bool, bool)> = tx
+            .query(
+                "SELECT name, kind, required, retired_at IS NOT NULL FROM galewatch_signal",
+                &[],
+            )
+            .await
+            .map_err(sync_err)?
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+            .collect();
+        // (table, column) → (data_type, nullable)
+        let columns: HashMap<(String, String), (String, bool)> = tx
+            .query(
+                "SELECT table_name::text, column_name::text, data_type::text, is_nullable = 'YES'
                FROM information_schema.columns
               WHERE table_schema = current_schema()
                 AND table_name IN ('readings', 'quarantine', 'galewatch_staging', 'interval_stats')",
-            &[],
-        )
-        .await
-        .map_err(err)?
-        .iter()
-        .map(|r| ((r.get(0), r.get(1)), (r.get(2), r.get(3))))
-        .collect();
-    let staging = columns.keys().any(|(t, _)| t == "galewatch_staging");
+                &[],
+            )
+            .await
+            .map_err(sync_err)?
+            .iter()
+            .map(|r| ((r.get(0), r.get(1)), (r.get(2), r.get(3))))
+            .collect();
+        let staging = columns.keys().any(|(t, _)| t == "galewatch_staging");
+        Ok(Found {
+            known,
+            columns,
+            staging,
+        })
+    }
 
-    // Refusals first, so nothing changes when one applies.
-    let guide = "see docs/signals.md";
-    for s in signals {
-        if let Some((_, kind, ..)) = known.iter().find(|k| k.0 == s.name) {
-            if kind != s.kind.as_str() {
-                return Err(Error::refused(
-                    "checking the declared signals",
-                    format!(
-                        "signal {} is declared {} but was {kind}: a type change cannot be made safely in place (stored values would have to be converted); declare a new signal instead ({guide})",
-                        s.name,
-                        s.kind.as_str()
-                    ),
-                ));
-            }
-        }
-        for Home {
-            table,
-            column,
-            data_type,
-            ..
-        } in homes(s, staging)
-        {
-            if let Some((ty, _)) = columns.get(&(table.to_string(), column.clone())) {
-                if ty != data_type {
+    /// Refuses a declared type other than the one recorded or than one of its columns'.
+    fn refuse_type_changes(&self, signals: &Signals) -> Result<(), Error> {
+        let guide = GUIDE;
+        for s in signals {
+            if let Some((_, kind, ..)) = self.known.iter().find(|k| k.0 == s.name) {
+                if kind != s.kind.as_str() {
                     return Err(Error::refused(
                         "checking the declared signals",
                         format!(
-                            "signal {} is declared {} ({data_type}) but {table}.{column} is {ty}: a type change cannot be made safely in place; declare a new signal instead ({guide})",
+                            "signal {} is declared {} but was {kind}: a type change cannot be made safely in place (stored values would have to be converted); declare a new signal instead ({guide})",
                             s.name,
-                            s.kind.as_str(),
+                            s.kind.as_str()
                         ),
                     ));
                 }
             }
-        }
-    }
-    for (name, _, required, retired) in &known {
-        if *required && !*retired && !fresh && signals.position(name).is_none() {
-            return Err(Error::refused(
-                "checking the declared signals",
-                format!(
-                    "signal {name} is required and no longer declared: readings would lose it silently. To retire it, declare it with required = false, migrate, then remove it and migrate again; to rename it, follow {guide}"
-                ),
-            ));
-        }
-    }
-
-    let mut changes = Vec::new();
-    for s in signals {
-        for home in homes(s, staging) {
-            let Home {
+            for Home {
                 table,
                 column,
                 data_type,
-                extra,
-                follows_required,
-            } = home;
-            match columns.get(&(table.to_string(), column.clone())) {
-                None => {
-                    tx.batch_execute(&format!(
-                        "ALTER TABLE {table} ADD COLUMN \"{column}\" {data_type}{extra}"
-                    ))
-                    .await
-                    .map_err(err)?;
-                    if table == "readings" {
-                        changes.push(format!("added signal {} ({})", s.name, s.kind.as_str()));
+                ..
+            } in homes(s, self.staging)
+            {
+                if let Some((ty, _)) = self.columns.get(&(table.to_string(), column.clone())) {
+                    if ty != data_type {
+                        return Err(Error::refused(
+                            "checking the declared signals",
+                            format!(
+                                "signal {} is declared {} ({data_type}) but {table}.{column} is {ty}: a type change cannot be made safely in place; declare a new signal instead ({guide})",
+                                s.name,
+                                s.kind.as_str(),
+                            ),
+                        ));
                     }
                 }
-                Some((_, false))
-                    if (follows_required && !s.required) || column.starts_with("existing_") =>
-                {
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses a required signal no longer declared, unless the schema was made just now.
+    fn refuse_undeclared_required(&self, signals: &Signals, fresh: bool) -> Result<(), Error> {
+        let guide = GUIDE;
+        for (name, _, required, retired) in &self.known {
+            if *required && !*retired && !fresh && signals.position(name).is_none() {
+                return Err(Error::refused(
+                    "checking the declared signals",
+                    format!(
+                        "signal {name} is required and no longer declared: readings would lose it silently. To retire it, declare it with required = false, migrate, then remove it and migrate again; to rename it, follow {guide}"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds each declared signal's missing columns, and drops a NOT NULL an optional one's
+    /// column (or a stored reading's) still has; notes each change to `readings` in `changes`.
+    async fn add_and_relax(
+        &self,
+        tx: &tokio_postgres::Transaction<'_>,
+        signals: &Signals,
+        changes: &mut Vec<String>,
+    ) -> Result<(), Error> {
+        for s in signals {
+            for home in homes(s, self.staging) {
+                let Home {
+                    table,
+                    column,
+                    data_type,
+                    extra,
+                    follows_required,
+                } = home;
+                match self.columns.get(&(table.to_string(), column.clone())) {
+                    None => {
+                        tx.batch_execute(&format!(
+                            "ALTER TABLE {table} ADD COLUMN \"{column}\" {data_type}{extra}"
+                        ))
+                        .await
+                        .map_err(sync_err)?;
+                        if table == "readings" {
+                            changes.push(format!("added signal {} ({})", s.name, s.kind.as_str()));
+                        }
+                    }
+                    Some((_, false))
+                        if (follows_required && !s.required) || column.starts_with("existing_") =>
+                    {
+                        tx.batch_execute(&format!(
+                            "ALTER TABLE {table} ALTER COLUMN \"{column}\" DROP NOT NULL"
+                        ))
+                        .await
+                        .map_err(sync_err)?;
+                        if table == "readings" {
+                            changes.push(format!("{} may now be NULL (optional)", s.name));
+                        }
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Marks retired each recorded signal no longer declared, its columns made nullable and
+    /// kept; notes each in `changes`.
+    async fn retire_undeclared(
+        &self,
+        tx: &tokio_postgres::Transaction<'_>,
+        signals: &Signals,
+        changes: &mut Vec<String>,
+    ) -> Result<(), Error> {
+        for (name, _, _, retired) in &self.known {
+            if *retired || signals.position(name).is_some() {
+                continue;
+            }
+            for table in ["readings", "quarantine"] {
+                if let Some((_, false)) = self.columns.get(&(table.to_string(), name.clone())) {
                     tx.batch_execute(&format!(
-                        "ALTER TABLE {table} ALTER COLUMN \"{column}\" DROP NOT NULL"
+                        "ALTER TABLE {table} ALTER COLUMN \"{name}\" DROP NOT NULL"
                     ))
                     .await
-                    .map_err(err)?;
-                    if table == "readings" {
-                        changes.push(format!("{} may now be NULL (optional)", s.name));
-                    }
+                    .map_err(sync_err)?;
                 }
-                Some(_) => {}
             }
+            tx.execute(
+                "UPDATE galewatch_signal SET retired_at = now() WHERE name = $1",
+                &[name],
+            )
+            .await
+            .map_err(sync_err)?;
+            changes.push(format!(
+                "retired signal {name} (no longer declared; its column stays)"
+            ));
         }
+        Ok(())
     }
-    for (name, _, _, retired) in &known {
-        if *retired || signals.position(name).is_some() {
-            continue;
-        }
-        for table in ["readings", "quarantine"] {
-            if let Some((_, false)) = columns.get(&(table.to_string(), name.clone())) {
-                tx.batch_execute(&format!(
-                    "ALTER TABLE {table} ALTER COLUMN \"{name}\" DROP NOT NULL"
-                ))
-                .await
-                .map_err(err)?;
-            }
-        }
-        tx.execute(
-            "UPDATE galewatch_signal SET retired_at = now() WHERE name = $1",
-            &[name],
-        )
-        .await
-        .map_err(err)?;
-        changes.push(format!(
-            "retired signal {name} (no longer declared; its column stays)"
-        ));
-    }
+}
+
+/// Records each declared signal in `galewatch_signal` (kind, required, unit, position), a
+/// retired one that is declared again no longer retired.
+async fn record_signals(
+    tx: &tokio_postgres::Transaction<'_>,
+    signals: &Signals,
+) -> Result<(), Error> {
     for (position, s) in signals.iter().enumerate() {
         let position = i32::try_from(position).unwrap_or(i32::MAX);
         tx.execute(
@@ -306,8 +381,7 @@ pub async fn sync_signals(
             &[&s.name, &s.kind.as_str(), &s.required, &s.unit, &position],
         )
         .await
-        .map_err(err)?;
+        .map_err(sync_err)?;
     }
-    tx.commit().await.map_err(err)?;
-    Ok(changes)
+    Ok(())
 }

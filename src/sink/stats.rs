@@ -317,6 +317,52 @@ pub struct Sql {
     add_quarantined: String,
 }
 
+/// Recompute from `readings`: the SELECT list and the SET that replaces (not merges).
+struct Recompute {
+    agg: Vec<String>,
+    replace: Vec<String>,
+}
+
+impl Recompute {
+    /// The aggregates of each interval, and the SET replacing the stored ones with them.
+    fn new(numeric: &[Signal], w: i32) -> Recompute {
+        let mut agg = vec![
+            "turbine_id".to_string(),
+            w.to_string(),
+            format!("date_bin(make_interval(secs => {w}), recorded_at, {ORIGIN})"),
+            "count(*)".into(),
+        ];
+        let mut replace = vec!["readings = EXCLUDED.readings".to_string()];
+        for s in numeric {
+            let c = format!("{}::float8", s.column());
+            agg.extend([
+                format!("count({c})"),
+                mean_sql(&c),
+                m2_sql(&c),
+                format!("min({c})"),
+                format!("max({c})"),
+            ]);
+            for name in column_names(s) {
+                replace.push(format!("\"{name}\" = EXCLUDED.\"{name}\""));
+            }
+        }
+        Recompute { agg, replace }
+    }
+
+    /// Recomputes the intervals of `[$1, $2)` from `readings`, `filter` narrowing the readings.
+    fn sql(&self, target: &str, filter: &str) -> String {
+        format!(
+            "INSERT INTO {target}
+SELECT {} FROM readings
+ WHERE recorded_at >= $1 AND recorded_at < $2{filter}
+ GROUP BY turbine_id, 3
+ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}",
+            self.agg.join(", "),
+            self.replace.join(",\n    ")
+        )
+    }
+}
+
 /// Parameters per interval in the upsert, before the signals' five each.
 const FIXED: usize = 3;
 
@@ -327,16 +373,53 @@ impl Sql {
             .map(|i| signals.get(i).clone())
             .collect();
         let w = width.secs();
+        let target = Sql::target_sql(&numeric);
+        let on_conflict = Sql::on_conflict_sql(&numeric);
+        let upsert = Sql::upsert_sql(&numeric, w, &target, &on_conflict);
+        let recompute = Recompute::new(&numeric, w);
+        let add_quarantined = Sql::add_quarantined_sql(&numeric, w, &target, &on_conflict);
+        Sql {
+            width,
+            add_quarantined,
+            recompute_all: recompute.sql(&target, ""),
+            recompute_one: recompute.sql(&target, " AND turbine_id = $3"),
+            count_all: Sql::count_sql(w, ""),
+            count_one: Sql::count_sql(w, " AND turbine_id = $3"),
+            numeric,
+            upsert,
+            on_conflict,
+            target,
+        }
+    }
+
+    /// `interval_stats AS t (…)` with every column the upsert writes.
+    fn target_sql(numeric: &[Signal]) -> String {
         let mut cols = vec![
             "turbine_id".to_string(),
             "interval_seconds".into(),
             "interval_start".into(),
             "readings".into(),
         ];
-        for s in &numeric {
+        for s in numeric {
             cols.extend(column_names(s).iter().map(|c| format!("\"{c}\"")));
         }
-        let target = format!("interval_stats AS t ({})", cols.join(", "));
+        format!("interval_stats AS t ({})", cols.join(", "))
+    }
+
+    /// The upsert's `ON CONFLICT … DO UPDATE SET` merging partials into the stored interval.
+    fn on_conflict_sql(numeric: &[Signal]) -> String {
+        let mut set = vec!["readings = t.readings + EXCLUDED.readings".to_string()];
+        for s in numeric {
+            set.extend(merge_sql(s));
+        }
+        format!(
+            "ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}",
+            set.join(",\n    ")
+        )
+    }
+
+    /// The upsert of a batch of partials, one `unnest`ed array per column.
+    fn upsert_sql(numeric: &[Signal], w: i32, target: &str, on_conflict: &str) -> String {
         // unnest's arrays and the SELECT list.
         let mut arrays = vec![
             "$1::text[]".to_string(),
@@ -358,52 +441,16 @@ impl Sql {
             }
         }
         let aliases: Vec<String> = (1..=arrays.len()).map(|i| format!("c{i}")).collect();
-        let mut set = vec!["readings = t.readings + EXCLUDED.readings".to_string()];
-        for s in &numeric {
-            set.extend(merge_sql(s));
-        }
-        let on_conflict = format!(
-            "ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}",
-            set.join(",\n    ")
-        );
-        let upsert = format!(
+        format!(
             "INSERT INTO {target}\nSELECT {} FROM unnest({}) AS u({})\n{on_conflict}",
             select.join(", "),
             arrays.join(", "),
             aliases.join(", ")
-        );
-        // Recompute from `readings`: the SELECT list and the SET that replaces (not merges).
-        let mut agg = vec![
-            "turbine_id".to_string(),
-            w.to_string(),
-            format!("date_bin(make_interval(secs => {w}), recorded_at, {ORIGIN})"),
-            "count(*)".into(),
-        ];
-        let mut replace = vec!["readings = EXCLUDED.readings".to_string()];
-        for s in &numeric {
-            let c = format!("{}::float8", s.column());
-            agg.extend([
-                format!("count({c})"),
-                mean_sql(&c),
-                m2_sql(&c),
-                format!("min({c})"),
-                format!("max({c})"),
-            ]);
-            for name in column_names(s) {
-                replace.push(format!("\"{name}\" = EXCLUDED.\"{name}\""));
-            }
-        }
-        let recompute = |filter: &str| {
-            format!(
-                "INSERT INTO {target}
-SELECT {} FROM readings
- WHERE recorded_at >= $1 AND recorded_at < $2{filter}
- GROUP BY turbine_id, 3
-ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}",
-                agg.join(", "),
-                replace.join(",\n    ")
-            )
-        };
+        )
+    }
+
+    /// Merges one quarantined reading into its interval, as a partial of one reading.
+    fn add_quarantined_sql(numeric: &[Signal], w: i32, target: &str, on_conflict: &str) -> String {
         // One reading as a partial: n 1 (0 where NULL), mean = min = max = the value, m2 0.
         let mut one = vec![
             "turbine_id".to_string(),
@@ -411,7 +458,7 @@ ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}
             format!("date_bin(make_interval(secs => {w}), recorded_at, {ORIGIN})"),
             "1".into(),
         ];
-        for s in &numeric {
+        for s in numeric {
             let c = format!("{}::float8", s.column());
             one.extend([
                 format!("CASE WHEN {c} IS NULL THEN 0 ELSE 1 END"),
@@ -421,29 +468,19 @@ ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}
                 c,
             ]);
         }
-        let add_quarantined = format!(
+        format!(
             "INSERT INTO {target}\nSELECT {} FROM quarantine WHERE turbine_id = $1 AND id = $2\n{on_conflict}",
             one.join(", ")
-        );
-        let count = |filter: &str| {
-            format!(
-                "SELECT count(*) FROM (SELECT DISTINCT turbine_id,
+        )
+    }
+
+    /// Counts the intervals of `[$1, $2)` that hold readings, `filter` narrowing the readings.
+    fn count_sql(w: i32, filter: &str) -> String {
+        format!(
+            "SELECT count(*) FROM (SELECT DISTINCT turbine_id,
         date_bin(make_interval(secs => {w}), recorded_at, {ORIGIN})
    FROM readings WHERE recorded_at >= $1 AND recorded_at < $2{filter}) x"
-            )
-        };
-        Sql {
-            width,
-            add_quarantined,
-            recompute_all: recompute(""),
-            recompute_one: recompute(" AND turbine_id = $3"),
-            count_all: count(""),
-            count_one: count(" AND turbine_id = $3"),
-            numeric,
-            upsert,
-            on_conflict,
-            target,
-        }
+        )
     }
 
     /// Parameters per interval in the upsert.

@@ -384,136 +384,103 @@ pub fn decode(
     received_at: DateTime<Utc>,
     rules: &Rules,
 ) -> Vec<Decoded> {
-    let whole = |reason, detail: String| {
-        vec![Decoded::Rejected(Rejection {
-            reason,
-            detail,
-            element: None,
-        })]
-    };
+    match read_top(topic, payload, rules) {
+        Ok(top) => Ctx::for_message(topic, received_at, rules).judge_top(top),
+        Err((reason, detail)) => whole(reason, detail),
+    }
+}
+
+/// The one rejection answering a message refused as a whole.
+#[inline]
+fn whole(reason: RejectReason, detail: String) -> Vec<Decoded> {
+    vec![Decoded::Rejected(Rejection {
+        reason,
+        detail,
+        element: None,
+    })]
+}
+
+/// The payload's top level as the shape finds it, or why the whole message is refused (too
+/// large, not UTF-8, empty, not JSON).
+#[inline]
+fn read_top<'a>(
+    topic: &str,
+    payload: &'a [u8],
+    rules: &Rules,
+) -> Result<Top<'a>, (RejectReason, String)> {
+    check_sizes(topic, payload, rules)?;
+    let text = payload_text(payload)?;
+    parse_top(text, rules)
+}
+
+/// Refuses a payload or topic over its limit.
+#[inline]
+fn check_sizes(topic: &str, payload: &[u8], rules: &Rules) -> Result<(), (RejectReason, String)> {
     if payload.len() > rules.max_message_bytes {
-        return whole(
+        return Err((
             RejectReason::TooLarge,
             format!(
                 "payload is {} bytes, over the limit of {} bytes",
                 payload.len(),
                 rules.max_message_bytes
             ),
-        );
+        ));
     }
     if topic.len() > rules.max_topic_bytes {
-        return whole(
+        return Err((
             RejectReason::TooLarge,
             format!(
                 "topic is {} bytes, over the limit of {} bytes",
                 topic.len(),
                 rules.max_topic_bytes
             ),
-        );
+        ));
     }
-    let level = |l: Option<usize>| l.and_then(|level| topic.split('/').nth(level));
+    Ok(())
+}
+
+/// The payload as text, refused when not UTF-8 or blank.
+#[inline]
+fn payload_text(payload: &[u8]) -> Result<&str, (RejectReason, String)> {
     let text = match std::str::from_utf8(payload) {
         Ok(t) => t,
         Err(e) => {
-            return whole(
+            return Err((
                 RejectReason::Malformed,
                 format!(
                     "payload is not UTF-8 (invalid byte at offset {})",
                     e.valid_up_to()
                 ),
-            )
+            ))
         }
     };
     if text.trim().is_empty() {
-        return whole(RejectReason::Malformed, "payload is empty".to_string());
+        return Err((RejectReason::Malformed, "payload is empty".to_string()));
     }
+    Ok(text)
+}
+
+/// Parses the text as the shape's top level, refused when not JSON or over the readings limit.
+#[inline]
+fn parse_top<'a>(text: &'a str, rules: &Rules) -> Result<Top<'a>, (RejectReason, String)> {
     let mut de = serde_json::Deserializer::from_str(text);
     let top = rules
         .shape
         .parse(&mut de, rules.max_readings_per_message)
         .and_then(|top| de.end().map(|()| top));
-    let top: Top<'_> = match top {
-        Ok(top) => top,
-        Err(e) if e.to_string().starts_with(TOO_MANY) => {
-            return whole(
-                RejectReason::TooLarge,
-                format!(
-                    "payload is an array of more than {} readings",
-                    rules.max_readings_per_message
-                ),
-            )
-        }
-        Err(e) => {
-            return whole(
-                RejectReason::Malformed,
-                format!("payload is not valid JSON: {e}"),
-            )
-        }
-    };
-    let ctx = Ctx {
-        topic_turbine: level(rules.turbine_level),
-        topic_site: level(rules.site_level),
-        received_at,
-        rules,
-    };
-    let readings_at = || rules.shape.readings_pointer().unwrap_or_default();
     match top {
-        Top::One(found) => vec![ctx.judge(found, None)],
-        Top::Many(elements) if elements.is_empty() => whole(
-            RejectReason::Malformed,
-            match rules.shape.readings_pointer() {
-                None => "payload is an empty array: it holds no readings".to_string(),
-                Some(p) => format!("{p} is an empty array: it holds no readings"),
-            },
-        ),
-        Top::Many(elements) => elements
-            .into_iter()
-            .enumerate()
-            .map(|(i, el)| {
-                let i = u32::try_from(i).unwrap_or(u32::MAX);
-                match el {
-                    Element::Object(found) => ctx.judge(found, Some(i)),
-                    Element::Other(kind) => Decoded::Rejected(Rejection {
-                        reason: RejectReason::Malformed,
-                        detail: format!("element {i}: expected an object, found {kind}"),
-                        element: Some(i),
-                    }),
-                }
-            })
-            .collect(),
-        Top::Other(kind) if rules.shape.readings_pointer().is_some() => whole(
-            RejectReason::Malformed,
+        Ok(top) => Ok(top),
+        Err(e) if e.to_string().starts_with(TOO_MANY) => Err((
+            RejectReason::TooLarge,
             format!(
-                "payload: expected a JSON object holding the readings at {}, found {kind}",
-                readings_at()
+                "payload is an array of more than {} readings",
+                rules.max_readings_per_message
             ),
-        ),
-        Top::Other(kind) => whole(
+        )),
+        Err(e) => Err((
             RejectReason::Malformed,
-            format!("payload: expected a JSON object or an array of objects, found {kind}"),
-        ),
-        Top::NoReadings => whole(
-            RejectReason::Malformed,
-            format!("{}: missing (where the readings are)", readings_at()),
-        ),
-        Top::ReadingsNotArray(kind) => whole(
-            RejectReason::Malformed,
-            format!(
-                "{}: expected an array of readings, found {kind}",
-                readings_at()
-            ),
-        ),
-        Top::ReadingsRepeated(at) if at == readings_at() => whole(
-            RejectReason::Malformed,
-            format!("{at}: the field appears more than once"),
-        ),
-        Top::ReadingsRepeated(at) => whole(
-            RejectReason::Malformed,
-            format!(
-                "{at}: the field appears more than once, on the way to the readings at {}",
-                readings_at()
-            ),
-        ),
+            format!("payload is not valid JSON: {e}"),
+        )),
     }
 }
 
@@ -591,7 +558,90 @@ impl<'de> Raw<'de> {
     }
 }
 
+impl<'a> Ctx<'a> {
+    /// What judging a message's readings needs: the turbine and site its topic names.
+    #[inline]
+    fn for_message(topic: &'a str, received_at: DateTime<Utc>, rules: &'a Rules) -> Ctx<'a> {
+        let level = |l: Option<usize>| l.and_then(|level| topic.split('/').nth(level));
+        Ctx {
+            topic_turbine: level(rules.turbine_level),
+            topic_site: level(rules.site_level),
+            received_at,
+            rules,
+        }
+    }
+}
+
 impl Ctx<'_> {
+    /// Judges each reading the top level holds, or rejects the whole message naming what the
+    /// top level is instead.
+    fn judge_top(&self, top: Top<'_>) -> Vec<Decoded> {
+        let rules = self.rules;
+        let readings_at = || rules.shape.readings_pointer().unwrap_or_default();
+        match top {
+            Top::One(found) => vec![self.judge(found, None)],
+            Top::Many(elements) if elements.is_empty() => whole(
+                RejectReason::Malformed,
+                match rules.shape.readings_pointer() {
+                    None => "payload is an empty array: it holds no readings".to_string(),
+                    Some(p) => format!("{p} is an empty array: it holds no readings"),
+                },
+            ),
+            Top::Many(elements) => elements
+                .into_iter()
+                .enumerate()
+                .map(|(i, el)| self.judge_element(i, el))
+                .collect(),
+            Top::Other(kind) if rules.shape.readings_pointer().is_some() => whole(
+                RejectReason::Malformed,
+                format!(
+                    "payload: expected a JSON object holding the readings at {}, found {kind}",
+                    readings_at()
+                ),
+            ),
+            Top::Other(kind) => whole(
+                RejectReason::Malformed,
+                format!("payload: expected a JSON object or an array of objects, found {kind}"),
+            ),
+            Top::NoReadings => whole(
+                RejectReason::Malformed,
+                format!("{}: missing (where the readings are)", readings_at()),
+            ),
+            Top::ReadingsNotArray(kind) => whole(
+                RejectReason::Malformed,
+                format!(
+                    "{}: expected an array of readings, found {kind}",
+                    readings_at()
+                ),
+            ),
+            Top::ReadingsRepeated(at) if at == readings_at() => whole(
+                RejectReason::Malformed,
+                format!("{at}: the field appears more than once"),
+            ),
+            Top::ReadingsRepeated(at) => whole(
+                RejectReason::Malformed,
+                format!(
+                    "{at}: the field appears more than once, on the way to the readings at {}",
+                    readings_at()
+                ),
+            ),
+        }
+    }
+
+    /// Judges element `i` of an array of readings; one not an object is rejected alone.
+    #[inline]
+    fn judge_element(&self, i: usize, el: Element<'_>) -> Decoded {
+        let i = u32::try_from(i).unwrap_or(u32::MAX);
+        match el {
+            Element::Object(found) => self.judge(found, Some(i)),
+            Element::Other(kind) => Decoded::Rejected(Rejection {
+                reason: RejectReason::Malformed,
+                detail: format!("element {i}: expected an object, found {kind}"),
+                element: Some(i),
+            }),
+        }
+    }
+
     fn judge(&self, found: Found<'_>, element: Option<u32>) -> Decoded {
         outcome(
             self.rules,

@@ -181,6 +181,29 @@ fn now_ms() -> u64 {
     u64::try_from(Utc::now().timestamp_millis()).unwrap_or(0)
 }
 
+/// Counts a judged message by type, and the metrics it carried that feed no signal.
+fn count_message(t: &super::Topic<'_>, j: &Judged) {
+    metrics::counter!(telemetry::SPARKPLUG_MESSAGES, "type" => t.kind.as_str()).increment(1);
+    metrics::counter!(telemetry::SPARKPLUG_METRICS_IGNORED).increment(j.ignored);
+}
+
+/// The rebirth cause of an alias no birth explains (or none proven to), if the message had one.
+fn alias_cause(j: &Judged) -> Option<&'static str> {
+    if j.unknown_alias {
+        let unproven = j
+            .items
+            .iter()
+            .any(|d| matches!(d, Decoded::Rejected(r) if r.reason == RejectReason::UnprovenBirth));
+        Some(if unproven {
+            "unproven_birth"
+        } else {
+            "unknown_alias"
+        })
+    } else {
+        None
+    }
+}
+
 impl Intake {
     pub fn new(g: &SparkplugGroup, store: Box<dyn BirthBook>) -> Intake {
         Intake {
@@ -257,17 +280,15 @@ impl Intake {
         shutdown: &CancellationToken,
     ) -> Option<Judged> {
         let now = Instant::now();
-        let refused = |this: &Self| judge(topic, payload, None, rules, &this.mapping, received_at);
-        let t = match parse_topic(topic) {
-            Ok(t) if topic.len() <= rules.max_topic_bytes => t,
-            Ok(t) => {
-                // Refused too large: a message of the node came whose number is not read, so
-                // its count starts again from the next (not a gap).
-                self.host.forget_seq(&t);
-                return Some(refused(self));
-            }
-            // Refused by name (malformed); nothing to remember of it.
-            Err(_) => return Some(refused(self)),
+        let Some(t) = self.read_topic(topic, rules) else {
+            return Some(judge(
+                topic,
+                payload,
+                None,
+                rules,
+                &self.mapping,
+                received_at,
+            ));
         };
         if self.host.proof_due(dup) {
             self.prove().await;
@@ -276,92 +297,153 @@ impl Intake {
         let mut j = self
             .judge_with_birth(&t, &key, payload, dup, received_at, rules, shutdown)
             .await?;
-        metrics::counter!(telemetry::SPARKPLUG_MESSAGES, "type" => t.kind.as_str()).increment(1);
-        metrics::counter!(telemetry::SPARKPLUG_METRICS_IGNORED).increment(j.ignored);
+        count_message(&t, &j);
         let mut ask = None;
         // The sequence first: a gap means a message was lost, maybe a birth, so no earlier birth
         // of the node decodes this message or the next (`host.rs`), until the node rebirths.
+        self.follow_seq(&t, &j, dup, shutdown).await?;
+        let mark = self.seq_mark(&t, &j);
+        if j.decoded && matches!(self.host.sequence(&t, j.seq), Seq::Gap { .. }) {
+            ask = Some("seq_gap");
+            self.after_gap(&t, &key, &mut j, payload, dup, received_at, rules, shutdown)
+                .await?;
+        }
+        j.mark = mark;
+        self.after_death(&t, &key, &mut j);
+        self.after_birth(&t, &key, &mut j);
+        ask = ask.or(alias_cause(&j));
+        if let Some(cause) = ask {
+            self.ask_rebirth(&t, cause, now, client);
+        }
+        self.summarize(now);
+        Some(j)
+    }
+
+    /// The message's topic; None when the message is refused by it (malformed, or too large).
+    fn read_topic<'t>(&mut self, topic: &'t str, rules: &Rules) -> Option<super::Topic<'t>> {
+        match parse_topic(topic) {
+            Ok(t) if topic.len() <= rules.max_topic_bytes => Some(t),
+            Ok(t) => {
+                // Refused too large: a message of the node came whose number is not read, so
+                // its count starts again from the next (not a gap).
+                self.host.forget_seq(&t);
+                None
+            }
+            // Refused by name (malformed); nothing to remember of it.
+            Err(_) => None,
+        }
+    }
+
+    /// Where the node's sequence stands before this message: forgotten when the message was
+    /// not read, read from the database when `host.rs` asks (None when shutdown came first).
+    async fn follow_seq(
+        &mut self,
+        t: &super::Topic<'_>,
+        j: &Judged,
+        dup: bool,
+        shutdown: &CancellationToken,
+    ) -> Option<()> {
         if !j.decoded {
             // Not read (malformed, too large): its number is unknown, so the count starts again
             // from the next message rather than call that one a gap.
-            self.host.forget_seq(&t);
+            self.host.forget_seq(t);
         }
-        if j.decoded && self.host.needs_stored_seq(&t, dup) {
-            let stored = self.read(Ask::Seq(&t), shutdown).await?;
-            self.host.resume(&t, stored.seq);
+        if j.decoded && self.host.needs_stored_seq(t, dup) {
+            let stored = self.read(Ask::Seq(t), shutdown).await?;
+            self.host.resume(t, stored.seq);
         }
-        let mark = j
-            .seq
+        Some(())
+    }
+
+    /// Where the edge node's sequence stands after this message, for a read message in sequence.
+    fn seq_mark(&self, t: &super::Topic<'_>, j: &Judged) -> Option<super::SeqMark> {
+        j.seq
             .filter(|_| j.decoded && t.kind.in_sequence())
             .map(|seq| super::SeqMark {
                 group: t.group.to_string(),
                 node: t.node.to_string(),
                 seq: (seq % 256) as u8,
                 conn: self.host.conn(),
-            });
-        if j.decoded && matches!(self.host.sequence(&t, j.seq), Seq::Gap { .. }) {
-            metrics::counter!(telemetry::SPARKPLUG_SEQ_GAPS).increment(1);
-            self.host.gap(&t);
-            ask = Some("seq_gap");
-            if t.kind.is_data() {
-                j = self
-                    .judge_with_birth(&t, &key, payload, dup, received_at, rules, shutdown)
-                    .await?;
-                // Stored too, so a restart does not fall back on the node's older births.
-                let node = super::Topic { device: None, ..t };
-                let mut w = Birth::withdrawal(&node);
-                w.conn = self.host.conn();
-                if self.host.born(&node.birth_key(), None, w.digest()) {
-                    j.birth = Some(w);
-                }
-            }
-        }
-        j.mark = mark;
-        if matches!(t.kind, Kind::NDeath | Kind::DDeath) {
-            // A death ends what the births said: stored too, for after a restart.
-            if t.kind == Kind::NDeath {
-                self.host.died(&t);
-            }
-            let mut w = Birth::withdrawal(&t);
+            })
+    }
+
+    /// A gap in the node's sequence: no earlier birth of the node applies, so a data message is
+    /// judged again without it, and the node's births withdrawn (None when shutdown came first).
+    #[allow(clippy::too_many_arguments)]
+    async fn after_gap(
+        &mut self,
+        t: &super::Topic<'_>,
+        key: &str,
+        j: &mut Judged,
+        payload: &[u8],
+        dup: bool,
+        received_at: DateTime<Utc>,
+        rules: &Rules,
+        shutdown: &CancellationToken,
+    ) -> Option<()> {
+        metrics::counter!(telemetry::SPARKPLUG_SEQ_GAPS).increment(1);
+        self.host.gap(t);
+        if t.kind.is_data() {
+            *j = self
+                .judge_with_birth(t, key, payload, dup, received_at, rules, shutdown)
+                .await?;
+            // Stored too, so a restart does not fall back on the node's older births.
+            let node = super::Topic { device: None, ..*t };
+            let mut w = Birth::withdrawal(&node);
             w.conn = self.host.conn();
-            if self.host.born(&key, None, w.digest()) {
+            if self.host.born(&node.birth_key(), None, w.digest()) {
                 j.birth = Some(w);
             }
         }
+        Some(())
+    }
+
+    /// A death ends what the births said: stored too, for after a restart.
+    fn after_death(&mut self, t: &super::Topic<'_>, key: &str, j: &mut Judged) {
+        if matches!(t.kind, Kind::NDeath | Kind::DDeath) {
+            if t.kind == Kind::NDeath {
+                self.host.died(t);
+            }
+            let mut w = Birth::withdrawal(t);
+            w.conn = self.host.conn();
+            if self.host.born(key, None, w.digest()) {
+                j.birth = Some(w);
+            }
+        }
+    }
+
+    /// A birth replaces the one before it; a refused birth withdraws it.
+    fn after_birth(&mut self, t: &super::Topic<'_>, key: &str, j: &mut Judged) {
         if t.kind.is_birth() {
             // A refused birth withdraws the one it meant to replace.
-            let mut birth = j.birth.take().unwrap_or_else(|| Birth::withdrawal(&t));
+            let mut birth = j.birth.take().unwrap_or_else(|| Birth::withdrawal(t));
             birth.conn = self.host.conn();
-            if self.host.born(&key, j.born.take(), birth.digest()) {
+            if self.host.born(key, j.born.take(), birth.digest()) {
                 j.birth = Some(birth);
             }
         }
-        if j.unknown_alias {
-            let unproven = j.items.iter().any(
-                |d| matches!(d, Decoded::Rejected(r) if r.reason == RejectReason::UnprovenBirth),
-            );
-            ask = ask.or(Some(if unproven {
-                "unproven_birth"
-            } else {
-                "unknown_alias"
-            }));
-        }
-        if let Some(cause) = ask {
-            if self.host.rebirth(&t, cause, now) {
-                metrics::counter!(telemetry::SPARKPLUG_REBIRTHS, "cause" => cause).increment(1);
-                // QoS 0, as the specification has NCMD sent.
-                if let Err(e) = client.try_publish(
-                    rebirth_topic(t.group, t.node),
-                    QoS::AtMostOnce,
-                    false,
-                    rebirth_request(now_ms()),
-                ) {
-                    tracing::debug!(error = %e, "could not queue a rebirth request");
-                }
+    }
+
+    /// Asks the node for a rebirth, when `host.rs` allows one now (queued, never awaited).
+    fn ask_rebirth(
+        &mut self,
+        t: &super::Topic<'_>,
+        cause: &'static str,
+        now: Instant,
+        client: &AsyncClient,
+    ) {
+        if self.host.rebirth(t, cause, now) {
+            metrics::counter!(telemetry::SPARKPLUG_REBIRTHS, "cause" => cause).increment(1);
+            // QoS 0, as the specification has NCMD sent.
+            if let Err(e) = client.try_publish(
+                rebirth_topic(t.group, t.node),
+                QoS::AtMostOnce,
+                false,
+                rebirth_request(now_ms()),
+            ) {
+                tracing::debug!(error = %e, "could not queue a rebirth request");
             }
         }
-        self.summarize(now);
-        Some(j)
     }
 
     /// Decodes a message with the birth that applies to it (reading the database when

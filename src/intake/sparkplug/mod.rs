@@ -15,6 +15,7 @@ pub mod intake;
 pub mod proto;
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -683,6 +684,53 @@ struct Group<'p> {
     twice: Option<(usize, &'p str, &'p str)>,
 }
 
+impl<'p> Group<'p> {
+    /// Feeds `signal` from metric `m`, or notes it fed twice at this instant.
+    fn feed(&mut self, signal: usize, name: &'p str, m: &'p Metric, datatype: u32) {
+        match &self.values[signal] {
+            Some((first, ..)) => {
+                self.twice.get_or_insert((signal, first, name));
+            }
+            None => self.values[signal] = Some((name, m, datatype)),
+        }
+    }
+}
+
+/// The readings being gathered, in the order their timestamps first appear.
+struct Groups<'p> {
+    list: Vec<Group<'p>>,
+    index: HashMap<Option<u64>, usize>,
+}
+
+impl<'p> Groups<'p> {
+    /// The reading at `at`, begun when new. Breaks with the message refused whole past the
+    /// readings limit.
+    fn at(&mut self, at: Option<u64>, rules: &Rules) -> ControlFlow<Judged, &mut Group<'p>> {
+        let g = match self.index.get(&at) {
+            Some(&g) => g,
+            None => {
+                if self.list.len() == rules.max_readings_per_message {
+                    return ControlFlow::Break(Judged::whole(
+                        RejectReason::TooLarge,
+                        format!(
+                            "payload holds more than {} readings (distinct timestamps)",
+                            rules.max_readings_per_message
+                        ),
+                    ));
+                }
+                self.index.insert(at, self.list.len());
+                self.list.push(Group {
+                    at,
+                    values: vec![None; rules.signals.len()],
+                    twice: None,
+                });
+                self.list.len() - 1
+            }
+        };
+        ControlFlow::Continue(&mut self.list[g])
+    }
+}
+
 /// A metric whose alias the births a redelivered message may follow read differently: refused,
 /// and a rebirth asked, rather than decoded with a guess.
 fn unproven(i: usize, alias: u64) -> Judged {
@@ -705,100 +753,121 @@ fn readings(
     map: &Mapping,
     received_at: DateTime<Utc>,
 ) -> Judged {
-    use RejectReason::{Malformed, TooLarge, UnknownAlias};
     let mut out = Judged::default();
-    let turbine = match map.turbine(t) {
-        // Deaths carry no readings; nor does a level that names no turbine.
-        Some(turbine) if !matches!(t.kind, Kind::NDeath | Kind::DDeath) => turbine,
-        _ => {
-            out.ignored = p.metrics.len() as u64;
-            return out;
-        }
+    let Some(turbine) = reading_turbine(t, map) else {
+        out.ignored = p.metrics.len() as u64;
+        return out;
     };
-    let mut groups: Vec<Group<'_>> = Vec::new();
-    let mut index: HashMap<Option<u64>, usize> = HashMap::new();
+    let groups = match gather(p, known, rules, map, &mut out.ignored) {
+        ControlFlow::Continue(groups) => groups,
+        ControlFlow::Break(refused) => return refused,
+    };
+    judge_groups(&turbine, groups, rules, received_at, &mut out.items);
+    out
+}
+
+/// The turbine a message's readings are of; None for a death or a topic naming no turbine.
+fn reading_turbine(t: &Topic<'_>, map: &Mapping) -> Option<String> {
+    match map.turbine(t) {
+        // Deaths carry no readings; nor does a level that names no turbine.
+        Some(turbine) if !matches!(t.kind, Kind::NDeath | Kind::DDeath) => Some(turbine),
+        _ => None,
+    }
+}
+
+/// Gathers the metrics that feed signals into readings, one per timestamp; counts the others
+/// in `ignored`. Breaks with the message refused whole.
+fn gather<'p>(
+    p: &'p Payload,
+    known: Option<&'p Known>,
+    rules: &Rules,
+    map: &Mapping,
+    ignored: &mut u64,
+) -> ControlFlow<Judged, Vec<Group<'p>>> {
+    let mut groups = Groups {
+        list: Vec::new(),
+        index: HashMap::new(),
+    };
     for (i, m) in p.metrics.iter().enumerate() {
-        let alias = m.alias.map(|a| (a, known.and_then(|k| k.get(a))));
-        let (name, known_type) = match (&m.name, alias) {
-            // Named: the birth only says its data type, when the metric does not.
-            (Some(n), alias) => match alias {
-                Some((a, Some(Alias::Ambiguous))) if m.datatype.is_none() => {
-                    return unproven(i, a);
-                }
-                Some((_, Some(Alias::Mapped { datatype, .. }))) => (n.as_str(), Some(*datatype)),
-                _ => (n.as_str(), None),
-            },
-            (None, Some((_, Some(Alias::Mapped { name, datatype })))) => (&**name, Some(*datatype)),
-            (None, Some((_, Some(Alias::Unmapped)))) => {
-                out.ignored += 1;
-                continue;
-            }
-            (None, Some((a, Some(Alias::Ambiguous)))) => return unproven(i, a),
-            (None, Some((a, None))) => {
-                out = Judged::whole(
-                    UnknownAlias,
-                    format!(
-                        "metric {i} has alias {a}, which {} (a rebirth was requested)",
-                        if known.is_some() {
-                            "the birth that applies does not name"
-                        } else {
-                            "no birth known to apply names"
-                        }
-                    ),
-                );
-                out.unknown_alias = true;
-                return out;
-            }
-            (None, None) => {
-                return Judged::whole(
-                    Malformed,
-                    format!("metric {i} has neither a name nor an alias"),
-                )
-            }
+        let Some((name, known_type)) = metric_name(i, m, known)? else {
+            *ignored += 1;
+            continue;
         };
         let Some(&signal) = map.signals.get(name) else {
-            out.ignored += 1;
+            *ignored += 1;
             continue;
         };
         let at = match map.time {
             TimeFrom::Metric => m.timestamp.or(p.timestamp),
             TimeFrom::Payload => p.timestamp.or(m.timestamp),
         };
-        let g = match index.get(&at) {
-            Some(&g) => g,
-            None => {
-                if groups.len() == rules.max_readings_per_message {
-                    return Judged::whole(
-                        TooLarge,
-                        format!(
-                            "payload holds more than {} readings (distinct timestamps)",
-                            rules.max_readings_per_message
-                        ),
-                    );
-                }
-                index.insert(at, groups.len());
-                groups.push(Group {
-                    at,
-                    values: vec![None; rules.signals.len()],
-                    twice: None,
-                });
-                groups.len() - 1
-            }
-        };
-        let group = &mut groups[g];
+        let group = groups.at(at, rules)?;
         let datatype = m.datatype.or(known_type).unwrap_or(0);
-        match &group.values[signal] {
-            Some((first, ..)) => {
-                group.twice.get_or_insert((signal, first, name));
-            }
-            None => group.values[signal] = Some((name, m, datatype)),
-        }
+        group.feed(signal, name, m, datatype);
     }
+    ControlFlow::Continue(groups.list)
+}
+
+/// Metric `i`'s name (its own, or its alias's in the birth that applies) and the data type the
+/// birth gives it; None for an alias the birth names but maps to no signal. Breaks with the
+/// message refused whole: an alias no birth (or no one birth) explains, or neither name nor alias.
+fn metric_name<'p>(
+    i: usize,
+    m: &'p Metric,
+    known: Option<&'p Known>,
+) -> ControlFlow<Judged, Option<(&'p str, Option<u32>)>> {
+    use RejectReason::{Malformed, UnknownAlias};
+    let alias = m.alias.map(|a| (a, known.and_then(|k| k.get(a))));
+    let found = match (&m.name, alias) {
+        // Named: the birth only says its data type, when the metric does not.
+        (Some(n), alias) => match alias {
+            Some((a, Some(Alias::Ambiguous))) if m.datatype.is_none() => {
+                return ControlFlow::Break(unproven(i, a));
+            }
+            Some((_, Some(Alias::Mapped { datatype, .. }))) => (n.as_str(), Some(*datatype)),
+            _ => (n.as_str(), None),
+        },
+        (None, Some((_, Some(Alias::Mapped { name, datatype })))) => (&**name, Some(*datatype)),
+        (None, Some((_, Some(Alias::Unmapped)))) => return ControlFlow::Continue(None),
+        (None, Some((a, Some(Alias::Ambiguous)))) => return ControlFlow::Break(unproven(i, a)),
+        (None, Some((a, None))) => {
+            let mut out = Judged::whole(
+                UnknownAlias,
+                format!(
+                    "metric {i} has alias {a}, which {} (a rebirth was requested)",
+                    if known.is_some() {
+                        "the birth that applies does not name"
+                    } else {
+                        "no birth known to apply names"
+                    }
+                ),
+            );
+            out.unknown_alias = true;
+            return ControlFlow::Break(out);
+        }
+        (None, None) => {
+            return ControlFlow::Break(Judged::whole(
+                Malformed,
+                format!("metric {i} has neither a name nor an alias"),
+            ))
+        }
+    };
+    ControlFlow::Continue(Some(found))
+}
+
+/// Judges each gathered reading by the signals' rules; numbered when there are several.
+fn judge_groups(
+    turbine: &str,
+    groups: Vec<Group<'_>>,
+    rules: &Rules,
+    received_at: DateTime<Utc>,
+    items: &mut Vec<Decoded>,
+) {
     let several = groups.len() > 1;
     for (i, g) in groups.into_iter().enumerate() {
-        let judged = reading(&turbine, g, rules);
+        let judged = reading(turbine, g, rules);
         let element = several.then_some(i as u32);
-        out.items.push(json::outcome(
+        items.push(json::outcome(
             rules,
             received_at,
             judged,
@@ -806,7 +875,6 @@ fn readings(
             "reading",
         ));
     }
-    out
 }
 
 /// One reading from its metrics, judged by the signals' rules.
