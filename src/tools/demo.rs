@@ -155,15 +155,10 @@ pub fn start_cluster_with(ssl: Option<(&str, &str)>) -> Result<(Service, String)
                 .into(),
         ));
     };
-    let fail = |what: &str, e: String| {
-        Missing(format!(
-            "could not start a throwaway PostgreSQL ({what}): {e}"
-        ))
-    };
     let dir = tempfile::Builder::new()
         .prefix("galewatch-demo-pg-")
         .tempdir()
-        .map_err(|e| fail("temp dir", e.to_string()))?;
+        .map_err(|e| cluster_failed("temp dir", e.to_string()))?;
     let root = is_root();
     if root {
         let _ = Command::new("chown")
@@ -172,64 +167,30 @@ pub fn start_cluster_with(ssl: Option<(&str, &str)>) -> Result<(Service, String)
             .status();
     }
     let data = dir.path().join("data");
-    let port = free_port().map_err(|e| fail("port", e.to_string()))?;
-    let out = pg_command(&initdb, root)
-        .args([
-            "-U",
-            "postgres",
-            "--auth=trust",
-            "-E",
-            "UTF8",
-            "--no-sync",
-            "-D",
-        ])
-        .arg(&data)
-        .output()
-        .map_err(|e| fail("initdb", e.to_string()))?;
-    if !out.status.success() {
-        return Err(fail(
-            "initdb",
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        ));
-    }
+    let port = free_port().map_err(|e| cluster_failed("port", e.to_string()))?;
+    init_cluster(&initdb, root, &data)?;
     let mut opts = format!(
         "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync=off",
         dir.path().display()
     );
     if let Some((cert, key)) = ssl {
-        // PostgreSQL refuses a key others can read; the files belong to the server's user.
-        for (name, text, mode) in [("server.crt", cert, "644"), ("server.key", key, "600")] {
-            let path = data.join(name);
-            std::fs::write(&path, text).map_err(|e| fail("ssl files", e.to_string()))?;
-            let _ = Command::new("chmod").arg(mode).arg(&path).status();
-            if root {
-                let _ = Command::new("chown").arg("postgres:").arg(&path).status();
-            }
-        }
+        write_ssl_files(&data, cert, key, root)?;
         opts.push_str(" -c ssl=on -c ssl_cert_file=server.crt -c ssl_key_file=server.key");
     }
-    let out = pg_command(&pg_ctl, root)
-        .arg("-D")
-        .arg(&data)
-        .args(["-o", &opts, "-l"])
-        .arg(dir.path().join("postgres.log"))
-        .args(["-w", "start"])
-        .output()
-        .map_err(|e| fail("pg_ctl start", e.to_string()))?;
-    if !out.status.success() {
-        return Err(fail(
-            "pg_ctl start",
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        ));
-    }
-    let stop_data = data.clone();
+    start_server(
+        &pg_ctl,
+        root,
+        &data,
+        &opts,
+        &dir.path().join("postgres.log"),
+    )?;
     let service = Service {
         name: "postgresql",
         child: None,
         stop: Some(Box::new(move || {
             let _ = pg_command(&pg_ctl, root)
                 .arg("-D")
-                .arg(&stop_data)
+                .arg(&data)
                 .args(["-m", "immediate", "-w", "stop"])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -241,6 +202,76 @@ pub fn start_cluster_with(ssl: Option<(&str, &str)>) -> Result<(Service, String)
         service,
         format!("postgresql://postgres@127.0.0.1:{port}/postgres"),
     ))
+}
+
+/// Why a throwaway cluster could not be started: at which step, and what went wrong.
+fn cluster_failed(what: &str, e: String) -> Missing {
+    Missing(format!(
+        "could not start a throwaway PostgreSQL ({what}): {e}"
+    ))
+}
+
+/// Creates the cluster's data directory `data` (trust auth, UTF-8, no fsync).
+fn init_cluster(initdb: &Path, root: bool, data: &Path) -> Result<(), Missing> {
+    let out = pg_command(initdb, root)
+        .args([
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+            "-D",
+        ])
+        .arg(data)
+        .output()
+        .map_err(|e| cluster_failed("initdb", e.to_string()))?;
+    if !out.status.success() {
+        return Err(cluster_failed(
+            "initdb",
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ));
+    }
+    Ok(())
+}
+
+/// Writes the server's certificate and key into `data`, readable as PostgreSQL requires.
+fn write_ssl_files(data: &Path, cert: &str, key: &str, root: bool) -> Result<(), Missing> {
+    // PostgreSQL refuses a key others can read; the files belong to the server's user.
+    for (name, text, mode) in [("server.crt", cert, "644"), ("server.key", key, "600")] {
+        let path = data.join(name);
+        std::fs::write(&path, text).map_err(|e| cluster_failed("ssl files", e.to_string()))?;
+        let _ = Command::new("chmod").arg(mode).arg(&path).status();
+        if root {
+            let _ = Command::new("chown").arg("postgres:").arg(&path).status();
+        }
+    }
+    Ok(())
+}
+
+/// Starts the server on `data` with `opts`, logging to `log`, and waits until it is up.
+fn start_server(
+    pg_ctl: &Path,
+    root: bool,
+    data: &Path,
+    opts: &str,
+    log: &Path,
+) -> Result<(), Missing> {
+    let out = pg_command(pg_ctl, root)
+        .arg("-D")
+        .arg(data)
+        .args(["-o", opts, "-l"])
+        .arg(log)
+        .args(["-w", "start"])
+        .output()
+        .map_err(|e| cluster_failed("pg_ctl start", e.to_string()))?;
+    if !out.status.success() {
+        return Err(cluster_failed(
+            "pg_ctl start",
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ));
+    }
+    Ok(())
 }
 
 /// A Mosquitto configuration moved to a private place: its listener on `port` (loopback) and its
