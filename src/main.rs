@@ -306,24 +306,7 @@ fn main() -> ExitCode {
         Command::Completions { shell } => return print_completions(*shell),
         _ => {}
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                // The demo draws on stdout: only warnings from the daemon inside it.
-                .unwrap_or_else(|_| {
-                    tracing_subscriber::EnvFilter::new(
-                        if matches!(cli.command, Command::Demo { .. }) {
-                            "warn"
-                        } else {
-                            "info"
-                        },
-                    )
-                }),
-        )
-        .with_writer(std::io::stderr)
-        // Colour only on a terminal: journald and log files get plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    init_logging(&cli.command);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -331,137 +314,57 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match cli.command {
-        Command::Run { config } => {
-            let cfg = match config::load(config.as_deref()) {
-                Ok(c) => c,
-                Err(e) => return config_error(e),
-            };
-            runtime.block_on(async {
-                let shutdown = galewatch::daemon::shutdown_on_signal();
-                if let Err(e) = galewatch::telemetry::install(cfg.metrics_listen) {
-                    return report(Err(e));
-                }
-                tracing::info!(metrics = %cfg.metrics_listen, "serving /metrics");
-                let probe = galewatch::probe::Probe::default();
-                report(galewatch::daemon::run(cfg, shutdown, probe).await)
-            })
-        }
-        Command::Leave { config } => {
-            let cfg = match config::load(config.as_deref()) {
-                Ok(c) => c,
-                Err(e) => return config_error(e),
-            };
-            let client_id = cfg.settings.mqtt_client_id.clone();
-            let subscription = cfg.settings.subscription();
-            runtime.block_on(async {
-                let shutdown = galewatch::daemon::shutdown_on_signal();
-                tracing::info!(client_id = %client_id, subscription = %subscription, "leaving: resuming the member's session");
-                match galewatch::daemon::leave(cfg, shutdown).await {
-                    Ok(r) if !r.had_session => {
-                        println!("{client_id}: the broker held no session for this member; nothing to land, nothing left behind");
-                        ExitCode::SUCCESS
-                    }
-                    Ok(r) => {
-                        println!(
-                            "{client_id}: left {subscription}: landed {} messages ({} readings) from its session, then ended the session",
-                            r.messages, r.readings
-                        );
-                        ExitCode::SUCCESS
-                    }
-                    Err(e) => report(Err(e)),
-                }
-            })
-        }
-        Command::Migrate { config } => {
-            let cfg = match config::load(config.as_deref()) {
-                Ok(c) => c,
-                Err(e) => return config_error(e),
-            };
-            runtime.block_on(async { report(galewatch::daemon::apply_migrations(&cfg).await) })
-        }
+    run(cli.command, &runtime)
+}
+
+/// Logs to stderr, as `RUST_LOG` says (by default: info, or only warnings for the demo).
+fn init_logging(command: &Command) {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                // The demo draws on stdout: only warnings from the daemon inside it.
+                .unwrap_or_else(|_| {
+                    tracing_subscriber::EnvFilter::new(if matches!(command, Command::Demo { .. }) {
+                        "warn"
+                    } else {
+                        "info"
+                    })
+                }),
+        )
+        .with_writer(std::io::stderr)
+        // Colour only on a terminal: journald and log files get plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
+/// Runs one command on `runtime`; the process's exit status.
+fn run(command: Command, runtime: &tokio::runtime::Runtime) -> ExitCode {
+    match command {
+        Command::Run { config } => run_cmd(runtime, config),
+        Command::Leave { config } => leave_cmd(runtime, config),
+        Command::Migrate { config } => migrate_cmd(runtime, config),
         Command::Demo {
             turbines,
             duration,
             throwaway_db,
             keep_database,
-        } => {
-            if let Err(e) = config::check_environment() {
-                return config_error(e);
-            }
-            let opts = galewatch::tools::demo::Options {
+        } => demo_cmd(
+            runtime,
+            galewatch::tools::demo::Options {
                 turbines: turbines.max(1),
                 duration,
                 throwaway_db,
                 keep_database,
-            };
-            match runtime.block_on(galewatch::tools::demo::run(opts)) {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::FAILURE,
-                Err(missing) => {
-                    eprintln!("galewatch demo: {missing}");
-                    ExitCode::from(2)
-                }
-            }
-        }
-        Command::Panel { config, listen } => {
-            let cfg = match config::load(config.config.as_deref()) {
-                Ok(c) => c,
-                Err(e) => return config_error(e),
-            };
-            runtime.block_on(async {
-                let shutdown = galewatch::daemon::shutdown_on_signal();
-                let listen = listen.unwrap_or(cfg.panel_listen);
-                report(galewatch::panel::run(cfg, listen, shutdown).await)
-            })
-        }
+            },
+        ),
+        Command::Panel { config, listen } => panel_cmd(runtime, config, listen),
         Command::Turbines {
             config,
             suspect,
             format,
-        } => with_config(&runtime, config, |cfg| async move {
-            review::turbines(&cfg, suspect, format)
-                .await
-                .map_err(Into::into)
-        }),
-        Command::Quarantine {
-            command:
-                QuarantineCommand::List {
-                    config,
-                    turbine,
-                    since,
-                    reason,
-                    all,
-                },
-        } => with_config(&runtime, config, |cfg| async move {
-            review::quarantine_list(&cfg, turbine.as_deref(), since, reason.as_deref(), all)
-                .await
-                .map_err(Into::into)
-        }),
-        Command::Quarantine {
-            command:
-                QuarantineCommand::Resolve {
-                    config,
-                    id,
-                    keep,
-                    note,
-                    by,
-                },
-        } => with_config(&runtime, config, |cfg| async move {
-            review::quarantine_resolve(&cfg, id, keep, note.as_deref(), &by).await
-        }),
-        Command::Rejected {
-            command:
-                RejectedCommand::List {
-                    config,
-                    since,
-                    reason,
-                },
-        } => with_config(&runtime, config, |cfg| async move {
-            review::rejected_list(&cfg, since, reason.as_deref())
-                .await
-                .map_err(Into::into)
-        }),
+        } => turbines_cmd(runtime, config, suspect, format),
+        Command::Quarantine { command } => quarantine_cmd(runtime, command),
+        Command::Rejected { command } => rejected_cmd(runtime, command),
         Command::Export {
             config,
             turbine,
@@ -469,66 +372,225 @@ fn main() -> ExitCode {
             to,
             format,
             raw,
-        } => {
-            let (from, to) = match times(&from, &to) {
-                Ok(t) => t,
-                Err(e) => return usage(&e),
-            };
-            let cfg = match config::load(config.config.as_deref()) {
-                Ok(c) => c,
-                Err(e) => return config_error(e),
-            };
-            let mut out = std::io::stdout().lock();
-            match runtime.block_on(galewatch::tools::export::export(
-                &cfg, &turbine, from, to, format, raw, &mut out,
-            )) {
-                Ok(0) => {
-                    eprintln!("galewatch export: no statistics for {turbine} in that range");
-                    ExitCode::SUCCESS
-                }
-                Ok(_) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("galewatch: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
-        Command::Stats {
-            command:
-                StatsCommand::Rebuild {
-                    config,
-                    turbine,
-                    from,
-                    to,
-                },
-        } => {
-            let (from, to) = match times(&from, &to) {
-                Ok(t) => t,
-                Err(e) => return usage(&e),
-            };
-            with_config(&runtime, config, |cfg| async move {
-                galewatch::tools::export::rebuild(&cfg, turbine.as_deref(), from, to).await
-            })
-        }
+        } => export_cmd(runtime, config, &turbine, &from, &to, format, raw),
+        Command::Stats { command } => stats_cmd(runtime, command),
         Command::Manpages { .. } | Command::Completions { .. } => unreachable!("handled above"),
-        Command::Simulate(args) => {
-            if let Err(e) = config::check_environment() {
-                return config_error(e);
+        Command::Simulate(args) => simulate_cmd(runtime, args),
+    }
+}
+
+/// `galewatch run`: serves /metrics, then runs the daemon until a signal stops it.
+fn run_cmd(runtime: &tokio::runtime::Runtime, config: Option<PathBuf>) -> ExitCode {
+    let cfg = match config::load(config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return config_error(e),
+    };
+    runtime.block_on(async {
+        let shutdown = galewatch::daemon::shutdown_on_signal();
+        if let Err(e) = galewatch::telemetry::install(cfg.metrics_listen) {
+            return report(Err(e));
+        }
+        tracing::info!(metrics = %cfg.metrics_listen, "serving /metrics");
+        let probe = galewatch::probe::Probe::default();
+        report(galewatch::daemon::run(cfg, shutdown, probe).await)
+    })
+}
+
+/// `galewatch leave`: lands what the member's session holds, ends the session, says so.
+fn leave_cmd(runtime: &tokio::runtime::Runtime, config: Option<PathBuf>) -> ExitCode {
+    let cfg = match config::load(config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return config_error(e),
+    };
+    let client_id = cfg.settings.mqtt_client_id.clone();
+    let subscription = cfg.settings.subscription();
+    runtime.block_on(async {
+        let shutdown = galewatch::daemon::shutdown_on_signal();
+        tracing::info!(client_id = %client_id, subscription = %subscription, "leaving: resuming the member's session");
+        match galewatch::daemon::leave(cfg, shutdown).await {
+            Ok(r) if !r.had_session => {
+                println!("{client_id}: the broker held no session for this member; nothing to land, nothing left behind");
+                ExitCode::SUCCESS
             }
-            let settings = config::Settings {
-                mqtt_url: args.mqtt_url.clone(),
-                ..Default::default()
-            };
-            let broker = match settings.validate() {
-                Ok(c) => c.broker,
-                Err(e) => return config_error(e),
-            };
-            runtime.block_on(simulate_cmd(broker, args))
+            Ok(r) => {
+                println!(
+                    "{client_id}: left {subscription}: landed {} messages ({} readings) from its session, then ended the session",
+                    r.messages, r.readings
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => report(Err(e)),
+        }
+    })
+}
+
+/// `galewatch migrate`: applies pending migrations.
+fn migrate_cmd(runtime: &tokio::runtime::Runtime, config: Option<PathBuf>) -> ExitCode {
+    let cfg = match config::load(config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return config_error(e),
+    };
+    runtime.block_on(async { report(galewatch::daemon::apply_migrations(&cfg).await) })
+}
+
+/// `galewatch demo`: exits 0 when the final account adds up, 1 when not, 2 when a service
+/// cannot be had.
+fn demo_cmd(runtime: &tokio::runtime::Runtime, opts: galewatch::tools::demo::Options) -> ExitCode {
+    if let Err(e) = config::check_environment() {
+        return config_error(e);
+    }
+    match runtime.block_on(galewatch::tools::demo::run(opts)) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(missing) => {
+            eprintln!("galewatch demo: {missing}");
+            ExitCode::from(2)
         }
     }
 }
 
-async fn simulate_cmd(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
+/// `galewatch panel`: serves the panel on `listen` (default: the panel_listen setting) until a
+/// signal stops it.
+fn panel_cmd(
+    runtime: &tokio::runtime::Runtime,
+    config: ConfigArg,
+    listen: Option<std::net::SocketAddr>,
+) -> ExitCode {
+    let cfg = match config::load(config.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return config_error(e),
+    };
+    runtime.block_on(async {
+        let shutdown = galewatch::daemon::shutdown_on_signal();
+        let listen = listen.unwrap_or(cfg.panel_listen);
+        report(galewatch::panel::run(cfg, listen, shutdown).await)
+    })
+}
+
+/// `galewatch turbines`: the clock health table.
+fn turbines_cmd(
+    runtime: &tokio::runtime::Runtime,
+    config: ConfigArg,
+    suspect: bool,
+    format: review::Format,
+) -> ExitCode {
+    with_config(runtime, config, |cfg| async move {
+        review::turbines(&cfg, suspect, format)
+            .await
+            .map_err(Into::into)
+    })
+}
+
+/// `galewatch quarantine list` and `resolve`.
+fn quarantine_cmd(runtime: &tokio::runtime::Runtime, command: QuarantineCommand) -> ExitCode {
+    match command {
+        QuarantineCommand::List {
+            config,
+            turbine,
+            since,
+            reason,
+            all,
+        } => with_config(runtime, config, |cfg| async move {
+            review::quarantine_list(&cfg, turbine.as_deref(), since, reason.as_deref(), all)
+                .await
+                .map_err(Into::into)
+        }),
+        QuarantineCommand::Resolve {
+            config,
+            id,
+            keep,
+            note,
+            by,
+        } => with_config(runtime, config, |cfg| async move {
+            review::quarantine_resolve(&cfg, id, keep, note.as_deref(), &by).await
+        }),
+    }
+}
+
+/// `galewatch rejected list`.
+fn rejected_cmd(runtime: &tokio::runtime::Runtime, command: RejectedCommand) -> ExitCode {
+    let RejectedCommand::List {
+        config,
+        since,
+        reason,
+    } = command;
+    with_config(runtime, config, |cfg| async move {
+        review::rejected_list(&cfg, since, reason.as_deref())
+            .await
+            .map_err(Into::into)
+    })
+}
+
+/// `galewatch export`: one turbine's interval statistics in `[from, to)` on stdout.
+fn export_cmd(
+    runtime: &tokio::runtime::Runtime,
+    config: ConfigArg,
+    turbine: &str,
+    from: &str,
+    to: &str,
+    format: galewatch::tools::export::ExportFormat,
+    raw: bool,
+) -> ExitCode {
+    let (from, to) = match times(from, to) {
+        Ok(t) => t,
+        Err(e) => return usage(&e),
+    };
+    let cfg = match config::load(config.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return config_error(e),
+    };
+    let mut out = std::io::stdout().lock();
+    match runtime.block_on(galewatch::tools::export::export(
+        &cfg, turbine, from, to, format, raw, &mut out,
+    )) {
+        Ok(0) => {
+            eprintln!("galewatch export: no statistics for {turbine} in that range");
+            ExitCode::SUCCESS
+        }
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("galewatch: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `galewatch stats rebuild`: recomputes the interval statistics of a time range.
+fn stats_cmd(runtime: &tokio::runtime::Runtime, command: StatsCommand) -> ExitCode {
+    let StatsCommand::Rebuild {
+        config,
+        turbine,
+        from,
+        to,
+    } = command;
+    let (from, to) = match times(&from, &to) {
+        Ok(t) => t,
+        Err(e) => return usage(&e),
+    };
+    with_config(runtime, config, |cfg| async move {
+        galewatch::tools::export::rebuild(&cfg, turbine.as_deref(), from, to).await
+    })
+}
+
+/// `galewatch simulate`: publishes a simulated fleet to the broker of `--mqtt-url`.
+fn simulate_cmd(runtime: &tokio::runtime::Runtime, args: SimulateArgs) -> ExitCode {
+    if let Err(e) = config::check_environment() {
+        return config_error(e);
+    }
+    let settings = config::Settings {
+        mqtt_url: args.mqtt_url.clone(),
+        ..Default::default()
+    };
+    let broker = match settings.validate() {
+        Ok(c) => c.broker,
+        Err(e) => return config_error(e),
+    };
+    runtime.block_on(publish_fleet(broker, args))
+}
+
+/// Publishes the fleet `a` describes, as JSON or (`--sparkplug`) as edge nodes, and says what
+/// was sent.
+async fn publish_fleet(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
     let readings = match (a.readings, a.duration) {
         (Some(n), _) => n,
         (None, Some(d)) => (d.as_secs_f64() / a.interval.as_secs_f64()).ceil() as usize,

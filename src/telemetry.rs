@@ -110,134 +110,64 @@ pub fn install(listen: SocketAddr) -> Result<(), Error> {
     Ok(())
 }
 
+/// A metric family's kind, which says how it is described.
+#[derive(Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// Every family's kind, name, unit and HELP text, in the order [`describe`] gives them.
+const FAMILIES: &[(Kind, &str, Option<Unit>, &str)] = &[
+    (Kind::Counter, SPARKPLUG_MESSAGES, None, "Sparkplug B messages decoded, by type (NBIRTH, NDATA, DDATA, …), counted on arrival (a redelivery counts again)."),
+    (Kind::Counter, SPARKPLUG_METRICS_IGNORED, None, "Sparkplug B metrics that feed no signal (not mapped by sparkplug_metrics, or on a level that names no turbine), counted on arrival."),
+    (Kind::Counter, SPARKPLUG_SEQ_GAPS, None, "Sparkplug B messages whose sequence number was not the one expected from their edge node (each asks for a rebirth); never dropped."),
+    (Kind::Counter, SPARKPLUG_REBIRTHS, None, "Rebirth requests (NCMD Node Control/Rebirth) sent, by cause: unknown_alias, unproven_birth or seq_gap (at most one per node per sparkplug_rebirth_interval and sparkplug_rebirths_per_second across the fleet)."),
+    (Kind::Counter, READINGS_UNSTORABLE, None, "Readings or rejections the database refused to store in any table, even as a rejected row (e.g. text the database's encoding cannot hold): acknowledged, logged, counted here. received = inserted + duplicate + quarantined + rejected + unstorable."),
+    (Kind::Counter, SPARKPLUG_BIRTHS_UNSTORABLE, None, "Sparkplug B births the database refused to store (withdrawn instead, and a message carrying no reading rejected invalid_value); logged."),
+    (Kind::Gauge, QUARANTINE_RESOLUTIONS, None, "Quarantine entries resolved (galewatch quarantine resolve), by the entry's reason, the choice, and the effect on readings: added (a row readings did not have), replaced, or none; read from the tables every 5 s. Rows in readings = inserted + effect=\"added\" (until retention removes any)."),
+    (Kind::Counter, PARTITIONS_CREATED, None, "readings partitions created by this daemon (ahead of time, or on demand for a backlog)."),
+    (Kind::Counter, PARTITIONS_DROPPED, None, "readings partitions dropped by retention (readings_retention)."),
+    (Kind::Counter, RETENTION_DELETED, None, "Rows removed by retention, by table (readings: dropped partitions and old rows of the default partition)."),
+    (Kind::Gauge, MAINTENANCE_LAST_SUCCESS, Some(Unit::Seconds), "Unix time of this daemon's last completed maintenance pass (partitions ahead, retention); absent until one completes."),
+    (Kind::Gauge, TURBINES_CLOCK_SUSPECT, None, "Turbines whose clock is suspect (offset or drift past its threshold, or too many collisions in the last day); which ones: galewatch turbines --suspect."),
+    (Kind::Counter, READINGS_RECEIVED, None, "Readings whose outcome committed: each decoded reading once, and each message that could not be split into readings once."),
+    (Kind::Counter, READINGS_INSERTED, None, "Readings stored in the readings table (key not seen before)."),
+    (Kind::Counter, READINGS_DUPLICATE, None, "Readings dropped as exact duplicates (same key, same values), including resends of quarantined or rejected input."),
+    (Kind::Counter, READINGS_QUARANTINED, None, "Readings put in the quarantine table, by reason (collision, future_timestamp)."),
+    (Kind::Counter, READINGS_REJECTED, None, "Readings or messages put in the rejected table, by reason."),
+    (Kind::Counter, MESSAGES_RECEIVED, None, "MQTT messages whose outcome committed."),
+    (Kind::Counter, BATCHES_COMMITTED, None, "Batch transactions committed."),
+    (Kind::Counter, DB_ERRORS, None, "Database errors, by SQLSTATE class (class=\"none\" for a lost connection or a timeout)."),
+    (Kind::Counter, BROKER_RECONNECTS, None, "Broker connections lost (each followed by a reconnect with backoff)."),
+    (Kind::Counter, ACKS_SENT, None, "PUBACKs queued for the broker after commit."),
+    (Kind::Counter, ACKS_DROPPED_STALE, None, "Acks not sent because their message came on an earlier connection (the broker redelivers it)."),
+    (Kind::Histogram, BATCH_SIZE_READINGS, None, "Items (readings and rejections) per committed batch."),
+    (Kind::Histogram, BATCH_WRITE_SECONDS, Some(Unit::Seconds), "Time from COPY start to COMMIT of a batch, retries included."),
+    (Kind::Histogram, ARRIVAL_TO_ACK_SECONDS, Some(Unit::Seconds), "Time from a message's arrival to its ack being queued."),
+    (Kind::Gauge, BROKER_CONNECTED, None, "1 while connected to the broker, else 0."),
+    (Kind::Gauge, DB_CONNECTED, None, "1 while any writer holds a database connection, else 0."),
+    (Kind::Gauge, MESSAGES_UNACKED, None, "Messages received and not yet acknowledged."),
+    (Kind::Gauge, BATCHES_PARKED, None, "Batches committed whose acks wait for an earlier batch still being written (database_writers > 1): acks leave in arrival order."),
+    (Kind::Counter, RETAINED_CLEARS, None, "Empty retained messages (a publisher clearing its topic's retained reading): acknowledged, no reading."),
+    (Kind::Gauge, READY, None, "1 while the daemon takes messages: migrations applied, connected to the broker and subscribed (SUBACK granted; the daemon subscribes on every connection)."),
+    (Kind::Gauge, BYTES_UNACKED, Some(Unit::Bytes), "Payload bytes of the messages received and not yet acknowledged (bounded by max_unacked_bytes)."),
+    (Kind::Gauge, OLDEST_UNACKED_SECONDS, Some(Unit::Seconds), "Age of the oldest message received and not yet acknowledged (0 when none)."),
+    (Kind::Histogram, INGEST_LAG_SECONDS, Some(Unit::Seconds), "Commit time minus recorded_at, per inserted reading: delivery delay plus the turbine's clock offset (negative for a clock ahead)."),
+    (Kind::Gauge, BUILD_INFO, None, "Always 1; the version and commit labels say which build runs."),
+];
+
+/// Gives the recorder each family's HELP text and unit ([`FAMILIES`]).
 fn describe() {
-    describe_counter!(
-        SPARKPLUG_MESSAGES,
-        "Sparkplug B messages decoded, by type (NBIRTH, NDATA, DDATA, …), counted on arrival (a redelivery counts again)."
-    );
-    describe_counter!(
-        SPARKPLUG_METRICS_IGNORED,
-        "Sparkplug B metrics that feed no signal (not mapped by sparkplug_metrics, or on a level that names no turbine), counted on arrival."
-    );
-    describe_counter!(
-        SPARKPLUG_SEQ_GAPS,
-        "Sparkplug B messages whose sequence number was not the one expected from their edge node (each asks for a rebirth); never dropped."
-    );
-    describe_counter!(
-        SPARKPLUG_REBIRTHS,
-        "Rebirth requests (NCMD Node Control/Rebirth) sent, by cause: unknown_alias, unproven_birth or seq_gap (at most one per node per sparkplug_rebirth_interval and sparkplug_rebirths_per_second across the fleet)."
-    );
-    describe_counter!(
-        READINGS_UNSTORABLE,
-        "Readings or rejections the database refused to store in any table, even as a rejected row (e.g. text the database's encoding cannot hold): acknowledged, logged, counted here. received = inserted + duplicate + quarantined + rejected + unstorable."
-    );
-    describe_counter!(
-        SPARKPLUG_BIRTHS_UNSTORABLE,
-        "Sparkplug B births the database refused to store (withdrawn instead, and a message carrying no reading rejected invalid_value); logged."
-    );
-    describe_gauge!(
-        QUARANTINE_RESOLUTIONS,
-        "Quarantine entries resolved (galewatch quarantine resolve), by the entry's reason, the choice, and the effect on readings: added (a row readings did not have), replaced, or none; read from the tables every 5 s. Rows in readings = inserted + effect=\"added\" (until retention removes any)."
-    );
-    describe_counter!(
-        PARTITIONS_CREATED,
-        "readings partitions created by this daemon (ahead of time, or on demand for a backlog)."
-    );
-    describe_counter!(
-        PARTITIONS_DROPPED,
-        "readings partitions dropped by retention (readings_retention)."
-    );
-    describe_counter!(
-        RETENTION_DELETED,
-        "Rows removed by retention, by table (readings: dropped partitions and old rows of the default partition)."
-    );
-    describe_gauge!(
-        MAINTENANCE_LAST_SUCCESS,
-        Unit::Seconds,
-        "Unix time of this daemon's last completed maintenance pass (partitions ahead, retention); absent until one completes."
-    );
-    describe_gauge!(
-        TURBINES_CLOCK_SUSPECT,
-        "Turbines whose clock is suspect (offset or drift past its threshold, or too many collisions in the last day); which ones: galewatch turbines --suspect."
-    );
-    describe_counter!(READINGS_RECEIVED, "Readings whose outcome committed: each decoded reading once, and each message that could not be split into readings once.");
-    describe_counter!(
-        READINGS_INSERTED,
-        "Readings stored in the readings table (key not seen before)."
-    );
-    describe_counter!(READINGS_DUPLICATE, "Readings dropped as exact duplicates (same key, same values), including resends of quarantined or rejected input.");
-    describe_counter!(
-        READINGS_QUARANTINED,
-        "Readings put in the quarantine table, by reason (collision, future_timestamp)."
-    );
-    describe_counter!(
-        READINGS_REJECTED,
-        "Readings or messages put in the rejected table, by reason."
-    );
-    describe_counter!(MESSAGES_RECEIVED, "MQTT messages whose outcome committed.");
-    describe_counter!(BATCHES_COMMITTED, "Batch transactions committed.");
-    describe_counter!(
-        DB_ERRORS,
-        "Database errors, by SQLSTATE class (class=\"none\" for a lost connection or a timeout)."
-    );
-    describe_counter!(
-        BROKER_RECONNECTS,
-        "Broker connections lost (each followed by a reconnect with backoff)."
-    );
-    describe_counter!(ACKS_SENT, "PUBACKs queued for the broker after commit.");
-    describe_counter!(ACKS_DROPPED_STALE, "Acks not sent because their message came on an earlier connection (the broker redelivers it).");
-    describe_histogram!(
-        BATCH_SIZE_READINGS,
-        "Items (readings and rejections) per committed batch."
-    );
-    describe_histogram!(
-        BATCH_WRITE_SECONDS,
-        Unit::Seconds,
-        "Time from COPY start to COMMIT of a batch, retries included."
-    );
-    describe_histogram!(
-        ARRIVAL_TO_ACK_SECONDS,
-        Unit::Seconds,
-        "Time from a message's arrival to its ack being queued."
-    );
-    describe_gauge!(BROKER_CONNECTED, "1 while connected to the broker, else 0.");
-    describe_gauge!(
-        DB_CONNECTED,
-        "1 while any writer holds a database connection, else 0."
-    );
-    describe_gauge!(
-        MESSAGES_UNACKED,
-        "Messages received and not yet acknowledged."
-    );
-    describe_gauge!(
-        BATCHES_PARKED,
-        "Batches committed whose acks wait for an earlier batch still being written (database_writers > 1): acks leave in arrival order."
-    );
-    describe_counter!(
-        RETAINED_CLEARS,
-        "Empty retained messages (a publisher clearing its topic's retained reading): acknowledged, no reading."
-    );
-    describe_gauge!(
-        READY,
-        "1 while the daemon takes messages: migrations applied, connected to the broker and subscribed (SUBACK granted; the daemon subscribes on every connection)."
-    );
-    describe_gauge!(
-        BYTES_UNACKED,
-        Unit::Bytes,
-        "Payload bytes of the messages received and not yet acknowledged (bounded by max_unacked_bytes)."
-    );
-    describe_gauge!(
-        OLDEST_UNACKED_SECONDS,
-        Unit::Seconds,
-        "Age of the oldest message received and not yet acknowledged (0 when none)."
-    );
-    describe_histogram!(
-        INGEST_LAG_SECONDS,
-        Unit::Seconds,
-        "Commit time minus recorded_at, per inserted reading: delivery delay plus the turbine's clock offset (negative for a clock ahead)."
-    );
-    describe_gauge!(
-        BUILD_INFO,
-        "Always 1; the version and commit labels say which build runs."
-    );
+    for &(kind, name, unit, help) in FAMILIES {
+        match (kind, unit) {
+            (Kind::Counter, None) => describe_counter!(name, help),
+            (Kind::Counter, Some(unit)) => describe_counter!(name, unit, help),
+            (Kind::Gauge, None) => describe_gauge!(name, help),
+            (Kind::Gauge, Some(unit)) => describe_gauge!(name, unit, help),
+            (Kind::Histogram, None) => describe_histogram!(name, help),
+            (Kind::Histogram, Some(unit)) => describe_histogram!(name, unit, help),
+        }
+    }
 }

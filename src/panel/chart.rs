@@ -39,32 +39,39 @@ const BOTTOM: f64 = 28.0;
 pub const MARKER_COLOUR: &str = "#d62728";
 
 impl Chart<'_> {
-    /// The chart as an `<svg>` element.
+    /// The chart as an `<svg>` element: the title, the value and time grids, the frame, a band
+    /// and a line per unbroken run of values, the quarantine markers, and a note when there is
+    /// nothing to draw.
     pub fn svg(&self) -> String {
-        let span = (self.to - self.from).num_milliseconds().max(1) as f64;
-        let x = |t: DateTime<Utc>| {
-            LEFT + (t - self.from).num_milliseconds() as f64 / span * (W - LEFT - RIGHT)
-        };
-        let values: Vec<(DateTime<Utc>, Stat)> = self
-            .points
+        let values = self.drawable();
+        let scale = Scale::new(self, &values);
+        let mut s = String::with_capacity(16 * 1024 + values.len() * 40);
+        self.head(&mut s);
+        scale.value_grid(&mut s);
+        scale.time_grid(&mut s);
+        frame(&mut s);
+        for run in runs(&values, self.max_gap) {
+            scale.draw_run(&mut s, run);
+        }
+        self.mark_quarantine(&mut s, &scale);
+        if values.is_empty() {
+            no_readings(&mut s);
+        }
+        s.push_str("</svg>");
+        s
+    }
+
+    /// The points that have a value, all of it finite.
+    fn drawable(&self) -> Vec<(DateTime<Utc>, Stat)> {
+        self.points
             .iter()
             .filter_map(|(t, s)| s.map(|s| (*t, s)))
             .filter(|(_, s)| s.min.is_finite() && s.max.is_finite() && s.avg.is_finite())
-            .collect();
-        let (lo, hi) = values
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, s)| {
-                (lo.min(s.min), hi.max(s.max))
-            });
-        let (lo, hi, ticks) = if lo.is_finite() {
-            nice_scale(lo, hi)
-        } else {
-            (0.0, 1.0, vec![0.0, 0.5, 1.0])
-        };
-        // On halves: hi − lo overflows for a range from −f64::MAX to f64::MAX.
-        let y = |v: f64| TOP + (hi / 2.0 - v / 2.0) / (hi / 2.0 - lo / 2.0) * (H - TOP - BOTTOM);
+            .collect()
+    }
 
-        let mut s = String::with_capacity(16 * 1024 + values.len() * 40);
+    /// The opening `<svg>` tag and the title with its unit.
+    fn head(&self, s: &mut String) {
         let _ = write!(
             s,
             r#"<svg class="chart" data-series="{series}" viewBox="0 0 {W} {H}" width="100%" role="img" aria-label="{title} ({unit})" xmlns="http://www.w3.org/2000/svg" font-family="system-ui, sans-serif" font-size="12">"#,
@@ -78,9 +85,78 @@ impl Chart<'_> {
             esc(self.title),
             esc(self.unit)
         );
-        // Value grid and labels.
-        for v in &ticks {
-            let yy = y(*v);
+    }
+
+    /// A dashed line and a flag at each quarantined reading inside the chart's time range.
+    fn mark_quarantine(&self, s: &mut String, scale: &Scale) {
+        for m in self
+            .markers
+            .iter()
+            .filter(|m| **m >= self.from && **m < self.to)
+        {
+            let xx = scale.x(*m);
+            let _ = write!(
+                s,
+                r#"<g class="quarantine-marker"><title>quarantined reading at {}</title><line x1="{xx:.1}" x2="{xx:.1}" y1="{TOP}" y2="{}" stroke="{MARKER_COLOUR}" stroke-width="1.5" stroke-dasharray="4 3"/><path d="M{:.1},{TOP} l6,-9 h-12 z" fill="{MARKER_COLOUR}"/></g>"#,
+                m.to_rfc3339(),
+                H - BOTTOM,
+                xx - 0.0
+            );
+        }
+    }
+}
+
+/// Where a time and a value are drawn: the time range across, the value axis (rounded out to
+/// its ticks) up.
+struct Scale {
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    /// The time range in milliseconds (at least 1).
+    span: f64,
+    lo: f64,
+    hi: f64,
+    ticks: Vec<f64>,
+}
+
+impl Scale {
+    /// The chart's time range, and a value axis around its values (0 to 1 when there are none).
+    fn new(chart: &Chart<'_>, values: &[(DateTime<Utc>, Stat)]) -> Scale {
+        let span = (chart.to - chart.from).num_milliseconds().max(1) as f64;
+        let (lo, hi) = values
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, s)| {
+                (lo.min(s.min), hi.max(s.max))
+            });
+        let (lo, hi, ticks) = if lo.is_finite() {
+            nice_scale(lo, hi)
+        } else {
+            (0.0, 1.0, vec![0.0, 0.5, 1.0])
+        };
+        Scale {
+            from: chart.from,
+            to: chart.to,
+            span,
+            lo,
+            hi,
+            ticks,
+        }
+    }
+
+    /// The x coordinate of a time.
+    fn x(&self, t: DateTime<Utc>) -> f64 {
+        LEFT + (t - self.from).num_milliseconds() as f64 / self.span * (W - LEFT - RIGHT)
+    }
+
+    /// The y coordinate of a value.
+    fn y(&self, v: f64) -> f64 {
+        // On halves: hi − lo overflows for a range from −f64::MAX to f64::MAX.
+        TOP + (self.hi / 2.0 - v / 2.0) / (self.hi / 2.0 - self.lo / 2.0) * (H - TOP - BOTTOM)
+    }
+
+    /// Value grid and labels.
+    fn value_grid(&self, s: &mut String) {
+        for v in &self.ticks {
+            let yy = self.y(*v);
             let _ = write!(
                 s,
                 r##"<line x1="{LEFT}" x2="{}" y1="{yy:.1}" y2="{yy:.1}" stroke="#e5e5e5"/><text x="{}" y="{:.1}" text-anchor="end" fill="#555">{}</text>"##,
@@ -90,9 +166,12 @@ impl Chart<'_> {
                 fmt_value(*v)
             );
         }
-        // Time grid and labels.
+    }
+
+    /// Time grid and labels.
+    fn time_grid(&self, s: &mut String) {
         for t in time_ticks(self.from, self.to) {
-            let xx = x(t.0);
+            let xx = self.x(t.0);
             let _ = write!(
                 s,
                 r##"<line x1="{xx:.1}" x2="{xx:.1}" y1="{TOP}" y2="{}" stroke="#f0f0f0"/><text x="{xx:.1}" y="{}" text-anchor="middle" fill="#555">{}</text>"##,
@@ -101,73 +180,65 @@ impl Chart<'_> {
                 t.1
             );
         }
-        let _ = write!(
-            s,
-            r##"<rect x="{LEFT}" y="{TOP}" width="{}" height="{}" fill="none" stroke="#bbb"/>"##,
-            W - LEFT - RIGHT,
-            H - TOP - BOTTOM
-        );
-        // Band and line, one of each per unbroken run.
-        for run in runs(&values, self.max_gap) {
-            if run.len() > 1 && run.iter().any(|(_, s)| s.min != s.max) {
-                let mut pts = String::new();
-                for (t, st) in run {
-                    let _ = write!(pts, "{:.1},{:.1} ", x(*t), y(st.max));
-                }
-                for (t, st) in run.iter().rev() {
-                    let _ = write!(pts, "{:.1},{:.1} ", x(*t), y(st.min));
-                }
-                let _ = write!(
-                    s,
-                    r##"<polygon class="band" points="{}" fill="#1f77b4" fill-opacity="0.18" stroke="none"/>"##,
-                    pts.trim_end()
-                );
-            }
-            if run.len() == 1 {
-                let (t, st) = run[0];
-                let _ = write!(
-                    s,
-                    r##"<circle cx="{:.1}" cy="{:.1}" r="2" fill="#1f77b4"/>"##,
-                    x(t),
-                    y(st.avg)
-                );
-            } else {
-                let mut pts = String::new();
-                for (t, st) in run {
-                    let _ = write!(pts, "{:.1},{:.1} ", x(*t), y(st.avg));
-                }
-                let _ = write!(
-                    s,
-                    r##"<polyline class="line" points="{}" fill="none" stroke="#1f77b4" stroke-width="1.5" stroke-linejoin="round"/>"##,
-                    pts.trim_end()
-                );
-            }
-        }
-        for m in self
-            .markers
-            .iter()
-            .filter(|m| **m >= self.from && **m < self.to)
-        {
-            let xx = x(*m);
-            let _ = write!(
-                s,
-                r#"<g class="quarantine-marker"><title>quarantined reading at {}</title><line x1="{xx:.1}" x2="{xx:.1}" y1="{TOP}" y2="{}" stroke="{MARKER_COLOUR}" stroke-width="1.5" stroke-dasharray="4 3"/><path d="M{:.1},{TOP} l6,-9 h-12 z" fill="{MARKER_COLOUR}"/></g>"#,
-                m.to_rfc3339(),
-                H - BOTTOM,
-                xx - 0.0
-            );
-        }
-        if values.is_empty() {
-            let _ = write!(
-                s,
-                r##"<text x="{}" y="{}" text-anchor="middle" fill="#888">no readings in this range</text>"##,
-                W / 2.0,
-                H / 2.0
-            );
-        }
-        s.push_str("</svg>");
-        s
     }
+
+    /// One unbroken run: its min–max band (unless min and max are the same throughout) and its
+    /// average line (a dot for a single point).
+    fn draw_run(&self, s: &mut String, run: &[(DateTime<Utc>, Stat)]) {
+        if run.len() > 1 && run.iter().any(|(_, s)| s.min != s.max) {
+            let mut pts = String::new();
+            for (t, st) in run {
+                let _ = write!(pts, "{:.1},{:.1} ", self.x(*t), self.y(st.max));
+            }
+            for (t, st) in run.iter().rev() {
+                let _ = write!(pts, "{:.1},{:.1} ", self.x(*t), self.y(st.min));
+            }
+            let _ = write!(
+                s,
+                r##"<polygon class="band" points="{}" fill="#1f77b4" fill-opacity="0.18" stroke="none"/>"##,
+                pts.trim_end()
+            );
+        }
+        if run.len() == 1 {
+            let (t, st) = run[0];
+            let _ = write!(
+                s,
+                r##"<circle cx="{:.1}" cy="{:.1}" r="2" fill="#1f77b4"/>"##,
+                self.x(t),
+                self.y(st.avg)
+            );
+        } else {
+            let mut pts = String::new();
+            for (t, st) in run {
+                let _ = write!(pts, "{:.1},{:.1} ", self.x(*t), self.y(st.avg));
+            }
+            let _ = write!(
+                s,
+                r##"<polyline class="line" points="{}" fill="none" stroke="#1f77b4" stroke-width="1.5" stroke-linejoin="round"/>"##,
+                pts.trim_end()
+            );
+        }
+    }
+}
+
+/// The frame around the plot area.
+fn frame(s: &mut String) {
+    let _ = write!(
+        s,
+        r##"<rect x="{LEFT}" y="{TOP}" width="{}" height="{}" fill="none" stroke="#bbb"/>"##,
+        W - LEFT - RIGHT,
+        H - TOP - BOTTOM
+    );
+}
+
+/// The note of a chart with no values.
+fn no_readings(s: &mut String) {
+    let _ = write!(
+        s,
+        r##"<text x="{}" y="{}" text-anchor="middle" fill="#888">no readings in this range</text>"##,
+        W / 2.0,
+        H / 2.0
+    );
 }
 
 /// Splits points where the gap between neighbours is longer than `max_gap`.

@@ -593,20 +593,47 @@ impl Db {
             .map_or("NULL::float8".to_string(), |s| {
                 format!("{}::float8", s.column())
             });
-        let power = format!(
-            "LEFT JOIN LATERAL (SELECT {headline} AS power_kw FROM readings
+        let th = &self.thresholds;
+        let rows = c
+            .query(
+                &fleet_sql(&headline, sort, desc),
+                &[
+                    &th.max_offset,
+                    &th.max_drift_per_day,
+                    &th.max_collisions_per_day,
+                    &pattern,
+                ],
+            )
+            .await
+            .map_err(|e| Error::db("reading the fleet", e))?;
+        let total = rows.first().map_or(0, |r| r.get(8));
+        let mut page: Vec<Status> = rows.iter().map(fleet_row).collect();
+        if sort != Sort::Power && !page.is_empty() {
+            latest_headlines(&c, &headline, &mut page).await?;
+        }
+        Ok((page, total))
+    }
+}
+
+/// The fleet page's statement: each turbine's status, clock verdict and open quarantine, in
+/// `sort` order, and how many turbines match; the headline value only when sorted by it
+/// ([`latest_headlines`] looks it up for the page's rows otherwise). `$1`–`$3` are the clock
+/// thresholds, `$4` the id pattern.
+fn fleet_sql(headline: &str, sort: Sort, desc: bool) -> String {
+    let power = format!(
+        "LEFT JOIN LATERAL (SELECT {headline} AS power_kw FROM readings
                                          WHERE turbine_id = s.turbine_id
                                            AND recorded_at = s.last_recorded_at) r ON true"
-        );
-        let power = power.as_str();
-        let (power_all, power_col) = if sort == Sort::Power {
-            (power, "r.power_kw")
-        } else {
-            ("", "NULL::float8")
-        };
-        let order = sort.order_by(desc);
-        let sql = format!(
-            "WITH coll AS (SELECT turbine_id, count(*) AS n FROM quarantine
+    );
+    let power = power.as_str();
+    let (power_all, power_col) = if sort == Sort::Power {
+        (power, "r.power_kw")
+    } else {
+        ("", "NULL::float8")
+    };
+    let order = sort.order_by(desc);
+    format!(
+        "WITH coll AS (SELECT turbine_id, count(*) AS n FROM quarantine
                              WHERE reason = 'collision' AND received_at > now() - interval '1 day'
                                AND turbine_id LIKE $4
                              GROUP BY turbine_id),
@@ -634,62 +661,51 @@ impl Db {
                     (SELECT count(*) FROM turbine_status WHERE turbine_id LIKE $4) AS total
                FROM hit s
               ORDER BY {order}",
-            "s.power_kw",
-        );
-        let th = &self.thresholds;
-        let rows = c
-            .query(
-                &sql,
-                &[
-                    &th.max_offset,
-                    &th.max_drift_per_day,
-                    &th.max_collisions_per_day,
-                    &pattern,
-                ],
-            )
-            .await
-            .map_err(|e| Error::db("reading the fleet", e))?;
-        let total = rows.first().map_or(0, |r| r.get(8));
-        let mut page: Vec<Status> = rows
-            .iter()
-            .map(|r| Status {
-                turbine_id: r.get(0),
-                last_seen: r.get(1),
-                last_recorded_at: r.get(2),
-                headline: r.get(3),
-                clock_suspect: r.get(4),
-                clock_offset_seconds: r.get(5),
-                clock_drift_seconds_per_day: r.get(6),
-                quarantined: r.get(7),
-            })
-            .collect();
-        if sort != Sort::Power && !page.is_empty() {
-            let keyed: Vec<&Status> = page
-                .iter()
-                .filter(|s| s.last_recorded_at.is_some())
-                .collect();
-            let ids: Vec<&str> = keyed.iter().map(|s| s.turbine_id.as_str()).collect();
-            let at: Vec<DateTime<Utc>> = keyed.iter().filter_map(|s| s.last_recorded_at).collect();
-            let powers: std::collections::HashMap<String, Option<f64>> = c
-                .query(
-                    &format!(
-                        "SELECT turbine_id, {headline} FROM readings
+        "s.power_kw",
+    )
+}
+
+/// One row of the fleet statement.
+fn fleet_row(r: &Row) -> Status {
+    Status {
+        turbine_id: r.get(0),
+        last_seen: r.get(1),
+        last_recorded_at: r.get(2),
+        headline: r.get(3),
+        clock_suspect: r.get(4),
+        clock_offset_seconds: r.get(5),
+        clock_drift_seconds_per_day: r.get(6),
+        quarantined: r.get(7),
+    }
+}
+
+/// The latest headline value of each turbine on the page that has one, by key (a second
+/// statement: a sharded database refuses the lateral join to `readings`).
+async fn latest_headlines(c: &Client, headline: &str, page: &mut [Status]) -> Result<(), Error> {
+    let keyed: Vec<&Status> = page
+        .iter()
+        .filter(|s| s.last_recorded_at.is_some())
+        .collect();
+    let ids: Vec<&str> = keyed.iter().map(|s| s.turbine_id.as_str()).collect();
+    let at: Vec<DateTime<Utc>> = keyed.iter().filter_map(|s| s.last_recorded_at).collect();
+    let powers: std::collections::HashMap<String, Option<f64>> = c
+        .query(
+            &format!(
+                "SELECT turbine_id, {headline} FROM readings
                           WHERE (turbine_id, recorded_at) IN
                                 (SELECT * FROM unnest($1::text[], $2::timestamptz[]))"
-                    ),
-                    &[&ids, &at],
-                )
-                .await
-                .map_err(|e| Error::db("reading the fleet's latest readings", e))?
-                .iter()
-                .map(|r| (r.get(0), r.get(1)))
-                .collect();
-            for s in &mut page {
-                s.headline = powers.get(&s.turbine_id).copied().flatten();
-            }
-        }
-        Ok((page, total))
+            ),
+            &[&ids, &at],
+        )
+        .await
+        .map_err(|e| Error::db("reading the fleet's latest readings", e))?
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    for s in page.iter_mut() {
+        s.headline = powers.get(&s.turbine_id).copied().flatten();
     }
+    Ok(())
 }
 
 fn stat(r: &Row, i: usize) -> Option<Stat> {

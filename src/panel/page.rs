@@ -146,15 +146,33 @@ pub struct TurbineView<'a> {
 /// The turbine page: a chart per numeric signal with the quarantined readings marked, the
 /// changes of the other signals (status codes, flags), and the quarantine list.
 pub fn turbine(v: &TurbineView<'_>) -> String {
+    let charts = charts(v);
+    let body = html! {
+        h1 { "Turbine " (v.id) }
+        @if let Some(s) = v.status {
+            (status_line(s, v.queries))
+        }
+        (range_choice(v))
+        @for svg in &charts {
+            div.card { (PreEscaped(svg)) }
+        }
+        @if !v.queries.listed.is_empty() {
+            (status_changes(v))
+        }
+        (quarantine_table(v))
+    };
+    layout(&format!("Turbine {}", v.id), body)
+}
+
+/// A chart per numeric signal, with the quarantined readings marked. The charts are SVG built by
+/// chart.rs, which escapes every text it draws.
+fn charts(v: &TurbineView<'_>) -> Vec<String> {
     let TurbineView {
-        id,
-        status,
         w,
-        preset,
         queries,
         points,
         quarantined,
-        changes,
+        ..
     } = *v;
     let signals = &queries.signals;
     let max_gap = match w.step {
@@ -162,8 +180,7 @@ pub fn turbine(v: &TurbineView<'_>) -> String {
         None => chrono::Duration::seconds(30),
     };
     let markers: Vec<_> = quarantined.iter().map(|q| q.recorded_at).collect();
-    // The charts are SVG built by chart.rs, which escapes every text it draws.
-    let charts: Vec<String> = queries
+    queries
         .charted
         .iter()
         .enumerate()
@@ -182,22 +199,38 @@ pub fn turbine(v: &TurbineView<'_>) -> String {
             }
             .svg()
         })
-        .collect();
-    let body = html! {
-        h1 { "Turbine " (id) }
-        @if let Some(s) = status {
-            p {
-                "Last seen " (when(s.last_seen)) " UTC · latest "
-                (queries.headline().map_or("value".into(), |h| h.label())) " "
-                (opt(s.headline, 1))
-                " · clock " (clock_word(s.clock_suspect))
-                @if s.clock_suspect {
-                    " (offset " (opt(s.clock_offset_seconds, 1)) " s, drift "
-                    (opt(s.clock_drift_seconds_per_day, 0)) " s/day)"
-                }
-                " · " (s.quarantined) " unresolved in quarantine"
+        .collect()
+}
+
+/// When the turbine was last seen, its latest headline value, its clock, and how much of its
+/// quarantine is unresolved.
+fn status_line(s: &Status, queries: &Queries) -> Markup {
+    html! {
+        p {
+            "Last seen " (when(s.last_seen)) " UTC · latest "
+            (queries.headline().map_or("value".into(), |h| h.label())) " "
+            (opt(s.headline, 1))
+            " · clock " (clock_word(s.clock_suspect))
+            @if s.clock_suspect {
+                " (offset " (opt(s.clock_offset_seconds, 1)) " s, drift "
+                (opt(s.clock_drift_seconds_per_day, 0)) " s/day)"
             }
+            " · " (s.quarantined) " unresolved in quarantine"
         }
+    }
+}
+
+/// The range presets (the one shown in bold), the range shown and its resolution, and a form
+/// for any other range.
+fn range_choice(v: &TurbineView<'_>) -> Markup {
+    let TurbineView {
+        id,
+        w,
+        preset,
+        points,
+        ..
+    } = *v;
+    html! {
         p.presets {
             @for (name, _) in PRESETS {
                 @if preset == Some(name) {
@@ -224,32 +257,53 @@ pub fn turbine(v: &TurbineView<'_>) -> String {
             " "
             button { "Show" }
         }
-        @for svg in &charts {
-            div.card { (PreEscaped(svg)) }
-        }
-        @if !queries.listed.is_empty() {
-            h2 { "Status signals: each change in this range (" (changes.len()) ")" }
-            @if w.width() > super::window::MAX_RAW_RANGE {
-                p.muted { "Changes are listed for ranges up to "
-                    (super::window::MAX_RAW_RANGE.as_secs() / 86_400) " days: choose a shorter range." }
-            } @else if changes.is_empty() {
-                p.muted { "No readings in this range." }
-            } @else {
-                table #changes {
-                    thead { tr { th { "recorded_at (UTC)" } th { "signal" } th { "new value" } } }
-                    tbody {
-                        @for c in changes {
-                            tr {
-                                td { (when(c.t)) }
-                                td { (signals.get(c.signal).label()) }
-                                td { (c.value.to_string()) }
-                            }
+    }
+}
+
+/// Each change of the status signals in the range (or why there is no list).
+fn status_changes(v: &TurbineView<'_>) -> Markup {
+    let TurbineView {
+        w,
+        queries,
+        changes,
+        ..
+    } = *v;
+    let signals = &queries.signals;
+    html! {
+        h2 { "Status signals: each change in this range (" (changes.len()) ")" }
+        @if w.width() > super::window::MAX_RAW_RANGE {
+            p.muted { "Changes are listed for ranges up to "
+                (super::window::MAX_RAW_RANGE.as_secs() / 86_400) " days: choose a shorter range." }
+        } @else if changes.is_empty() {
+            p.muted { "No readings in this range." }
+        } @else {
+            table #changes {
+                thead { tr { th { "recorded_at (UTC)" } th { "signal" } th { "new value" } } }
+                tbody {
+                    @for c in changes {
+                        tr {
+                            td { (when(c.t)) }
+                            td { (signals.get(c.signal).label()) }
+                            td { (c.value.to_string()) }
                         }
                     }
                 }
-                p.muted { "At most " (CHANGES_LIMIT) " changes of each signal are listed." }
             }
+            p.muted { "At most " (CHANGES_LIMIT) " changes of each signal are listed." }
         }
+    }
+}
+
+/// The quarantined readings in the range, each beside the stored one, with its resolution or
+/// the command that settles it.
+fn quarantine_table(v: &TurbineView<'_>) -> Markup {
+    let TurbineView {
+        queries,
+        quarantined,
+        ..
+    } = *v;
+    let signals = &queries.signals;
+    html! {
         h2 { "Quarantined readings in this range (" (quarantined.len()) ")" }
         @if quarantined.is_empty() {
             p.muted { "None." }
@@ -285,8 +339,7 @@ pub fn turbine(v: &TurbineView<'_>) -> String {
                 }
             }
         }
-    };
-    layout(&format!("Turbine {id}"), body)
+    }
 }
 
 /// Values as "1523.4 / – / run", for the quarantine table.

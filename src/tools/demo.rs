@@ -155,15 +155,10 @@ pub fn start_cluster_with(ssl: Option<(&str, &str)>) -> Result<(Service, String)
                 .into(),
         ));
     };
-    let fail = |what: &str, e: String| {
-        Missing(format!(
-            "could not start a throwaway PostgreSQL ({what}): {e}"
-        ))
-    };
     let dir = tempfile::Builder::new()
         .prefix("galewatch-demo-pg-")
         .tempdir()
-        .map_err(|e| fail("temp dir", e.to_string()))?;
+        .map_err(|e| cluster_failed("temp dir", e.to_string()))?;
     let root = is_root();
     if root {
         let _ = Command::new("chown")
@@ -172,64 +167,30 @@ pub fn start_cluster_with(ssl: Option<(&str, &str)>) -> Result<(Service, String)
             .status();
     }
     let data = dir.path().join("data");
-    let port = free_port().map_err(|e| fail("port", e.to_string()))?;
-    let out = pg_command(&initdb, root)
-        .args([
-            "-U",
-            "postgres",
-            "--auth=trust",
-            "-E",
-            "UTF8",
-            "--no-sync",
-            "-D",
-        ])
-        .arg(&data)
-        .output()
-        .map_err(|e| fail("initdb", e.to_string()))?;
-    if !out.status.success() {
-        return Err(fail(
-            "initdb",
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        ));
-    }
+    let port = free_port().map_err(|e| cluster_failed("port", e.to_string()))?;
+    init_cluster(&initdb, root, &data)?;
     let mut opts = format!(
         "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync=off",
         dir.path().display()
     );
     if let Some((cert, key)) = ssl {
-        // PostgreSQL refuses a key others can read; the files belong to the server's user.
-        for (name, text, mode) in [("server.crt", cert, "644"), ("server.key", key, "600")] {
-            let path = data.join(name);
-            std::fs::write(&path, text).map_err(|e| fail("ssl files", e.to_string()))?;
-            let _ = Command::new("chmod").arg(mode).arg(&path).status();
-            if root {
-                let _ = Command::new("chown").arg("postgres:").arg(&path).status();
-            }
-        }
+        write_ssl_files(&data, cert, key, root)?;
         opts.push_str(" -c ssl=on -c ssl_cert_file=server.crt -c ssl_key_file=server.key");
     }
-    let out = pg_command(&pg_ctl, root)
-        .arg("-D")
-        .arg(&data)
-        .args(["-o", &opts, "-l"])
-        .arg(dir.path().join("postgres.log"))
-        .args(["-w", "start"])
-        .output()
-        .map_err(|e| fail("pg_ctl start", e.to_string()))?;
-    if !out.status.success() {
-        return Err(fail(
-            "pg_ctl start",
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        ));
-    }
-    let stop_data = data.clone();
+    start_server(
+        &pg_ctl,
+        root,
+        &data,
+        &opts,
+        &dir.path().join("postgres.log"),
+    )?;
     let service = Service {
         name: "postgresql",
         child: None,
         stop: Some(Box::new(move || {
             let _ = pg_command(&pg_ctl, root)
                 .arg("-D")
-                .arg(&stop_data)
+                .arg(&data)
                 .args(["-m", "immediate", "-w", "stop"])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -241,6 +202,76 @@ pub fn start_cluster_with(ssl: Option<(&str, &str)>) -> Result<(Service, String)
         service,
         format!("postgresql://postgres@127.0.0.1:{port}/postgres"),
     ))
+}
+
+/// Why a throwaway cluster could not be started: at which step, and what went wrong.
+fn cluster_failed(what: &str, e: String) -> Missing {
+    Missing(format!(
+        "could not start a throwaway PostgreSQL ({what}): {e}"
+    ))
+}
+
+/// Creates the cluster's data directory `data` (trust auth, UTF-8, no fsync).
+fn init_cluster(initdb: &Path, root: bool, data: &Path) -> Result<(), Missing> {
+    let out = pg_command(initdb, root)
+        .args([
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+            "-D",
+        ])
+        .arg(data)
+        .output()
+        .map_err(|e| cluster_failed("initdb", e.to_string()))?;
+    if !out.status.success() {
+        return Err(cluster_failed(
+            "initdb",
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ));
+    }
+    Ok(())
+}
+
+/// Writes the server's certificate and key into `data`, readable as PostgreSQL requires.
+fn write_ssl_files(data: &Path, cert: &str, key: &str, root: bool) -> Result<(), Missing> {
+    // PostgreSQL refuses a key others can read; the files belong to the server's user.
+    for (name, text, mode) in [("server.crt", cert, "644"), ("server.key", key, "600")] {
+        let path = data.join(name);
+        std::fs::write(&path, text).map_err(|e| cluster_failed("ssl files", e.to_string()))?;
+        let _ = Command::new("chmod").arg(mode).arg(&path).status();
+        if root {
+            let _ = Command::new("chown").arg("postgres:").arg(&path).status();
+        }
+    }
+    Ok(())
+}
+
+/// Starts the server on `data` with `opts`, logging to `log`, and waits until it is up.
+fn start_server(
+    pg_ctl: &Path,
+    root: bool,
+    data: &Path,
+    opts: &str,
+    log: &Path,
+) -> Result<(), Missing> {
+    let out = pg_command(pg_ctl, root)
+        .arg("-D")
+        .arg(data)
+        .args(["-o", opts, "-l"])
+        .arg(log)
+        .args(["-w", "start"])
+        .output()
+        .map_err(|e| cluster_failed("pg_ctl start", e.to_string()))?;
+    if !out.status.success() {
+        return Err(cluster_failed(
+            "pg_ctl start",
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ));
+    }
+    Ok(())
 }
 
 /// A Mosquitto configuration moved to a private place: its listener on `port` (loopback) and its
@@ -352,15 +383,71 @@ async fn top_colliders(db: &tokio_postgres::Client) -> Vec<(String, i64)> {
     .unwrap_or_default()
 }
 
-/// Runs the demo. Returns whether the final counts add up; `Err(Missing)` when a service
-/// cannot be had.
+/// Runs the demo: finds or starts the database server and the broker, creates the demo's own
+/// database, starts the daemon and the panel in this process, prints where everything is, waits
+/// until the daemon is ready, starts the simulated fleet, shows the live view until the time is
+/// up or Ctrl-C, winds down, prints the final account and removes what it made. Returns whether
+/// the final counts add up; `Err(Missing)` when a service cannot be had.
 pub async fn run(opts: Options) -> Result<bool, Missing> {
     let started = Instant::now();
     let mut services: Vec<Service> = Vec::new();
     let mut notes = Vec::new();
+    let (server_url, own_server) = database_server(&opts, &mut services, &mut notes).await?;
+    let mqtt_url = broker(&mut services, &mut notes).await?;
+    let demo_db = DemoDb::create(&server_url).await?;
+    let mut inside = InProcess::start(&demo_db.url, &mqtt_url).await?;
+    banner(&opts, &notes, &mqtt_url, &inside, &demo_db.url);
+    if let Err(why) = inside.ready().await {
+        inside.stop.cancel();
+        demo_db.drop_database().await;
+        return Err(Missing(format!("the daemon could not start: {why}")));
+    }
+    let fleet_stop = CancellationToken::new();
+    let publisher = start_fleet(&opts, &inside.broker, fleet_stop.clone());
 
-    // The database server.
-    let (server_url, own_server) = match std::env::var("GALEWATCH_DATABASE_URL") {
+    let db = admin(&demo_db.url).await.ok();
+    live_view(&opts, &inside, db.as_ref(), started).await;
+
+    // Wind down: the fleet stops, the daemon takes in what was sent, then shuts down cleanly.
+    say!("\nstopping: the fleet first, then the daemon once it has taken in what was sent");
+    fleet_stop.cancel();
+    let sent = fleet_sent(publisher).await;
+    inside.wind_down(sent.as_ref(), started).await;
+    let final_snap = inside.snapshot(started.elapsed());
+    let colliders = match &db {
+        Some(db) => top_colliders(db).await,
+        None => Vec::new(),
+    };
+    drop(db);
+
+    let adds_up = account(&final_snap, sent.as_ref(), &colliders);
+    let matches = match &sent {
+        Some(s) => matches_the_fleet(&final_snap, s),
+        None => false,
+    };
+
+    if own_server || !opts.keep_database {
+        demo_db.drop_database().await;
+    } else {
+        say!("  kept database {}: {}", demo_db.name, demo_db.url);
+    }
+    drop(demo_db);
+    drop(services);
+    say!("  stopped everything the demo started");
+    // Success is the account adding up *and* matching what the fleet sent: zero readings from a
+    // fleet that never got through is no success.
+    Ok(adds_up && matches)
+}
+
+/// The database server: `GALEWATCH_DATABASE_URL`'s, else the one at the default address, else
+/// a throwaway cluster (kept in `services`, with a note). Its URL, and whether the demo started
+/// it.
+async fn database_server(
+    opts: &Options,
+    services: &mut Vec<Service>,
+    notes: &mut Vec<String>,
+) -> Result<(String, bool), Missing> {
+    Ok(match std::env::var("GALEWATCH_DATABASE_URL") {
         Ok(url) => (with_db(&url, "postgres"), false),
         Err(_) => {
             let local = "postgresql://postgres@127.0.0.1:5432/postgres".to_string();
@@ -375,9 +462,13 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
                 (url, true)
             }
         }
-    };
-    // The broker.
-    let mqtt_url = match std::env::var("GALEWATCH_MQTT_URL") {
+    })
+}
+
+/// The broker: `GALEWATCH_MQTT_URL`'s if one answers there, else a private Mosquitto (kept in
+/// `services`, with a note). Its URL.
+async fn broker(services: &mut Vec<Service>, notes: &mut Vec<String>) -> Result<String, Missing> {
+    Ok(match std::env::var("GALEWATCH_MQTT_URL") {
         Ok(url) => {
             broker_answers(&url).await?;
             url
@@ -391,68 +482,183 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
             services.push(svc);
             url
         }
-    };
-    // A database of the demo's own.
-    let db_name = format!("galewatch_demo_{}", std::process::id());
-    let db_url = with_db(&server_url, &db_name);
-    let server = admin(&server_url).await.map_err(|e| {
-        Missing(format!(
-            "PostgreSQL at {server_url}: {e}.\nStart it, fix GALEWATCH_DATABASE_URL, or unset \
+    })
+}
+
+/// The demo's own database, and a connection to its server's `postgres` database that made it.
+struct DemoDb {
+    server: tokio_postgres::Client,
+    name: String,
+    url: String,
+}
+
+impl DemoDb {
+    /// Creates a database of the demo's own on the server at `server_url`.
+    async fn create(server_url: &str) -> Result<DemoDb, Missing> {
+        let name = format!("galewatch_demo_{}", std::process::id());
+        let url = with_db(server_url, &name);
+        let server = admin(server_url).await.map_err(|e| {
+            Missing(format!(
+                "PostgreSQL at {server_url}: {e}.\nStart it, fix GALEWATCH_DATABASE_URL, or unset \
                  it and the demo uses the local server or a throwaway cluster."
-        ))
-    })?;
-    server
-        .batch_execute(&format!("CREATE DATABASE {db_name}"))
-        .await
-        .map_err(|e| Missing(format!("creating the demo database: {e}")))?;
-
-    let metrics_port = free_port().map_err(|e| Missing(e.to_string()))?;
-    let settings = Settings {
-        database_url: db_url.clone(),
-        mqtt_url: mqtt_url.clone(),
-        mqtt_client_id: format!("galewatch-demo-{}", std::process::id()),
-        metrics_listen: format!("127.0.0.1:{metrics_port}"),
-        ..Settings::default()
-    };
-    let cfg = settings.validate().map_err(|e| Missing(e.to_string()))?;
-    let broker = cfg.broker.clone();
-    let metrics_addr = cfg.metrics_listen;
-
-    let signal = crate::daemon::shutdown_on_signal();
-    let daemon_stop = CancellationToken::new();
-    // The engineers' panel on its usual port, or any free one if that is taken.
-    let panel_listener = match tokio::net::TcpListener::bind(cfg.panel_listen).await {
-        Ok(l) => l,
-        Err(_) => tokio::net::TcpListener::bind("127.0.0.1:0")
+            ))
+        })?;
+        server
+            .batch_execute(&format!("CREATE DATABASE {name}"))
             .await
-            .map_err(|e| Missing(format!("binding the panel: {e}")))?,
-    };
-    let panel_addr = panel_listener
-        .local_addr()
-        .map_err(|e| Missing(e.to_string()))?;
-    let mut panel = {
-        let cfg = cfg.clone();
-        let stop = daemon_stop.clone();
-        tokio::spawn(async move { crate::panel::serve(&cfg, panel_listener, stop).await })
-    };
-    // The daemon runs in this process: the demo serves its /metrics for the user, and reads its
-    // readiness and counters through the probe, not by scraping itself.
-    crate::telemetry::install(cfg.metrics_listen)
-        .map_err(|e| Missing(format!("serving /metrics: {e}")))?;
-    let probe = crate::probe::Probe::default();
-    let daemon = tokio::spawn(crate::daemon::run(cfg, daemon_stop.clone(), probe.clone()));
-    let snapshot = |elapsed| Snapshot::from_totals(&probe.totals(), probe.unacked(), elapsed);
+            .map_err(|e| Missing(format!("creating the demo database: {e}")))?;
+        Ok(DemoDb { server, name, url })
+    }
 
+    /// Drops the database, whoever is still connected to it; a failure is ignored.
+    async fn drop_database(&self) {
+        let _ = self
+            .server
+            .batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ))
+            .await;
+    }
+}
+
+/// The daemon and the panel, running in this process on the demo's database and broker.
+struct InProcess {
+    broker: crate::intake::subscribe::BrokerAddr,
+    metrics_addr: std::net::SocketAddr,
+    panel_addr: std::net::SocketAddr,
+    /// Cancelled on Ctrl-C (or SIGTERM).
+    signal: CancellationToken,
+    /// Stops the daemon and the panel.
+    stop: CancellationToken,
+    panel: tokio::task::JoinHandle<Result<(), crate::error::Error>>,
+    probe: crate::probe::Probe,
+    daemon: tokio::task::JoinHandle<Result<(), crate::error::Error>>,
+}
+
+impl InProcess {
+    /// Starts the panel (on its usual port, or any free one if that is taken), `/metrics` on a
+    /// free port, and the daemon.
+    async fn start(db_url: &str, mqtt_url: &str) -> Result<InProcess, Missing> {
+        let metrics_port = free_port().map_err(|e| Missing(e.to_string()))?;
+        let settings = Settings {
+            database_url: db_url.to_string(),
+            mqtt_url: mqtt_url.to_string(),
+            mqtt_client_id: format!("galewatch-demo-{}", std::process::id()),
+            metrics_listen: format!("127.0.0.1:{metrics_port}"),
+            ..Settings::default()
+        };
+        let cfg = settings.validate().map_err(|e| Missing(e.to_string()))?;
+        let broker = cfg.broker.clone();
+        let metrics_addr = cfg.metrics_listen;
+
+        let signal = crate::daemon::shutdown_on_signal();
+        let stop = CancellationToken::new();
+        // The engineers' panel on its usual port, or any free one if that is taken.
+        let panel_listener = match tokio::net::TcpListener::bind(cfg.panel_listen).await {
+            Ok(l) => l,
+            Err(_) => tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| Missing(format!("binding the panel: {e}")))?,
+        };
+        let panel_addr = panel_listener
+            .local_addr()
+            .map_err(|e| Missing(e.to_string()))?;
+        let panel = {
+            let cfg = cfg.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move { crate::panel::serve(&cfg, panel_listener, stop).await })
+        };
+        // The daemon runs in this process: the demo serves its /metrics for the user, and reads
+        // its readiness and counters through the probe, not by scraping itself.
+        crate::telemetry::install(cfg.metrics_listen)
+            .map_err(|e| Missing(format!("serving /metrics: {e}")))?;
+        let probe = crate::probe::Probe::default();
+        let daemon = tokio::spawn(crate::daemon::run(cfg, stop.clone(), probe.clone()));
+        Ok(InProcess {
+            broker,
+            metrics_addr,
+            panel_addr,
+            signal,
+            stop,
+            panel,
+            probe,
+            daemon,
+        })
+    }
+
+    /// The daemon's counts now, `elapsed` after the demo started.
+    fn snapshot(&self, elapsed: Duration) -> Snapshot {
+        Snapshot::from_totals(&self.probe.totals(), self.probe.unacked(), elapsed)
+    }
+
+    /// Waits until the daemon says it is ready (migrations applied, subscribed:
+    /// `galewatch_ready`), so the fleet's first messages have a subscription to wait in; if it
+    /// ends first, or is not ready within 60 s, why.
+    async fn ready(&mut self) -> Result<(), String> {
+        let ready = Instant::now();
+        loop {
+            if self.probe.is_ready() {
+                return Ok(());
+            }
+            if self.daemon.is_finished() || ready.elapsed() > Duration::from_secs(60) {
+                return Err(if self.daemon.is_finished() {
+                    match (&mut self.daemon).await {
+                        Ok(Err(e)) => e.to_string(),
+                        other => format!("{other:?}"),
+                    }
+                } else {
+                    "not ready after 60 s (is the broker refusing the subscription?)".into()
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Gives the daemon up to 20 s to take in what the fleet `sent`, then stops it and the
+    /// panel, and says how the daemon ended if not cleanly.
+    async fn wind_down(&mut self, sent: Option<&Sent>, started: Instant) {
+        if let Some(s) = sent {
+            let want = (s.readings + s.resent + s.bad) as f64;
+            let wait = Instant::now();
+            while wait.elapsed() < Duration::from_secs(20) {
+                if self.snapshot(started.elapsed()).received >= want {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        self.stop.cancel();
+        // A browser's keep-alive connection must not hold the demo open.
+        if tokio::time::timeout(Duration::from_secs(2), &mut self.panel)
+            .await
+            .is_err()
+        {
+            self.panel.abort();
+        }
+        match (&mut self.daemon).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => eprintln!("the daemon stopped with an error: {e}"),
+            Err(e) => eprintln!("the daemon task failed: {e}"),
+        }
+    }
+}
+
+/// What runs where, and how to stop it.
+fn banner(opts: &Options, notes: &[String], mqtt_url: &str, inside: &InProcess, db_url: &str) {
     say!(
         "galewatch demo: {} turbines, one reading every 2 s each",
         opts.turbines
     );
-    for n in &notes {
+    for n in notes {
         say!("  {n}");
     }
     say!("  broker   {mqtt_url}");
-    say!("  metrics  http://{metrics_addr}/metrics");
-    say!("  panel    http://{panel_addr}/  (the fleet; a turbine's charts at /turbines/ID)");
+    say!("  metrics  http://{}/metrics", inside.metrics_addr);
+    say!(
+        "  panel    http://{}/  (the fleet; a turbine's charts at /turbines/ID)",
+        inside.panel_addr
+    );
     say!("  tables   psql '{db_url}' -c 'SELECT count(*) FROM readings'");
     say!(
         "  stop     Ctrl-C{}",
@@ -461,32 +667,15 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
             .unwrap_or_default()
     );
     say!();
+}
 
-    // Wait until the daemon says it is ready (migrations applied, subscribed: `galewatch_ready`),
-    // so the fleet's first messages have a subscription to wait in; then start the fleet.
-    let ready = Instant::now();
-    let mut daemon = daemon;
-    loop {
-        if probe.is_ready() {
-            break;
-        }
-        if daemon.is_finished() || ready.elapsed() > Duration::from_secs(60) {
-            let why = if daemon.is_finished() {
-                match (&mut daemon).await {
-                    Ok(Err(e)) => e.to_string(),
-                    other => format!("{other:?}"),
-                }
-            } else {
-                "not ready after 60 s (is the broker refusing the subscription?)".into()
-            };
-            daemon_stop.cancel();
-            let _ = server
-                .batch_execute(&format!("DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"))
-                .await;
-            return Err(Missing(format!("the daemon could not start: {why}")));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+/// Starts the simulated fleet: a reading every 2 s per turbine (until `opts.duration`, or until
+/// `stop`), with resends, two drifting clocks and a few malformed messages.
+fn start_fleet(
+    opts: &Options,
+    broker: &crate::intake::subscribe::BrokerAddr,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<Result<Sent, crate::error::Error>> {
     let interval = Duration::from_secs(2);
     let fleet = Fleet {
         turbines: opts.turbines,
@@ -506,18 +695,21 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
         bad_rate: 0.002,
         seed: u64::from(std::process::id()),
     };
-    let fleet_stop = CancellationToken::new();
-    let publisher = {
-        let broker = broker.clone();
-        let id = format!("galewatch-demo-fleet-{}", std::process::id());
-        let fleet_stop = fleet_stop.clone();
-        tokio::spawn(async move {
-            simulate::run(&broker, &id, Traffic::new(fleet, knobs), false, fleet_stop).await
-        })
-    };
+    let broker = broker.clone();
+    let id = format!("galewatch-demo-fleet-{}", std::process::id());
+    tokio::spawn(async move {
+        simulate::run(&broker, &id, Traffic::new(fleet, knobs), false, stop).await
+    })
+}
 
-    // The live view.
-    let db = admin(&db_url).await.ok();
+/// The live view, once a second: redrawn in place on a terminal, else a line every 5 s. Until
+/// the time is up, Ctrl-C, or stdout's reader has gone.
+async fn live_view(
+    opts: &Options,
+    inside: &InProcess,
+    db: Option<&tokio_postgres::Client>,
+    started: Instant,
+) {
     let tty = std::io::stdout().is_terminal();
     let header = format!(
         "galewatch demo · {} turbines · Ctrl-C to stop",
@@ -526,17 +718,16 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
     let end = opts.duration.map(|d| Instant::now() + d);
     let mut prev = Snapshot::default();
     let mut last_plain = Instant::now();
-    let signal = signal;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-            _ = signal.cancelled() => break,
+            _ = inside.signal.cancelled() => break,
         }
         if end.is_some_and(|e| Instant::now() >= e) || stdout_gone() {
             break;
         }
-        let mut snap = snapshot(started.elapsed());
-        if let Some(db) = &db {
+        let mut snap = inside.snapshot(started.elapsed());
+        if let Some(db) = db {
             snap.top_colliders = top_colliders(db).await;
         }
         if tty {
@@ -551,11 +742,13 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
             prev = snap;
         }
     }
+}
 
-    // Wind down: the fleet stops, the daemon takes in what was sent, then shuts down cleanly.
-    say!("\nstopping: the fleet first, then the daemon once it has taken in what was sent");
-    fleet_stop.cancel();
-    let sent: Option<Sent> = match publisher.await {
+/// What the fleet sent, once it has stopped; None (and why, on stderr) if it failed.
+async fn fleet_sent(
+    publisher: tokio::task::JoinHandle<Result<Sent, crate::error::Error>>,
+) -> Option<Sent> {
+    match publisher.await {
         Ok(Ok(s)) => Some(s),
         Ok(Err(e)) => {
             eprintln!("galewatch demo: the simulated fleet failed: {e}");
@@ -565,44 +758,17 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
             eprintln!("galewatch demo: the simulated fleet failed: {e}");
             None
         }
-    };
-    if let Some(s) = &sent {
-        let want = (s.readings + s.resent + s.bad) as f64;
-        let wait = Instant::now();
-        while wait.elapsed() < Duration::from_secs(20) {
-            if snapshot(started.elapsed()).received >= want {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
     }
-    daemon_stop.cancel();
-    // A browser's keep-alive connection must not hold the demo open.
-    if tokio::time::timeout(Duration::from_secs(2), &mut panel)
-        .await
-        .is_err()
-    {
-        panel.abort();
-    }
-    match daemon.await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => eprintln!("the daemon stopped with an error: {e}"),
-        Err(e) => eprintln!("the daemon task failed: {e}"),
-    }
-    let final_snap = snapshot(started.elapsed());
-    let colliders = match &db {
-        Some(db) => top_colliders(db).await,
-        None => Vec::new(),
-    };
-    drop(db);
+}
 
-    // The account.
-    let f = final_snap;
+/// Prints the final account: what the fleet sent, what the daemon counted, the turbines with
+/// the most collisions, and whether the counts add up (returned).
+fn account(f: &Snapshot, sent: Option<&Sent>, colliders: &[(String, i64)]) -> bool {
     say!(
         "\ngalewatch demo: final account after {}s",
         f.elapsed.as_secs()
     );
-    if let Some(s) = &sent {
+    if let Some(s) = sent {
         say!("  the fleet sent {} messages: {} readings ({} from a drifting clock), {} resent, {} malformed", s.messages, s.readings, s.drifted, s.resent, s.bad);
     }
     say!("  received    {:>10}", f.received);
@@ -629,7 +795,7 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
             reasons.join(", ")
         }
     );
-    for (id, c) in &colliders {
+    for (id, c) in colliders {
         say!("  collisions from {id}: {c} (its clock drifts)");
     }
     let adds_up = f.adds_up();
@@ -646,35 +812,24 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
             "THE INVARIANT DOES NOT HOLD"
         }
     );
-    let mut matches = false;
-    if let Some(s) = &sent {
-        let (rx, ins, dup, q, rej) = s.expected();
-        matches = (
-            f.received,
-            f.inserted,
-            f.duplicate,
-            f.collision,
-            f.rejected_total(),
-        ) == (rx as f64, ins as f64, dup as f64, q as f64, rej as f64);
-        say!(
-            "  the fleet's own account predicted received {rx}, inserted {ins}, duplicate {dup}, quarantined {q}, rejected {rej}: {}",
-            if matches { "it matches" } else { "it does not match" }
-        );
-    }
+    adds_up
+}
 
-    if own_server || !opts.keep_database {
-        let _ = server
-            .batch_execute(&format!("DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"))
-            .await;
-    } else {
-        say!("  kept database {db_name}: {db_url}");
-    }
-    drop(server);
-    drop(services);
-    say!("  stopped everything the demo started");
-    // Success is the account adding up *and* matching what the fleet sent: zero readings from a
-    // fleet that never got through is no success.
-    Ok(adds_up && matches)
+/// Whether the daemon's final counts are what the fleet's own account predicts (and says so).
+fn matches_the_fleet(f: &Snapshot, s: &Sent) -> bool {
+    let (rx, ins, dup, q, rej) = s.expected();
+    let matches = (
+        f.received,
+        f.inserted,
+        f.duplicate,
+        f.collision,
+        f.rejected_total(),
+    ) == (rx as f64, ins as f64, dup as f64, q as f64, rej as f64);
+    say!(
+        "  the fleet's own account predicted received {rx}, inserted {ins}, duplicate {dup}, quarantined {q}, rejected {rej}: {}",
+        if matches { "it matches" } else { "it does not match" }
+    );
+    matches
 }
 
 /// Whether a broker answers at `url` (a TCP connection within 3 s); if not, what to fix.

@@ -364,44 +364,83 @@ pub async fn run(
     stop: CancellationToken,
 ) -> Result<(Sent, u64), Error> {
     let opts = crate::tools::simulate::publisher_options(broker, client_id);
-    let (client, mut eventloop) = AsyncClient::new(opts, 1024);
-    let (acked_tx, mut acked) = watch::channel(0u64);
-    let (subscribed_tx, mut subscribed) = watch::channel(false);
-    let (ncmd_tx, mut ncmd) = mpsc::unbounded_channel::<(String, Vec<u8>)>();
+    let (client, eventloop) = AsyncClient::new(opts, 1024);
     let filter = format!("{NAMESPACE}/{}/NCMD/+", traffic.edge.group);
-    let sub = client.clone();
-    let poller: crate::tools::simulate::Poller = tokio::spawn(async move {
-        let mut n = 0u64;
-        loop {
-            match eventloop.poll().await {
-                Ok(Event::Incoming(Packet::ConnAck(_))) => {
-                    let _ = sub.try_subscribe_many([Filter {
-                        path: filter.clone(),
-                        qos: QoS::AtMostOnce,
-                        nolocal: true,
-                        preserve_retain: false,
-                        retain_forward_rule: RetainForwardRule::Never,
-                    }]);
-                }
-                Ok(Event::Incoming(Packet::SubAck(_))) => {
-                    subscribed_tx.send_replace(true);
-                }
-                Ok(Event::Incoming(Packet::PubAck(_))) => {
-                    n += 1;
-                    acked_tx.send_replace(n);
-                }
-                Ok(Event::Incoming(Packet::Publish(p))) => {
-                    let topic = String::from_utf8_lossy(&p.topic).into_owned();
-                    let _ = ncmd_tx.send((topic, p.payload.to_vec()));
-                }
-                Ok(Event::Outgoing(Outgoing::Disconnect)) => return Ok(()),
-                Ok(_) => {}
-                Err(e) => return Err(Error::other("publishing to the broker", e)),
-            }
-        }
-    });
+    let mut conn = Connection::spawn(eventloop, client.clone(), filter);
     // Rebirth requests are only heard once subscribed.
-    let _ = tokio::time::timeout(Duration::from_secs(10), subscribed.wait_for(|s| *s)).await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), conn.subscribed.wait_for(|s| *s)).await;
+    let sent = publish(&client, &mut traffic, &mut conn.ncmd, flood, &stop).await?;
+    crate::tools::simulate::finish(client, conn.poller, &mut conn.acked, sent.messages).await?;
+    Ok((sent, traffic.rebirths))
+}
+
+/// What the event loop's task tells the publisher.
+struct Connection {
+    poller: crate::tools::simulate::Poller,
+    /// The broker's PUBACKs so far.
+    acked: watch::Receiver<u64>,
+    /// Whether the subscription to rebirth requests was granted.
+    subscribed: watch::Receiver<bool>,
+    /// Rebirth requests (NCMD) as they come: topic, payload.
+    ncmd: mpsc::UnboundedReceiver<(String, Vec<u8>)>,
+}
+
+impl Connection {
+    /// Polls the event loop in a task of its own: on each connection it subscribes `sub` to
+    /// `filter` (the group's NCMD topics); it counts PUBACKs and passes each request on.
+    fn spawn(mut eventloop: rumqttc::v5::EventLoop, sub: AsyncClient, filter: String) -> Self {
+        let (acked_tx, acked) = watch::channel(0u64);
+        let (subscribed_tx, subscribed) = watch::channel(false);
+        let (ncmd_tx, ncmd) = mpsc::unbounded_channel::<(String, Vec<u8>)>();
+        let poller = tokio::spawn(async move {
+            let mut n = 0u64;
+            loop {
+                match eventloop.poll().await {
+                    Ok(Event::Incoming(Packet::ConnAck(_))) => {
+                        let _ = sub.try_subscribe_many([Filter {
+                            path: filter.clone(),
+                            qos: QoS::AtMostOnce,
+                            nolocal: true,
+                            preserve_retain: false,
+                            retain_forward_rule: RetainForwardRule::Never,
+                        }]);
+                    }
+                    Ok(Event::Incoming(Packet::SubAck(_))) => {
+                        subscribed_tx.send_replace(true);
+                    }
+                    Ok(Event::Incoming(Packet::PubAck(_))) => {
+                        n += 1;
+                        acked_tx.send_replace(n);
+                    }
+                    Ok(Event::Incoming(Packet::Publish(p))) => {
+                        let topic = String::from_utf8_lossy(&p.topic).into_owned();
+                        let _ = ncmd_tx.send((topic, p.payload.to_vec()));
+                    }
+                    Ok(Event::Outgoing(Outgoing::Disconnect)) => return Ok(()),
+                    Ok(_) => {}
+                    Err(e) => return Err(Error::other("publishing to the broker", e)),
+                }
+            }
+        });
+        Connection {
+            poller,
+            acked,
+            subscribed,
+            ncmd,
+        }
+    }
+}
+
+/// Publishes the traffic round by round, each message at its due time (at once with `flood`),
+/// until it is all sent or `stop` is cancelled; a node asked to rebirth sends its births before
+/// the next message. Returns what was sent.
+async fn publish(
+    client: &AsyncClient,
+    traffic: &mut EdgeTraffic,
+    ncmd: &mut mpsc::UnboundedReceiver<(String, Vec<u8>)>,
+    flood: bool,
+    stop: &CancellationToken,
+) -> Result<Sent, Error> {
     let started = Instant::now();
     let mut sent = Sent::default();
     let mut queue: VecDeque<Planned> = VecDeque::new();
@@ -441,8 +480,7 @@ pub async fn run(
             sent.add(&kind);
         }
     }
-    crate::tools::simulate::finish(client, poller, &mut acked, sent.messages).await?;
-    Ok((sent, traffic.rebirths))
+    Ok(sent)
 }
 
 #[cfg(test)]

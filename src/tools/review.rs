@@ -216,7 +216,9 @@ pub async fn quarantine_list(
     Ok(out)
 }
 
-/// `galewatch quarantine resolve`: settles one entry, in one transaction.
+/// `galewatch quarantine resolve`: settles one entry, in one transaction: the entry locked,
+/// refused if it was resolved before, the chosen reading kept, its interval's statistics brought
+/// along, the resolution recorded.
 pub async fn quarantine_resolve(
     cfg: &Config,
     id: i64,
@@ -229,6 +231,38 @@ pub async fn quarantine_resolve(
         .transaction()
         .await
         .map_err(|e| Error::db("beginning a transaction", e))?;
+    let (turbine, recorded_at) = lock_entry(&tx, id).await?;
+    refuse_if_resolved(&tx, &turbine, id).await?;
+    // What the resolution does to `readings`, recorded with it so the tables reconcile with the
+    // counters: rows in readings = inserted readings + resolutions that added one.
+    let effect = if keep == Keep::Incoming {
+        keep_incoming(&tx, cfg, &turbine, id).await?
+    } else {
+        "none"
+    };
+    let stats_note = update_stats(&tx, cfg, effect, &turbine, id, recorded_at).await?;
+    tx.execute(
+        "INSERT INTO quarantine_resolution (turbine_id, quarantine_id, choice, resolved_by, note, effect)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+        &[&turbine, &id, &keep.as_str(), &by, &note, &effect],
+    )
+    .await
+    .map_err(|e| Error::db("recording the resolution", e))?;
+    tx.commit()
+        .await
+        .map_err(|e| Error::db("committing the resolution", e))?;
+    Ok(format!(
+        "resolved quarantine entry {id} ({turbine} at {}): kept {}{stats_note}",
+        ts(Some(recorded_at)),
+        keep.as_str()
+    ))
+}
+
+/// Locks quarantine entry `id`; its turbine and reading time, or a refusal when there is none.
+async fn lock_entry(
+    tx: &tokio_postgres::Transaction<'_>,
+    id: i64,
+) -> Result<(String, DateTime<Utc>), ReviewError> {
     // The entry's turbine first: every statement after it names the turbine, so on a sharded
     // database (docs/scaling.md) each goes to one shard, and the row lock is a single-shard one
     // (a lock taken across all shards, by `id` alone, is refused there).
@@ -246,6 +280,15 @@ pub async fn quarantine_resolve(
         .await
         .map_err(|e| Error::db("reading the quarantine entry", e))?
         .ok_or_else(|| ReviewError::Refused(format!("no quarantine entry {id}")))?;
+    Ok((turbine, q.get(1)))
+}
+
+/// Refuses an entry that was resolved before, saying by whom, how and when.
+async fn refuse_if_resolved(
+    tx: &tokio_postgres::Transaction<'_>,
+    turbine: &str,
+    id: i64,
+) -> Result<(), ReviewError> {
     if let Some(prev) = tx
         .query_opt(
             "SELECT choice, resolved_by, resolved_at FROM quarantine_resolution
@@ -262,53 +305,71 @@ pub async fn quarantine_resolve(
             ts(Some(prev.get(2)))
         )));
     }
-    let recorded_at: DateTime<Utc> = q.get(1);
-    // What the resolution does to `readings`, recorded with it so the tables reconcile with the
-    // counters: rows in readings = inserted readings + resolutions that added one.
-    let effect = if keep == Keep::Incoming {
-        // Copied inside the database, from the locked entry: stores it if no reading has the key
-        // (a future_timestamp entry, or a row since deleted), else replaces the stored reading.
-        // Insert first: ON CONFLICT waits for a daemon inserting the same key right now, so the
-        // effect recorded is the one that happened.
-        let cols = cfg.rules.signals.columns("");
-        let added = tx
-            .execute(
-                &format!(
-                    "INSERT INTO readings (turbine_id, recorded_at, {cols})
+    Ok(())
+}
+
+/// Keeps the quarantined reading: stores it, or replaces the stored one with it. Returns the
+/// effect on `readings`: "added" or "replaced".
+async fn keep_incoming(
+    tx: &tokio_postgres::Transaction<'_>,
+    cfg: &Config,
+    turbine: &str,
+    id: i64,
+) -> Result<&'static str, Error> {
+    // Copied inside the database, from the locked entry: stores it if no reading has the key
+    // (a future_timestamp entry, or a row since deleted), else replaces the stored reading.
+    // Insert first: ON CONFLICT waits for a daemon inserting the same key right now, so the
+    // effect recorded is the one that happened.
+    let cols = cfg.rules.signals.columns("");
+    let added = tx
+        .execute(
+            &format!(
+                "INSERT INTO readings (turbine_id, recorded_at, {cols})
                  SELECT turbine_id, recorded_at, {cols} FROM quarantine
                   WHERE turbine_id = $1 AND id = $2
                  ON CONFLICT (turbine_id, recorded_at) DO NOTHING"
-                ),
-                &[&turbine, &id],
-            )
-            .await
-            .map_err(|e| Error::db("storing the reading", e))?;
-        if added == 1 {
-            "added"
-        } else {
-            let set: Vec<String> = cfg
-                .rules
-                .signals
-                .iter()
-                .map(|s| format!("{c} = q.{c}", c = s.column()))
-                .collect();
-            tx.execute(
-                &format!(
-                    "UPDATE readings r SET {}
+            ),
+            &[&turbine, &id],
+        )
+        .await
+        .map_err(|e| Error::db("storing the reading", e))?;
+    if added == 1 {
+        return Ok("added");
+    }
+    let set: Vec<String> = cfg
+        .rules
+        .signals
+        .iter()
+        .map(|s| format!("{c} = q.{c}", c = s.column()))
+        .collect();
+    tx.execute(
+        &format!(
+            "UPDATE readings r SET {}
                    FROM quarantine q
                   WHERE q.turbine_id = $1 AND q.id = $2
                     AND r.turbine_id = q.turbine_id AND r.recorded_at = q.recorded_at",
-                    set.join(", ")
-                ),
-                &[&turbine, &id],
-            )
-            .await
-            .map_err(|e| Error::db("replacing the reading", e))?;
-            "replaced"
-        }
-    } else {
-        "none"
-    };
+            set.join(", ")
+        ),
+        &[&turbine, &id],
+    )
+    .await
+    .map_err(|e| Error::db("replacing the reading", e))?;
+    Ok("replaced")
+}
+
+/// Brings the interval statistics along with the resolution's `effect`; returns a note for the
+/// answer when they are kept as they were.
+async fn update_stats(
+    tx: &tokio_postgres::Transaction<'_>,
+    cfg: &Config,
+    effect: &str,
+    turbine: &str,
+    id: i64,
+    recorded_at: DateTime<Utc>,
+) -> Result<&'static str, Error> {
+    if effect == "none" || !cfg.settings.stats_enabled {
+        return Ok("");
+    }
     // A reading added or replaced changes its interval's statistics. One added is merged as a
     // batch would have merged it; one replaced may have been the interval's minimum or maximum,
     // which cannot be un-merged, so its interval is recomputed from `readings`. Both in this
@@ -316,45 +377,28 @@ pub async fn quarantine_resolve(
     // Unless retention dropped part of that interval's readings: it is not recomputed from the
     // part left, and its statistics stay as they were (the answer says so). The replacement
     // holds `readings`, so no partition is dropped before this transaction ends.
-    let mut stats_note = "";
-    if effect != "none" && cfg.settings.stats_enabled {
-        let sql = crate::sink::stats::Sql::new(&cfg.rules.signals, cfg.settings.stats_width());
-        if effect == "added" {
-            tx.execute(sql.add_quarantined(), &[&turbine, &id])
-                .await
-                .map_err(|e| Error::db("updating interval statistics", e))?;
-        } else {
-            let start = sql.width.start_of(recorded_at);
-            let end = start + chrono::Duration::seconds(i64::from(sql.width.secs()));
-            let retention = crate::sink::stats::Retention {
-                keep: cfg.settings.partition_policy().retention,
-                now: None,
-            };
-            if crate::sink::stats::kept(&tx, &retention, start, end)
-                .await?
-                .whole(start, end)
-            {
-                crate::sink::stats::recompute(&tx, &sql, start, end, Some(&turbine)).await?;
-            } else {
-                stats_note = "; the statistics of its interval are kept as they were (readings_retention dropped part of its raw readings, so it is not recomputed from the rest)";
-            }
-        }
+    let sql = crate::sink::stats::Sql::new(&cfg.rules.signals, cfg.settings.stats_width());
+    if effect == "added" {
+        tx.execute(sql.add_quarantined(), &[&turbine, &id])
+            .await
+            .map_err(|e| Error::db("updating interval statistics", e))?;
+        return Ok("");
     }
-    tx.execute(
-        "INSERT INTO quarantine_resolution (turbine_id, quarantine_id, choice, resolved_by, note, effect)
-         VALUES ($1, $2, $3, $4, $5, $6)",
-        &[&turbine, &id, &keep.as_str(), &by, &note, &effect],
-    )
-    .await
-    .map_err(|e| Error::db("recording the resolution", e))?;
-    tx.commit()
-        .await
-        .map_err(|e| Error::db("committing the resolution", e))?;
-    Ok(format!(
-        "resolved quarantine entry {id} ({turbine} at {}): kept {}{stats_note}",
-        ts(Some(recorded_at)),
-        keep.as_str()
-    ))
+    let start = sql.width.start_of(recorded_at);
+    let end = start + chrono::Duration::seconds(i64::from(sql.width.secs()));
+    let retention = crate::sink::stats::Retention {
+        keep: cfg.settings.partition_policy().retention,
+        now: None,
+    };
+    if crate::sink::stats::kept(tx, &retention, start, end)
+        .await?
+        .whole(start, end)
+    {
+        crate::sink::stats::recompute(tx, &sql, start, end, Some(turbine)).await?;
+        Ok("")
+    } else {
+        Ok("; the statistics of its interval are kept as they were (readings_retention dropped part of its raw readings, so it is not recomputed from the rest)")
+    }
 }
 
 /// `galewatch rejected list`: the detail and a printable prefix of each payload.
