@@ -15,6 +15,7 @@ use galewatch::intake::subscribe::BrokerAddr;
 use tokio_postgres::NoTls;
 
 pub mod citus;
+pub mod proxy;
 pub mod sparkplug;
 
 /// Where the tests find PostgreSQL: a URL to its maintenance database.
