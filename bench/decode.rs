@@ -228,7 +228,7 @@ fn sparkplug_case(name: &str, per_message: u64, secs: f64) {
     let mut readings = 0u64;
     while Instant::now() < until {
         for m in &messages {
-            let out = judge(topic, m, Some(&known), &rules, &mapping, now);
+            let out = judge(topic, m, Some(&known), &rules.limits, &mapping, now);
             readings += out
                 .items
                 .iter()

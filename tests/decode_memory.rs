@@ -98,9 +98,9 @@ fn hostile_messages_never_cost_more_than_a_small_multiple_of_their_size() {
         }),
         ("not UTF-8", vec![0xff; mib]),
     ];
-    // The nested gateway shape (decode::nested_rules: a readings array under /readings, fields
+    // The nested gateway shape (json::fuzz::nested_rules: a readings array under /readings, fields
     // under /values, /status, /flags/0): the walk keeps one slot per declared field.
-    let nested = galewatch::intake::json::nested_rules();
+    let nested = galewatch::intake::json::fuzz::nested_rules();
     let element = r#"{"site":"S","ts":1764465880.5,"values":{"P":1,"junk":[1,2,3]},"status":{"code":3,"mode":"run"},"flags":[true]},"#;
     let nested_cases: Vec<(&str, Vec<u8>)> = vec![
         ("nested: 1,000 readings", {
@@ -164,7 +164,9 @@ fn hostile_messages_never_cost_more_than_a_small_multiple_of_their_size() {
 /// own name, device level, 10,000 metrics at most).
 fn sparkplug_peak(topic: &str, payload: &[u8]) -> usize {
     use galewatch::intake::sparkplug::{judge, Mapping, TimeFrom, TurbineFrom};
-    let rules = galewatch::intake::json::Rules::for_filter("turbines/+/readings");
+    let rules = galewatch::intake::format::judge::Limits::new(
+        galewatch::core::signals::Signals::defaults(),
+    );
     let mapping = Mapping {
         turbine: TurbineFrom::Device,
         time: TimeFrom::Metric,

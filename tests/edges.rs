@@ -24,15 +24,13 @@ fn wide_rules() -> Rules {
         (s.min, s.max) = (None, None);
     }
     let filter = "turbines/+/readings";
-    let rules = Rules::new(
+    let mut rules = Rules::new(
         Signals::new(&signals).unwrap(),
         &PayloadSpec::for_filter(filter),
     )
     .unwrap();
-    Rules {
-        max_clock_skew: chrono::Duration::days(365 * 1000),
-        ..rules
-    }
+    rules.limits.max_clock_skew = chrono::Duration::days(365 * 1000);
+    rules
 }
 
 fn now() -> DateTime<Utc> {

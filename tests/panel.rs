@@ -56,6 +56,7 @@ async fn seed(db: &TestDb) {
         .validate()
         .unwrap()
         .rules
+        .limits
         .signals
         .clone();
     galewatch::sink::migrate::apply(&mut c, &signals)
@@ -638,7 +639,7 @@ async fn panel_with_strain(db: &TestDb) -> (SocketAddr, tokio_util::sync::DropGu
     });
     let cfg = s.validate().unwrap();
     let mut c = db.client().await;
-    galewatch::sink::migrate::apply(&mut c, &cfg.rules.signals)
+    galewatch::sink::migrate::apply(&mut c, &cfg.rules.limits.signals)
         .await
         .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

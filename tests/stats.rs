@@ -981,7 +981,7 @@ async fn huge_values_follow_one_rule_in_the_merge_the_rebuild_and_a_resolution()
     let db = TestDb::create().await;
     let cfg = with_strain(&db, |_| {});
     let mut c = db.client().await;
-    galewatch::sink::migrate::apply(&mut c, &cfg.rules.signals)
+    galewatch::sink::migrate::apply(&mut c, &cfg.rules.limits.signals)
         .await
         .unwrap();
     let t0 = Utc.with_ymd_and_hms(2026, 11, 20, 0, 0, 0).unwrap();
@@ -1077,7 +1077,7 @@ fn the_database_merges_any_finite_values_to_the_bit_as_rust_does() {
         let db = TestDb::create().await;
         let cfg = with_strain(&db, |_| {});
         let mut c = db.client().await;
-        galewatch::sink::migrate::apply(&mut c, &cfg.rules.signals)
+        galewatch::sink::migrate::apply(&mut c, &cfg.rules.limits.signals)
             .await
             .unwrap();
         let t0 = Utc.with_ymd_and_hms(2026, 11, 20, 0, 0, 0).unwrap();

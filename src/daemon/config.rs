@@ -273,8 +273,8 @@ impl Default for Settings {
             max_unacked_bytes: 64 * 1024 * 1024,
             batch_max_bytes: 16 * 1024 * 1024,
             rejected_payload_keep_bytes: 4096,
-            max_message_bytes: rules.max_message_bytes,
-            max_readings_per_message: rules.max_readings_per_message,
+            max_message_bytes: rules.limits.max_message_bytes,
+            max_readings_per_message: rules.limits.max_readings_per_message,
             max_clock_skew: Duration::from_secs(300),
             payload_turbine_pointer: "/turbine_id".into(),
             payload_turbine_topic_level: None,
@@ -432,7 +432,7 @@ impl Config {
             timeout: s.db_write_timeout,
             drift_window: s.clock_drift_window,
             partitions: s.readings_manage_partitions.then(|| s.partition_policy()),
-            signals: self.rules.signals.clone(),
+            signals: self.rules.limits.signals.clone(),
             stats: s.stats_enabled.then(|| s.stats_width()),
             writers: s.database_writers,
             session: s.mqtt_client_id.clone(),
@@ -696,7 +696,7 @@ impl Settings {
         .map_err(|(setting, problem)| ConfigError::new(setting, problem))?;
         self.check_upkeep()?;
         let rules = self.rules()?;
-        let sparkplug = self.sparkplug_mapping(&rules.signals)?;
+        let sparkplug = self.sparkplug_mapping(&rules.limits.signals)?;
         Ok(Config {
             settings: self,
             db,
@@ -812,7 +812,6 @@ impl Settings {
     fn check_budget(&self) -> Result<(), ConfigError> {
         positive("batch_max_readings", self.batch_max_readings)?;
         positive("max_unacked_readings", self.max_unacked_readings)?;
-        positive("max_message_bytes", self.max_message_bytes)?;
         positive("max_unacked_bytes", self.max_unacked_bytes)?;
         positive("batch_max_bytes", self.batch_max_bytes)?;
         // tokio's semaphore holds at most usize::MAX >> 3 permits; far past any real memory.
@@ -835,7 +834,6 @@ impl Settings {
                 ),
             ));
         }
-        positive("max_readings_per_message", self.max_readings_per_message)?;
         positive(
             "mqtt_receive_maximum",
             usize::from(self.mqtt_receive_maximum),
@@ -904,21 +902,21 @@ impl Settings {
         Ok(())
     }
 
-    /// How messages are judged: the declared signals, the payload's shape and the limits.
+    /// How messages are judged: the declared signals, the limits every format shares
+    /// (`intake/format/judge.rs`) and JSON's payload shape (`intake/json`).
     fn rules(&self) -> Result<Rules, ConfigError> {
-        let max_clock_skew = chrono::Duration::from_std(self.max_clock_skew)
-            .map_err(|_| ConfigError::new("max_clock_skew", "too large"))?;
         let signals = self.checked_signals()?;
+        let limits = crate::intake::format::judge::Settings {
+            max_message_bytes: self.max_message_bytes,
+            max_readings_per_message: self.max_readings_per_message,
+            max_clock_skew: self.max_clock_skew,
+        }
+        .limits(signals.clone())
+        .map_err(|(setting, problem)| ConfigError::new(setting, problem))?;
         let spec = self.payload_spec()?;
         let rules = Rules::new(signals, &spec)
             .map_err(|(setting, problem)| ConfigError::new(setting, problem))?;
-        let rules = Rules {
-            max_message_bytes: self.max_message_bytes,
-            max_readings_per_message: self.max_readings_per_message,
-            max_clock_skew,
-            ..rules
-        };
-        Ok(rules)
+        Ok(Rules { limits, ..rules })
     }
 
     /// Sparkplug B's settings checked (`intake/sparkplug`'s rules): None when no group is set.

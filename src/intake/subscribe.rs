@@ -29,6 +29,7 @@ use crate::backoff::Backoff;
 use crate::core::outcome::Decoded;
 use crate::error::Error;
 use crate::intake::batch::{Custody, Message};
+use crate::intake::format::judge::Limits;
 use crate::intake::format::{Context, Formats, Incoming, Judgement};
 use crate::intake::json::Rules;
 use crate::intake::ledger::Ledger;
@@ -63,7 +64,7 @@ pub struct MqttGroup {
     pub max_packet_bytes: u32,
     /// Every held message owes at most one ack, so the client's request channel holds them all.
     pub request_capacity: usize,
-    /// How messages are judged (`decode.rs`).
+    /// How JSON is judged, with the limits every format shares.
     pub rules: Rules,
     pub rejected_payload_keep_bytes: usize,
     /// Sparkplug B, when a group is set.
@@ -76,7 +77,7 @@ pub struct Subscriber {
     client: AsyncClient,
     /// The filters subscribed with: the JSON topic, then Sparkplug B's when it is on.
     filters: Vec<String>,
-    rules: Rules,
+    limits: Limits,
     /// The formats messages are judged by (`format.rs`).
     formats: Formats,
     /// Unsubscriptions of a leaving member not yet acknowledged.
@@ -158,7 +159,7 @@ impl Subscriber {
             eventloop,
             client: client.clone(),
             filters,
-            rules: g.rules.clone(),
+            limits: g.rules.limits.clone(),
             formats,
             unsub_pending: 0,
             ledger,
@@ -389,7 +390,7 @@ impl Subscriber {
                 received_at,
             };
             let cx = Context {
-                rules: &self.rules,
+                limits: &self.limits,
                 client: &self.client,
                 shutdown,
             };
@@ -405,10 +406,10 @@ impl Subscriber {
             hold,
         } = judged;
         // A topic past the limit is rejected (above) and stored only in part.
-        let topic = crate::core::outcome::clip_topic(topic, self.rules.max_topic_bytes);
+        let topic = crate::core::outcome::clip_topic(topic, self.limits.max_topic_bytes);
         let kept = kept_payload(
             &items,
-            (&p.topic, self.rules.max_topic_bytes),
+            (&p.topic, self.limits.max_topic_bytes),
             &p.payload,
             self.keep_bytes,
         );

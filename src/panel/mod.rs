@@ -180,7 +180,7 @@ pub async fn serve(
     let db = Db::new(
         cfg.db.clone(),
         cfg.clock(),
-        &cfg.rules.signals,
+        &cfg.rules.limits.signals,
         cfg.settings
             .stats_enabled
             .then(|| cfg.settings.stats_width()),

@@ -487,7 +487,8 @@ async fn publish(
 mod tests {
     use super::*;
     use crate::core::outcome::Decoded;
-    use crate::intake::json::Rules;
+    use crate::core::signals::Signals;
+    use crate::intake::format::judge::Limits;
     use crate::intake::sparkplug::{judge, parse_topic, Known, Mapping, TimeFrom, TurbineFrom};
     use chrono::{TimeZone, Utc};
     use std::collections::{HashMap, HashSet};
@@ -523,7 +524,7 @@ mod tests {
     /// Judges the traffic as the daemon would (births remembered), returning the readings'
     /// keys and values and the count of each outcome.
     fn land(messages: &[(String, Vec<u8>)]) -> (Vec<(String, i64, String)>, u64) {
-        let rules = Rules::for_filter("turbines/+/readings");
+        let rules = Limits::new(Signals::defaults());
         let mut births: HashMap<String, Known> = HashMap::new();
         let mut readings = Vec::new();
         let mut rejected = 0;

@@ -169,7 +169,7 @@ pub async fn export(
             "--from must be before --to".to_string(),
         ));
     }
-    let sql = Sql::new(&cfg.rules.signals, cfg.settings.stats_width());
+    let sql = Sql::new(&cfg.rules.limits.signals, cfg.settings.stats_width());
     let client = cfg
         .db
         .connect()
@@ -258,7 +258,7 @@ pub async fn rebuild_as_of(
             "--from must be before --to".to_string(),
         ));
     }
-    let sql = Sql::new(&cfg.rules.signals, cfg.settings.stats_width());
+    let sql = Sql::new(&cfg.rules.limits.signals, cfg.settings.stats_width());
     let retention = stats::Retention {
         keep: cfg.settings.partition_policy().retention,
         now,

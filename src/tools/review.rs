@@ -148,7 +148,7 @@ pub async fn quarantine_list(
 ) -> Result<String, Error> {
     let db = connect(cfg).await?;
     let since = format!("{} seconds", since.as_secs());
-    let signals = &cfg.rules.signals;
+    let signals = &cfg.rules.limits.signals;
     let rows = db
         .query(
             &format!(
@@ -320,7 +320,7 @@ async fn keep_incoming(
     // (a future_timestamp entry, or a row since deleted), else replaces the stored reading.
     // Insert first: ON CONFLICT waits for a daemon inserting the same key right now, so the
     // effect recorded is the one that happened.
-    let cols = cfg.rules.signals.columns("");
+    let cols = cfg.rules.limits.signals.columns("");
     let added = tx
         .execute(
             &format!(
@@ -338,6 +338,7 @@ async fn keep_incoming(
     }
     let set: Vec<String> = cfg
         .rules
+        .limits
         .signals
         .iter()
         .map(|s| format!("{c} = q.{c}", c = s.column()))
@@ -377,7 +378,7 @@ async fn update_stats(
     // Unless retention dropped part of that interval's readings: it is not recomputed from the
     // part left, and its statistics stay as they were (the answer says so). The replacement
     // holds `readings`, so no partition is dropped before this transaction ends.
-    let sql = crate::sink::stats::Sql::new(&cfg.rules.signals, cfg.settings.stats_width());
+    let sql = crate::sink::stats::Sql::new(&cfg.rules.limits.signals, cfg.settings.stats_width());
     if effect == "added" {
         tx.execute(sql.add_quarantined(), &[&turbine, &id])
             .await

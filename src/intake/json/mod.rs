@@ -7,20 +7,21 @@
 //! judged on its own, so one bad reading does not sink a gateway's whole batch. The detail of a
 //! rejection names the field and the problem, because an engineer reads it in the `rejected` table.
 
+pub mod fuzz;
 pub mod shape;
 
 use std::borrow::Cow;
-use std::fmt;
 use std::sync::Arc;
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::core::outcome::{Decoded, Refusal, RejectReason, Rejection};
-use crate::core::reading::{Reading, Values};
-use crate::core::signals::{pointer_text, Datum, Kind, Signal, Signals};
+use crate::core::reading::Reading;
+use crate::core::signals::{pointer_text, Signals};
 use crate::core::timestamp;
+use crate::intake::format::judge::{finish, mistyped, outcome, value, Limits, Raw};
 use crate::intake::format::{Context, Format, Incoming, Judgement, Judging};
 use crate::intake::json::shape::{Element, Found, Repeated, Shape, Top, TOO_MANY};
 
@@ -76,35 +77,23 @@ const SITE: usize = 1;
 const TIME: usize = 2;
 const FIRST_SIGNAL: usize = 3;
 
-/// Everything decoding needs to know from the configuration.
+/// Everything decoding JSON needs to know from the configuration: the shared limits and where
+/// each field is.
 #[derive(Debug, Clone)]
 pub struct Rules {
+    /// The limits and declared signals every format holds readings to.
+    pub limits: Limits,
     /// Which topic level names the turbine: by default the first `+` of the subscription filter.
     pub turbine_level: Option<usize>,
     /// Which topic level names the site, if one does.
     pub site_level: Option<usize>,
     /// Whether a site is configured at all (a level or a pointer): then a reading needs one.
     pub has_site: bool,
-    /// Larger messages are rejected `too_large` without being parsed.
-    pub max_message_bytes: usize,
-    /// How far ahead of the time of receipt a turbine's clock may be before its reading is
-    /// quarantined as `future_timestamp`.
-    pub max_clock_skew: chrono::Duration,
-    /// The declared signals: what each value may be.
-    pub signals: Signals,
     pub timestamp_format: TimestampFormat,
     /// Where each field is.
     pub shape: Arc<Shape>,
     /// Each slot's name in a rejection's detail (`power_kw`, `power_kw at /values/P`).
     pub labels: Arc<[String]>,
-    /// Longest turbine id accepted, in bytes.
-    pub max_turbine_id_bytes: usize,
-    /// Most readings one array message may hold; a longer array is rejected `too_large` whole,
-    /// before more than this many elements are held in memory.
-    pub max_readings_per_message: usize,
-    /// Longest topic accepted, in bytes; a longer one is rejected `too_large` (and stored only
-    /// in part). The broker allows 65,535.
-    pub max_topic_bytes: usize,
 }
 
 impl Rules {
@@ -162,20 +151,14 @@ impl Rules {
         }
         let shape = Shape::new(&paths, &names, spec.readings_pointer.clone())
             .map_err(|e| ("signals", e))?;
-        let d = RULE_DEFAULTS;
         Ok(Rules {
+            limits: Limits::new(signals),
             turbine_level: spec.turbine_level,
             site_level: spec.site_level,
             has_site: spec.site_level.is_some() || spec.site_pointer.is_some(),
-            max_message_bytes: d.max_message_bytes,
-            max_clock_skew: chrono::Duration::minutes(5),
-            signals,
             timestamp_format: spec.timestamp_format,
             shape: Arc::new(shape),
             labels: labels.into(),
-            max_turbine_id_bytes: d.max_turbine_id_bytes,
-            max_readings_per_message: d.max_readings_per_message,
-            max_topic_bytes: d.max_topic_bytes,
         })
     }
 }
@@ -183,13 +166,15 @@ impl Rules {
 /// The JSON format: every topic no other format claims, judged by [`decode`].
 pub struct Json {
     filter: String,
+    rules: Rules,
 }
 
 impl Json {
-    /// JSON on the subscription `filter`.
-    pub fn new(filter: &str) -> Json {
+    /// JSON on the subscription `filter`, judged by `rules`.
+    pub fn new(filter: &str, rules: Rules) -> Json {
         Json {
             filter: filter.to_string(),
+            rules,
         }
     }
 }
@@ -203,28 +188,14 @@ impl Format for Json {
         vec![self.filter.clone()]
     }
 
-    fn judge<'a>(&'a mut self, m: Incoming<'a>, cx: Context<'a>) -> Judging<'a> {
-        let items = decode(m.topic, m.payload, m.received_at, cx.rules);
+    fn judge<'a>(&'a mut self, m: Incoming<'a>, _: Context<'a>) -> Judging<'a> {
+        let items = decode(m.topic, m.payload, m.received_at, &self.rules);
         Box::pin(std::future::ready(Some(Judgement {
             items,
             ..Judgement::default()
         })))
     }
 }
-
-struct RuleDefaults {
-    max_message_bytes: usize,
-    max_turbine_id_bytes: usize,
-    max_readings_per_message: usize,
-    max_topic_bytes: usize,
-}
-
-const RULE_DEFAULTS: RuleDefaults = RuleDefaults {
-    max_message_bytes: 1024 * 1024,
-    max_turbine_id_bytes: 128,
-    max_readings_per_message: 1_000,
-    max_topic_bytes: 256,
-};
 
 /// The index of the topic level matched by the first `+` of a subscription filter, ignoring a
 /// `$share/{group}/` prefix (the broker strips it from delivered topics).
@@ -256,124 +227,6 @@ fn wildcard_levels(filter: &str) -> Vec<usize> {
         .filter(|(_, l)| *l == "+")
         .map(|(i, _)| i)
         .collect()
-}
-
-/// What the fuzz target (fuzz/fuzz_targets/decode.rs) and its corpus's regression test
-/// (tests/fuzz_corpus.rs) both check: the first byte picks a topic and a shape (today's, or a
-/// nested gateway shape with a readings array, epoch seconds, a site and typed signals), the
-/// rest is the payload; the decoder must not panic, must return at least one and at most the
-/// array limit of outcomes, and every reading must be within the rules. Returns how many
-/// readings came out.
-#[doc(hidden)]
-pub fn fuzz_one(data: &[u8]) -> usize {
-    let (topic, payload) = match data.split_first() {
-        Some((b, rest)) if b % 4 == 0 => ("turbines/WTG-0001/readings", rest),
-        Some((b, rest)) if b % 4 == 1 => ("turbines/x/readings", rest),
-        Some((b, rest)) if b % 4 == 2 => ("turbines//readings", rest),
-        Some((_, rest)) => ("t", rest),
-        None => ("turbines/A/readings", data),
-    };
-    let nested = data.first().is_some_and(|b| b & 4 != 0);
-    let base = if nested {
-        nested_rules()
-    } else {
-        Rules::for_filter("turbines/+/readings")
-    };
-    let rules = Rules {
-        max_message_bytes: 64 * 1024,
-        max_readings_per_message: 50,
-        ..base
-    };
-    let now = Utc
-        .with_ymd_and_hms(2026, 11, 30, 12, 0, 0)
-        .single()
-        .expect("a valid date");
-    let out = decode(topic, payload, now, &rules);
-    assert!(!out.is_empty());
-    assert!(out.len() <= rules.max_readings_per_message);
-    let mut readings = 0;
-    for d in &out {
-        match d {
-            Decoded::Reading(r) | Decoded::Future(r) => {
-                readings += 1;
-                assert!(!r.turbine_id.is_empty());
-                assert!(r.turbine_id.len() <= rules.max_turbine_id_bytes);
-                assert_eq!(r.values.0.len(), rules.signals.len());
-                for (s, v) in rules.signals.iter().zip(r.values.iter()) {
-                    assert!(!(s.required && v.is_null()), "{} is required", s.name);
-                    match v {
-                        Datum::Null => {}
-                        Datum::Float(x) => {
-                            assert_eq!(s.kind, Kind::Float);
-                            assert!(x.is_finite() && s.min <= *x && *x <= s.max);
-                        }
-                        Datum::Int(x) => {
-                            assert_eq!(s.kind, Kind::Integer);
-                            assert!(s.min <= *x as f64 && *x as f64 <= s.max);
-                        }
-                        Datum::Bool(_) => assert_eq!(s.kind, Kind::Boolean),
-                        Datum::Text(t) => {
-                            assert_eq!(s.kind, Kind::Text);
-                            assert!(t.len() <= s.max_bytes && !t.contains('\0'));
-                        }
-                    }
-                }
-            }
-            Decoded::Rejected(rej) => assert!(!rej.detail.is_empty()),
-        }
-    }
-    readings
-}
-
-/// The nested shape the fuzz target and the unit tests use: a gateway's
-/// `{"site": …, "readings": [{"id": …, "ts": <epoch s>, "values": {…}, "status": {…}}]}` with
-/// one signal of each type.
-#[doc(hidden)]
-pub fn nested_rules() -> Rules {
-    use crate::core::signals::SignalSetting;
-    let sig = |name: &str, kind: Kind, required: bool, pointer: &str| SignalSetting {
-        name: name.into(),
-        kind,
-        required,
-        min: None,
-        max: None,
-        max_bytes: None,
-        unit: String::new(),
-        pointer: Some(pointer.into()),
-    };
-    let mut power = sig("power_kw", Kind::Float, true, "/values/P");
-    power.min = Some(-1000.0);
-    power.max = Some(50_000.0);
-    let mut code = sig("status_code", Kind::Integer, false, "/status/code");
-    code.min = Some(0.0);
-    code.max = Some(9999.0);
-    let mut mode = sig("mode", Kind::Text, false, "/status/mode");
-    mode.max_bytes = Some(16);
-    let signals = Signals::new(&[
-        power,
-        code,
-        mode,
-        sig("curtailed", Kind::Boolean, false, "/flags/0"),
-    ])
-    .expect("valid signals");
-    let p = |s: &str| crate::core::signals::parse_pointer(s).expect("a pointer");
-    let spec = PayloadSpec {
-        turbine_pointer: Some(p("/id")),
-        turbine_level: Some(1),
-        site_pointer: Some(p("/site")),
-        site_level: None,
-        timestamp_pointer: p("/ts"),
-        timestamp_format: TimestampFormat::EpochSeconds,
-        readings_pointer: Some(p("/readings")),
-    };
-    Rules::new(signals, &spec).expect("a valid shape")
-}
-
-/// Readings stamped before this are `invalid_value`: no turbine of ours has a clock that old.
-fn earliest_valid() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2000, 1, 1, 0, 0, 0)
-        .single()
-        .expect("a valid date")
 }
 
 /// Decodes one message. `received_at` is the daemon's wall clock at receipt, the reference for
@@ -416,23 +269,23 @@ fn read_top<'a>(
 /// Refuses a payload or topic over its limit.
 #[inline]
 fn check_sizes(topic: &str, payload: &[u8], rules: &Rules) -> Result<(), (RejectReason, String)> {
-    if payload.len() > rules.max_message_bytes {
+    if payload.len() > rules.limits.max_message_bytes {
         return Err((
             RejectReason::TooLarge,
             format!(
                 "payload is {} bytes, over the limit of {} bytes",
                 payload.len(),
-                rules.max_message_bytes
+                rules.limits.max_message_bytes
             ),
         ));
     }
-    if topic.len() > rules.max_topic_bytes {
+    if topic.len() > rules.limits.max_topic_bytes {
         return Err((
             RejectReason::TooLarge,
             format!(
                 "topic is {} bytes, over the limit of {} bytes",
                 topic.len(),
-                rules.max_topic_bytes
+                rules.limits.max_topic_bytes
             ),
         ));
     }
@@ -466,7 +319,7 @@ fn parse_top<'a>(text: &'a str, rules: &Rules) -> Result<Top<'a>, (RejectReason,
     let mut de = serde_json::Deserializer::from_str(text);
     let top = rules
         .shape
-        .parse(&mut de, rules.max_readings_per_message)
+        .parse(&mut de, rules.limits.max_readings_per_message)
         .and_then(|top| de.end().map(|()| top));
     match top {
         Ok(top) => Ok(top),
@@ -474,7 +327,7 @@ fn parse_top<'a>(text: &'a str, rules: &Rules) -> Result<Top<'a>, (RejectReason,
             RejectReason::TooLarge,
             format!(
                 "payload is an array of more than {} readings",
-                rules.max_readings_per_message
+                rules.limits.max_readings_per_message
             ),
         )),
         Err(e) => Err((
@@ -489,23 +342,6 @@ struct Ctx<'a> {
     topic_site: Option<&'a str>,
     received_at: DateTime<Utc>,
     rules: &'a Rules,
-}
-
-/// A field's value as found in the payload, by JSON kind; numbers keep their text. (Sparkplug B
-/// values are judged as the same kinds, so both formats share one set of rules.)
-#[derive(Clone)]
-pub(crate) enum Raw<'de> {
-    Absent,
-    Null,
-    Bool(bool),
-    Num(Cow<'de, str>),
-    /// A binary double (Sparkplug B's Double), judged as the number it is.
-    Double(f64),
-    /// An exact integer (Sparkplug B's integer types).
-    Integer(i128),
-    Str(Cow<'de, str>),
-    Array,
-    Object,
 }
 
 impl<'de> Raw<'de> {
@@ -537,24 +373,6 @@ impl<'de> Raw<'de> {
             },
             _ => Raw::Num(Cow::Borrowed(text)),
         })
-    }
-
-    fn is_missing(&self) -> bool {
-        matches!(self, Raw::Absent | Raw::Null)
-    }
-
-    fn kind(&self) -> &'static str {
-        match self {
-            Raw::Absent | Raw::Null => "null",
-            Raw::Bool(_) => "a boolean",
-            Raw::Num(t) if t.contains(['.', 'e', 'E']) => "a fractional number",
-            Raw::Num(_) => "an integer",
-            Raw::Double(v) if v.fract() != 0.0 => "a fractional number",
-            Raw::Double(_) | Raw::Integer(_) => "an integer",
-            Raw::Str(_) => "a string",
-            Raw::Array => "an array",
-            Raw::Object => "an object",
-        }
     }
 }
 
@@ -644,7 +462,7 @@ impl Ctx<'_> {
 
     fn judge(&self, found: Found<'_>, element: Option<u32>) -> Decoded {
         outcome(
-            self.rules,
+            &self.rules.limits,
             self.received_at,
             self.validate(found),
             element,
@@ -721,7 +539,7 @@ impl Ctx<'_> {
         if let Some((at, kind)) = &f.not_container {
             return Err((Malformed, format!("{at}: expected an object, found {kind}")));
         }
-        let signals = &self.rules.signals;
+        let signals = &self.rules.limits.signals;
         // Types first: a malformed reading is malformed whatever its values.
         let turbine_raw = self.raw(&f, TURBINE)?;
         if !matches!(turbine_raw, Raw::Absent | Raw::Null | Raw::Str(_)) {
@@ -785,7 +603,7 @@ impl Ctx<'_> {
             None => turbine,
         };
         finish(
-            self.rules,
+            &self.rules.limits,
             turbine_id,
             (recorded_at, self.label(TIME)),
             values,
@@ -819,187 +637,6 @@ impl Ctx<'_> {
             )),
         }
     }
-}
-
-/// One signal's value from what was found, and the detail of a bounds violation (reported
-/// after every type is checked: a malformed reading is malformed whatever its values).
-pub(crate) fn value(
-    s: &Signal,
-    label: &str,
-    raw: Raw<'_>,
-) -> Result<(Datum, Option<String>), Refusal> {
-    use RejectReason::Malformed;
-    if raw.is_missing() {
-        return if s.required {
-            Err((Malformed, format!("{label}: missing")))
-        } else {
-            Ok((Datum::Null, None))
-        };
-    }
-    match (s.kind, raw) {
-        (Kind::Float, Raw::Num(t)) => match t.parse::<f64>() {
-            Ok(v) if v.is_finite() => Ok(float(s, label, v)),
-            _ => Err((
-                Malformed,
-                format!("{label}: {t} is out of range for a double"),
-            )),
-        },
-        (Kind::Integer, Raw::Num(t)) => match timestamp::decimal_scaled(&t, 0) {
-            Some((_, false)) => Err((
-                Malformed,
-                mistyped(label, "an integer", "a fractional number"),
-            )),
-            // Integral: in range of a bigint, or (like a number past ±10^36) out of it.
-            exact => Ok(integer(s, label, exact.map(|(v, _)| v), &t)),
-        },
-        (Kind::Float, Raw::Double(v)) if v.is_finite() => Ok(float(s, label, v)),
-        (Kind::Float | Kind::Integer, Raw::Double(v)) if !v.is_finite() => {
-            Err((Malformed, format!("{label}: {v} is not a finite number")))
-        }
-        // Like JSON's `12.0`: integral, so an integer.
-        (Kind::Integer, Raw::Double(v)) if v.fract() == 0.0 => {
-            Ok(integer(s, label, Some(v as i128), &v))
-        }
-        (Kind::Integer, Raw::Double(_)) => Err((
-            Malformed,
-            mistyped(label, "an integer", "a fractional number"),
-        )),
-        // The double nearest the integer, as the nearest to its decimal text would be.
-        (Kind::Float, Raw::Integer(i)) => Ok(float(s, label, i as f64)),
-        (Kind::Integer, Raw::Integer(i)) => Ok(integer(s, label, Some(i), &i)),
-        (Kind::Boolean, Raw::Bool(b)) => Ok((Datum::Bool(b), None)),
-        (Kind::Text, Raw::Str(t)) => {
-            let bound = if t.contains('\0') {
-                Some(format!("{label}: contains a NUL character"))
-            } else if t.len() > s.max_bytes {
-                Some(format!(
-                    "{label}: {} bytes, longer than the limit of {}",
-                    t.len(),
-                    s.max_bytes
-                ))
-            } else {
-                None
-            };
-            Ok((Datum::Text(t.into_owned().into_boxed_str()), bound))
-        }
-        (kind, other) => Err((
-            Malformed,
-            mistyped(
-                label,
-                match kind {
-                    Kind::Float => "a number",
-                    Kind::Integer => "an integer",
-                    Kind::Boolean => "true or false",
-                    Kind::Text => "a string",
-                },
-                other.kind(),
-            ),
-        )),
-    }
-}
-
-/// What a validated (or refused) reading becomes: a reading, a `future_timestamp` one past the
-/// allowed clock skew, or a rejection, whose detail starts with which `element` of the message
-/// it was (`{what} {i}: `, written only for a refusal).
-pub(crate) fn outcome(
-    rules: &Rules,
-    received_at: DateTime<Utc>,
-    judged: Result<Reading, Refusal>,
-    element: Option<u32>,
-    what: &str,
-) -> Decoded {
-    match judged {
-        Ok(reading) if reading.recorded_at > received_at + rules.max_clock_skew => {
-            Decoded::Future(reading)
-        }
-        Ok(reading) => Decoded::Reading(reading),
-        Err((reason, detail)) => Decoded::Rejected(Rejection {
-            reason,
-            detail: match element {
-                Some(i) => format!("{what} {i}: {detail}"),
-                None => detail,
-            },
-            element,
-        }),
-    }
-}
-
-/// The checks every reading passes last, whatever its format: the turbine id's size and bytes,
-/// the time's range (`time` is the instant, None when out of range, and its field's label), then
-/// the first value out of its bounds. (An empty turbine id is refused before: a JSON reading's by
-/// `validate`, ahead of the site; a Sparkplug B one's topic level by `parse_topic`.)
-pub(crate) fn finish(
-    rules: &Rules,
-    turbine_id: String,
-    (recorded_at, time_label): (Option<DateTime<Utc>>, &str),
-    values: Vec<Datum>,
-    out_of_bounds: Option<String>,
-) -> Result<Reading, Refusal> {
-    use RejectReason::InvalidValue;
-    if turbine_id.len() > rules.max_turbine_id_bytes {
-        return Err((
-            InvalidValue,
-            format!(
-                "turbine_id: {} bytes, longer than the limit of {}",
-                turbine_id.len(),
-                rules.max_turbine_id_bytes
-            ),
-        ));
-    }
-    if turbine_id.contains('\0') {
-        return Err((InvalidValue, "turbine_id: contains a NUL character".into()));
-    }
-    let recorded_at = recorded_at.ok_or((InvalidValue, format!("{time_label}: out of range")))?;
-    if recorded_at < earliest_valid() {
-        return Err((
-            InvalidValue,
-            format!(
-                "{time_label}: {} is before 2000-01-01",
-                recorded_at.to_rfc3339()
-            ),
-        ));
-    }
-    if let Some(detail) = out_of_bounds {
-        return Err((InvalidValue, detail));
-    }
-    Ok(Reading {
-        turbine_id,
-        recorded_at,
-        values: Values(values.into()),
-    })
-}
-
-/// A finite value for a float signal, and the detail if it is outside the signal's bounds.
-fn float(s: &Signal, label: &str, v: f64) -> (Datum, Option<String>) {
-    let bound = (!(v >= s.min && v <= s.max)).then(|| outside(s, label, &v));
-    (Datum::Float(v), bound)
-}
-
-/// An integral value for an integer signal: within a bigint and its bounds, or the reason not
-/// (`text` is the value as received, written out only for that reason).
-fn integer(
-    s: &Signal,
-    label: &str,
-    v: Option<i128>,
-    text: &dyn fmt::Display,
-) -> (Datum, Option<String>) {
-    match v.and_then(|v| i64::try_from(v).ok()) {
-        Some(v) => {
-            let f = v as f64;
-            let bound = (!(f >= s.min && f <= s.max)).then(|| outside(s, label, &v));
-            (Datum::Int(v), bound)
-        }
-        None => (
-            Datum::Null,
-            Some(format!(
-                "{label}: {text} is out of range for a 64-bit integer"
-            )),
-        ),
-    }
-}
-
-fn outside(s: &Signal, label: &str, v: &dyn fmt::Display) -> String {
-    format!("{label}: {v} is outside [{}, {}]", s.min, s.max)
 }
 
 /// Why a JSON string's text (quotes included, already checked as JSON by the walk) is no
@@ -1042,14 +679,12 @@ fn lone_surrogate(text: &str) -> Option<&str> {
     None
 }
 
-fn mistyped(field: &str, expected: &str, found: &str) -> String {
-    format!("{field}: expected {expected}, found {found}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::core::outcome::clip_topic;
+    use crate::core::signals::Datum;
+    use chrono::TimeZone;
     use proptest::prelude::*;
 
     fn now() -> DateTime<Utc> {
@@ -1233,7 +868,7 @@ mod tests {
         let out = decode(T, &[0xff, 0xfe, b'{'], now(), &rules());
         assert_eq!(rejected(out[0].clone()).reason, RejectReason::Malformed);
         let mut small = rules();
-        small.max_message_bytes = 10;
+        small.limits.max_message_bytes = 10;
         let out = decode(
             T,
             br#"{"recorded_at":1764465880123,"power_kw":1}"#,
@@ -1324,10 +959,8 @@ mod tests {
 
     #[test]
     fn an_array_past_the_limit_is_too_large_whole() {
-        let r = Rules {
-            max_readings_per_message: 3,
-            ..rules()
-        };
+        let mut r = rules();
+        r.limits.max_readings_per_message = 3;
         let el = r#"{"recorded_at":"2026-11-30T00:00:00Z","power_kw":1}"#;
         let three = format!("[{el},{el},{el}]");
         let out = decode("turbines/A/readings", three.as_bytes(), now(), &r);
@@ -1390,7 +1023,7 @@ mod tests {
     const N: &str = "turbines/T7/readings";
 
     fn nested(payload: &str) -> Vec<Decoded> {
-        decode(N, payload.as_bytes(), now(), &nested_rules())
+        decode(N, payload.as_bytes(), now(), &fuzz::nested_rules())
     }
 
     #[test]
@@ -1775,7 +1408,7 @@ mod tests {
             let text: String = parts.concat();
             let out = nested(&text);
             prop_assert!(!out.is_empty());
-            prop_assert!(fuzz_one(&[&[4u8][..], text.as_bytes()].concat()) <= 50);
+            prop_assert!(fuzz::one(&[&[4u8][..], text.as_bytes()].concat()) <= 50);
         }
 
         /// Any bytes at all: no panic, and at least one outcome, so the message is accounted for.

@@ -29,8 +29,8 @@ use crate::backoff::Backoff;
 use crate::core::birth::History;
 use crate::core::outcome::{Decoded, RejectReason};
 use crate::error::Error;
+use crate::intake::format::judge::Limits;
 use crate::intake::format::{Context, Format, Hold, Incoming, Judgement, Judging};
-use crate::intake::json::Rules;
 use crate::telemetry;
 
 /// Sparkplug B intake: what `sparkplug/intake.rs` is made from.
@@ -124,7 +124,7 @@ impl Format for Intake {
                 m.payload,
                 m.dup,
                 m.received_at,
-                cx.rules,
+                cx.limits,
                 cx.client,
                 cx.shutdown,
             )
@@ -275,7 +275,7 @@ impl Intake {
         payload: &[u8],
         dup: bool,
         received_at: DateTime<Utc>,
-        rules: &Rules,
+        rules: &Limits,
         client: &AsyncClient,
         shutdown: &CancellationToken,
     ) -> Option<Judged> {
@@ -320,7 +320,7 @@ impl Intake {
     }
 
     /// The message's topic; None when the message is refused by it (malformed, or too large).
-    fn read_topic<'t>(&mut self, topic: &'t str, rules: &Rules) -> Option<super::Topic<'t>> {
+    fn read_topic<'t>(&mut self, topic: &'t str, rules: &Limits) -> Option<super::Topic<'t>> {
         match parse_topic(topic) {
             Ok(t) if topic.len() <= rules.max_topic_bytes => Some(t),
             Ok(t) => {
@@ -378,7 +378,7 @@ impl Intake {
         payload: &[u8],
         dup: bool,
         received_at: DateTime<Utc>,
-        rules: &Rules,
+        rules: &Limits,
         shutdown: &CancellationToken,
     ) -> Option<()> {
         metrics::counter!(telemetry::SPARKPLUG_SEQ_GAPS).increment(1);
@@ -456,7 +456,7 @@ impl Intake {
         payload: &[u8],
         dup: bool,
         received_at: DateTime<Utc>,
-        rules: &Rules,
+        rules: &Limits,
         shutdown: &CancellationToken,
     ) -> Option<Judged> {
         // A level that names no turbine carries no reading: no birth is needed for it.

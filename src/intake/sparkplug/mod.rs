@@ -10,6 +10,7 @@
 //! timestamp form one reading, whose signals are judged exactly as a JSON reading's are (the same
 //! bounds, types and rejection reasons), so both formats land the same way.
 
+pub mod fuzz;
 pub mod host;
 pub mod intake;
 pub mod proto;
@@ -21,9 +22,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::core::birth::{Birth, Names, SeqMark};
-use crate::intake::json::{self, Raw, Rules};
-
 use crate::core::outcome::{Decoded, RejectReason, Rejection};
+use crate::intake::format::judge::{self, Limits, Raw};
 use proto::{datatype, Metric, Payload, Value};
 
 /// The topic namespace of Sparkplug B.
@@ -544,7 +544,7 @@ pub fn judge(
     topic: &str,
     payload: &[u8],
     known: Option<&Known>,
-    rules: &Rules,
+    rules: &Limits,
     map: &Mapping,
     received_at: DateTime<Utc>,
 ) -> Judged {
@@ -566,7 +566,7 @@ pub fn judge(
     }
 }
 
-fn too_large(payload: &[u8], rules: &Rules) -> Judged {
+fn too_large(payload: &[u8], rules: &Limits) -> Judged {
     Judged::whole(
         RejectReason::TooLarge,
         format!(
@@ -582,7 +582,7 @@ pub fn judge_at(
     t: &Topic<'_>,
     payload: &[u8],
     known: Option<&Known>,
-    rules: &Rules,
+    rules: &Limits,
     map: &Mapping,
     received_at: DateTime<Utc>,
 ) -> Judged {
@@ -705,7 +705,7 @@ struct Groups<'p> {
 impl<'p> Groups<'p> {
     /// The reading at `at`, begun when new. Breaks with the message refused whole past the
     /// readings limit.
-    fn at(&mut self, at: Option<u64>, rules: &Rules) -> ControlFlow<Judged, &mut Group<'p>> {
+    fn at(&mut self, at: Option<u64>, rules: &Limits) -> ControlFlow<Judged, &mut Group<'p>> {
         let g = match self.index.get(&at) {
             Some(&g) => g,
             None => {
@@ -749,7 +749,7 @@ fn readings(
     t: &Topic<'_>,
     p: &Payload,
     known: Option<&Known>,
-    rules: &Rules,
+    rules: &Limits,
     map: &Mapping,
     received_at: DateTime<Utc>,
 ) -> Judged {
@@ -780,7 +780,7 @@ fn reading_turbine(t: &Topic<'_>, map: &Mapping) -> Option<String> {
 fn gather<'p>(
     p: &'p Payload,
     known: Option<&'p Known>,
-    rules: &Rules,
+    rules: &Limits,
     map: &Mapping,
     ignored: &mut u64,
 ) -> ControlFlow<Judged, Vec<Group<'p>>> {
@@ -859,7 +859,7 @@ fn metric_name<'p>(
 fn judge_groups(
     turbine: &str,
     groups: Vec<Group<'_>>,
-    rules: &Rules,
+    rules: &Limits,
     received_at: DateTime<Utc>,
     items: &mut Vec<Decoded>,
 ) {
@@ -867,7 +867,7 @@ fn judge_groups(
     for (i, g) in groups.into_iter().enumerate() {
         let judged = reading(turbine, g, rules);
         let element = several.then_some(i as u32);
-        items.push(json::outcome(
+        items.push(judge::outcome(
             rules,
             received_at,
             judged,
@@ -881,7 +881,7 @@ fn judge_groups(
 fn reading(
     turbine: &str,
     g: Group<'_>,
-    rules: &Rules,
+    rules: &Limits,
 ) -> Result<crate::core::reading::Reading, crate::core::outcome::Refusal> {
     use RejectReason::Malformed;
     if let Some((s, a, b)) = g.twice {
@@ -903,15 +903,15 @@ fn reading(
     let mut out_of_bounds = None;
     for (s, fed) in rules.signals.iter().zip(&g.values) {
         let (datum, bound) = match fed {
-            None => json::value(s, &s.name, Raw::Absent)?,
+            None => judge::value(s, &s.name, Raw::Absent)?,
             Some((name, m, datatype)) => {
                 // The label names the metric too, but is only written out for a refusal.
                 let label = || format!("{} (metric {name:?})", s.name);
                 let raw = raw_value(m, *datatype)
                     .map_err(|e| (Malformed, format!("{}: {e}", label())))?;
-                match json::value(s, &s.name, raw.clone()) {
+                match judge::value(s, &s.name, raw.clone()) {
                     Ok((d, None)) => (d, None),
-                    _ => json::value(s, &label(), raw)?,
+                    _ => judge::value(s, &label(), raw)?,
                 }
             }
         };
@@ -920,7 +920,7 @@ fn reading(
         }
         values.push(datum);
     }
-    json::finish(
+    judge::finish(
         rules,
         turbine.to_string(),
         (millis(at), "recorded_at"),
@@ -992,98 +992,6 @@ pub fn filters(group: &str) -> Vec<String> {
         .iter()
         .map(|k| format!("{NAMESPACE}/{group}/{}/#", k.as_str()))
         .collect()
-}
-
-/// What the fuzz target (fuzz/fuzz_targets/sparkplug.rs) and its corpus's regression test
-/// (tests/fuzz_corpus.rs) both check: the first byte picks a message type and whether a birth
-/// is known (aliases 0–3 for the three default signals and one unmapped metric), the rest is
-/// the payload; judging must not panic, must hold at most the reading limit, and every reading
-/// must be within the rules. Returns how many readings came out.
-#[doc(hidden)]
-pub fn fuzz_one(data: &[u8]) -> usize {
-    use crate::core::signals::Datum;
-    let (first, payload) = data.split_first().map_or((0, data), |(b, r)| (*b, r));
-    let topic = [
-        "spBv1.0/g/DDATA/n/d",
-        "spBv1.0/g/DBIRTH/n/d",
-        "spBv1.0/g/NDATA/n",
-        "spBv1.0/g/NBIRTH/n",
-    ][usize::from(first % 4)];
-    let mut signals = HashMap::new();
-    for (i, name) in ["power_kw", "wind_speed_ms", "rotor_rpm"]
-        .iter()
-        .enumerate()
-    {
-        signals.insert(name.to_string(), i);
-    }
-    let map = Mapping {
-        turbine: if first & 4 == 0 {
-            TurbineFrom::Device
-        } else {
-            TurbineFrom::GroupEdgeNode
-        },
-        time: if first & 8 == 0 {
-            TimeFrom::Metric
-        } else {
-            TimeFrom::Payload
-        },
-        signals,
-        max_metrics: 500,
-    };
-    let known = Birth {
-        group: "g".into(),
-        node: "n".into(),
-        device: "d".into(),
-        aliases: vec![0, 1, 2, 3],
-        names: ["power_kw", "wind_speed_ms", "rotor_rpm", "other"]
-            .into_iter()
-            .collect(),
-        datatypes: vec![10, 9, 3, 12],
-        born_at: None,
-        withdrawn: false,
-        conn: 0,
-    }
-    .known(&map)
-    .expect("not withdrawn");
-    let rules = Rules {
-        max_message_bytes: 64 * 1024,
-        max_readings_per_message: 50,
-        ..Rules::for_filter("turbines/+/readings")
-    };
-    let now = DateTime::from_timestamp(1_796_040_000, 0).expect("a valid instant");
-    let j = judge(
-        topic,
-        payload,
-        (first & 16 != 0).then_some(&known),
-        &rules,
-        &map,
-        now,
-    );
-    assert!(j.items.len() <= rules.max_readings_per_message);
-    let mut readings = 0;
-    for d in &j.items {
-        match d {
-            Decoded::Reading(r) | Decoded::Future(r) => {
-                readings += 1;
-                assert!(
-                    !r.turbine_id.is_empty() && r.turbine_id.len() <= rules.max_turbine_id_bytes
-                );
-                assert_eq!(r.values.0.len(), rules.signals.len());
-                for (s, v) in rules.signals.iter().zip(r.values.iter()) {
-                    assert!(!(s.required && v.is_null()), "{} is required", s.name);
-                    if let Datum::Float(x) = v {
-                        assert!(x.is_finite() && s.min <= *x && *x <= s.max);
-                    }
-                }
-            }
-            Decoded::Rejected(rej) => assert!(!rej.detail.is_empty()),
-        }
-    }
-    if let Some(b) = &j.birth {
-        assert_eq!(b.aliases.len(), b.names.len());
-        assert_eq!(b.names.len(), b.datatypes.len());
-    }
-    readings
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 use super::*;
 use crate::core::outcome::Rejection;
-use crate::core::signals::Datum;
+use crate::core::signals::{Datum, Kind as SignalKind, Signals};
 use chrono::TimeZone;
 use proptest::prelude::*;
 
@@ -10,8 +10,8 @@ fn now() -> DateTime<Utc> {
 
 const T0: u64 = 1_796_104_800_000; // 2026-12-01T06:00:00Z
 
-fn rules() -> Rules {
-    Rules::for_filter("turbines/+/readings")
+fn rules() -> Limits {
+    Limits::new(Signals::defaults())
 }
 
 fn mapping() -> Mapping {
@@ -503,9 +503,28 @@ proptest! {
 
 #[test]
 fn typed_signals_follow_the_json_rules() {
-    // decode::nested_rules: power_kw (float, required), status_code (integer 0–9999), mode
-    // (text, 16 bytes), curtailed (boolean).
-    let rules = crate::intake::json::nested_rules();
+    // One signal of each type: power_kw (float, required), status_code (integer 0–9999), mode
+    // (text, 16 bytes), curtailed (boolean), as JSON's nested test shape declares them.
+    let sig = |name: &str, kind: SignalKind| crate::core::signals::SignalSetting {
+        name: name.into(),
+        kind,
+        required: false,
+        min: None,
+        max: None,
+        max_bytes: None,
+        unit: String::new(),
+        pointer: None,
+    };
+    let mut power = sig("power_kw", SignalKind::Float);
+    power.required = true;
+    (power.min, power.max) = (Some(-1000.0), Some(50_000.0));
+    let mut code = sig("status_code", SignalKind::Integer);
+    (code.min, code.max) = (Some(0.0), Some(9999.0));
+    let mut mode = sig("mode", SignalKind::Text);
+    mode.max_bytes = Some(16);
+    let signals =
+        Signals::new(&[power, code, mode, sig("curtailed", SignalKind::Boolean)]).unwrap();
+    let rules = Limits::new(signals);
     let map = Mapping {
         signals: [("P", 0), ("Code", 1), ("Mode", 2), ("Curtailed", 3)]
             .into_iter()

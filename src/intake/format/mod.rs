@@ -2,6 +2,9 @@
 //! session it may act on. The subscriber knows only this trait; JSON (`json/`) and Sparkplug B
 //! (`sparkplug/`) stand behind it, each in its own folder with its own settings group.
 //!
+//! The rules every format judges values by are in [`judge`]: a format reads its own syntax and
+//! leaves the verdict on each value to them.
+//!
 //! Adding a format: a folder under `intake/` with an impl of [`Format`] (pure judgement apart
 //! from I/O, as `json/` and `sparkplug/` do), its settings group validated where it lives, one
 //! line in [`Formats::new`], and one line in `tests/conformance.rs`, whose cases every format
@@ -16,9 +19,11 @@ use rumqttc::v5::mqttbytes::v5::LastWill;
 use rumqttc::v5::AsyncClient;
 use tokio_util::sync::CancellationToken;
 
+pub mod judge;
+
 use crate::core::birth::{Birth, SeqMark};
 use crate::core::outcome::Decoded;
-use crate::intake::json::Rules;
+use crate::intake::format::judge::Limits;
 use crate::intake::sparkplug::intake::{BirthBook, Intake};
 use crate::intake::subscribe::MqttGroup;
 
@@ -33,10 +38,10 @@ pub struct Incoming<'a> {
     pub received_at: DateTime<Utc>,
 }
 
-/// What a format may use while it judges: the rules every format shares (limits and declared
+/// What a format may use while it judges: the limits every format shares (and the declared
 /// signals), the broker client (to ask an edge node to rebirth), and the shutdown to give up on.
 pub struct Context<'a> {
-    pub rules: &'a Rules,
+    pub limits: &'a Limits,
     pub client: &'a AsyncClient,
     pub shutdown: &'a CancellationToken,
 }
@@ -99,7 +104,10 @@ impl Formats {
             others.push(Box::new(Intake::new(sp, births)));
         }
         Formats {
-            default: Box::new(crate::intake::json::Json::new(&g.subscription)),
+            default: Box::new(crate::intake::json::Json::new(
+                &g.subscription,
+                g.rules.clone(),
+            )),
             others,
         }
     }
