@@ -18,14 +18,9 @@ use galewatch::intake::json::{decode, PayloadSpec, Rules, TimestampFormat};
 /// tests/signals.rs.
 fn twelve() -> Rules {
     let sig = |name: &str, kind: Kind, pointer: &str| SignalSetting {
-        name: name.into(),
-        kind,
         required: name == "power_kw",
-        min: None,
-        max: None,
-        max_bytes: None,
-        unit: String::new(),
         pointer: Some(pointer.into()),
+        ..SignalSetting::new(name, kind)
     };
     let signals = Signals::new(&[
         sig("power_kw", Kind::Float, "/values/ActivePower"),

@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 
 use galewatch::daemon::config;
 
-use galewatch::intake::subscribe::BrokerAddr;
+use galewatch::intake::broker::BrokerAddr;
 use galewatch::tools::review;
 use galewatch::tools::simulate::{self, Fleet, Knobs, Traffic};
 

@@ -628,14 +628,11 @@ async fn panel_with_strain(db: &TestDb) -> (SocketAddr, tokio_util::sync::DropGu
         ..Default::default()
     };
     s.signals.push(galewatch::core::signals::SignalSetting {
-        name: "strain".into(),
-        kind: galewatch::core::signals::Kind::Float,
-        required: false,
-        min: None,
-        max: None,
-        max_bytes: None,
         unit: "µε".into(),
-        pointer: None,
+        ..galewatch::core::signals::SignalSetting::new(
+            "strain",
+            galewatch::core::signals::Kind::Float,
+        )
     });
     let cfg = s.validate().unwrap();
     let mut c = db.client().await;

@@ -879,16 +879,10 @@ type = "text"
 /// The default signals and `strain`, a float signal without bounds (so it can reach ±f64::MAX).
 fn with_strain(db: &TestDb, f: impl FnOnce(&mut Settings)) -> Config {
     config(db, |s| {
-        s.signals.push(galewatch::core::signals::SignalSetting {
-            name: "strain".into(),
-            kind: galewatch::core::signals::Kind::Float,
-            required: false,
-            min: None,
-            max: None,
-            max_bytes: None,
-            unit: String::new(),
-            pointer: None,
-        });
+        s.signals.push(galewatch::core::signals::SignalSetting::new(
+            "strain",
+            galewatch::core::signals::Kind::Float,
+        ));
         f(s);
     })
 }

@@ -93,16 +93,27 @@ fn default_kind() -> Kind {
 }
 
 impl SignalSetting {
-    fn float(name: &str, required: bool, min: f64, max: f64, unit: &str) -> Self {
+    /// An optional signal of `kind`, unbounded, without a unit, found by its name.
+    pub fn new(name: &str, kind: Kind) -> Self {
         SignalSetting {
             name: name.into(),
-            kind: Kind::Float,
+            kind,
+            required: false,
+            min: None,
+            max: None,
+            max_bytes: None,
+            unit: String::new(),
+            pointer: None,
+        }
+    }
+
+    fn float(name: &str, required: bool, min: f64, max: f64, unit: &str) -> Self {
+        SignalSetting {
             required,
             min: Some(min),
             max: Some(max),
-            max_bytes: None,
             unit: unit.into(),
-            pointer: None,
+            ..SignalSetting::new(name, Kind::Float)
         }
     }
 
@@ -187,7 +198,54 @@ pub struct SignalError {
     pub problem: String,
 }
 
+/// An older setting that bounds one of the default signals (`power_kw_min`, …): `setting` is the
+/// `_min` one, named in an error about either.
+#[derive(Debug, Clone, Copy)]
+pub struct LegacyBounds {
+    pub signal: &'static str,
+    pub setting: &'static str,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+}
+
 impl Signals {
+    /// The declared signals checked, with older bounds applied to the default list (they are
+    /// an error beside a list of one's own: bounds belong there).
+    pub fn declared(
+        list: &[SignalSetting],
+        legacy: &[LegacyBounds],
+    ) -> Result<Signals, SignalError> {
+        let mut list = list.to_vec();
+        for b in legacy {
+            if b.min.is_none() && b.max.is_none() {
+                continue;
+            }
+            let err = |problem: String| SignalError {
+                setting: b.setting.into(),
+                problem,
+            };
+            if list != SignalSetting::defaults() {
+                return Err(err(format!(
+                    "bounds the default {}; with [[signals]] declared, give min and max there",
+                    b.signal
+                )));
+            }
+            let s = list
+                .iter_mut()
+                .find(|s| s.name == b.signal)
+                .expect("a default signal");
+            s.min = b.min.or(s.min);
+            s.max = b.max.or(s.max);
+            let (lo, hi) = (s.min.unwrap_or_default(), s.max.unwrap_or_default());
+            if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
+                return Err(err(format!(
+                    "[{lo}, {hi}] is not a range (min ≤ max, both finite)"
+                )));
+            }
+        }
+        Signals::new(&list)
+    }
+
     /// Checks the settings.
     pub fn new(settings: &[SignalSetting]) -> Result<Signals, SignalError> {
         let err = |i: usize, field: &str, problem: String| SignalError {
@@ -588,16 +646,7 @@ mod tests {
         );
         // A fourth signal, NULL: the identity of the first three's values is unchanged.
         let mut four = SignalSetting::defaults();
-        four.push(SignalSetting {
-            name: "aaa_status".into(),
-            kind: Kind::Text,
-            required: false,
-            min: None,
-            max: None,
-            max_bytes: None,
-            unit: String::new(),
-            pointer: None,
-        });
+        four.push(SignalSetting::new("aaa_status", Kind::Text));
         let four = Signals::new(&four).unwrap();
         let mut d = a.0.to_vec();
         d.push(Datum::Null);

@@ -3,6 +3,14 @@
 //! Every setting is a flat key, so its environment variable is `GALEWATCH_` and the key in upper
 //! case (`batch_max_readings` ↔ `GALEWATCH_BATCH_MAX_READINGS`). An unknown key, in the file or
 //! in the environment, is an error: a typo must not silently leave a default in place.
+//!
+//! This file loads the settings and composes them; each stage checks its own group where it
+//! lives and names the setting to blame: the broker connection and session in
+//! `intake/broker.rs`, the budget and batching in `intake/batch.rs`, the limits every format
+//! shares in `intake/format/judge.rs`, JSON's shape in `intake/json/settings.rs`, Sparkplug B's in
+//! `intake/sparkplug`, the declared signals in `core/signals.rs`, the database in `sink/db.rs`,
+//! partitions, statistics, upkeep, writers and clock health in their `sink/` files. Only the
+//! daemon's own listeners are checked here.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -14,12 +22,13 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
-use crate::core::signals::{self, SignalSetting, Signals};
+use crate::core::signals::{LegacyBounds, SignalSetting, Signals};
 use crate::intake::batch::IntakeGroup;
-use crate::intake::json::{self, PayloadSpec, Rules, TimestampFormat};
+use crate::intake::broker::{self, BrokerAddr};
+use crate::intake::json::{self, Rules, TimestampFormat};
 use crate::intake::sparkplug::intake::SparkplugGroup;
 use crate::intake::sparkplug::{Mapping, TimeFrom, TurbineFrom};
-use crate::intake::subscribe::{BrokerAddr, MqttGroup};
+use crate::intake::subscribe::MqttGroup;
 use crate::secret::Secret;
 use crate::sink::maintain::UpkeepGroup;
 use crate::sink::write::WriteGroup;
@@ -327,7 +336,6 @@ const DAY: Duration = Duration::from_secs(86_400);
 /// more than 2.
 const DEFAULT_WRITERS: usize = 2;
 /// More writers than this only add lock waits and connections.
-const MAX_WRITERS: usize = 64;
 const DEFAULT_TOPIC: &str = "turbines/+/readings";
 /// The largest packet MQTT can carry (a four-byte variable length).
 const MQTT_MAX_PACKET: u32 = 268_435_455;
@@ -358,10 +366,30 @@ impl ConfigError {
 impl Settings {
     /// The filter the daemon subscribes with: the topic, in its share group if one is set.
     pub fn subscription(&self) -> String {
-        if self.mqtt_share_group.is_empty() {
-            self.mqtt_topic.clone()
-        } else {
-            format!("$share/{}/{}", self.mqtt_share_group, self.mqtt_topic)
+        self.session().subscription()
+    }
+
+    /// The broker connection's settings (`intake/broker.rs` checks them).
+    fn connection(&self) -> broker::Connection<'_> {
+        broker::Connection {
+            url: &self.mqtt_url,
+            username: &self.mqtt_username,
+            password: &self.mqtt_password,
+            ca_file: &self.mqtt_ca_file,
+            client_cert_file: &self.mqtt_client_cert_file,
+            client_key_file: &self.mqtt_client_key_file,
+        }
+    }
+
+    /// The session's and the subscription's settings (`intake/broker.rs` checks them).
+    fn session(&self) -> broker::Session<'_> {
+        broker::Session {
+            client_id: &self.mqtt_client_id,
+            topic: &self.mqtt_topic,
+            share_group: &self.mqtt_share_group,
+            expiry: self.mqtt_session_expiry,
+            keep_alive: self.mqtt_keep_alive,
+            receive_maximum: self.mqtt_receive_maximum,
         }
     }
 }
@@ -414,14 +442,7 @@ impl Config {
 
     /// The ledger's budget and the batcher's policy.
     pub fn intake(&self) -> IntakeGroup {
-        let s = &self.settings;
-        IntakeGroup {
-            max_unacked_readings: s.max_unacked_readings,
-            max_unacked_bytes: s.max_unacked_bytes,
-            batch_max_readings: s.batch_max_readings,
-            batch_max_bytes: s.batch_max_bytes,
-            batch_max_wait: s.batch_max_wait,
-        }
+        self.settings.intake_group()
     }
 
     /// The writer's settings.
@@ -558,6 +579,17 @@ impl Settings {
         crate::sink::stats::Width::new(self.stats_interval).expect("checked by validate")
     }
 
+    /// The ledger's budget and the batcher's policy (`intake/batch.rs` checks them).
+    fn intake_group(&self) -> IntakeGroup {
+        IntakeGroup {
+            max_unacked_readings: self.max_unacked_readings,
+            max_unacked_bytes: self.max_unacked_bytes,
+            batch_max_readings: self.batch_max_readings,
+            batch_max_bytes: self.batch_max_bytes,
+            batch_max_wait: self.batch_max_wait,
+        }
+    }
+
     /// How the daemon manages `readings` partitions.
     pub fn partition_policy(&self) -> crate::sink::partition::Policy {
         crate::sink::partition::Policy {
@@ -581,96 +613,34 @@ impl Settings {
     /// The declared signals, checked; the old `power_kw_min`-style bounds applied to the
     /// default list.
     pub fn checked_signals(&self) -> Result<Signals, ConfigError> {
-        let mut list = self.signals.clone();
+        let bounds = |signal, setting, min, max| LegacyBounds {
+            signal,
+            setting,
+            min,
+            max,
+        };
         let legacy = [
-            (
+            bounds(
                 "power_kw",
                 "power_kw_min",
                 self.power_kw_min,
                 self.power_kw_max,
             ),
-            (
+            bounds(
                 "wind_speed_ms",
                 "wind_speed_ms_min",
                 self.wind_speed_ms_min,
                 self.wind_speed_ms_max,
             ),
-            (
+            bounds(
                 "rotor_rpm",
                 "rotor_rpm_min",
                 self.rotor_rpm_min,
                 self.rotor_rpm_max,
             ),
         ];
-        for (name, setting, min, max) in legacy {
-            if min.is_none() && max.is_none() {
-                continue;
-            }
-            if self.signals != SignalSetting::defaults() {
-                return Err(ConfigError::new(
-                    setting,
-                    format!("bounds the default {name}; with [[signals]] declared, give min and max there"),
-                ));
-            }
-            let s = list
-                .iter_mut()
-                .find(|s| s.name == name)
-                .expect("a default signal");
-            s.min = min.or(s.min);
-            s.max = max.or(s.max);
-            let (lo, hi) = (s.min.unwrap_or_default(), s.max.unwrap_or_default());
-            if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
-                return Err(ConfigError::new(
-                    setting,
-                    format!("[{lo}, {hi}] is not a range (min ≤ max, both finite)"),
-                ));
-            }
-        }
-        Signals::new(&list).map_err(|e| ConfigError::new(&e.setting, e.problem))
-    }
-
-    /// Where the fields are in a payload, checked against the subscription filter.
-    pub fn payload_spec(&self) -> Result<PayloadSpec, ConfigError> {
-        let pointer = |setting: &str, text: &str| -> Result<Option<Vec<String>>, ConfigError> {
-            let tokens = signals::parse_pointer(text).map_err(|p| ConfigError::new(setting, p))?;
-            Ok((!tokens.is_empty()).then_some(tokens))
-        };
-        let level = |setting: &str, level: Option<usize>| -> Result<Option<usize>, ConfigError> {
-            match level {
-                Some(l) if !json::level_varies(&self.mqtt_topic, l) => Err(ConfigError::new(
-                    setting,
-                    format!(
-                        "level {l} of {:?} is not a `+` (or under `#`): every message would name the same one (levels count from 0)",
-                        self.mqtt_topic
-                    ),
-                )),
-                l => Ok(l),
-            }
-        };
-        let turbine_level = match self.payload_turbine_topic_level {
-            None => json::turbine_level(&self.mqtt_topic),
-            l => level("payload_turbine_topic_level", l)?,
-        };
-        let site_level = level("payload_site_topic_level", self.payload_site_topic_level)?;
-        if site_level.is_some() && site_level == turbine_level {
-            return Err(ConfigError::new(
-                "payload_site_topic_level",
-                "is the level that names the turbine",
-            ));
-        }
-        // Empty is refused by `Rules::new`, which names this setting too.
-        let timestamp_pointer =
-            pointer("payload_timestamp_pointer", &self.payload_timestamp_pointer)?
-                .unwrap_or_default();
-        Ok(PayloadSpec {
-            turbine_pointer: pointer("payload_turbine_pointer", &self.payload_turbine_pointer)?,
-            turbine_level,
-            site_pointer: pointer("payload_site_pointer", &self.payload_site_pointer)?,
-            site_level,
-            timestamp_pointer,
-            timestamp_format: self.payload_timestamp_format,
-            readings_pointer: pointer("payload_readings_pointer", &self.payload_readings_pointer)?,
-        })
+        Signals::declared(&self.signals, &legacy)
+            .map_err(|e| ConfigError::new(&e.setting, e.problem))
     }
 
     /// Checks every setting and derives the typed configuration.
@@ -681,19 +651,19 @@ impl Settings {
             &self.database_ca_file,
             self.database_password.expose(),
         )
-        .map_err(|(setting, problem)| ConfigError::new(setting, problem))?;
-        let (broker, mqtt_tls) = self.broker()?;
-        self.check_subscription()?;
+        .map_err(blame)?;
+        let (broker, mqtt_tls) = self.connection().check().map_err(blame)?;
+        self.session().check().map_err(blame)?;
         let (metrics_listen, panel_listen) = self.listeners()?;
-        self.check_budget()?;
-        self.check_timings()?;
+        self.intake_group().check().map_err(blame)?;
+        self.clock_thresholds().check().map_err(blame)?;
         crate::sink::partition::check_settings(
             self.readings_partition_size,
             self.readings_partition_backfill,
             self.readings_retention,
             self.readings_manage_partitions,
         )
-        .map_err(|(setting, problem)| ConfigError::new(setting, problem))?;
+        .map_err(blame)?;
         self.check_upkeep()?;
         let rules = self.rules()?;
         let sparkplug = self.sparkplug_mapping(&rules.limits.signals)?;
@@ -707,88 +677,6 @@ impl Settings {
             rules,
             sparkplug,
         })
-    }
-
-    /// The broker's address and TLS, and its credentials checked against each other.
-    fn broker(&self) -> Result<(BrokerAddr, Option<Arc<rustls::ClientConfig>>), ConfigError> {
-        let broker = parse_mqtt_url(&self.mqtt_url)?;
-        if !self.mqtt_password.is_empty() && self.mqtt_username.is_empty() {
-            return Err(ConfigError::new(
-                "mqtt_password",
-                "is set but mqtt_username is not",
-            ));
-        }
-        let opt = |s: &str| (!s.is_empty()).then(|| Path::new(s).to_path_buf());
-        let (cert, key) = (
-            opt(&self.mqtt_client_cert_file),
-            opt(&self.mqtt_client_key_file),
-        );
-        if cert.is_some() != key.is_some() {
-            return Err(ConfigError::new(
-                "mqtt_client_cert_file",
-                "mutual TLS needs both mqtt_client_cert_file and mqtt_client_key_file",
-            ));
-        }
-        let tls_asked = opt(&self.mqtt_ca_file).is_some() || cert.is_some();
-        if tls_asked && !broker.tls {
-            return Err(ConfigError::new(
-                "mqtt_url",
-                "TLS files are set but the URL is mqtt://; use mqtts://",
-            ));
-        }
-        let mqtt_tls = if broker.tls {
-            let ca = opt(&self.mqtt_ca_file);
-            let client = cert.as_deref().zip(key.as_deref());
-            let tls = crate::tls::client_config(
-                ca.as_deref(),
-                client,
-                "mqtt_ca_file",
-                "mqtt_client_cert_file",
-                "mqtt_client_key_file",
-            )
-            .map_err(|e| ConfigError::new(e.setting, e.problem))?;
-            Some(Arc::new(tls))
-        } else {
-            None
-        };
-        Ok((broker, mqtt_tls))
-    }
-
-    /// The client id, the topic filter and the share group.
-    fn check_subscription(&self) -> Result<(), ConfigError> {
-        if self.mqtt_client_id.is_empty() || self.mqtt_client_id.len() > 65_535 {
-            return Err(ConfigError::new(
-                "mqtt_client_id",
-                "must be 1 to 65535 bytes",
-            ));
-        }
-        if json::turbine_level(&self.mqtt_topic).is_none() {
-            return Err(ConfigError::new(
-                "mqtt_topic",
-                format!(
-                    "{:?} has no `+` level to name the turbine (e.g. turbines/+/readings)",
-                    self.mqtt_topic
-                ),
-            ));
-        }
-        if self.mqtt_share_group.contains(['/', '+', '#'])
-            || (!self.mqtt_share_group.is_empty() && self.mqtt_share_group.trim().is_empty())
-        {
-            return Err(ConfigError::new(
-                "mqtt_share_group",
-                "must not contain '/', '+' or '#', nor be only white space",
-            ));
-        }
-        if self.mqtt_topic.starts_with("$share/") {
-            return Err(ConfigError::new(
-                "mqtt_topic",
-                format!(
-                    "{:?} names a share group: set mqtt_share_group instead (mqtt_topic is the topic filter alone)",
-                    self.mqtt_topic
-                ),
-            ));
-        }
-        Ok(())
     }
 
     /// The metrics and panel listeners.
@@ -808,115 +696,37 @@ impl Settings {
         Ok((metrics_listen, panel_listen))
     }
 
-    /// The unacked budget, the batch limits and the message limits, against each other.
-    fn check_budget(&self) -> Result<(), ConfigError> {
-        positive("batch_max_readings", self.batch_max_readings)?;
-        positive("max_unacked_readings", self.max_unacked_readings)?;
-        positive("max_unacked_bytes", self.max_unacked_bytes)?;
-        positive("batch_max_bytes", self.batch_max_bytes)?;
-        // tokio's semaphore holds at most usize::MAX >> 3 permits; far past any real memory.
-        if self.max_unacked_bytes > (1 << 40) || self.max_unacked_readings > (1 << 40) {
-            return Err(ConfigError::new(
-                if self.max_unacked_bytes > (1 << 40) {
-                    "max_unacked_bytes"
-                } else {
-                    "max_unacked_readings"
-                },
-                "must be at most 2^40",
-            ));
-        }
-        if self.max_unacked_bytes < self.batch_max_bytes {
-            return Err(ConfigError::new(
-                "max_unacked_bytes",
-                format!(
-                    "{} is smaller than batch_max_bytes ({}): a batch could never fill",
-                    self.max_unacked_bytes, self.batch_max_bytes
-                ),
-            ));
-        }
-        positive(
-            "mqtt_receive_maximum",
-            usize::from(self.mqtt_receive_maximum),
-        )?;
-        if self.max_unacked_readings < self.batch_max_readings {
-            return Err(ConfigError::new(
-                "max_unacked_readings",
-                format!(
-                    "{} is smaller than batch_max_readings ({}): a batch could never fill",
-                    self.max_unacked_readings, self.batch_max_readings
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// The MQTT session's and the clock health's durations.
-    fn check_timings(&self) -> Result<(), ConfigError> {
-        if self.mqtt_session_expiry.as_secs() == 0 {
-            return Err(ConfigError::new(
-                "mqtt_session_expiry",
-                "must be at least 1s, or the broker forgets the session (and what it queued) on every disconnect",
-            ));
-        }
-        if self.mqtt_keep_alive < Duration::from_secs(5) {
-            return Err(ConfigError::new("mqtt_keep_alive", "must be at least 5s"));
-        }
-        if self.batch_max_wait.is_zero() {
-            return Err(ConfigError::new("batch_max_wait", "must be more than 0"));
-        }
-        if self.clock_drift_window < Duration::from_secs(1) {
-            return Err(ConfigError::new(
-                "clock_drift_window",
-                "must be at least 1s",
-            ));
-        }
-        if self.clock_max_collisions_per_day < 1 {
-            return Err(ConfigError::new(
-                "clock_max_collisions_per_day",
-                "must be at least 1",
-            ));
-        }
-        Ok(())
-    }
-
-    /// The statistics interval, upkeep and the writers.
+    /// The statistics interval, upkeep and the writers (`sink/stats.rs`, `sink/maintain.rs`,
+    /// `sink/write.rs`).
     fn check_upkeep(&self) -> Result<(), ConfigError> {
-        if let Err(problem) = crate::sink::stats::Width::new(self.stats_interval) {
-            return Err(ConfigError::new("stats_interval", problem));
-        }
-        if self.maintenance_interval < Duration::from_secs(1) {
-            return Err(ConfigError::new(
-                "maintenance_interval",
-                "must be at least 1s",
-            ));
-        }
-        if self.db_write_timeout < Duration::from_secs(1) {
-            return Err(ConfigError::new("db_write_timeout", "must be at least 1s"));
-        }
-        if !(1..=MAX_WRITERS).contains(&self.database_writers) {
-            return Err(ConfigError::new(
-                "database_writers",
-                format!("must be from 1 to {MAX_WRITERS} (each is a database connection)"),
-            ));
-        }
-        Ok(())
+        crate::sink::stats::Width::new(self.stats_interval)
+            .map_err(|problem| ConfigError::new("stats_interval", problem))?;
+        crate::sink::maintain::check_interval(self.maintenance_interval).map_err(blame)?;
+        crate::sink::write::check(self.db_write_timeout, self.database_writers).map_err(blame)
     }
 
     /// How messages are judged: the declared signals, the limits every format shares
     /// (`intake/format/judge.rs`) and JSON's payload shape (`intake/json`).
     fn rules(&self) -> Result<Rules, ConfigError> {
-        let signals = self.checked_signals()?;
         let limits = crate::intake::format::judge::Settings {
             max_message_bytes: self.max_message_bytes,
             max_readings_per_message: self.max_readings_per_message,
             max_clock_skew: self.max_clock_skew,
         }
-        .limits(signals.clone())
-        .map_err(|(setting, problem)| ConfigError::new(setting, problem))?;
-        let spec = self.payload_spec()?;
-        let rules = Rules::new(signals, &spec)
-            .map_err(|(setting, problem)| ConfigError::new(setting, problem))?;
-        Ok(Rules { limits, ..rules })
+        .limits(self.checked_signals()?)
+        .map_err(blame)?;
+        json::settings::Settings {
+            topic: &self.mqtt_topic,
+            turbine_pointer: &self.payload_turbine_pointer,
+            turbine_topic_level: self.payload_turbine_topic_level,
+            site_pointer: &self.payload_site_pointer,
+            site_topic_level: self.payload_site_topic_level,
+            timestamp_pointer: &self.payload_timestamp_pointer,
+            timestamp_format: self.payload_timestamp_format,
+            readings_pointer: &self.payload_readings_pointer,
+        }
+        .rules(limits)
+        .map_err(blame)
     }
 
     /// Sparkplug B's settings checked (`intake/sparkplug`'s rules): None when no group is set.
@@ -935,8 +745,7 @@ impl Settings {
             turbine: self.sparkplug_turbine,
             timestamp: self.sparkplug_timestamp,
         };
-        Mapping::from_settings(&s, signals)
-            .map_err(|(setting, problem)| ConfigError::new(setting, problem))
+        Mapping::from_settings(&s, signals).map_err(blame)
     }
 }
 
@@ -961,44 +770,9 @@ fn scalar_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Er
     })
 }
 
-fn positive(setting: &str, v: usize) -> Result<(), ConfigError> {
-    if v == 0 {
-        Err(ConfigError::new(setting, "must be more than 0"))
-    } else {
-        Ok(())
-    }
-}
-
-fn parse_mqtt_url(s: &str) -> Result<BrokerAddr, ConfigError> {
-    let bad = |p: String| ConfigError::new("mqtt_url", p);
-    // Errors never quote the URL: it could hold credentials.
-    let url = url::Url::parse(s).map_err(|e| bad(format!("not a URL: {e}")))?;
-    let (tls, default_port) = match url.scheme() {
-        "mqtt" | "tcp" => (false, 1883),
-        "mqtts" | "ssl" => (true, 8883),
-        other => {
-            return Err(bad(format!(
-                "unknown scheme {other:?}; expected mqtt:// or mqtts://"
-            )))
-        }
-    };
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(bad(
-            "holds credentials; give them as mqtt_username and mqtt_password (or _FILE)".into(),
-        ));
-    }
-    let host = url
-        .host_str()
-        .filter(|h| !h.is_empty())
-        .ok_or_else(|| bad("names no host".into()))?;
-    Ok(BrokerAddr {
-        host: host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string(),
-        port: url.port().unwrap_or(default_port),
-        tls,
-    })
+/// A stage's verdict on a setting, as the error `load` reports.
+fn blame((setting, problem): (&'static str, String)) -> ConfigError {
+    ConfigError::new(setting, problem)
 }
 
 #[cfg(test)]
@@ -1020,126 +794,79 @@ mod tests {
         assert_eq!(c.rules.turbine_level, Some(1));
     }
 
+    /// The defaults with each of `layers` over the one before, as `load` reads a file.
+    fn from_toml(layers: &[&str]) -> Settings {
+        layers
+            .iter()
+            .fold(
+                Figment::from(Serialized::defaults(Settings::default())),
+                |f, toml| f.merge(Toml::string(toml)),
+            )
+            .extract()
+            .expect("settings")
+    }
+
     #[test]
     fn bad_settings_are_named() {
-        let cases: Vec<(Settings, &str, &str)> = vec![
+        // (the TOML that breaks the defaults, the setting blamed, part of the problem)
+        let cases = [
+            (r#"mqtt_url = "http://x""#, "mqtt_url", "unknown scheme"),
+            (r#"mqtt_topic = "turbines/#""#, "mqtt_topic", "no `+` level"),
             (
-                Settings {
-                    mqtt_url: "http://x".into(),
-                    ..Settings::default()
-                },
-                "mqtt_url",
-                "unknown scheme",
-            ),
-            (
-                Settings {
-                    mqtt_topic: "turbines/#".into(),
-                    ..Settings::default()
-                },
-                "mqtt_topic",
-                "no `+` level",
-            ),
-            (
-                Settings {
-                    mqtt_topic: "$share/g/turbines/+/readings".into(),
-                    ..Settings::default()
-                },
+                r#"mqtt_topic = "$share/g/turbines/+/readings""#,
                 "mqtt_topic",
                 "set mqtt_share_group instead",
             ),
             (
-                Settings {
-                    mqtt_share_group: " ".into(),
-                    ..Settings::default()
-                },
+                r#"mqtt_share_group = " ""#,
                 "mqtt_share_group",
                 "white space",
             ),
             (
-                Settings {
-                    metrics_listen: "nowhere".into(),
-                    ..Settings::default()
-                },
+                r#"metrics_listen = "nowhere""#,
                 "metrics_listen",
                 "not an address",
             ),
             (
-                Settings {
-                    batch_max_readings: 0,
-                    ..Settings::default()
-                },
+                "batch_max_readings = 0",
                 "batch_max_readings",
                 "more than 0",
             ),
             (
-                Settings {
-                    max_unacked_readings: 10,
-                    ..Settings::default()
-                },
+                "max_unacked_readings = 10",
                 "max_unacked_readings",
                 "never fill",
             ),
+            ("database_writers = 0", "database_writers", "from 1 to 64"),
+            ("database_writers = 65", "database_writers", "from 1 to 64"),
             (
-                Settings {
-                    database_writers: 0,
-                    ..Settings::default()
-                },
-                "database_writers",
-                "from 1 to 64",
-            ),
-            (
-                Settings {
-                    database_writers: 65,
-                    ..Settings::default()
-                },
-                "database_writers",
-                "from 1 to 64",
-            ),
-            (
-                Settings {
-                    power_kw_min: Some(5.0),
-                    power_kw_max: Some(1.0),
-                    ..Settings::default()
-                },
+                "power_kw_min = 5.0\npower_kw_max = 1.0",
                 "power_kw_min",
                 "not a range",
             ),
             (
-                Settings {
-                    database_url: "postgresql://h:notaport/db".into(),
-                    ..Settings::default()
-                },
+                r#"database_url = "postgresql://h:notaport/db""#,
                 "database_url",
                 "not a libpq URL",
             ),
             (
-                Settings {
-                    readings_partition_size: Duration::from_secs(60),
-                    ..Settings::default()
-                },
+                r#"readings_partition_size = "60s""#,
                 "readings_partition_size",
                 "from 1h",
             ),
             (
-                Settings {
-                    readings_retention: Duration::from_secs(3600),
-                    ..Settings::default()
-                },
+                r#"readings_retention = "1h""#,
                 "readings_retention",
                 "at least readings_partition_size",
             ),
             (
-                Settings {
-                    readings_manage_partitions: false,
-                    readings_retention: 30 * DAY,
-                    ..Settings::default()
-                },
+                "readings_manage_partitions = false\nreadings_retention = \"30d\"",
                 "readings_retention",
                 "needs readings_manage_partitions",
             ),
         ];
-        for (s, setting, problem) in cases {
-            let e = s.validate().expect_err(setting);
+        for (toml, setting, problem) in cases {
+            let e = from_toml(&[toml]).validate().expect_err(setting);
             assert_eq!(e.setting, setting);
             assert!(e.to_string().contains(problem), "{e}");
             assert!(
@@ -1180,82 +907,83 @@ mod tests {
         assert_eq!(g.mapping.signals.len(), 1);
         assert_eq!(g.mapping.signals.get("Power/Active"), Some(&0));
         assert_eq!(g.host_id.as_deref(), Some("scada-1"));
-        // Refusals, named.
-        type Change = fn(&mut Settings);
-        let cases: Vec<(Change, &str, &str)> = vec![
+        // Refusals, named: (TOML beside `sparkplug_group_id = "wind"`, setting, problem).
+        let cases = [
             (
-                |s| s.sparkplug_group_id = "a/b".into(),
+                r#"sparkplug_group_id = "a/b""#,
                 "sparkplug_group_id",
                 "one topic level",
             ),
             (
-                |s| s.sparkplug_group_id = "STATE".into(),
+                r#"sparkplug_group_id = "STATE""#,
                 "sparkplug_group_id",
                 "not STATE",
             ),
             (
-                |s| s.sparkplug_group_id = "#".into(),
+                r##"sparkplug_group_id = "#""##,
                 "sparkplug_group_id",
                 "a group id",
             ),
             (
-                |s| s.sparkplug_host_id = "h/1".into(),
+                r#"sparkplug_host_id = "h/1""#,
                 "sparkplug_host_id",
                 "must not contain",
             ),
             (
-                |s| s.sparkplug_metrics = [("P".to_string(), "power".to_string())].into(),
+                r#"sparkplug_metrics = { P = "power" }"#,
                 "sparkplug_metrics",
                 "not a declared signal",
             ),
             (
-                |s| s.sparkplug_metrics = [(String::new(), "power_kw".to_string())].into(),
+                r#"sparkplug_metrics = { "" = "power_kw" }"#,
                 "sparkplug_metrics",
                 "empty",
             ),
             (
-                |s| s.sparkplug_max_metrics_per_message = 0,
+                "sparkplug_max_metrics_per_message = 0",
                 "sparkplug_max_metrics_per_message",
                 "at least 1",
             ),
             (
-                |s| s.sparkplug_births_cached = 0,
+                "sparkplug_births_cached = 0",
                 "sparkplug_births_cached",
                 "at least 1",
             ),
             (
-                |s| s.sparkplug_rebirth_interval = Duration::ZERO,
+                r#"sparkplug_rebirth_interval = "0s""#,
                 "sparkplug_rebirth_interval",
                 "at least 1s",
             ),
             (
-                |s| s.mqtt_share_group = "g".into(),
+                r#"mqtt_share_group = "g""#,
                 "mqtt_share_group",
                 "outside the share group",
             ),
             (
-                |s| s.mqtt_topic = "spBv1.0/wind/+/+/+".into(),
+                r#"mqtt_topic = "spBv1.0/wind/+/+/+""#,
                 "mqtt_topic",
                 "would also take Sparkplug B's messages",
             ),
             (
-                |s| s.mqtt_topic = "+/+/readings".into(),
+                r#"mqtt_topic = "+/+/readings""#,
                 "mqtt_topic",
                 "would also take Sparkplug B's messages",
             ),
             (
-                |s| s.sparkplug_births_cache_bytes = 1000,
+                "sparkplug_births_cache_bytes = 1000",
                 "sparkplug_births_cache_bytes",
                 "at least 1 MiB",
             ),
             (
-                |s| s.sparkplug_rebirths_per_second = f64::NAN,
+                "sparkplug_rebirths_per_second = nan",
                 "sparkplug_rebirths_per_second",
                 "above 0",
             ),
         ];
-        for (f, setting, problem) in cases {
-            let e = on(f).expect_err(setting);
+        for (toml, setting, problem) in cases {
+            let e = from_toml(&[r#"sparkplug_group_id = "wind""#, toml])
+                .validate()
+                .expect_err(setting);
             assert_eq!(e.setting, setting);
             assert!(e.to_string().contains(problem), "{e}");
         }
@@ -1293,29 +1021,6 @@ mod tests {
             ..Settings::default()
         };
         assert_eq!(bad.validate().unwrap_err().setting, "mqtt_share_group");
-    }
-
-    #[test]
-    fn mqtt_urls() {
-        assert_eq!(
-            parse_mqtt_url("mqtt://broker.example:1884").unwrap(),
-            BrokerAddr {
-                host: "broker.example".into(),
-                port: 1884,
-                tls: false,
-            }
-        );
-        assert_eq!(
-            parse_mqtt_url("mqtts://broker.example").unwrap(),
-            BrokerAddr {
-                host: "broker.example".into(),
-                port: 8883,
-                tls: true,
-            }
-        );
-        let e = parse_mqtt_url("mqtt://u:hunter2@x").unwrap_err();
-        assert!(e.problem.contains("credentials"), "{e}");
-        assert!(!e.to_string().contains("hunter2"), "{e}");
     }
 
     #[test]

@@ -23,6 +23,59 @@ pub struct IntakeGroup {
     pub batch_max_wait: Duration,
 }
 
+impl IntakeGroup {
+    /// The budget and the batch limits, each and against each other; the error names the
+    /// setting to blame.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        for (setting, v) in [
+            ("batch_max_readings", self.batch_max_readings),
+            ("max_unacked_readings", self.max_unacked_readings),
+            ("max_unacked_bytes", self.max_unacked_bytes),
+            ("batch_max_bytes", self.batch_max_bytes),
+        ] {
+            if v == 0 {
+                return Err((setting, "must be more than 0".into()));
+            }
+        }
+        // tokio's semaphore holds at most usize::MAX >> 3 permits; far past any real memory.
+        for (setting, v) in [
+            ("max_unacked_bytes", self.max_unacked_bytes),
+            ("max_unacked_readings", self.max_unacked_readings),
+        ] {
+            if v > (1 << 40) {
+                return Err((setting, "must be at most 2^40".into()));
+            }
+        }
+        let never_fills = |batch: &str, held: usize, most: usize| {
+            format!("{held} is smaller than {batch} ({most}): a batch could never fill")
+        };
+        if self.max_unacked_bytes < self.batch_max_bytes {
+            return Err((
+                "max_unacked_bytes",
+                never_fills(
+                    "batch_max_bytes",
+                    self.max_unacked_bytes,
+                    self.batch_max_bytes,
+                ),
+            ));
+        }
+        if self.max_unacked_readings < self.batch_max_readings {
+            return Err((
+                "max_unacked_readings",
+                never_fills(
+                    "batch_max_readings",
+                    self.max_unacked_readings,
+                    self.batch_max_readings,
+                ),
+            ));
+        }
+        if self.batch_max_wait.is_zero() {
+            return Err(("batch_max_wait", "must be more than 0".into()));
+        }
+        Ok(())
+    }
+}
+
 /// What the intake keeps of a message while its outcome is written: the acknowledgement it owes,
 /// its budget and holds. The sink carries it unopened and hands it back once the batch commits.
 #[derive(Debug)]

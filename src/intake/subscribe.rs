@@ -29,6 +29,7 @@ use crate::backoff::Backoff;
 use crate::core::outcome::Decoded;
 use crate::error::Error;
 use crate::intake::batch::{Custody, Message};
+use crate::intake::broker::BrokerAddr;
 use crate::intake::format::judge::Limits;
 use crate::intake::format::{Context, Formats, Incoming, Judgement};
 use crate::intake::json::Rules;
@@ -37,15 +38,6 @@ use crate::intake::sparkplug::intake::SparkplugGroup;
 use crate::probe::Probe;
 use crate::secret::Secret;
 use crate::telemetry;
-
-/// Where the broker is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BrokerAddr {
-    pub host: String,
-    pub port: u16,
-    /// `mqtts://`: TLS, verified against the server name `host`.
-    pub tls: bool,
-}
 
 /// The broker connection and the subscription: what `subscribe.rs` is made from.
 #[derive(Debug, Clone)]

@@ -168,6 +168,19 @@ pub struct Thresholds {
     pub drift_window: Duration,
 }
 
+impl Thresholds {
+    /// The window and the collision count checked; the error names the setting to blame.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if self.drift_window < Duration::from_secs(1) {
+            return Err(("clock_drift_window", "must be at least 1s".into()));
+        }
+        if self.max_collisions_per_day < 1 {
+            return Err(("clock_max_collisions_per_day", "must be at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
 /// Parameters per turbine in the upsert.
 const PER_ROW: usize = 9;
 

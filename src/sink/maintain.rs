@@ -28,6 +28,14 @@ pub struct UpkeepGroup {
     pub interval: Duration,
 }
 
+/// How often upkeep runs, checked; the error names the setting.
+pub fn check_interval(interval: Duration) -> Result<(), (&'static str, String)> {
+    if interval < Duration::from_secs(1) {
+        return Err(("maintenance_interval", "must be at least 1s".into()));
+    }
+    Ok(())
+}
+
 /// Makes sure a partition holds `$1`, creating one `$2` seconds wide if none does.
 pub const ENSURE_SQL: &str =
     "SELECT galewatch_ensure_partition($1::timestamptz, make_interval(secs => $2::float8))";

@@ -55,6 +55,24 @@ pub struct WriteGroup {
     pub session: String,
 }
 
+/// Most writers a daemon may run: each is a database connection.
+pub const MAX_WRITERS: usize = 64;
+
+/// The writers' own settings checked (`db_write_timeout`, `database_writers`); the error names
+/// the setting to blame.
+pub fn check(timeout: Duration, writers: usize) -> Result<(), (&'static str, String)> {
+    if timeout < Duration::from_secs(1) {
+        return Err(("db_write_timeout", "must be at least 1s".into()));
+    }
+    if !(1..=MAX_WRITERS).contains(&writers) {
+        return Err((
+            "database_writers",
+            format!("must be from 1 to {MAX_WRITERS} (each is a database connection)"),
+        ));
+    }
+    Ok(())
+}
+
 impl Tally {
     /// Moves the counters; called once the batch has committed.
     pub(crate) fn record(&self) {

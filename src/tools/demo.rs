@@ -524,7 +524,7 @@ impl DemoDb {
 
 /// The daemon and the panel, running in this process on the demo's database and broker.
 struct InProcess {
-    broker: crate::intake::subscribe::BrokerAddr,
+    broker: crate::intake::broker::BrokerAddr,
     metrics_addr: std::net::SocketAddr,
     panel_addr: std::net::SocketAddr,
     /// Cancelled on Ctrl-C (or SIGTERM).
@@ -673,7 +673,7 @@ fn banner(opts: &Options, notes: &[String], mqtt_url: &str, inside: &InProcess, 
 /// `stop`), with resends, two drifting clocks and a few malformed messages.
 fn start_fleet(
     opts: &Options,
-    broker: &crate::intake::subscribe::BrokerAddr,
+    broker: &crate::intake::broker::BrokerAddr,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<Result<Sent, crate::error::Error>> {
     let interval = Duration::from_secs(2);

@@ -22,9 +22,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
+use crate::intake::broker::BrokerAddr;
 use crate::intake::sparkplug::proto::{self, datatype, Metric, Payload, Value};
 use crate::intake::sparkplug::{NAMESPACE, REBIRTH_METRIC};
-use crate::intake::subscribe::BrokerAddr;
 use crate::tools::simulate::{Fleet, Knobs, Sent};
 
 /// The metric names (and aliases 1, 2, 3) a simulated device reports: the default signals'

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
-use crate::intake::subscribe::BrokerAddr;
+use crate::intake::broker::BrokerAddr;
 
 /// The fleet: who publishes, how often, how much.
 #[derive(Debug, Clone)]

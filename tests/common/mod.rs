@@ -11,7 +11,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use galewatch::intake::subscribe::BrokerAddr;
+use galewatch::intake::broker::BrokerAddr;
 use tokio_postgres::NoTls;
 
 pub mod citus;

@@ -47,6 +47,30 @@ impl Limits {
     }
 }
 
+impl Limits {
+    /// A payload past `max_message_bytes`: refused `too_large` before it is read.
+    pub fn check_payload(&self, payload: &[u8]) -> Result<(), Refusal> {
+        within("payload", payload.len(), self.max_message_bytes)
+    }
+
+    /// A topic past `max_topic_bytes`: refused `too_large` (its levels name turbines and
+    /// births, stored and indexed).
+    pub fn check_topic(&self, topic: &str) -> Result<(), Refusal> {
+        within("topic", topic.len(), self.max_topic_bytes)
+    }
+}
+
+/// `too_large` when `n` bytes of `what` are past `limit`.
+fn within(what: &str, n: usize, limit: usize) -> Result<(), Refusal> {
+    if n > limit {
+        return Err((
+            RejectReason::TooLarge,
+            format!("{what} is {n} bytes, over the limit of {limit} bytes"),
+        ));
+    }
+    Ok(())
+}
+
 /// The settings of the limits, as an operator writes them.
 pub struct Settings {
     pub max_message_bytes: usize,

@@ -79,14 +79,9 @@ pub fn one(data: &[u8]) -> usize {
 pub fn nested_rules() -> Rules {
     use crate::core::signals::SignalSetting;
     let sig = |name: &str, kind: Kind, required: bool, pointer: &str| SignalSetting {
-        name: name.into(),
-        kind,
         required,
-        min: None,
-        max: None,
-        max_bytes: None,
-        unit: String::new(),
         pointer: Some(pointer.into()),
+        ..SignalSetting::new(name, kind)
     };
     let mut power = sig("power_kw", Kind::Float, true, "/values/P");
     power.min = Some(-1000.0);

@@ -8,6 +8,7 @@
 //! rejection names the field and the problem, because an engineer reads it in the `rejected` table.
 
 pub mod fuzz;
+pub mod settings;
 pub mod shape;
 
 use std::borrow::Cow;
@@ -269,27 +270,8 @@ fn read_top<'a>(
 /// Refuses a payload or topic over its limit.
 #[inline]
 fn check_sizes(topic: &str, payload: &[u8], rules: &Rules) -> Result<(), (RejectReason, String)> {
-    if payload.len() > rules.limits.max_message_bytes {
-        return Err((
-            RejectReason::TooLarge,
-            format!(
-                "payload is {} bytes, over the limit of {} bytes",
-                payload.len(),
-                rules.limits.max_message_bytes
-            ),
-        ));
-    }
-    if topic.len() > rules.limits.max_topic_bytes {
-        return Err((
-            RejectReason::TooLarge,
-            format!(
-                "topic is {} bytes, over the limit of {} bytes",
-                topic.len(),
-                rules.limits.max_topic_bytes
-            ),
-        ));
-    }
-    Ok(())
+    rules.limits.check_payload(payload)?;
+    rules.limits.check_topic(topic)
 }
 
 /// The payload as text, refused when not UTF-8 or blank.

@@ -548,33 +548,17 @@ pub fn judge(
     map: &Mapping,
     received_at: DateTime<Utc>,
 ) -> Judged {
-    if topic.len() > rules.max_topic_bytes {
-        // Bounded as JSON topics are: the levels name births, stored and indexed.
-        return Judged::whole(
-            RejectReason::TooLarge,
-            format!(
-                "topic is {} bytes, over the limit of {} bytes",
-                topic.len(),
-                rules.max_topic_bytes
-            ),
-        );
+    // Bounded as JSON topics are: the levels name births, stored and indexed.
+    if let Err((reason, detail)) = rules.check_topic(topic) {
+        return Judged::whole(reason, detail);
     }
     match parse_topic(topic) {
         Ok(t) => judge_at(&t, payload, known, rules, map, received_at),
-        Err(_) if payload.len() > rules.max_message_bytes => too_large(payload, rules),
-        Err(e) => Judged::whole(RejectReason::Malformed, e),
+        Err(e) => match rules.check_payload(payload) {
+            Err((reason, detail)) => Judged::whole(reason, detail),
+            Ok(()) => Judged::whole(RejectReason::Malformed, e),
+        },
     }
-}
-
-fn too_large(payload: &[u8], rules: &Limits) -> Judged {
-    Judged::whole(
-        RejectReason::TooLarge,
-        format!(
-            "payload is {} bytes, over the limit of {} bytes",
-            payload.len(),
-            rules.max_message_bytes
-        ),
-    )
 }
 
 /// [`judge`] with the topic already read (the daemon reads it once for its own state too).
@@ -587,8 +571,8 @@ pub fn judge_at(
     received_at: DateTime<Utc>,
 ) -> Judged {
     use RejectReason::{Malformed, TooLarge};
-    if payload.len() > rules.max_message_bytes {
-        return too_large(payload, rules);
+    if let Err((reason, detail)) = rules.check_payload(payload) {
+        return Judged::whole(reason, detail);
     }
     if matches!(t.kind, Kind::NCmd | Kind::DCmd | Kind::State) {
         // Commands and host states are not readings (a filter wide enough to catch them).

@@ -505,16 +505,7 @@ proptest! {
 fn typed_signals_follow_the_json_rules() {
     // One signal of each type: power_kw (float, required), status_code (integer 0–9999), mode
     // (text, 16 bytes), curtailed (boolean), as JSON's nested test shape declares them.
-    let sig = |name: &str, kind: SignalKind| crate::core::signals::SignalSetting {
-        name: name.into(),
-        kind,
-        required: false,
-        min: None,
-        max: None,
-        max_bytes: None,
-        unit: String::new(),
-        pointer: None,
-    };
+    let sig = crate::core::signals::SignalSetting::new;
     let mut power = sig("power_kw", SignalKind::Float);
     power.required = true;
     (power.min, power.max) = (Some(-1000.0), Some(50_000.0));

@@ -1,0 +1,269 @@
+//! The broker connection's settings group (`mqtt_*`): where the broker is, as whom and over what
+//! TLS the daemon connects, and the session it keeps there, each checked where it is used.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::secret::Secret;
+
+/// A setting to blame and what is wrong with it.
+pub type Problem = (&'static str, String);
+
+/// Where the broker is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerAddr {
+    pub host: String,
+    pub port: u16,
+    /// `mqtts://`: TLS, verified against the server name `host`.
+    pub tls: bool,
+}
+
+impl BrokerAddr {
+    /// The address in `mqtt_url`: `mqtt://host[:port]` or `mqtts://…` (`tcp://`, `ssl://` too).
+    /// Errors never quote the URL: it could hold credentials.
+    pub fn parse(s: &str) -> Result<BrokerAddr, Problem> {
+        let bad = |p: String| ("mqtt_url", p);
+        let url = url::Url::parse(s).map_err(|e| bad(format!("not a URL: {e}")))?;
+        let (tls, default_port) = match url.scheme() {
+            "mqtt" | "tcp" => (false, 1883),
+            "mqtts" | "ssl" => (true, 8883),
+            other => {
+                return Err(bad(format!(
+                    "unknown scheme {other:?}; expected mqtt:// or mqtts://"
+                )))
+            }
+        };
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(bad(
+                "holds credentials; give them as mqtt_username and mqtt_password (or _FILE)".into(),
+            ));
+        }
+        let host = url
+            .host_str()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| bad("names no host".into()))?;
+        Ok(BrokerAddr {
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
+            port: url.port().unwrap_or(default_port),
+            tls,
+        })
+    }
+}
+
+/// Where and as whom, as an operator writes it.
+pub struct Connection<'a> {
+    pub url: &'a str,
+    pub username: &'a str,
+    pub password: &'a Secret,
+    pub ca_file: &'a str,
+    pub client_cert_file: &'a str,
+    pub client_key_file: &'a str,
+}
+
+impl Connection<'_> {
+    /// The broker's address and TLS, the credentials and TLS files checked against each other.
+    pub fn check(&self) -> Result<(BrokerAddr, Option<Arc<rustls::ClientConfig>>), Problem> {
+        let broker = BrokerAddr::parse(self.url)?;
+        if !self.password.is_empty() && self.username.is_empty() {
+            return Err(("mqtt_password", "is set but mqtt_username is not".into()));
+        }
+        let opt = |s: &str| (!s.is_empty()).then(|| Path::new(s).to_path_buf());
+        let (cert, key) = (opt(self.client_cert_file), opt(self.client_key_file));
+        if cert.is_some() != key.is_some() {
+            return Err((
+                "mqtt_client_cert_file",
+                "mutual TLS needs both mqtt_client_cert_file and mqtt_client_key_file".into(),
+            ));
+        }
+        let tls_asked = opt(self.ca_file).is_some() || cert.is_some();
+        if tls_asked && !broker.tls {
+            return Err((
+                "mqtt_url",
+                "TLS files are set but the URL is mqtt://; use mqtts://".into(),
+            ));
+        }
+        if !broker.tls {
+            return Ok((broker, None));
+        }
+        let ca = opt(self.ca_file);
+        let client = cert.as_deref().zip(key.as_deref());
+        let tls = crate::tls::client_config(
+            ca.as_deref(),
+            client,
+            "mqtt_ca_file",
+            "mqtt_client_cert_file",
+            "mqtt_client_key_file",
+        )
+        .map_err(|e| (e.setting, e.problem))?;
+        Ok((broker, Some(Arc::new(tls))))
+    }
+}
+
+/// The session and the subscription, as an operator writes them.
+pub struct Session<'a> {
+    /// `mqtt_client_id`: the broker keeps the persistent session under it.
+    pub client_id: &'a str,
+    /// `mqtt_topic`, the filter alone.
+    pub topic: &'a str,
+    /// `mqtt_share_group`, empty for a plain subscription.
+    pub share_group: &'a str,
+    /// `mqtt_session_expiry`.
+    pub expiry: Duration,
+    /// `mqtt_keep_alive`.
+    pub keep_alive: Duration,
+    /// `mqtt_receive_maximum`: most unacknowledged messages the broker may send at once.
+    pub receive_maximum: u16,
+}
+
+impl Session<'_> {
+    /// The client id, the topic filter and the share group; the session's timings.
+    pub fn check(&self) -> Result<(), Problem> {
+        if self.client_id.is_empty() || self.client_id.len() > 65_535 {
+            return Err(("mqtt_client_id", "must be 1 to 65535 bytes".into()));
+        }
+        if crate::intake::json::turbine_level(self.topic).is_none() {
+            return Err((
+                "mqtt_topic",
+                format!(
+                    "{:?} has no `+` level to name the turbine (e.g. turbines/+/readings)",
+                    self.topic
+                ),
+            ));
+        }
+        if self.share_group.contains(['/', '+', '#'])
+            || (!self.share_group.is_empty() && self.share_group.trim().is_empty())
+        {
+            return Err((
+                "mqtt_share_group",
+                "must not contain '/', '+' or '#', nor be only white space".into(),
+            ));
+        }
+        if self.topic.starts_with("$share/") {
+            return Err((
+                "mqtt_topic",
+                format!(
+                    "{:?} names a share group: set mqtt_share_group instead (mqtt_topic is the topic filter alone)",
+                    self.topic
+                ),
+            ));
+        }
+        if self.receive_maximum == 0 {
+            return Err(("mqtt_receive_maximum", "must be more than 0".into()));
+        }
+        if self.expiry.as_secs() == 0 {
+            return Err((
+                "mqtt_session_expiry",
+                "must be at least 1s, or the broker forgets the session (and what it queued) on every disconnect".into(),
+            ));
+        }
+        if self.keep_alive < Duration::from_secs(5) {
+            return Err(("mqtt_keep_alive", "must be at least 5s".into()));
+        }
+        Ok(())
+    }
+
+    /// The filter the daemon subscribes with: the topic, in its share group if one is set.
+    pub fn subscription(&self) -> String {
+        if self.share_group.is_empty() {
+            self.topic.to_string()
+        } else {
+            format!("$share/{}/{}", self.share_group, self.topic)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mqtt_urls() {
+        assert_eq!(
+            BrokerAddr::parse("mqtt://broker.example:1884").unwrap(),
+            BrokerAddr {
+                host: "broker.example".into(),
+                port: 1884,
+                tls: false,
+            }
+        );
+        assert_eq!(
+            BrokerAddr::parse("mqtts://broker.example").unwrap(),
+            BrokerAddr {
+                host: "broker.example".into(),
+                port: 8883,
+                tls: true,
+            }
+        );
+        assert_eq!(
+            BrokerAddr::parse("[::1]").map_err(|e| e.0),
+            Err("mqtt_url"),
+            "no scheme"
+        );
+        let (setting, problem) = BrokerAddr::parse("mqtt://u:hunter2@x").unwrap_err();
+        assert_eq!(setting, "mqtt_url");
+        assert!(problem.contains("credentials"), "{problem}");
+        assert!(!problem.contains("hunter2"), "{problem}");
+    }
+
+    fn session<'a>(client_id: &'a str, topic: &'a str, share_group: &'a str) -> Session<'a> {
+        Session {
+            client_id,
+            topic,
+            share_group,
+            expiry: Duration::from_secs(3600),
+            keep_alive: Duration::from_secs(30),
+            receive_maximum: 100,
+        }
+    }
+
+    #[test]
+    fn a_session_is_checked_setting_by_setting() {
+        let ok = session("gw", "turbines/+/readings", "");
+        assert_eq!(ok.check(), Ok(()));
+        assert_eq!(ok.subscription(), "turbines/+/readings");
+        assert_eq!(
+            session("gw", "turbines/+/readings", "g").subscription(),
+            "$share/g/turbines/+/readings"
+        );
+        for (s, blamed) in [
+            (session("", "turbines/+/readings", ""), "mqtt_client_id"),
+            (session("gw", "turbines/a/readings", ""), "mqtt_topic"),
+            (session("gw", "$share/g/t/+", ""), "mqtt_topic"),
+            (
+                session("gw", "turbines/+/readings", "a/b"),
+                "mqtt_share_group",
+            ),
+            (
+                session("gw", "turbines/+/readings", "  "),
+                "mqtt_share_group",
+            ),
+            (
+                Session {
+                    receive_maximum: 0,
+                    ..session("gw", "t/+", "")
+                },
+                "mqtt_receive_maximum",
+            ),
+            (
+                Session {
+                    expiry: Duration::ZERO,
+                    ..session("gw", "t/+", "")
+                },
+                "mqtt_session_expiry",
+            ),
+            (
+                Session {
+                    keep_alive: Duration::from_secs(4),
+                    ..session("gw", "t/+", "")
+                },
+                "mqtt_keep_alive",
+            ),
+        ] {
+            assert_eq!(s.check().map_err(|e| e.0), Err(blamed));
+        }
+    }
+}
