@@ -137,6 +137,38 @@ fn intake_and_sink_never_name_each_other() {
 }
 
 #[test]
+fn no_input_format_names_another() {
+    // Each folder under src/intake/ that implements a format; the rules they share are in
+    // intake/format/judge.rs. Only the registry (`Formats::new`) names them all.
+    let intake = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/intake");
+    let formats = ["json", "sparkplug"];
+    for f in formats {
+        assert!(
+            intake.join(f).is_dir(),
+            "src/intake/{f}/ is a format folder"
+        );
+    }
+    let mut checked = 0;
+    for (_, path, text) in files() {
+        let Ok(rel) = path.strip_prefix(&intake) else {
+            continue;
+        };
+        let Some(own) = formats.iter().find(|f| rel.starts_with(f)) else {
+            continue;
+        };
+        checked += 1;
+        for other in formats.iter().filter(|f| *f != own) {
+            assert!(
+                !text.contains(&format!("intake::{other}")),
+                "{} names intake::{other}: what formats share goes in intake/format/",
+                path.display()
+            );
+        }
+    }
+    assert!(checked >= 8, "{checked} format files checked");
+}
+
+#[test]
 fn the_core_names_no_io_crate() {
     for (top, path, text) in files() {
         if top != "core" {

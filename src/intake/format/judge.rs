@@ -49,18 +49,21 @@ impl Limits {
 
 impl Limits {
     /// A payload past `max_message_bytes`: refused `too_large` before it is read.
+    #[inline]
     pub fn check_payload(&self, payload: &[u8]) -> Result<(), Refusal> {
         within("payload", payload.len(), self.max_message_bytes)
     }
 
     /// A topic past `max_topic_bytes`: refused `too_large` (its levels name turbines and
     /// births, stored and indexed).
+    #[inline]
     pub fn check_topic(&self, topic: &str) -> Result<(), Refusal> {
         within("topic", topic.len(), self.max_topic_bytes)
     }
 }
 
 /// `too_large` when `n` bytes of `what` are past `limit`.
+#[inline]
 fn within(what: &str, n: usize, limit: usize) -> Result<(), Refusal> {
     if n > limit {
         return Err((
@@ -120,6 +123,7 @@ pub enum Raw<'de> {
 }
 
 impl Raw<'_> {
+    #[inline]
     pub fn is_missing(&self) -> bool {
         matches!(self, Raw::Absent | Raw::Null)
     }
@@ -140,6 +144,7 @@ impl Raw<'_> {
 }
 
 /// Readings stamped before this are `invalid_value`: no turbine of ours has a clock that old.
+#[inline]
 fn earliest_valid() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2000, 1, 1, 0, 0, 0)
         .single()
@@ -148,6 +153,7 @@ fn earliest_valid() -> DateTime<Utc> {
 
 /// One signal's value from what was found, and the detail of a bounds violation (reported
 /// after every type is checked: a malformed reading is malformed whatever its values).
+#[inline]
 pub fn value(s: &Signal, label: &str, raw: Raw<'_>) -> Result<(Datum, Option<String>), Refusal> {
     use RejectReason::Malformed;
     if raw.is_missing() {
@@ -222,6 +228,7 @@ pub fn value(s: &Signal, label: &str, raw: Raw<'_>) -> Result<(Datum, Option<Str
 /// What a validated (or refused) reading becomes: a reading, a `future_timestamp` one past the
 /// allowed clock skew, or a rejection, whose detail starts with which `element` of the message
 /// it was (`{what} {i}: `, written only for a refusal).
+#[inline]
 pub fn outcome(
     rules: &Limits,
     received_at: DateTime<Utc>,
@@ -249,6 +256,7 @@ pub fn outcome(
 /// the time's range (`time` is the instant, None when out of range, and its field's label), then
 /// the first value out of its bounds. (An empty turbine id is refused before: a JSON reading's by
 /// `validate`, ahead of the site; a Sparkplug B one's topic level by `parse_topic`.)
+#[inline]
 pub fn finish(
     rules: &Limits,
     turbine_id: String,
@@ -291,6 +299,7 @@ pub fn finish(
 }
 
 /// A finite value for a float signal, and the detail if it is outside the signal's bounds.
+#[inline]
 fn float(s: &Signal, label: &str, v: f64) -> (Datum, Option<String>) {
     let bound = (!(v >= s.min && v <= s.max)).then(|| outside(s, label, &v));
     (Datum::Float(v), bound)
@@ -298,6 +307,7 @@ fn float(s: &Signal, label: &str, v: f64) -> (Datum, Option<String>) {
 
 /// An integral value for an integer signal: within a bigint and its bounds, or the reason not
 /// (`text` is the value as received, written out only for that reason).
+#[inline]
 fn integer(
     s: &Signal,
     label: &str,
