@@ -644,7 +644,7 @@ async fn publish_fleet(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
             let secs = started.elapsed().as_secs_f64();
             print_out(&format!(
                 "{sent}\nin {secs:.2}s: {:.0} readings/s; the broker acknowledged every message",
-                (sent.readings + sent.resent) as f64 / secs
+                sent.all_readings() as f64 / secs
             ))
         }
         Err(e) => {
@@ -740,7 +740,7 @@ async fn sparkplug_cmd(
             let secs = started.elapsed().as_secs_f64();
             print_out(&format!(
                 "{sent}\n{rebirths} rebirths on request\nin {secs:.2}s: {:.0} readings/s; the broker acknowledged every message",
-                (sent.readings + sent.resent) as f64 / secs
+                sent.all_readings() as f64 / secs
             ))
         }
         Err(e) => {

@@ -619,7 +619,7 @@ impl InProcess {
     /// panel, and says how the daemon ended if not cleanly.
     async fn wind_down(&mut self, sent: Option<&Sent>, started: Instant) {
         if let Some(s) = sent {
-            let want = (s.readings + s.resent + s.bad) as f64;
+            let want = (s.all_readings() + s.bad) as f64;
             let wait = Instant::now();
             while wait.elapsed() < Duration::from_secs(20) {
                 if self.snapshot(started.elapsed()).received >= want {

@@ -5,8 +5,9 @@
 //!
 //! The same fleet as the JSON simulator ([`Fleet`]): turbine `i`'s reading `j` has the same
 //! stamp (to the millisecond, Sparkplug's precision) and values. What is counted is decided when
-//! a message is sent, reading by reading: a reading sent before (a resend, or a birth's current
-//! value) is `resent`, so [`Sent::expected`] stays exact whatever rebirths happen.
+//! a message is sent, reading by reading: a reading sent before is `resent`, or `in_births` when
+//! a birth carries it as its device's current value, so [`Sent::expected`] stays exact whatever
+//! rebirths happen.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -130,6 +131,8 @@ pub struct EdgeTraffic {
     seq: Vec<u8>,
     /// Per turbine: the highest reading sent so far.
     sent_upto: Vec<Option<usize>>,
+    /// Per turbine: a reading a birth carried first, which its next DDATA holds again.
+    born_with: Vec<Option<usize>>,
     bad: u64,
     pub sent: Sent,
     /// Rebirths done on request.
@@ -142,6 +145,7 @@ impl EdgeTraffic {
             rng: SmallRng::seed_from_u64(knobs.seed),
             seq: vec![0; edge.nodes()],
             sent_upto: vec![None; edge.fleet.turbines],
+            born_with: vec![None; edge.fleet.turbines],
             edge,
             knobs,
             round: 0,
@@ -225,10 +229,14 @@ impl EdgeTraffic {
         Some(out)
     }
 
-    /// Counts readings `js` of turbine `i` as sent: first copies or resent.
+    /// Counts readings `js` of turbine `i` as sent: first copies, resent, or again after a
+    /// birth carried them.
     fn count(&mut self, i: usize, js: &[usize], kind: &mut Sent) {
         for &j in js {
-            if self.sent_upto[i].is_some_and(|upto| j <= upto) {
+            if self.born_with[i] == Some(j) {
+                self.born_with[i] = None;
+                kind.in_births += 1;
+            } else if self.sent_upto[i].is_some_and(|upto| j <= upto) {
                 kind.resent += 1;
             } else {
                 kind.readings += 1;
@@ -269,8 +277,15 @@ impl EdgeTraffic {
                 (self.edge.topic("NBIRTH", p.node, None), payload.to_bytes())
             }
             Body::DBirth { device } => {
+                // The device's current reading: already sent, or (the first birth) sent first
+                // here and again by the DDATA that follows.
                 let j = self.sent_upto[*device].unwrap_or(0);
-                self.count(*device, &[j], &mut kind);
+                if self.sent_upto[*device].is_some() {
+                    kind.in_births += 1;
+                } else {
+                    self.count(*device, &[j], &mut kind);
+                    self.born_with[*device] = Some(j);
+                }
                 let payload = Payload {
                     timestamp: Some(stamp(&self.edge, *device, j)),
                     metrics: self.edge.metrics(*device, j, true),
@@ -312,7 +327,7 @@ impl EdgeTraffic {
     }
 
     /// A rebirth asked of node `n`: its NBIRTH, then each device's DBIRTH with its current
-    /// reading (already sent: counted resent).
+    /// reading (already sent: counted `in_births`).
     fn rebirth(&mut self, n: usize) -> Vec<Planned> {
         self.rebirths += 1;
         let mut out = vec![Planned {
@@ -612,10 +627,19 @@ mod tests {
             t.encode(p);
         }
         assert_eq!(t.sent.readings, before.readings, "no new reading");
+        assert_eq!(t.sent.resent, before.resent, "nothing resent");
         assert_eq!(
-            t.sent.resent,
-            before.resent + 2,
+            t.sent.in_births,
+            before.in_births + 2,
             "each device's current reading again"
+        );
+        let text = t.sent.to_string();
+        assert!(
+            text.contains(&format!(
+                "{} sent twice, in a birth and in a DDATA",
+                t.sent.in_births
+            )) && text.contains(" 0 resent"),
+            "{text}"
         );
         assert_eq!(t.seq[1], 3, "the count restarted at the NBIRTH");
     }

@@ -137,6 +137,9 @@ pub struct Sent {
     pub readings: u64,
     /// Readings in resent messages.
     pub resent: u64,
+    /// Readings a Sparkplug B birth carried again: each DBIRTH holds its device's current
+    /// reading, already sent (so a duplicate, but no resend).
+    pub in_births: u64,
     /// Readings stamped with an earlier reading's time and other values.
     pub drifted: u64,
     /// Malformed messages.
@@ -148,22 +151,29 @@ impl Sent {
         self.messages += o.messages;
         self.readings += o.readings;
         self.resent += o.resent;
+        self.in_births += o.in_births;
         self.drifted += o.drifted;
         self.bad += o.bad;
     }
 
     /// What the daemon should count for this traffic, as (received, inserted, duplicate,
-    /// quarantined, rejected): each drifted reading collides, each resent one is a duplicate,
-    /// each bad message is one rejected `malformed`.
+    /// quarantined, rejected): each drifted reading collides, each resent one (or one a birth
+    /// carried again) is a duplicate, each bad message is one rejected `malformed`.
     pub fn expected(&self) -> (u64, u64, u64, u64, u64) {
-        let received = self.readings + self.resent + self.bad;
+        let again = self.resent + self.in_births;
+        let received = self.readings + again + self.bad;
         (
             received,
             self.readings - self.drifted,
-            self.resent,
+            again,
             self.drifted,
             self.bad,
         )
+    }
+
+    /// Every reading sent, first copies and again.
+    pub fn all_readings(&self) -> u64 {
+        self.readings + self.resent + self.in_births
     }
 }
 
@@ -172,9 +182,21 @@ impl std::fmt::Display for Sent {
         let (rx, ins, dup, q, rej) = self.expected();
         write!(
             f,
-            "sent {} messages: {} readings ({} with a drifted clock), {} resent, {} malformed messages\n\
+            "sent {} messages: {} readings ({} with a drifted clock), {} resent, ",
+            self.messages, self.readings, self.drifted, self.resent
+        )?;
+        if self.in_births > 0 {
+            write!(
+                f,
+                "{} sent twice, in a birth and in a DDATA (a birth holds its device's current reading), ",
+                self.in_births
+            )?;
+        }
+        write!(
+            f,
+            "{} malformed messages\n\
              expect: received {rx} = inserted {ins} + duplicate {dup} + quarantined {q} (collision) + rejected {rej} (malformed)",
-            self.messages, self.readings, self.drifted, self.resent, self.bad
+            self.bad
         )
     }
 }
