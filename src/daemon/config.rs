@@ -733,8 +733,7 @@ impl Settings {
     fn sparkplug_mapping(&self, signals: &Signals) -> Result<Option<Mapping>, ConfigError> {
         let s = crate::intake::sparkplug::Settings {
             group_id: &self.sparkplug_group_id,
-            share_group: &self.mqtt_share_group,
-            json_topic: &self.mqtt_topic,
+            mqtt: &self.session(),
             host_id: &self.sparkplug_host_id,
             max_metrics_per_message: self.sparkplug_max_metrics_per_message,
             births_cached: self.sparkplug_births_cached,

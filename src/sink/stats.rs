@@ -698,24 +698,25 @@ pub const LOCK_SQL: &str = "LOCK TABLE interval_stats IN SHARE ROW EXCLUSIVE MOD
 /// and the caller must know every reading of them is still stored ([`kept`]). Intervals with no
 /// readings left are not touched: their statistics outlive the raw readings. Returns the
 /// intervals written.
-pub async fn recompute<C: GenericClient>(
-    tx: &C,
-    sql: &Sql,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    turbine: Option<&str>,
-) -> Result<u64, Error> {
+pub async fn recompute<C: GenericClient>(tx: &C, sql: &Sql, span: Span<'_>) -> Result<u64, Error> {
     let err = |e| Error::db("recomputing interval statistics", e);
     tx.batch_execute(LOCK_SQL).await.map_err(err)?;
-    recompute_locked(tx, sql, from, to, turbine).await
+    recompute_locked(tx, sql, span).await
 }
 
+/// The intervals `[from, to)` of one turbine, or of all.
+#[derive(Debug, Clone, Copy)]
+pub struct Span<'a> {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub turbine: Option<&'a str>,
+}
+
+/// [`recompute`] with the statistics lock already held.
 async fn recompute_locked<C: GenericClient>(
     tx: &C,
     sql: &Sql,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    turbine: Option<&str>,
+    Span { from, to, turbine }: Span<'_>,
 ) -> Result<u64, Error> {
     let err = |e| Error::db("recomputing interval statistics", e);
     match turbine {
@@ -878,7 +879,12 @@ pub async fn rebuild(
             span = chunk;
             continue;
         }
-        let (written, skipped) = rebuild_chunk(client, sql, at, end, turbine, retention).await?;
+        let chunk = Span {
+            from: at,
+            to: end,
+            turbine,
+        };
+        let (written, skipped) = rebuild_chunk(client, sql, chunk, retention).await?;
         done.written += written;
         done.skipped += skipped;
         at = end;
@@ -893,9 +899,7 @@ pub async fn rebuild(
 async fn rebuild_chunk(
     client: &mut tokio_postgres::Client,
     sql: &Sql,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    turbine: Option<&str>,
+    Span { from, to, turbine }: Span<'_>,
     retention: &Retention,
 ) -> Result<(u64, u64), Error> {
     let err = |what| move |e| Error::db(what, e);
@@ -911,7 +915,16 @@ async fn rebuild_chunk(
         let (mut written, mut skipped) = (0, 0);
         for &(a, b, whole) in &runs {
             if whole {
-                written += recompute_locked(&tx, sql, a, b, turbine).await?;
+                written += recompute_locked(
+                    &tx,
+                    sql,
+                    Span {
+                        from: a,
+                        to: b,
+                        turbine,
+                    },
+                )
+                .await?;
             } else {
                 let row = match turbine {
                     Some(t) => tx.query_one(&sql.count_one, &[&a, &b, &t]).await,

@@ -395,7 +395,16 @@ async fn update_stats(
         .await?
         .whole(start, end)
     {
-        crate::sink::stats::recompute(tx, &sql, start, end, Some(turbine)).await?;
+        crate::sink::stats::recompute(
+            tx,
+            &sql,
+            crate::sink::stats::Span {
+                from: start,
+                to: end,
+                turbine: Some(turbine),
+            },
+        )
+        .await?;
         Ok("")
     } else {
         Ok("; the statistics of its interval are kept as they were (readings_retention dropped part of its raw readings, so it is not recomputed from the rest)")

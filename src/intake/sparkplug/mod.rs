@@ -235,13 +235,11 @@ impl Mapping {
     }
 }
 
-/// Sparkplug B's settings as the operator wrote them (`sparkplug_*`), with the MQTT settings
-/// they are checked against.
+/// Sparkplug B's settings as the operator wrote them (`sparkplug_*`), with the MQTT session
+/// they are checked against (its share group, and its topic: the JSON fleet's filter).
 pub struct Settings<'a> {
     pub group_id: &'a str,
-    pub share_group: &'a str,
-    /// The JSON fleet's filter (`mqtt_topic`).
-    pub json_topic: &'a str,
+    pub mqtt: &'a crate::intake::broker::Session<'a>,
     pub host_id: &'a str,
     pub max_metrics_per_message: usize,
     pub births_cached: usize,
@@ -274,7 +272,7 @@ impl Mapping {
                 format!("{group:?}: a group id (one topic level, not STATE), or + for every group"),
             ));
         }
-        if !s.share_group.is_empty() {
+        if !s.mqtt.share_group.is_empty() {
             return Err(bad(
                 "mqtt_share_group",
                 format!(
@@ -284,16 +282,16 @@ impl Mapping {
                      daemon of its own outside the share group (its own mqtt_client_id, mqtt_share_group \
                      empty; one daemon per sparkplug_group_id to spread several groups), and the JSON \
                      fleet in the share group",
-                    s.share_group
+                    s.mqtt.share_group
                 ),
             ));
         }
-        if matches!(s.json_topic.split('/').next(), Some("+" | "#" | NAMESPACE)) {
+        if matches!(s.mqtt.topic.split('/').next(), Some("+" | "#" | NAMESPACE)) {
             return Err(bad(
                 "mqtt_topic",
                 format!(
                     "{:?} would also take Sparkplug B's messages as JSON; with sparkplug_group_id set, mqtt_topic is the JSON fleet's filter alone",
-                    s.json_topic
+                    s.mqtt.topic
                 ),
             ));
         }
