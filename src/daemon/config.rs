@@ -560,17 +560,57 @@ fn secret_from_file(key: &str) -> Result<Option<String>, ConfigError> {
 }
 
 fn from_figment(e: figment::Error) -> ConfigError {
-    let setting = e.path.last().cloned().unwrap_or_else(|| "(file)".into());
+    use figment::error::Kind;
+    // The whole path: `signals[1].type`, not `type` (whose variable does not exist).
+    let mut setting = String::new();
+    for key in &e.path {
+        if key.parse::<usize>().is_ok() {
+            setting.push_str(&format!("[{key}]"));
+        } else {
+            if !setting.is_empty() {
+                setting.push('.');
+            }
+            setting.push_str(key);
+        }
+    }
     let source = e
         .metadata
         .as_ref()
         .map(|m| m.name.to_string())
         .unwrap_or_default();
-    let mut err = ConfigError::new(&setting, format!("{} (from {source})", e.kind));
-    if let figment::error::Kind::UnknownField(field, _) = &e.kind {
-        err = ConfigError::new(field, format!("unknown setting (from {source})"));
+    let problem = match &e.kind {
+        Kind::UnknownField(field, expected) => {
+            if e.path.last() != Some(field) {
+                if !setting.is_empty() {
+                    setting.push('.');
+                }
+                setting.push_str(field);
+            }
+            match did_you_mean(field, expected) {
+                Some(near) => format!("unknown setting; did you mean `{near}`?"),
+                None => "unknown setting".to_string(),
+            }
+        }
+        Kind::UnknownVariant(found, expected) => {
+            format!("{found:?} is not one of {}", expected.join(", "))
+        }
+        Kind::InvalidType(found, expected) => format!("found {found}, expected {expected}"),
+        other => other.to_string(),
+    };
+    if setting.is_empty() {
+        setting = "(file)".into();
     }
-    err
+    ConfigError::new(&setting, format!("{problem} (from {source})"))
+}
+
+/// The known name closest to a misspelt one, when one is close enough to be meant.
+fn did_you_mean<'a>(typed: &str, known: &[&'a str]) -> Option<&'a str> {
+    known
+        .iter()
+        .map(|k| (strsim::damerau_levenshtein(typed, k), *k))
+        .filter(|(d, k)| *d <= 2.max(k.len() / 5))
+        .min()
+        .map(|(_, k)| k)
 }
 
 impl Settings {
@@ -803,6 +843,50 @@ mod tests {
             )
             .extract()
             .expect("settings")
+    }
+
+    /// The error `load` reports for settings that do not even parse.
+    fn parse_error(toml: &str) -> ConfigError {
+        let e = Figment::from(Serialized::defaults(Settings::default()))
+            .merge(Toml::string(toml))
+            .extract::<Settings>()
+            .expect_err(toml);
+        from_figment(e)
+    }
+
+    #[test]
+    fn an_unparsable_setting_is_named_by_its_whole_path() {
+        // A signal's field: the whole path, and the variable that sets the list.
+        let e = parse_error("[[signals]]\nname = \"power_kw\"\ntype = \"string\"");
+        assert_eq!(e.setting, "signals[0].type");
+        assert_eq!(e.env, "GALEWATCH_SIGNALS");
+        assert!(
+            e.problem
+                .starts_with("\"string\" is not one of float, integer, boolean, text"),
+            "{e}"
+        );
+        let e = parse_error("[[signals]]\nname = \"a\"\n[[signals]]\nname = \"b\"\nrequird = true");
+        assert_eq!(e.setting, "signals[1].requird");
+        assert!(e.problem.contains("did you mean `required`?"), "{e}");
+        // A misspelt setting: the nearest one, when one is near.
+        let e = parse_error("batch_max_readngs = 3");
+        assert_eq!(
+            (e.setting.as_str(), e.env.as_str()),
+            ("batch_max_readngs", "GALEWATCH_BATCH_MAX_READNGS")
+        );
+        assert!(
+            e.problem.contains("did you mean `batch_max_readings`?"),
+            "{e}"
+        );
+        let e = parse_error("zzzzz = 1");
+        assert!(!e.problem.contains("did you mean"), "{e}");
+        // A wrong type: what was found and what was expected, without nested quoting.
+        let e = parse_error("batch_max_readings = \"many\"");
+        assert_eq!(e.setting, "batch_max_readings");
+        assert!(
+            e.problem.starts_with("found string \"many\", expected"),
+            "{e}"
+        );
     }
 
     #[test]
