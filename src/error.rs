@@ -6,7 +6,7 @@ use std::fmt;
 #[derive(Debug, thiserror::Error)]
 pub struct Error {
     /// What Galewatch was doing, e.g. "writing a batch".
-    context: &'static str,
+    context: std::borrow::Cow<'static, str>,
     kind: Kind,
     #[source]
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
@@ -36,9 +36,12 @@ enum Kind {
 }
 
 impl Error {
-    pub fn db(context: &'static str, e: tokio_postgres::Error) -> Self {
+    pub fn db(
+        context: impl Into<std::borrow::Cow<'static, str>>,
+        e: tokio_postgres::Error,
+    ) -> Self {
         Error {
-            context,
+            context: context.into(),
             kind: Kind::Database {
                 code: e.code().map(|c| c.code().to_string()),
                 closed: lost_connection(&e),
@@ -51,7 +54,7 @@ impl Error {
 
     pub fn timeout(context: &'static str) -> Self {
         Error {
-            context,
+            context: context.into(),
             kind: Kind::Timeout,
             source: None,
         }
@@ -62,7 +65,7 @@ impl Error {
         e: impl Into<Box<dyn std::error::Error + Send + Sync>>,
     ) -> Self {
         Error {
-            context,
+            context: context.into(),
             kind: Kind::Other,
             source: Some(e.into()),
         }
@@ -71,7 +74,7 @@ impl Error {
     /// A change Galewatch refuses to make (see [`Error::is_refusal`]).
     pub fn refused(context: &'static str, why: String) -> Self {
         Error {
-            context,
+            context: context.into(),
             kind: Kind::Refused,
             source: Some(why.into()),
         }
@@ -225,7 +228,7 @@ fn client_mistake(e: &tokio_postgres::Error) -> bool {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.context)?;
+        f.write_str(&self.context)?;
         match (&self.kind, &self.source) {
             (Kind::Timeout, _) => f.write_str(": timed out"),
             (
@@ -262,7 +265,7 @@ mod tests {
 
     fn with_code(code: &str) -> Error {
         Error {
-            context: "test",
+            context: "test".into(),
             kind: Kind::Database {
                 code: Some(code.into()),
                 closed: false,

@@ -104,6 +104,14 @@ async fn no_secret_shows_in_logs_errors_help_or_metrics() {
     );
     d.terminate();
     assert_clean("the log of a database outage", &d.log());
+    // The error says where it tried, as whom, and which setting names that (issue 34).
+    assert!(
+        d.log().contains(
+            "connecting to the database nowhere on 127.0.0.1:1 as leakprobe (database_url)"
+        ),
+        "{}",
+        d.log()
+    );
 
     let mut d = Daemon::new(&broker, &db, "gw-secrets-3");
     d.env

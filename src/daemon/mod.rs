@@ -300,7 +300,7 @@ pub async fn apply_migrations(cfg: &Config) -> Result<(), Error> {
         }
         other => other,
     };
-    let mut client = connected.map_err(|e| Error::db("connecting to the database", e))?;
+    let mut client = connected.map_err(|e| Error::db(cfg.db.connecting(), e))?;
     let applied = migrate::apply(&mut client, &cfg.rules.limits.signals).await;
     drop(client);
     let applied = applied?;

@@ -87,6 +87,24 @@ impl Database {
         }
     }
 
+    /// What connecting to it is, for an error: the database, the server, the role and the
+    /// setting that names them (never the password).
+    pub fn connecting(&self) -> String {
+        let c = &self.config;
+        let host = match c.get_hosts().first() {
+            Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+            #[cfg(unix)]
+            Some(tokio_postgres::config::Host::Unix(p)) => p.display().to_string(),
+            None => "localhost".into(),
+        };
+        let port = c.get_ports().first().copied().unwrap_or(5432);
+        format!(
+            "connecting to the database {} on {host}:{port} as {} (database_url)",
+            c.get_dbname().unwrap_or("?"),
+            c.get_user().unwrap_or("?"),
+        )
+    }
+
     /// The same server and settings, another database.
     pub fn with_dbname(&self, name: &str) -> Database {
         let mut d = self.clone();

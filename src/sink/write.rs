@@ -190,7 +190,7 @@ impl Writer {
             .db
             .connect()
             .await
-            .map_err(|e| Error::db("connecting to the database", e))?;
+            .map_err(|e| Error::db(self.db.connecting(), e))?;
         let partitions = match self.partitions {
             Some(_) => maintain::load(&client).await?,
             None => Partitions::default(),

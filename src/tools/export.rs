@@ -174,7 +174,7 @@ pub async fn export(
         .db
         .connect()
         .await
-        .map_err(|e| Error::db("connecting to the database", e))?;
+        .map_err(|e| Error::db(cfg.db.connecting(), e))?;
     let header = header(&sql);
     let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::BrokenPipe;
     let write_err = |e: std::io::Error| ReviewError::Refused(format!("writing the output: {e}"));
@@ -267,7 +267,7 @@ pub async fn rebuild_as_of(
         .db
         .connect()
         .await
-        .map_err(|e| Error::db("connecting to the database", e))?;
+        .map_err(|e| Error::db(cfg.db.connecting(), e))?;
     let done = stats::rebuild(&mut client, &sql, from, to, turbine, &retention).await?;
     let mut out = format!(
         "rebuilt {} intervals of {}s for {} from {} to {} from readings",

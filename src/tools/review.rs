@@ -50,7 +50,7 @@ async fn connect(cfg: &Config) -> Result<Client, Error> {
     cfg.db
         .connect()
         .await
-        .map_err(|e| Error::db("connecting to the database", e))
+        .map_err(|e| Error::db(cfg.db.connecting(), e))
 }
 
 fn ts(t: Option<DateTime<Utc>>) -> String {
