@@ -122,7 +122,13 @@ async fn no_secret_shows_in_logs_errors_help_or_metrics() {
         .insert("GALEWATCH_MQTT_PASSWORD".into(), MQTT_SECRET.into());
     d.env.insert("RUST_LOG".into(), "debug".into());
     d.start();
-    d.wait_log(|l| l.contains("broker connection lost"), "a broker error");
+    d.wait_log(
+        |l| {
+            l.contains("broker not reachable yet")
+                && l.contains("broker=127.0.0.1:1 setting=mqtt_url")
+        },
+        "a broker error naming the broker and its setting",
+    );
     tokio::time::sleep(Duration::from_secs(1)).await;
     d.terminate();
     assert_clean("the log of a broker outage", &d.log());

@@ -84,6 +84,8 @@ pub struct Subscriber {
     out: Option<mpsc::UnboundedSender<Message>>,
     /// Whether any connection succeeded yet: a TLS failure before that is a configuration error.
     ever_connected: bool,
+    /// `host:port`, for the log while no connection was ever made.
+    broker: String,
     backoff: Backoff,
     /// Set for `galewatch leave`: unsubscribe instead of subscribing, and report to the leaving
     /// run what arrives (see `leave.rs`).
@@ -159,6 +161,7 @@ impl Subscriber {
             keep_bytes: g.rejected_payload_keep_bytes,
             out: Some(out),
             ever_connected: false,
+            broker: format!("{}:{}", g.broker.host, g.broker.port),
             backoff: Backoff::new(Duration::from_millis(200), Duration::from_secs(30)),
             leaving: None,
         };
@@ -346,7 +349,18 @@ impl Subscriber {
         self.set_ready(false);
         metrics::counter!(telemetry::BROKER_RECONNECTS).increment(1);
         let wait = self.backoff.next_delay();
-        tracing::warn!(error = %e, retry_in = ?wait, "broker connection lost");
+        if self.ever_connected {
+            tracing::warn!(error = %e, retry_in = ?wait, "broker connection lost");
+        } else {
+            // Never connected: nothing was lost; say where it tried and which setting says so.
+            tracing::warn!(
+                broker = %self.broker,
+                setting = %"mqtt_url",
+                error = %e,
+                retry_in = ?wait,
+                "broker not reachable yet"
+            );
+        }
         Ok(wait)
     }
 
