@@ -385,6 +385,22 @@ async fn api_answers_exactly(db: &TestDb) {
     assert_eq!((status, body.trim()), (200, "ok: the database answers"));
     let (status, _) = get(addr, "/turbines/NOPE").await;
     assert_eq!(status, 404);
+
+    // A turbine whose id holds its site (`{site}/{turbine}`) opens both ways (issue 34).
+    let c = db.client().await;
+    c.batch_execute(
+        "INSERT INTO readings (turbine_id, recorded_at, power_kw)
+         VALUES ('A/07', '2026-11-20 10:00:00+00', 1)",
+    )
+    .await
+    .unwrap();
+    for path in ["/turbines/A/07", "/turbines/A%2F07"] {
+        let (status, html) = get(addr, path).await;
+        assert_eq!(status, 200, "{path}: {html}");
+        assert!(html.contains("A/07"), "{path}: {html}");
+    }
+    let (status, _) = get(addr, "/turbines/A/08").await;
+    assert_eq!(status, 404, "a site's unknown turbine");
 }
 
 /// `/healthz` says what it checked: with the database refusing connections it answers 503

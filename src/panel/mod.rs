@@ -1,7 +1,8 @@
 //! Panel: `galewatch panel`, the engineers' read-only web view and JSON API, a separate process
 //! from the ingest daemon so the daemon stays lean.
 //!
-//! Routes: `/` (the fleet), `/turbines/{id}` (three charts and the quarantine), `/api/turbines`
+//! Routes: `/` (the fleet), `/turbines/{id}` (three charts and the quarantine; an id with a
+//! site, `A/07`, also unescaped), `/api/turbines`
 //! and `/api/turbines/{id}/readings` (JSON), `/healthz`.
 
 pub mod chart;
@@ -154,7 +155,9 @@ const SHARE_FOR: std::time::Duration = std::time::Duration::from_secs(1);
 pub fn router(db: Db) -> Router {
     Router::new()
         .route("/", get(fleet_page))
-        .route("/turbines/{id}", get(turbine_page))
+        // The rest of the path: a turbine with a site (`A/07`) opens as `/turbines/A/07` and as
+        // `/turbines/A%2F07`, which the fleet page links to.
+        .route("/turbines/{*id}", get(turbine_page))
         .route("/api/turbines", get(fleet_api))
         .route("/api/turbines/{id}/readings", get(readings_api))
         .route("/healthz", get(healthz))
