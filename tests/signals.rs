@@ -199,6 +199,22 @@ async fn twelve_nested_signals_all_eight_outcomes_exact_in_tables_and_metrics() 
         [received, 3.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
         "{m}"
     );
+    // Each optional signal was absent from one reading (the one with only the required
+    // signal); the required one from none (issue 34: a signal never found is not silent).
+    let absent = |s: &str| {
+        sample(
+            &m,
+            &format!(r#"galewatch_signal_absent_total{{signal="{s}"}}"#),
+        )
+    };
+    assert_eq!(absent("power_kw"), 0.0, "{m}");
+    assert!(
+        m.contains(r#"galewatch_signal_absent_total{signal="power_kw"} 0"#),
+        "{m}"
+    );
+    for s in ["wind_speed_ms", "gen_temp_c", "mode", "curtailed"] {
+        assert_eq!(absent(s), 1.0, "{s}: {m}");
+    }
 
     // The tables agree.
     assert_eq!(db.count("SELECT count(*) FROM readings").await, 3);

@@ -75,6 +75,23 @@ impl<C> Default for Batch<C> {
     }
 }
 
+impl<C> Batch<C> {
+    /// For each of `signals` declared signals (by position), how many of the batch's readings
+    /// lack it (absent from the message, or null).
+    pub fn absent(&self, signals: usize) -> Vec<u64> {
+        let mut out = vec![0; signals];
+        let readings = self.messages.iter().flat_map(|m| &m.items);
+        for d in readings {
+            if let Decoded::Reading(r) | Decoded::Future(r) = d {
+                for (n, v) in out.iter_mut().zip(r.values.iter()) {
+                    *n += u64::from(v.is_null());
+                }
+            }
+        }
+        out
+    }
+}
+
 /// The hash standing for a Sparkplug B birth's node or device (`Birth::key`), among the reading
 /// key hashes: a turbine id of that text stamped at the Unix epoch (no reading is: they start in
 /// 2000).
@@ -102,6 +119,47 @@ pub fn key_hash(turbine_id: &str, recorded_at: DateTime<Utc>) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn absent_counts_each_signal_a_reading_lacks() {
+        use crate::core::outcome::Rejection;
+        use crate::core::reading::{Reading, Values};
+        use crate::core::signals::Datum;
+        let reading = |values: Vec<Datum>| Reading {
+            turbine_id: "T".into(),
+            recorded_at: DateTime::<Utc>::UNIX_EPOCH,
+            values: Values(values.into()),
+        };
+        let items = vec![
+            Decoded::Reading(reading(vec![Datum::Float(1.0), Datum::Null, Datum::Null])),
+            Decoded::Future(reading(vec![Datum::Float(1.0), Datum::Int(2), Datum::Null])),
+            // A rejection lacks nothing: it is no reading.
+            Decoded::Rejected(Rejection {
+                reason: crate::core::outcome::RejectReason::Malformed,
+                detail: "x".into(),
+                element: None,
+            }),
+        ];
+        let batch = Batch::<()> {
+            messages: vec![Carried {
+                custody: (),
+                message: Message {
+                    topic: "t".into(),
+                    payload: None,
+                    payload_sha256: None,
+                    payload_bytes: 0,
+                    received_at: DateTime::<Utc>::UNIX_EPOCH,
+                    items,
+                    retained_clear: false,
+                    birth: None,
+                    seq_mark: None,
+                },
+            }],
+            ..Batch::default()
+        };
+        assert_eq!(batch.absent(3), vec![0, 1, 2]);
+        assert_eq!(Batch::<()>::default().absent(2), vec![0, 0]);
+    }
 
     #[test]
     fn the_key_hash_tells_turbines_and_microseconds_apart() {

@@ -484,6 +484,15 @@ fn reading_json(signals: &crate::core::signals::Signals, r: &Reading) -> String 
 }
 
 /// Commit time minus `recorded_at`, for every reading the batch stored; returns their sum.
+/// Counts, by signal, the committed batch's readings that lacked it.
+fn record_absent<C>(batch: &Batch<C>, signals: &Signals) {
+    for (s, n) in signals.iter().zip(batch.absent(signals.len())) {
+        if n > 0 {
+            metrics::counter!(telemetry::SIGNAL_ABSENT, "signal" => s.name.clone()).increment(n);
+        }
+    }
+}
+
 fn record_ingest_lag(tally: &Tally) -> f64 {
     let now = chrono::Utc::now();
     let lag = metrics::histogram!(telemetry::INGEST_LAG_SECONDS);
@@ -509,6 +518,10 @@ pub async fn run_all<C: Send + Sync + 'static, S: Settle<C>>(
         rx: Arc::new(Mutex::new(rx)),
         flight: Arc::default(),
     };
+    // Every declared signal's absent count exists from the start, at 0.
+    for s in &g.signals {
+        metrics::counter!(telemetry::SIGNAL_ABSENT, "signal" => s.name.clone()).increment(0);
+    }
     // One count of connected writers behind `galewatch_db_connected`.
     let connected = Arc::new(AtomicUsize::new(0));
     let mut tasks = tokio::task::JoinSet::new();
@@ -620,6 +633,7 @@ async fn run<C: Send + Sync + 'static, S: Settle<C>>(
         metrics::histogram!(telemetry::BATCH_WRITE_SECONDS).record(started.elapsed().as_secs_f64());
         metrics::histogram!(telemetry::BATCH_SIZE_READINGS).record(batch.items as f64);
         tally.record();
+        record_absent(&batch, &writer.signals);
         let lag = record_ingest_lag(&tally);
         probe.committed(&tally, lag);
         let clears = batch.messages.iter().filter(|m| m.retained_clear).count();
