@@ -76,19 +76,19 @@ impl<C> Default for Batch<C> {
 }
 
 impl<C> Batch<C> {
-    /// For each of `signals` declared signals (by position), how many of the batch's readings
-    /// lack it (absent from the message, or null).
-    pub fn absent(&self, signals: usize) -> Vec<u64> {
-        let mut out = vec![0; signals];
-        let readings = self.messages.iter().flat_map(|m| &m.items);
-        for d in readings {
+    /// The batch's readings, and for each of `signals` declared signals (by position) how
+    /// many of them lack it (absent from the message, or null).
+    pub fn absent(&self, signals: usize) -> (u64, Vec<u64>) {
+        let (mut readings, mut out) = (0, vec![0; signals]);
+        for d in self.messages.iter().flat_map(|m| &m.items) {
             if let Decoded::Reading(r) | Decoded::Future(r) = d {
+                readings += 1;
                 for (n, v) in out.iter_mut().zip(r.values.iter()) {
                     *n += u64::from(v.is_null());
                 }
             }
         }
-        out
+        (readings, out)
     }
 }
 
@@ -157,8 +157,8 @@ mod tests {
             }],
             ..Batch::default()
         };
-        assert_eq!(batch.absent(3), vec![0, 1, 2]);
-        assert_eq!(Batch::<()>::default().absent(2), vec![0, 0]);
+        assert_eq!(batch.absent(3), (2, vec![0, 1, 2]));
+        assert_eq!(Batch::<()>::default().absent(2), (0, vec![0, 0]));
     }
 
     #[test]

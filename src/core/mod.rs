@@ -1,6 +1,7 @@
 //! The core: what a reading is, the signals it carries, when it was recorded, and what becomes of
 //! it. Pure: no I/O and no driver crates; every layer above builds on it and it imports none.
 
+pub mod absence;
 pub mod batch;
 pub mod birth;
 pub mod classify;

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::backoff::Backoff;
+use crate::core::absence::Absence;
 use crate::core::batch::{Batch, Message};
 use crate::core::birth::Birth;
 use crate::core::outcome::Tally;
@@ -484,12 +485,32 @@ fn reading_json(signals: &crate::core::signals::Signals, r: &Reading) -> String 
 }
 
 /// Commit time minus `recorded_at`, for every reading the batch stored; returns their sum.
-/// Counts, by signal, the committed batch's readings that lacked it.
-fn record_absent<C>(batch: &Batch<C>, signals: &Signals) {
-    for (s, n) in signals.iter().zip(batch.absent(signals.len())) {
-        if n > 0 {
-            metrics::counter!(telemetry::SIGNAL_ABSENT, "signal" => s.name.clone()).increment(n);
+/// How often the log names the declared signals that no reading carried.
+pub const ABSENCE_WINDOW: Duration = Duration::from_secs(600);
+
+/// Counts, by signal, the committed batch's readings that lacked it; once a window
+/// ([`ABSENCE_WINDOW`]), names in the log the signals every reading of it lacked.
+fn record_absent<C>(batch: &Batch<C>, signals: &Signals, watch: &std::sync::Mutex<Absence>) {
+    let (readings, absent) = batch.absent(signals.len());
+    for (s, n) in signals.iter().zip(&absent) {
+        if *n > 0 {
+            metrics::counter!(telemetry::SIGNAL_ABSENT, "signal" => s.name.clone()).increment(*n);
         }
+    }
+    let missing = watch
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .add(Instant::now(), readings, &absent);
+    if let Some(missing) = missing {
+        let names: Vec<&str> = missing
+            .iter()
+            .filter_map(|&i| signals.iter().nth(i).map(|s| s.name.as_str()))
+            .collect();
+        tracing::warn!(
+            signals = %names.join(", "),
+            window = ?ABSENCE_WINDOW,
+            "declared signals missing from every reading of the last window: check each one's pointer (or Sparkplug B metric name)"
+        );
     }
 }
 
@@ -522,6 +543,10 @@ pub async fn run_all<C: Send + Sync + 'static, S: Settle<C>>(
     for s in &g.signals {
         metrics::counter!(telemetry::SIGNAL_ABSENT, "signal" => s.name.clone()).increment(0);
     }
+    let absence = Arc::new(std::sync::Mutex::new(Absence::new(
+        g.signals.len(),
+        ABSENCE_WINDOW,
+    )));
     // One count of connected writers behind `galewatch_db_connected`.
     let connected = Arc::new(AtomicUsize::new(0));
     let mut tasks = tokio::task::JoinSet::new();
@@ -533,6 +558,7 @@ pub async fn run_all<C: Send + Sync + 'static, S: Settle<C>>(
             queue.clone(),
             settle.clone(),
             probe.clone(),
+            absence.clone(),
             hard_stop.clone(),
         );
         tasks.spawn(run.instrument(tracing::info_span!("writer", n)));
@@ -591,6 +617,7 @@ async fn run<C: Send + Sync + 'static, S: Settle<C>>(
     queue: Queue<C>,
     settle: S,
     probe: crate::probe::Probe,
+    absence: Arc<std::sync::Mutex<Absence>>,
     hard_stop: CancellationToken,
 ) {
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
@@ -633,7 +660,7 @@ async fn run<C: Send + Sync + 'static, S: Settle<C>>(
         metrics::histogram!(telemetry::BATCH_WRITE_SECONDS).record(started.elapsed().as_secs_f64());
         metrics::histogram!(telemetry::BATCH_SIZE_READINGS).record(batch.items as f64);
         tally.record();
-        record_absent(&batch, &writer.signals);
+        record_absent(&batch, &writer.signals, &absence);
         let lag = record_ingest_lag(&tally);
         probe.committed(&tally, lag);
         let clears = batch.messages.iter().filter(|m| m.retained_clear).count();
