@@ -196,14 +196,15 @@ async fn the_scrape_parses_and_counts_exactly() {
         assert!(help.len() > 10, "{name}: {help:?}");
     }
 
-    // promtool's own lint of the exposition (Debian package prometheus; .ci/run installs it).
+    // promtool's own lint of the exposition (from Debian's prometheus package; .ci/run installs
+    // the one binary, not the package).
     let mut promtool = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("promtool must be installed (apt-get install prometheus) for this test");
+        .expect("promtool must be on PATH for this test (.ci/run installs it; or apt-get install prometheus)");
     promtool
         .stdin
         .take()
