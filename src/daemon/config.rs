@@ -273,7 +273,7 @@ impl Default for Settings {
             mqtt_session_expiry: Duration::from_secs(7 * 24 * 3600),
             mqtt_keep_alive: Duration::from_secs(30),
             mqtt_receive_maximum: 20_000,
-            mqtt_max_packet_bytes: MQTT_MAX_PACKET,
+            mqtt_max_packet_bytes: broker::MQTT_MAX_PACKET,
             metrics_listen: "127.0.0.1:9187".into(),
             panel_listen: "127.0.0.1:8087".into(),
             batch_max_readings: 5_000,
@@ -335,10 +335,7 @@ const DAY: Duration = Duration::from_secs(86_400);
 /// Measured (README, Performance): on two cores, 2 connections land 1.5× what one does and 4 no
 /// more than 2.
 const DEFAULT_WRITERS: usize = 2;
-/// More writers than this only add lock waits and connections.
 const DEFAULT_TOPIC: &str = "turbines/+/readings";
-/// The largest packet MQTT can carry (a four-byte variable length).
-const MQTT_MAX_PACKET: u32 = 268_435_455;
 
 /// A setting that cannot be used, named, with what is wrong with it. `run` exits with status 2.
 #[derive(Debug, thiserror::Error)]
@@ -390,6 +387,8 @@ impl Settings {
             expiry: self.mqtt_session_expiry,
             keep_alive: self.mqtt_keep_alive,
             receive_maximum: self.mqtt_receive_maximum,
+            max_packet_bytes: self.mqtt_max_packet_bytes,
+            max_message_bytes: self.max_message_bytes,
         }
     }
 }
@@ -699,7 +698,10 @@ impl Settings {
         self.clock_thresholds().check().map_err(blame)?;
         crate::sink::partition::check_settings(
             self.readings_partition_size,
-            self.readings_partition_backfill,
+            (
+                self.readings_partition_ahead,
+                self.readings_partition_backfill,
+            ),
             self.readings_retention,
             self.readings_manage_partitions,
         )
@@ -741,7 +743,15 @@ impl Settings {
     fn check_upkeep(&self) -> Result<(), ConfigError> {
         crate::sink::stats::Width::new(self.stats_interval)
             .map_err(|problem| ConfigError::new("stats_interval", problem))?;
-        crate::sink::maintain::check_interval(self.maintenance_interval).map_err(blame)?;
+        crate::sink::maintain::check(
+            self.maintenance_interval,
+            &[
+                ("quarantine_retention", self.quarantine_retention),
+                ("rejected_retention", self.rejected_retention),
+                ("stats_retention", self.stats_retention),
+            ],
+        )
+        .map_err(blame)?;
         crate::sink::write::check(self.db_write_timeout, self.database_writers).map_err(blame)
     }
 
@@ -941,6 +951,53 @@ mod tests {
                 r#"readings_retention = "1h""#,
                 "readings_retention",
                 "at least readings_partition_size",
+            ),
+            // Spans past what a clock or a calendar can add (they once panicked).
+            (
+                r#"max_clock_skew = "300000years""#,
+                "max_clock_skew",
+                "at most 10 years",
+            ),
+            (
+                r#"readings_partition_ahead = "2199023255552s""#,
+                "readings_partition_ahead",
+                "at most 1000 partitions",
+            ),
+            (
+                r#"readings_partition_backfill = "100000000years""#,
+                "readings_partition_backfill",
+                "at most 100 years",
+            ),
+            (
+                r#"quarantine_retention = "100000000years""#,
+                "quarantine_retention",
+                "at most 100 years",
+            ),
+            (
+                r#"stats_retention = "100000000years""#,
+                "stats_retention",
+                "at most 100 years",
+            ),
+            (r#"batch_max_wait = "2h""#, "batch_max_wait", "at most 1h"),
+            (
+                "batch_max_readings = 2199023255552",
+                "batch_max_readings",
+                "2^40",
+            ),
+            (
+                r#"mqtt_keep_alive = "100000s""#,
+                "mqtt_keep_alive",
+                "65535s",
+            ),
+            (
+                "mqtt_max_packet_bytes = 10",
+                "mqtt_max_packet_bytes",
+                "max_message_bytes",
+            ),
+            (
+                r#"mqtt_topic = "turbines/+/re+ad""#,
+                "mqtt_topic",
+                "stand alone",
             ),
             (
                 "readings_manage_partitions = false\nreadings_retention = \"30d\"",

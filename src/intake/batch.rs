@@ -39,6 +39,8 @@ impl IntakeGroup {
         }
         // tokio's semaphore holds at most usize::MAX >> 3 permits; far past any real memory.
         for (setting, v) in [
+            ("batch_max_bytes", self.batch_max_bytes),
+            ("batch_max_readings", self.batch_max_readings),
             ("max_unacked_bytes", self.max_unacked_bytes),
             ("max_unacked_readings", self.max_unacked_readings),
         ] {
@@ -69,8 +71,11 @@ impl IntakeGroup {
                 ),
             ));
         }
-        if self.batch_max_wait.is_zero() {
-            return Err(("batch_max_wait", "must be more than 0".into()));
+        if self.batch_max_wait.is_zero() || self.batch_max_wait > Duration::from_secs(3600) {
+            return Err((
+                "batch_max_wait",
+                "must be more than 0 and at most 1h (readings wait that long for a batch)".into(),
+            ));
         }
         Ok(())
     }

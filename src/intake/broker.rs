@@ -117,6 +117,34 @@ pub struct Session<'a> {
     pub keep_alive: Duration,
     /// `mqtt_receive_maximum`: most unacknowledged messages the broker may send at once.
     pub receive_maximum: u16,
+    /// `mqtt_max_packet_bytes`: the largest packet the broker may send.
+    pub max_packet_bytes: u32,
+    /// `max_message_bytes`: the largest payload refused by name rather than by the broker.
+    pub max_message_bytes: usize,
+}
+
+/// MQTT's largest packet (a four-byte remaining length).
+pub const MQTT_MAX_PACKET: u32 = 268_435_455;
+
+/// Why a topic filter is not one MQTT allows (levels of `+` or `#` alone, `#` last), or holds a
+/// control character, which brokers refuse as a malformed packet.
+fn bad_filter(filter: &str) -> Option<String> {
+    if let Some(c) = filter.chars().find(|c| c.is_control()) {
+        return Some(format!("{filter:?} holds the control character {c:?}"));
+    }
+    let levels: Vec<&str> = filter.split('/').collect();
+    for (i, level) in levels.iter().enumerate() {
+        let wild = level.contains(['+', '#']);
+        if wild && *level != "+" && *level != "#" {
+            return Some(format!(
+                "{filter:?}: level {i} ({level:?}) mixes a wildcard with text; `+` and `#` stand alone in a level"
+            ));
+        }
+        if *level == "#" && i + 1 != levels.len() {
+            return Some(format!("{filter:?}: `#` must be the last level"));
+        }
+    }
+    None
 }
 
 impl Session<'_> {
@@ -124,6 +152,12 @@ impl Session<'_> {
     pub fn check(&self) -> Result<(), Problem> {
         if self.client_id.is_empty() || self.client_id.len() > 65_535 {
             return Err(("mqtt_client_id", "must be 1 to 65535 bytes".into()));
+        }
+        if self.client_id.chars().any(char::is_control) {
+            return Err(("mqtt_client_id", "must not hold control characters".into()));
+        }
+        if let Some(problem) = bad_filter(self.topic) {
+            return Err(("mqtt_topic", problem));
         }
         if crate::intake::json::turbine_level(self.topic).is_none() {
             return Err((
@@ -135,11 +169,13 @@ impl Session<'_> {
             ));
         }
         if self.share_group.contains(['/', '+', '#'])
+            || self.share_group.chars().any(char::is_control)
             || (!self.share_group.is_empty() && self.share_group.trim().is_empty())
         {
             return Err((
                 "mqtt_share_group",
-                "must not contain '/', '+' or '#', nor be only white space".into(),
+                "must not contain '/', '+', '#' or control characters, nor be only white space"
+                    .into(),
             ));
         }
         if self.topic.starts_with("$share/") {
@@ -160,8 +196,22 @@ impl Session<'_> {
                 "must be at least 1s, or the broker forgets the session (and what it queued) on every disconnect".into(),
             ));
         }
-        if self.keep_alive < Duration::from_secs(5) {
-            return Err(("mqtt_keep_alive", "must be at least 5s".into()));
+        if self.keep_alive < Duration::from_secs(5) || self.keep_alive.as_secs() > 65_535 {
+            return Err((
+                "mqtt_keep_alive",
+                "must be from 5s to 65535s (MQTT's limit)".into(),
+            ));
+        }
+        if self.max_packet_bytes > MQTT_MAX_PACKET
+            || (self.max_packet_bytes as usize) < self.max_message_bytes
+        {
+            return Err((
+                "mqtt_max_packet_bytes",
+                format!(
+                    "must be from max_message_bytes ({}) to {MQTT_MAX_PACKET}: the broker drops a larger message without a word, so it could not be refused by name",
+                    self.max_message_bytes
+                ),
+            ));
         }
         Ok(())
     }
@@ -217,7 +267,16 @@ mod tests {
             expiry: Duration::from_secs(3600),
             keep_alive: Duration::from_secs(30),
             receive_maximum: 100,
+            max_packet_bytes: MQTT_MAX_PACKET,
+            max_message_bytes: 1 << 20,
         }
+    }
+
+    /// A valid session with one setting changed.
+    fn tweak(change: fn(&mut Session<'static>)) -> Session<'static> {
+        let mut s = session("gw", "t/+", "");
+        change(&mut s);
+        s
     }
 
     #[test]
@@ -241,25 +300,25 @@ mod tests {
                 session("gw", "turbines/+/readings", "  "),
                 "mqtt_share_group",
             ),
+            (session("gw", "t/+", "a\tb"), "mqtt_share_group"),
+            (session("g\u{1}w", "t/+", ""), "mqtt_client_id"),
+            (session("gw", "turbines/+/#/x", ""), "mqtt_topic"),
+            (session("gw", "turbines/+/read#", ""), "mqtt_topic"),
+            (session("gw", "turbines/+/re+ad", ""), "mqtt_topic"),
+            (session("gw", "turbines/+/\u{1}", ""), "mqtt_topic"),
             (
-                Session {
-                    receive_maximum: 0,
-                    ..session("gw", "t/+", "")
-                },
-                "mqtt_receive_maximum",
+                tweak(|s| s.keep_alive = Duration::from_secs(65_536)),
+                "mqtt_keep_alive",
             ),
+            (tweak(|s| s.max_packet_bytes = 10), "mqtt_max_packet_bytes"),
             (
-                Session {
-                    expiry: Duration::ZERO,
-                    ..session("gw", "t/+", "")
-                },
-                "mqtt_session_expiry",
+                tweak(|s| s.max_packet_bytes = MQTT_MAX_PACKET + 1),
+                "mqtt_max_packet_bytes",
             ),
+            (tweak(|s| s.receive_maximum = 0), "mqtt_receive_maximum"),
+            (tweak(|s| s.expiry = Duration::ZERO), "mqtt_session_expiry"),
             (
-                Session {
-                    keep_alive: Duration::from_secs(4),
-                    ..session("gw", "t/+", "")
-                },
+                tweak(|s| s.keep_alive = Duration::from_secs(4)),
                 "mqtt_keep_alive",
             ),
         ] {

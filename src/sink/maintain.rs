@@ -28,10 +28,22 @@ pub struct UpkeepGroup {
     pub interval: Duration,
 }
 
-/// How often upkeep runs, checked; the error names the setting.
-pub fn check_interval(interval: Duration) -> Result<(), (&'static str, String)> {
-    if interval < Duration::from_secs(1) {
-        return Err(("maintenance_interval", "must be at least 1s".into()));
+/// How often upkeep runs and how long each table keeps rows (`(setting, span)`), checked; the
+/// error names the setting.
+pub fn check(
+    interval: Duration,
+    retentions: &[(&'static str, Duration)],
+) -> Result<(), (&'static str, String)> {
+    if interval < Duration::from_secs(1) || interval > crate::sink::partition::MAX_SPAN {
+        return Err((
+            "maintenance_interval",
+            "must be from 1s to 100 years".into(),
+        ));
+    }
+    for (setting, span) in retentions {
+        if *span > crate::sink::partition::MAX_SPAN {
+            return Err((setting, "must be at most 100 years".into()));
+        }
     }
     Ok(())
 }
@@ -271,8 +283,7 @@ impl Maintainer {
 }
 
 fn cutoff(now: DateTime<Utc>, keep: Duration) -> Option<DateTime<Utc>> {
-    (!keep.is_zero())
-        .then(|| now - chrono::Duration::from_std(keep).unwrap_or(chrono::Duration::MAX))
+    (!keep.is_zero()).then(|| crate::sink::partition::before(now, keep))
 }
 
 /// Drops one partition (counting its rows first, for the log and the counter) and forgets it.

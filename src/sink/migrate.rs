@@ -276,7 +276,7 @@ impl Found {
                 return Err(Error::refused(
                     "checking the declared signals",
                     format!(
-                        "signal {name} is required and no longer declared: readings would lose it silently. To retire it, declare it with required = false, migrate, then remove it and migrate again; to rename it, follow {guide}"
+                        "signal {name} is required and no longer declared: readings would lose it silently. To retire it, declare it with required = false, migrate, then remove it and migrate again; to rename it, {guide}"
                     ),
                 ));
             }

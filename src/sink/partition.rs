@@ -44,7 +44,7 @@ impl Policy {
             Some(r) => r.min(self.backfill),
             None => self.backfill,
         };
-        now - chrono::Duration::from_std(back).unwrap_or(chrono::Duration::MAX)
+        before(now, back)
     }
 
     /// Start of the aligned bucket `size` wide that holds `ts`.
@@ -56,7 +56,11 @@ impl Policy {
     /// exists on every maintenance pass.
     pub fn ahead_of(&self, now: DateTime<Utc>) -> Vec<DateTime<Utc>> {
         let step = chrono::Duration::from_std(self.size).expect("validated size");
-        let end = now + chrono::Duration::from_std(self.ahead).expect("validated ahead");
+        let end = now
+            .checked_add_signed(
+                chrono::Duration::from_std(self.ahead).unwrap_or(chrono::Duration::MAX),
+            )
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
         let mut out = Vec::new();
         let mut t = self.bucket_start(now);
         while t <= end {
@@ -68,15 +72,28 @@ impl Policy {
 
     /// The cut-off for dropping whole partitions: those ending at or before it go.
     pub fn retention_cutoff(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.retention
-            .map(|r| now - chrono::Duration::from_std(r).unwrap_or(chrono::Duration::MAX))
+        self.retention.map(|r| before(now, r))
     }
 }
+
+/// `now − span`, or the earliest instant when that is before it (never a panic).
+pub fn before(now: DateTime<Utc>, span: Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(span)
+        .ok()
+        .and_then(|d| now.checked_sub_signed(d))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
+/// Longest span any retention or backfill may be: a century.
+pub const MAX_SPAN: Duration = Duration::from_secs(100 * 366 * 86_400);
+
+/// Most partitions `readings_partition_ahead` may ask to keep made in advance.
+pub const MAX_AHEAD_PARTITIONS: u64 = 1_000;
 
 /// Checks the partition settings against each other: the setting to blame and what is wrong.
 pub fn check_settings(
     size: Duration,
-    backfill: Duration,
+    (ahead, backfill): (Duration, Duration),
     retention: Duration,
     manage: bool,
 ) -> Result<(), (&'static str, String)> {
@@ -85,6 +102,20 @@ pub fn check_settings(
             "readings_partition_size",
             "must be whole seconds from 1h to 366days (1day is a good size)".to_string(),
         ));
+    }
+    if ahead.as_secs() / size.as_secs() > MAX_AHEAD_PARTITIONS {
+        return Err((
+            "readings_partition_ahead",
+            format!("must be at most {MAX_AHEAD_PARTITIONS} partitions (readings_partition_size × {MAX_AHEAD_PARTITIONS}); a few days is enough"),
+        ));
+    }
+    for (setting, span) in [
+        ("readings_partition_backfill", backfill),
+        ("readings_retention", retention),
+    ] {
+        if span > MAX_SPAN {
+            return Err((setting, "must be at most 100 years".to_string()));
+        }
     }
     if backfill < size {
         return Err((
@@ -238,6 +269,28 @@ impl Kept {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_span_past_the_calendar_is_the_earliest_instant_not_a_panic() {
+        let now = Utc::now();
+        assert_eq!(before(now, Duration::MAX), DateTime::<Utc>::MIN_UTC);
+        assert_eq!(
+            before(now, Duration::from_secs(60)),
+            now - chrono::Duration::minutes(1)
+        );
+        let p = Policy {
+            size: DAY,
+            ahead: 3 * DAY,
+            backfill: Duration::MAX,
+            retention: Some(Duration::MAX),
+        };
+        assert_eq!(p.floor(now), DateTime::<Utc>::MIN_UTC);
+        assert_eq!(p.retention_cutoff(now), Some(DateTime::<Utc>::MIN_UTC));
+        assert_eq!(p.ahead_of(now).len(), 4);
+        let ahead = |a| check_settings(DAY, (a, 90 * DAY), Duration::ZERO, true).map_err(|e| e.0);
+        assert_eq!(ahead(1000 * DAY), Ok(()));
+        assert_eq!(ahead(1001 * DAY), Err("readings_partition_ahead"));
+    }
     use proptest::prelude::*;
 
     const DAY: Duration = Duration::from_secs(86_400);

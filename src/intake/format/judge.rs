@@ -93,6 +93,11 @@ impl Settings {
         };
         positive("max_message_bytes", self.max_message_bytes)?;
         positive("max_readings_per_message", self.max_readings_per_message)?;
+        // A turbine's clock more than ten years ahead is broken, not skewed; the bound also
+        // keeps `received_at + max_clock_skew` within chrono's range.
+        if self.max_clock_skew > std::time::Duration::from_secs(3653 * 86_400) {
+            return Err(("max_clock_skew", "must be at most 10 years".to_string()));
+        }
         let max_clock_skew = chrono::Duration::from_std(self.max_clock_skew)
             .map_err(|_| ("max_clock_skew", "too large".to_string()))?;
         Ok(Limits {
@@ -237,7 +242,12 @@ pub fn outcome(
     what: &str,
 ) -> Decoded {
     match judged {
-        Ok(reading) if reading.recorded_at > received_at + rules.max_clock_skew => {
+        // Checked: past chrono's range no reading is ahead of it.
+        Ok(reading)
+            if received_at
+                .checked_add_signed(rules.max_clock_skew)
+                .is_some_and(|limit| reading.recorded_at > limit) =>
+        {
             Decoded::Future(reading)
         }
         Ok(reading) => Decoded::Reading(reading),
@@ -336,4 +346,44 @@ fn outside(s: &Signal, label: &str, v: &dyn fmt::Display) -> String {
 /// `{field}: expected {expected}, found {found}`.
 pub fn mistyped(field: &str, expected: &str, found: &str) -> String {
     format!("{field}: expected {expected}, found {found}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_skew_past_the_calendar_never_panics() {
+        let limits = Limits {
+            max_clock_skew: chrono::Duration::MAX,
+            ..Limits::new(Signals::defaults())
+        };
+        let reading = Reading {
+            turbine_id: "T".into(),
+            recorded_at: DateTime::<Utc>::MAX_UTC,
+            values: Values(vec![Datum::Float(1.0), Datum::Null, Datum::Null].into()),
+        };
+        let now = Utc.with_ymd_and_hms(2026, 12, 2, 0, 0, 0).unwrap();
+        assert!(matches!(
+            outcome(&limits, now, Ok(reading.clone()), None, "reading"),
+            Decoded::Reading(_)
+        ));
+        let limits = Limits::new(Signals::defaults());
+        assert!(matches!(
+            outcome(&limits, now, Ok(reading), None, "reading"),
+            Decoded::Future(_)
+        ));
+        let settings = Settings {
+            max_message_bytes: 1,
+            max_readings_per_message: 1,
+            max_clock_skew: std::time::Duration::from_secs(u64::MAX),
+        };
+        assert_eq!(
+            settings
+                .limits(Signals::defaults())
+                .map(|_| ())
+                .map_err(|e| e.0),
+            Err("max_clock_skew")
+        );
+    }
 }
