@@ -572,10 +572,14 @@ fn from_figment(e: figment::Error) -> ConfigError {
             setting.push_str(key);
         }
     }
+    // The source, with the file's path when it is one.
     let source = e
         .metadata
         .as_ref()
-        .map(|m| m.name.to_string())
+        .map(|m| match &m.source {
+            Some(figment::Source::File(path)) => format!("{} {}", m.name, path.display()),
+            _ => m.name.to_string(),
+        })
         .unwrap_or_default();
     let problem = match &e.kind {
         Kind::UnknownField(field, expected) => {
@@ -597,7 +601,12 @@ fn from_figment(e: figment::Error) -> ConfigError {
         other => other.to_string(),
     };
     if setting.is_empty() {
-        setting = "(file)".into();
+        // Not one setting: the file as a whole (its syntax, its encoding).
+        return ConfigError {
+            setting: "--config".into(),
+            env: format!("{ENV_PREFIX}CONFIG"),
+            problem: format!("{} (in {source})", problem.trim_end()),
+        };
     }
     ConfigError::new(&setting, format!("{problem} (from {source})"))
 }
@@ -888,6 +897,13 @@ mod tests {
             e.problem.contains("did you mean `batch_max_readings`?"),
             "{e}"
         );
+        // A file that is no TOML at all: the file is to blame, not a setting.
+        let e = parse_error("batch_max_readings = = 3");
+        assert_eq!(
+            (e.setting.as_str(), e.env.as_str()),
+            ("--config", "GALEWATCH_CONFIG")
+        );
+        assert!(e.problem.contains("line 1"), "{e}");
         let e = parse_error("zzzzz = 1");
         assert!(!e.problem.contains("did you mean"), "{e}");
         // A wrong type: what was found and what was expected, without nested quoting.
