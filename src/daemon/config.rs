@@ -917,113 +917,45 @@ mod tests {
 
     #[test]
     fn bad_settings_are_named() {
-        // (the TOML that breaks the defaults, the setting blamed, part of the problem)
-        let cases = [
-            (r#"mqtt_url = "http://x""#, "mqtt_url", "unknown scheme"),
-            (r#"mqtt_topic = "turbines/#""#, "mqtt_topic", "no `+` level"),
-            (
-                r#"mqtt_topic = "$share/g/turbines/+/readings""#,
-                "mqtt_topic",
-                "set mqtt_share_group instead",
-            ),
-            (
-                r#"mqtt_share_group = " ""#,
-                "mqtt_share_group",
-                "white space",
-            ),
-            (
-                r#"metrics_listen = "nowhere""#,
-                "metrics_listen",
-                "not an address",
-            ),
-            (
-                "batch_max_readings = 0",
-                "batch_max_readings",
-                "more than 0",
-            ),
-            (
-                "max_unacked_readings = 10",
-                "max_unacked_readings",
-                "never fill",
-            ),
-            ("database_writers = 0", "database_writers", "from 1 to 64"),
-            ("database_writers = 65", "database_writers", "from 1 to 64"),
-            (
-                "power_kw_min = 5.0\npower_kw_max = 1.0",
-                "power_kw_min",
-                "not a range",
-            ),
-            (
-                r#"database_url = "postgresql://h:notaport/db""#,
-                "database_url",
-                "not a libpq URL",
-            ),
-            (
-                r#"readings_partition_size = "60s""#,
-                "readings_partition_size",
-                "from 1h",
-            ),
-            (
-                r#"readings_retention = "1h""#,
-                "readings_retention",
-                "at least readings_partition_size",
-            ),
-            // Spans past what a clock or a calendar can add (they once panicked).
-            (
-                r#"max_clock_skew = "300000years""#,
-                "max_clock_skew",
-                "at most 10 years",
-            ),
-            (
-                r#"readings_partition_ahead = "2199023255552s""#,
-                "readings_partition_ahead",
-                "at most 1000 partitions",
-            ),
-            (
-                r#"readings_partition_backfill = "100000000years""#,
-                "readings_partition_backfill",
-                "at most 100 years",
-            ),
-            (
-                r#"quarantine_retention = "100000000years""#,
-                "quarantine_retention",
-                "at most 100 years",
-            ),
-            (
-                r#"stats_retention = "100000000years""#,
-                "stats_retention",
-                "at most 100 years",
-            ),
-            (r#"batch_max_wait = "2h""#, "batch_max_wait", "at most 1h"),
-            (
-                "batch_max_readings = 2199023255552",
-                "batch_max_readings",
-                "2^40",
-            ),
-            (
-                r#"mqtt_keep_alive = "100000s""#,
-                "mqtt_keep_alive",
-                "65535s",
-            ),
-            (
-                "mqtt_max_packet_bytes = 10",
-                "mqtt_max_packet_bytes",
-                "max_message_bytes",
-            ),
-            (
-                r#"mqtt_topic = "turbines/+/re+ad""#,
-                "mqtt_topic",
-                "stand alone",
-            ),
-            (
-                "readings_manage_partitions = false\nreadings_retention = \"30d\"",
-                "readings_retention",
-                "needs readings_manage_partitions",
-            ),
-        ];
-        for (toml, setting, problem) in cases {
-            let e = from_toml(&[toml]).validate().expect_err(setting);
-            assert_eq!(e.setting, setting);
+        // One case a line: the TOML that breaks the defaults (`\n` between keys), the setting
+        // blamed, part of the problem. The last ones are spans past what a clock or a calendar
+        // can add (they once panicked).
+        let cases = r#"
+            mqtt_url = "http://x" | mqtt_url | unknown scheme
+            mqtt_topic = "turbines/#" | mqtt_topic | no `+` level
+            mqtt_topic = "$share/g/turbines/+/readings" | mqtt_topic | set mqtt_share_group instead
+            mqtt_share_group = " " | mqtt_share_group | white space
+            metrics_listen = "nowhere" | metrics_listen | not an address
+            batch_max_readings = 0 | batch_max_readings | more than 0
+            max_unacked_readings = 10 | max_unacked_readings | never fill
+            database_writers = 0 | database_writers | from 1 to 64
+            database_writers = 65 | database_writers | from 1 to 64
+            power_kw_min = 5.0\npower_kw_max = 1.0 | power_kw_min | not a range
+            database_url = "postgresql://h:notaport/db" | database_url | not a libpq URL
+            readings_partition_size = "60s" | readings_partition_size | from 1h
+            readings_retention = "1h" | readings_retention | at least readings_partition_size
+            max_clock_skew = "300000years" | max_clock_skew | at most 10 years
+            readings_partition_ahead = "2199023255552s" | readings_partition_ahead | at most 1000 partitions
+            readings_partition_backfill = "100000000years" | readings_partition_backfill | at most 100 years
+            quarantine_retention = "100000000years" | quarantine_retention | at most 100 years
+            stats_retention = "100000000years" | stats_retention | at most 100 years
+            batch_max_wait = "2h" | batch_max_wait | at most 1h
+            batch_max_readings = 2199023255552 | batch_max_readings | 2^40
+            mqtt_keep_alive = "100000s" | mqtt_keep_alive | 65535s
+            mqtt_max_packet_bytes = 10 | mqtt_max_packet_bytes | max_message_bytes
+            mqtt_topic = "turbines/+/re+ad" | mqtt_topic | stand alone
+            readings_manage_partitions = false\nreadings_retention = "30d" | readings_retention | needs readings_manage_partitions
+        "#;
+        for case in cases.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let [toml, setting, problem]: [&str; 3] = case
+                .splitn(3, " | ")
+                .collect::<Vec<_>>()
+                .try_into()
+                .expect(case);
+            let e = from_toml(&[&toml.replace("\\n", "\n")])
+                .validate()
+                .expect_err(setting);
+            assert_eq!(e.setting, setting, "{case}");
             assert!(e.to_string().contains(problem), "{e}");
             assert!(
                 e.to_string()
