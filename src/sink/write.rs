@@ -504,7 +504,7 @@ fn record_absent<C>(batch: &Batch<C>, signals: &Signals, watch: &std::sync::Mute
     if let Some(missing) = missing {
         let names: Vec<&str> = missing
             .iter()
-            .filter_map(|&i| signals.iter().nth(i).map(|s| s.name.as_str()))
+            .map(|&i| signals.get(i).name.as_str())
             .collect();
         tracing::warn!(
             signals = %names.join(", "),
