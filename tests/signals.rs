@@ -325,6 +325,26 @@ async fn twelve_nested_signals_all_eight_outcomes_exact_in_tables_and_metrics() 
         d3.contains(r#"the payload says "T02" but the topic names "T01""#),
         "{d3}"
     );
+    // Every signal is counted per interval, the text and boolean ones too (they have no other
+    // statistics): the readings that carried each, as the table holds them.
+    let counts = |sql: &'static str| {
+        let c = &c;
+        async move {
+            let r = c.query_one(sql, &[]).await.unwrap();
+            (0..4).map(|i| r.get::<_, i64>(i)).collect::<Vec<i64>>()
+        }
+    };
+    let stored = counts(
+        "SELECT count(mode), count(curtailed), count(status_code), count(gen_temp_c) FROM readings",
+    )
+    .await;
+    let kept = counts(
+        "SELECT sum(mode_n)::int8, sum(curtailed_n)::int8, sum(status_code_n)::int8,
+                sum(gen_temp_c_n)::int8 FROM interval_stats",
+    )
+    .await;
+    assert_eq!(kept, stored);
+    assert!(stored.iter().all(|&n| n > 0), "{stored:?}");
     d.terminate();
 }
 
@@ -583,4 +603,183 @@ async fn add_and_refuse(db: &TestDb) {
         2,
         "never dropped"
     );
+}
+
+/// Four signals, none of them the defaults' shape: `wind_speed_ms` and `rotor_rpm` are not
+/// declared, and `power_kw` is declared with another type.
+const FRESH: &str = r#"
+[[signals]]
+name = "wind_ms"
+required = true
+pointer = "/wind"
+[[signals]]
+name = "power_kw"
+type = "integer"
+[[signals]]
+name = "gen_temp_c"
+[[signals]]
+name = "mode"
+type = "text"
+"#;
+
+/// A new database holds exactly the declared signals: no column left for a default signal
+/// nobody declared (it would be NULL forever), and the key carries the declared numeric ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_database_holds_exactly_the_declared_signals() {
+    fresh_schema(&TestDb::create().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_citus_database_holds_exactly_the_declared_signals() {
+    let cluster = citus::Cluster::start().await;
+    fresh_schema(&cluster.db()).await;
+}
+
+async fn columns(db: &TestDb, table: &str) -> Vec<String> {
+    db.column(&format!(
+        "SELECT column_name::text FROM information_schema.columns
+          WHERE table_schema = current_schema() AND table_name = '{table}' ORDER BY 1"
+    ))
+    .await
+}
+
+async fn fresh_schema(db: &TestDb) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), FRESH);
+    let out = migrate(db, &config);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for added in [
+        "wind_ms (float)",
+        "power_kw (integer)",
+        "gen_temp_c",
+        "mode (text)",
+    ] {
+        assert!(err.contains(&format!("added signal {added}")), "{err}");
+    }
+    assert!(
+        !err.contains("retired"),
+        "nothing to retire on a new database: {err}"
+    );
+
+    let sorted = |v: &[&str]| {
+        let mut v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        columns(db, "readings").await,
+        sorted(&[
+            "turbine_id",
+            "recorded_at",
+            "wind_ms",
+            "power_kw",
+            "gen_temp_c",
+            "mode"
+        ])
+    );
+    let quarantine = columns(db, "quarantine").await;
+    for gone in [
+        "wind_speed_ms",
+        "rotor_rpm",
+        "existing_wind_speed_ms",
+        "existing_rotor_rpm",
+    ] {
+        assert!(
+            !quarantine.contains(&gone.to_string()),
+            "quarantine.{gone}: {quarantine:?}"
+        );
+    }
+    for kept in [
+        "wind_ms",
+        "existing_wind_ms",
+        "power_kw",
+        "existing_power_kw",
+        "mode",
+    ] {
+        assert!(
+            quarantine.contains(&kept.to_string()),
+            "quarantine.{kept}: {quarantine:?}"
+        );
+    }
+    let stats = columns(db, "interval_stats").await;
+    assert!(
+        stats
+            .iter()
+            .all(|c| !c.starts_with("wind_speed_ms") && !c.starts_with("rotor_rpm")),
+        "{stats:?}"
+    );
+    assert!(stats.contains(&"wind_ms_mean".to_string()), "{stats:?}");
+    let c = db.client().await;
+    let recorded: Vec<String> = db
+        .column("SELECT name || ' ' || kind FROM galewatch_signal ORDER BY position")
+        .await;
+    assert_eq!(
+        recorded,
+        [
+            "wind_ms float",
+            "power_kw integer",
+            "gen_temp_c float",
+            "mode text"
+        ]
+    );
+    let key: String = c
+        .query_one(
+            "SELECT pg_get_indexdef(i.indexrelid) FROM pg_index i
+              WHERE i.indrelid = 'readings'::regclass AND i.indisprimary",
+            &[],
+        )
+        .await
+        .expect("readings has a primary key")
+        .get(0);
+    assert!(
+        key.ends_with("(turbine_id, recorded_at) INCLUDE (wind_ms, power_kw, gen_temp_c)"),
+        "{key}"
+    );
+    let again = migrate(db, &config);
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(again.status.success(), "{err}");
+    assert!(
+        !err.contains("added signal") && !err.contains("retired"),
+        "{err}"
+    );
+
+    // The key still tells a resend from a collision.
+    let broker = Broker::start();
+    let mut d = Daemon::new(&broker, db, "gw-fresh");
+    d.config = Some(config);
+    d.start_ready();
+    let topic = "turbines/WTG-0001/readings";
+    let first = r#"{"recorded_at":"2026-11-30T01:00:00Z","wind":7.5,"power_kw":1200,"mode":"run"}"#;
+    publish(
+        &broker,
+        vec![
+            json(topic, first),
+            json(topic, first),
+            json(
+                topic,
+                r#"{"recorded_at":"2026-11-30T01:00:00Z","wind":7.5,"power_kw":1201,"mode":"run"}"#,
+            ),
+        ],
+    )
+    .await;
+    eventually(Duration::from_secs(20), "three outcomes", || async {
+        d.metric("galewatch_readings_received_total") == 3.0
+    })
+    .await;
+    assert_eq!(d.metric("galewatch_readings_inserted_total"), 1.0);
+    assert_eq!(d.metric("galewatch_readings_duplicate_total"), 1.0);
+    assert_eq!(
+        d.metric("galewatch_readings_quarantined_total{reason=\"collision\"}"),
+        1.0
+    );
+    let (wind, power): (f64, i64) = {
+        let r = c
+            .query_one("SELECT wind_ms, power_kw FROM readings", &[])
+            .await
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!((wind, power), (7.5, 1200));
+    d.terminate();
 }

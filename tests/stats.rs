@@ -863,15 +863,24 @@ type = "text"
     );
     assert_eq!(row.get::<_, f64>(5), -1e300);
     assert_eq!(row.get::<_, f64>(6), f64::MAX);
-    let text_stats: i64 = c
+    let text_stats: Vec<String> = db
+        .column(
+            "SELECT column_name::text FROM information_schema.columns WHERE table_name = 'interval_stats' AND column_name LIKE 'mode%'",
+        )
+        .await;
+    assert_eq!(text_stats, ["mode_n"], "a text signal is only counted");
+    let carried: i64 = c
         .query_one(
-            "SELECT count(*) FROM information_schema.columns WHERE table_name = 'interval_stats' AND column_name LIKE 'mode%'",
+            "SELECT mode_n FROM interval_stats WHERE turbine_id = 'N-1'",
             &[],
         )
         .await
         .unwrap()
         .get(0);
-    assert_eq!(text_stats, 0, "a text signal has no statistics");
+    assert_eq!(
+        carried, 1,
+        "one of the four readings carried mode (the first came before it was declared)"
+    );
     assert_eq!(d.metric("galewatch_readings_rejected_total"), 0.0);
     let _ = std::fs::remove_file(toml);
 }

@@ -101,6 +101,8 @@ struct Home {
     data_type: &'static str,
     /// What `ADD COLUMN` writes after the type.
     extra: &'static str,
+    /// What it writes instead when the signal is new (no column in `readings` yet).
+    extra_if_new: &'static str,
     /// Whether the column is NOT NULL exactly when the signal is required (a reading's own
     /// values); the others are always nullable or always not.
     follows_required: bool,
@@ -108,14 +110,16 @@ struct Home {
 
 /// Where a signal's values live: its column in `readings`, and its two in `quarantine` (the
 /// reading's value, and the stored reading's for a collision); for a numeric signal its five
-/// statistics columns in `interval_stats` (`stats.rs`); on a sharded database also its column in
-/// the writers' shared `galewatch_staging` (`citus.rs`), when that exists.
+/// statistics columns in `interval_stats` (`stats.rs`), for another its count there; on a
+/// sharded database also its column in the writers' shared `galewatch_staging` (`citus.rs`),
+/// when that exists.
 fn homes(s: &Signal, staging: bool) -> Vec<Home> {
     let value = |table, column: String, follows_required| Home {
         table,
         column,
         data_type: s.kind.sql_type(),
         extra: "",
+        extra_if_new: "",
         follows_required,
     };
     let mut homes = vec![
@@ -131,19 +135,33 @@ fn homes(s: &Signal, staging: bool) -> Vec<Home> {
             .into_iter()
             .zip(crate::sink::stats::COLUMNS)
         {
+            // The count of an interval written before the signal was declared is 0.
+            let extra = if ty == "bigint" {
+                " NOT NULL DEFAULT 0"
+            } else {
+                ""
+            };
             homes.push(Home {
                 table: "interval_stats",
                 column,
                 data_type: ty,
-                // The count of an interval written before the signal was declared is 0.
-                extra: if ty == "bigint" {
-                    " NOT NULL DEFAULT 0"
-                } else {
-                    ""
-                },
+                extra,
+                extra_if_new: extra,
                 follows_required: false,
             });
         }
+    } else {
+        // A text or boolean signal is only counted. In an interval written before it was
+        // declared the count is 0; before it was counted (it was declared, but this release
+        // had not come), unknown: NULL (docs/stats.md).
+        homes.push(Home {
+            table: "interval_stats",
+            column: crate::sink::stats::count_column(s),
+            data_type: "bigint",
+            extra: "",
+            extra_if_new: " DEFAULT 0",
+            follows_required: false,
+        });
     }
     homes
 }
@@ -152,17 +170,23 @@ fn homes(s: &Signal, staging: bool) -> Vec<Home> {
 /// - a new signal gets its column in `readings` and two in `quarantine` (its value and the
 ///   stored reading's), NULL for every row already there;
 /// - an optional signal's column loses a NOT NULL it had (the old default `power_kw`);
-/// - a signal no longer declared is marked retired; its column stays (never dropped here).
+/// - a signal no longer declared is marked retired; its column stays (dropped only from a schema
+///   made in this run, which holds no data).
 ///
 /// Refused, changing nothing (the command exits 2 naming the signal): a declared type other
 /// than the column's or the one recorded, and a required signal no longer declared (unless the
-/// schema was made in this same run). `fresh`: the schema was created just now.
+/// schema was made in this same run). `fresh`: the schema was created just now, so it holds no
+/// data: the default signals' columns that are not declared are dropped, not retired, and the
+/// key's `INCLUDE` list follows the declared numeric signals.
 pub async fn sync_signals(
     client: &mut Client,
     signals: &Signals,
     fresh: bool,
 ) -> Result<Vec<String>, Error> {
     let tx = client.transaction().await.map_err(sync_err)?;
+    if fresh {
+        drop_undeclared(&tx, signals).await?;
+    }
     let found = Found::read(&tx).await?;
     // Refusals first, so nothing changes when one applies.
     found.refuse_type_changes(signals)?;
@@ -171,8 +195,121 @@ pub async fn sync_signals(
     found.add_and_relax(&tx, signals, &mut changes).await?;
     found.retire_undeclared(&tx, signals, &mut changes).await?;
     record_signals(&tx, signals).await?;
+    if fresh {
+        key_includes_charted(&tx, signals).await?;
+    }
     tx.commit().await.map_err(sync_err)?;
     Ok(changes)
+}
+
+/// The most values a key can carry beside `(turbine_id, recorded_at)`: PostgreSQL's
+/// `INDEX_MAX_KEYS` (32) counts the key's own two columns.
+const KEY_INCLUDES_MAX: usize = 30;
+
+/// A schema made in this run holds no data, so the columns the schema starts with for the
+/// default signals (`power_kw`, `wind_speed_ms`, `rotor_rpm`, V1–V7) that are not declared —
+/// or are declared with another type — are dropped with their quarantine and statistics columns
+/// and their record, rather than retired: a new database holds exactly the declared signals.
+/// The key's `INCLUDE` list goes with them; [`key_includes_charted`] makes it again.
+async fn drop_undeclared(
+    tx: &tokio_postgres::Transaction<'_>,
+    signals: &Signals,
+) -> Result<(), Error> {
+    let recorded: Vec<(String, String)> = tx
+        .query("SELECT name, kind FROM galewatch_signal", &[])
+        .await
+        .map_err(sync_err)?
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let unwanted: Vec<&String> = recorded
+        .iter()
+        .filter(|(name, kind)| {
+            signals
+                .iter()
+                .all(|s| &s.name != name || s.kind.as_str() != kind)
+        })
+        .map(|(name, _)| name)
+        .collect();
+    if unwanted.is_empty() {
+        return Ok(());
+    }
+    tx.batch_execute("ALTER TABLE readings DROP CONSTRAINT IF EXISTS readings_pkey")
+        .await
+        .map_err(sync_err)?;
+    for name in unwanted {
+        let mut columns = vec![
+            ("readings", name.clone()),
+            ("quarantine", name.clone()),
+            ("quarantine", format!("existing_{name}")),
+        ];
+        columns.extend(
+            crate::sink::stats::COLUMNS
+                .iter()
+                .map(|(suffix, _)| ("interval_stats", format!("{name}_{suffix}"))),
+        );
+        for (table, column) in columns {
+            tx.batch_execute(&format!(
+                "ALTER TABLE {table} DROP COLUMN IF EXISTS \"{column}\""
+            ))
+            .await
+            .map_err(sync_err)?;
+        }
+        tx.execute("DELETE FROM galewatch_signal WHERE name = $1", &[name])
+            .await
+            .map_err(sync_err)?;
+    }
+    Ok(())
+}
+
+/// On a schema made in this run: the primary key of `readings` carries the declared numeric
+/// signals (the ones the panel charts, in declared order, at most [`KEY_INCLUDES_MAX`]) in its
+/// `INCLUDE` list, so a turbine's charts are an index-only scan (docs/panel.md) whatever the
+/// fleet declares, as the three default signals are in V4's key. Made again only when it
+/// differs. A signal declared later is not added to an existing key (that would rebuild the
+/// index of every partition under a lock the writers wait on).
+async fn key_includes_charted(
+    tx: &tokio_postgres::Transaction<'_>,
+    signals: &Signals,
+) -> Result<(), Error> {
+    let mut want = vec!["turbine_id".to_string(), "recorded_at".to_string()];
+    want.extend(
+        signals
+            .iter()
+            .filter(|s| s.kind.is_numeric())
+            .take(KEY_INCLUDES_MAX)
+            .map(|s| s.name.clone()),
+    );
+    let have: Vec<String> = tx
+        .query(
+            "SELECT a.attname::text
+               FROM pg_index i
+               CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
+               JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+              WHERE i.indrelid = 'readings'::regclass AND i.indisprimary
+              ORDER BY k.n",
+            &[],
+        )
+        .await
+        .map_err(sync_err)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    if have == want {
+        return Ok(());
+    }
+    let include = if want.len() > 2 {
+        let quoted: Vec<String> = want[2..].iter().map(|c| format!("\"{c}\"")).collect();
+        format!(" INCLUDE ({})", quoted.join(", "))
+    } else {
+        String::new()
+    };
+    tx.batch_execute(&format!(
+        "ALTER TABLE readings DROP CONSTRAINT IF EXISTS readings_pkey;
+         ALTER TABLE readings ADD CONSTRAINT readings_pkey PRIMARY KEY (turbine_id, recorded_at){include}"
+    ))
+    .await
+    .map_err(sync_err)
 }
 
 /// The error of a database step of [`sync_signals`].
@@ -299,8 +436,13 @@ impl Found {
                     column,
                     data_type,
                     extra,
+                    extra_if_new,
                     follows_required,
                 } = home;
+                let new = !self
+                    .columns
+                    .contains_key(&("readings".to_string(), s.name.clone()));
+                let extra = if new { extra_if_new } else { extra };
                 match self.columns.get(&(table.to_string(), column.clone())) {
                     None => {
                         tx.batch_execute(&format!(

@@ -229,6 +229,8 @@ pub struct Interval {
     pub readings: i64,
     /// Per numeric signal ([`Sql::numeric`]'s order).
     pub signals: Vec<Partial>,
+    /// Per text or boolean signal ([`Sql::counted`]'s order): the readings that carried it.
+    pub carried: Vec<i64>,
 }
 
 /// Folds a batch's inserted readings into one [`Interval`] per turbine and interval start, given
@@ -240,6 +242,8 @@ pub struct Fold<'a> {
     width: Width,
     /// Indexes of the numeric signals among a reading's values.
     numeric: Vec<usize>,
+    /// Indexes of the text and boolean signals (counted, no statistics).
+    counted: Vec<usize>,
     intervals: HashMap<(&'a str, DateTime<Utc>), Interval>,
 }
 
@@ -248,6 +252,7 @@ impl<'a> Fold<'a> {
         Fold {
             width,
             numeric: numeric(signals),
+            counted: counted(signals),
             intervals: HashMap::new(),
         }
     }
@@ -255,16 +260,20 @@ impl<'a> Fold<'a> {
     /// Adds an inserted reading.
     pub fn add(&mut self, r: &'a Reading) {
         let key = (r.turbine_id.as_str(), self.width.start_of(r.recorded_at));
-        let k = self.numeric.len();
+        let (k, c) = (self.numeric.len(), self.counted.len());
         let i = self.intervals.entry(key).or_insert_with(|| Interval {
             readings: 0,
             signals: vec![Partial::EMPTY; k],
+            carried: vec![0; c],
         });
         i.readings += 1;
         for (p, &s) in i.signals.iter_mut().zip(&self.numeric) {
             if let Some(x) = r.values.get(s).as_f64() {
                 p.add(x);
             }
+        }
+        for (n, &s) in i.carried.iter_mut().zip(&self.counted) {
+            *n += i64::from(!r.values.get(s).is_null());
         }
     }
 
@@ -291,6 +300,20 @@ fn numeric(signals: &Signals) -> Vec<usize> {
         .collect()
 }
 
+/// Indexes of the text and boolean signals (only counted: how many readings carried each).
+fn counted(signals: &Signals) -> Vec<usize> {
+    (0..signals.len())
+        .filter(|&i| !signals.get(i).kind.is_numeric())
+        .collect()
+}
+
+/// The column counting the readings that carried a text or boolean signal: `{name}_n`, as a
+/// numeric signal's first statistics column. NULL in an interval written before it was counted
+/// (a database made before V12's release): unknown, not none; `galewatch stats rebuild` fills it.
+pub fn count_column(s: &Signal) -> String {
+    format!("{}_n", s.name)
+}
+
 /// The names of one signal's columns in `interval_stats`, unquoted: `{name}_n`, `_mean`, `_m2`,
 /// `_min`, `_max`.
 pub fn column_names(s: &Signal) -> [String; 5] {
@@ -303,6 +326,8 @@ pub struct Sql {
     pub width: Width,
     /// The numeric signals, in declared order.
     pub numeric: Vec<Signal>,
+    /// The text and boolean signals, in declared order: one count each.
+    pub counted: Vec<Signal>,
     upsert: String,
     /// The upsert's `DO UPDATE SET` onwards (shared by the VALUES form).
     on_conflict: String,
@@ -325,7 +350,7 @@ struct Recompute {
 
 impl Recompute {
     /// The aggregates of each interval, and the SET replacing the stored ones with them.
-    fn new(numeric: &[Signal], w: i32) -> Recompute {
+    fn new(numeric: &[Signal], counted: &[Signal], w: i32) -> Recompute {
         let mut agg = vec![
             "turbine_id".to_string(),
             w.to_string(),
@@ -345,6 +370,11 @@ impl Recompute {
             for name in column_names(s) {
                 replace.push(format!("\"{name}\" = EXCLUDED.\"{name}\""));
             }
+        }
+        for s in counted {
+            agg.push(format!("count({})", s.column()));
+            let name = count_column(s);
+            replace.push(format!("\"{name}\" = EXCLUDED.\"{name}\""));
         }
         Recompute { agg, replace }
     }
@@ -368,16 +398,17 @@ const FIXED: usize = 3;
 
 impl Sql {
     pub fn new(signals: &Signals, width: Width) -> Sql {
-        let numeric: Vec<Signal> = numeric(signals)
-            .into_iter()
-            .map(|i| signals.get(i).clone())
-            .collect();
+        let pick = |ix: Vec<usize>| -> Vec<Signal> {
+            ix.into_iter().map(|i| signals.get(i).clone()).collect()
+        };
+        let (numeric, counted) = (pick(numeric(signals)), pick(counted(signals)));
         let w = width.secs();
-        let target = Sql::target_sql(&numeric);
-        let on_conflict = Sql::on_conflict_sql(&numeric);
-        let upsert = Sql::upsert_sql(&numeric, w, &target, &on_conflict);
-        let recompute = Recompute::new(&numeric, w);
-        let add_quarantined = Sql::add_quarantined_sql(&numeric, w, &target, &on_conflict);
+        let target = Sql::target_sql(&numeric, &counted);
+        let on_conflict = Sql::on_conflict_sql(&numeric, &counted);
+        let upsert = Sql::upsert_sql(&numeric, counted.len(), w, &target, &on_conflict);
+        let recompute = Recompute::new(&numeric, &counted, w);
+        let add_quarantined =
+            Sql::add_quarantined_sql(&numeric, &counted, w, &target, &on_conflict);
         Sql {
             width,
             add_quarantined,
@@ -386,6 +417,7 @@ impl Sql {
             count_all: Sql::count_sql(w, ""),
             count_one: Sql::count_sql(w, " AND turbine_id = $3"),
             numeric,
+            counted,
             upsert,
             on_conflict,
             target,
@@ -393,7 +425,7 @@ impl Sql {
     }
 
     /// `interval_stats AS t (…)` with every column the upsert writes.
-    fn target_sql(numeric: &[Signal]) -> String {
+    fn target_sql(numeric: &[Signal], counted: &[Signal]) -> String {
         let mut cols = vec![
             "turbine_id".to_string(),
             "interval_seconds".into(),
@@ -403,14 +435,20 @@ impl Sql {
         for s in numeric {
             cols.extend(column_names(s).iter().map(|c| format!("\"{c}\"")));
         }
+        cols.extend(counted.iter().map(|s| format!("\"{}\"", count_column(s))));
         format!("interval_stats AS t ({})", cols.join(", "))
     }
 
     /// The upsert's `ON CONFLICT … DO UPDATE SET` merging partials into the stored interval.
-    fn on_conflict_sql(numeric: &[Signal]) -> String {
+    fn on_conflict_sql(numeric: &[Signal], counted: &[Signal]) -> String {
         let mut set = vec!["readings = t.readings + EXCLUDED.readings".to_string()];
         for s in numeric {
             set.extend(merge_sql(s));
+        }
+        // NULL (not counted when the interval was first written) stays NULL: unknown.
+        for s in counted {
+            let n = count_column(s);
+            set.push(format!("\"{n}\" = t.\"{n}\" + EXCLUDED.\"{n}\""));
         }
         format!(
             "ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}",
@@ -419,7 +457,13 @@ impl Sql {
     }
 
     /// The upsert of a batch of partials, one `unnest`ed array per column.
-    fn upsert_sql(numeric: &[Signal], w: i32, target: &str, on_conflict: &str) -> String {
+    fn upsert_sql(
+        numeric: &[Signal],
+        counted: usize,
+        w: i32,
+        target: &str,
+        on_conflict: &str,
+    ) -> String {
         // unnest's arrays and the SELECT list.
         let mut arrays = vec![
             "$1::text[]".to_string(),
@@ -440,6 +484,11 @@ impl Sql {
                 select.push(format!("u.c{p}"));
             }
         }
+        for c in 0..counted {
+            let p = FIXED + 5 * numeric.len() + c + 1;
+            arrays.push(format!("${p}::int8[]"));
+            select.push(format!("u.c{p}"));
+        }
         let aliases: Vec<String> = (1..=arrays.len()).map(|i| format!("c{i}")).collect();
         format!(
             "INSERT INTO {target}\nSELECT {} FROM unnest({}) AS u({})\n{on_conflict}",
@@ -450,7 +499,13 @@ impl Sql {
     }
 
     /// Merges one quarantined reading into its interval, as a partial of one reading.
-    fn add_quarantined_sql(numeric: &[Signal], w: i32, target: &str, on_conflict: &str) -> String {
+    fn add_quarantined_sql(
+        numeric: &[Signal],
+        counted: &[Signal],
+        w: i32,
+        target: &str,
+        on_conflict: &str,
+    ) -> String {
         // One reading as a partial: n 1 (0 where NULL), mean = min = max = the value, m2 0.
         let mut one = vec![
             "turbine_id".to_string(),
@@ -467,6 +522,12 @@ impl Sql {
                 c.clone(),
                 c,
             ]);
+        }
+        for s in counted {
+            one.push(format!(
+                "CASE WHEN {} IS NULL THEN 0 ELSE 1 END",
+                s.column()
+            ));
         }
         format!(
             "INSERT INTO {target}\nSELECT {} FROM quarantine WHERE turbine_id = $1 AND id = $2\n{on_conflict}",
@@ -485,7 +546,7 @@ impl Sql {
 
     /// Parameters per interval in the upsert.
     fn per_row(&self) -> usize {
-        FIXED + 5 * self.numeric.len()
+        FIXED + 5 * self.numeric.len() + self.counted.len()
     }
 
     /// The upsert with its rows as a multi-row `VALUES` list, for Citus (which
@@ -505,6 +566,9 @@ impl Sql {
                     let cast = if *ty == "bigint" { "int8" } else { "float8" };
                     v.push(format!("${}::{cast}", p + FIXED + 5 * s + j));
                 }
+            }
+            for c in 0..self.counted.len() {
+                v.push(format!("${}::int8", p + FIXED + 5 * k + c));
             }
             format!("({})", v.join(", "))
         });
@@ -639,6 +703,7 @@ pub async fn record(
     let mut m2: Vec<Vec<Option<f64>>> = vec![Vec::with_capacity(len); k];
     let mut min: Vec<Vec<Option<f64>>> = vec![Vec::with_capacity(len); k];
     let mut max: Vec<Vec<Option<f64>>> = vec![Vec::with_capacity(len); k];
+    let mut carried: Vec<Vec<i64>> = vec![Vec::with_capacity(len); sql.counted.len()];
     for ((t, s), i) in fold.intervals() {
         turbine.push(t);
         start.push(*s);
@@ -649,6 +714,9 @@ pub async fn record(
             m2[j].push(p.m2);
             min[j].push(p.min);
             max[j].push(p.max);
+        }
+        for (j, n) in i.carried.iter().enumerate() {
+            carried[j].push(*n);
         }
     }
     let mut arrays: Params<'_> = vec![&turbine, &start, &readings];
@@ -661,6 +729,7 @@ pub async fn record(
             &max[j],
         ]);
     }
+    arrays.extend(carried.iter().map(|c| c as &(dyn ToSql + Sync)));
     dialect
         .write_rows(
             tx,
@@ -680,6 +749,7 @@ pub async fn record(
                         &max[j][r],
                     ]);
                 }
+                params.extend(carried.iter().map(|c| &c[r] as &(dyn ToSql + Sync)));
             },
         )
         .await?;

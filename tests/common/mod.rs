@@ -332,6 +332,21 @@ impl TestDb {
             .unwrap();
     }
 
+    /// The first column of every row `sql` returns.
+    pub async fn column<T>(&self, sql: &str) -> Vec<T>
+    where
+        T: for<'a> tokio_postgres::types::FromSql<'a>,
+    {
+        self.client()
+            .await
+            .query(sql, &[])
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    }
+
     pub async fn count(&self, sql: &str) -> i64 {
         self.client()
             .await
