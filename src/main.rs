@@ -98,6 +98,11 @@ enum Command {
         #[command(subcommand)]
         command: RejectedCommand,
     },
+    /// Sparkplug B: what the stored births carry.
+    Sparkplug {
+        #[command(subcommand)]
+        command: SparkplugCommand,
+    },
     /// One turbine's interval statistics (10 minutes by default) as CSV, one row per interval:
     /// count, mean, min, max and population standard deviation per numeric signal (docs/stats.md).
     Export {
@@ -214,6 +219,27 @@ enum RejectedCommand {
         since: Duration,
         #[arg(long, value_parser = ["malformed", "invalid_value", "identity_mismatch", "too_large", "unknown_alias", "unproven_birth"])]
         reason: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum SparkplugCommand {
+    /// The metric names in the stored births (this daemon's session, mqtt_client_id) and what
+    /// each feeds under the settings: a signal, or why none. Without a filter, one line per
+    /// name and the declared signals no stored birth feeds; with one, each birth's metrics and
+    /// aliases. A metric a birth names without an alias is not stored (data naming it by name
+    /// needs no birth), so it is not listed.
+    Metrics {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Only this edge node's births (its own and its devices').
+        #[arg(long)]
+        edge_node: Option<String>,
+        /// Only this device's births.
+        #[arg(long)]
+        device: Option<String>,
+        #[arg(long, value_enum, default_value = "table")]
+        format: review::Format,
     },
 }
 
@@ -365,6 +391,7 @@ fn run(command: Command, runtime: &tokio::runtime::Runtime) -> ExitCode {
         } => turbines_cmd(runtime, config, suspect, format),
         Command::Quarantine { command } => quarantine_cmd(runtime, command),
         Command::Rejected { command } => rejected_cmd(runtime, command),
+        Command::Sparkplug { command } => sparkplug_metrics_cmd(runtime, command),
         Command::Export {
             config,
             turbine,
@@ -476,6 +503,22 @@ fn turbines_cmd(
 ) -> ExitCode {
     with_config(runtime, config, |cfg| async move {
         review::turbines(&cfg, suspect, format)
+            .await
+            .map_err(Into::into)
+    })
+}
+
+/// `galewatch sparkplug metrics`.
+fn sparkplug_metrics_cmd(runtime: &tokio::runtime::Runtime, command: SparkplugCommand) -> ExitCode {
+    let SparkplugCommand::Metrics {
+        config,
+        edge_node,
+        device,
+        format,
+    } = command;
+    let filter = galewatch::tools::sparkplug::Filter { edge_node, device };
+    with_config(runtime, config, |cfg| async move {
+        galewatch::tools::sparkplug::metrics(&cfg, &filter, format)
             .await
             .map_err(Into::into)
     })

@@ -1,5 +1,6 @@
 //! Which declared signals went missing from every reading over a window of time: the fold
-//! behind the log line that names a signal never found (a misspelt pointer or metric name).
+//! behind the log line that names a signal never found (a misspelt pointer or metric name), and
+//! the same judgement from stored counts ([`lacking`]).
 
 use std::time::{Duration, Instant};
 
@@ -50,10 +51,40 @@ impl Absence {
     }
 }
 
+/// Which signals some readings lacked, every one of them, from the counts of the readings that
+/// carried each (`None`: not counted, so not known): the positions of the signals counted and
+/// carried by none, when there were readings at all.
+pub fn lacking(readings: i64, carried: &[Option<i64>]) -> Vec<usize> {
+    if readings <= 0 {
+        return Vec::new();
+    }
+    carried
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| **n == Some(0))
+        .map(|(i, _)| i)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn lacking_names_only_what_was_counted_and_carried_by_none() {
+        assert_eq!(lacking(10, &[Some(10), Some(0), None, Some(3)]), [1]);
+        assert_eq!(
+            lacking(0, &[Some(0)]),
+            Vec::<usize>::new(),
+            "no readings: nothing to say"
+        );
+        assert_eq!(
+            lacking(5, &[None, None]),
+            Vec::<usize>::new(),
+            "unknown is not missing"
+        );
+    }
 
     const W: Duration = Duration::from_secs(600);
 

@@ -184,6 +184,19 @@ fn start(
     tracker.spawn(background.clone().run_until_cancelled_owned(
         crate::sink::health::refresh_table_gauges(cfg.db.clone(), cfg.clock()),
     ));
+    if cfg.settings.stats_enabled {
+        // Which signals the turbines' readings lack, from the statistics' counts (at start,
+        // then every 10 minutes); without statistics the writers' own fleet-wide watch says it.
+        tracker.spawn(
+            background
+                .clone()
+                .run_until_cancelled_owned(crate::sink::absent::watch(
+                    cfg.db.clone(),
+                    cfg.rules.limits.signals.clone(),
+                    cfg.settings.stats_width(),
+                )),
+        );
+    }
     tracker.spawn(Maintainer::new(&cfg.upkeep()).run(shutdown.clone()));
     // The oldest-unacked age grows while nothing commits, so refresh it on a clock too.
     tracker.spawn(background.clone().run_until_cancelled_owned(async move {

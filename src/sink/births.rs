@@ -307,3 +307,54 @@ impl Store {
         r
     }
 }
+
+/// A node's or device's newest stored birth, as `galewatch sparkplug metrics` lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored {
+    pub group_id: String,
+    pub edge_node: String,
+    /// Empty for a node's own birth (NBIRTH).
+    pub device: String,
+    /// The newest row is a withdrawal: the last birth was refused, none applies until the next.
+    pub withdrawn: bool,
+    /// (alias, name, data type), in the birth's order.
+    pub metrics: Vec<(i64, String, i32)>,
+    pub received_at: DateTime<Utc>,
+}
+
+/// The newest row of each node and device in `session`'s history (and the rows kept from
+/// before V11, shared by every session), in group, node, device order.
+const NEWEST: &str = "SELECT DISTINCT ON (group_id, edge_node, device)
+           group_id, edge_node, device, withdrawn, aliases, names, datatypes, received_at
+      FROM sparkplug_births
+     WHERE session IN ($1, '')
+     ORDER BY group_id, edge_node, device, session = '', generation DESC";
+
+/// Each node's and device's newest stored birth in `session`'s history.
+pub async fn newest(client: &Client, session: &str) -> Result<Vec<Stored>, Error> {
+    let rows = client
+        .query(NEWEST, &[&session])
+        .await
+        .map_err(|e| Error::db("reading the stored Sparkplug B births", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let aliases: Vec<i64> = r.get(4);
+            let names: Vec<String> = r.get(5);
+            let types: Vec<i32> = r.get(6);
+            Stored {
+                group_id: r.get(0),
+                edge_node: r.get(1),
+                device: r.get(2),
+                withdrawn: r.get(3),
+                metrics: aliases
+                    .into_iter()
+                    .zip(names)
+                    .zip(types)
+                    .map(|((a, n), t)| (a, n, t))
+                    .collect(),
+                received_at: r.get(7),
+            }
+        })
+        .collect())
+}

@@ -2,10 +2,12 @@
 //! retried, splitting what the database refuses for one reading's sake; one attempt is
 //! [`transaction`]; [`overlap`] keeps batches sharing a key in arrival order across writers);
 //! [`db`] connects, [`migrate`] keeps the schema, [`partition`] and [`maintain`] the `readings`
-//! partitions, [`health`] each turbine's clock, [`stats`] the interval statistics, [`births`] the
+//! partitions, [`health`] each turbine's clock, [`stats`] the interval statistics (and
+//! [`absent`], which signals a turbine's readings lack, from their counts), [`births`] the
 //! Sparkplug B birth certificates, and [`citus`] what differs on a Citus cluster. It never
 //! imports the intake: what it needs of it is passed in.
 
+pub mod absent;
 pub mod births;
 pub mod citus;
 pub mod db;

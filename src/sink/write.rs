@@ -489,14 +489,20 @@ fn reading_json(signals: &crate::core::signals::Signals, r: &Reading) -> String 
 pub const ABSENCE_WINDOW: Duration = Duration::from_secs(600);
 
 /// Counts, by signal, the committed batch's readings that lacked it; once a window
-/// ([`ABSENCE_WINDOW`]), names in the log the signals every reading of it lacked.
-fn record_absent<C>(batch: &Batch<C>, signals: &Signals, watch: &std::sync::Mutex<Absence>) {
+/// ([`ABSENCE_WINDOW`]), names in the log the signals every reading of it lacked — when there is
+/// a `watch`: with statistics kept, `sink::absent::watch` says it per turbine instead.
+fn record_absent<C>(
+    batch: &Batch<C>,
+    signals: &Signals,
+    watch: Option<&std::sync::Mutex<Absence>>,
+) {
     let (readings, absent) = batch.absent(signals.len());
     for (s, n) in signals.iter().zip(&absent) {
         if *n > 0 {
             metrics::counter!(telemetry::SIGNAL_ABSENT, "signal" => s.name.clone()).increment(*n);
         }
     }
+    let Some(watch) = watch else { return };
     let missing = watch
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -543,10 +549,12 @@ pub async fn run_all<C: Send + Sync + 'static, S: Settle<C>>(
     for s in &g.signals {
         metrics::counter!(telemetry::SIGNAL_ABSENT, "signal" => s.name.clone()).increment(0);
     }
-    let absence = Arc::new(std::sync::Mutex::new(Absence::new(
-        g.signals.len(),
-        ABSENCE_WINDOW,
-    )));
+    let absence = g.stats.is_none().then(|| {
+        Arc::new(std::sync::Mutex::new(Absence::new(
+            g.signals.len(),
+            ABSENCE_WINDOW,
+        )))
+    });
     // One count of connected writers behind `galewatch_db_connected`.
     let connected = Arc::new(AtomicUsize::new(0));
     let mut tasks = tokio::task::JoinSet::new();
@@ -617,7 +625,7 @@ async fn run<C: Send + Sync + 'static, S: Settle<C>>(
     queue: Queue<C>,
     settle: S,
     probe: crate::probe::Probe,
-    absence: Arc<std::sync::Mutex<Absence>>,
+    absence: Option<Arc<std::sync::Mutex<Absence>>>,
     hard_stop: CancellationToken,
 ) {
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
@@ -660,7 +668,7 @@ async fn run<C: Send + Sync + 'static, S: Settle<C>>(
         metrics::histogram!(telemetry::BATCH_WRITE_SECONDS).record(started.elapsed().as_secs_f64());
         metrics::histogram!(telemetry::BATCH_SIZE_READINGS).record(batch.items as f64);
         tally.record();
-        record_absent(&batch, &writer.signals, &absence);
+        record_absent(&batch, &writer.signals, absence.as_deref());
         let lag = record_ingest_lag(&tally);
         probe.committed(&tally, lag);
         let clears = batch.messages.iter().filter(|m| m.retained_clear).count();

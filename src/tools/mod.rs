@@ -1,11 +1,13 @@
 //! The commands beside the daemon: [`demo`] (everything at once, with [`view`] drawing the live
 //! account), [`simulate`] (a fleet's traffic, as JSON or, with [`edge`], as Sparkplug B edge nodes), and [`review`] (the engineers' `turbines`,
-//! `quarantine` and `rejected` commands), and [`export`] (interval statistics out, and rebuilt
-//! from `readings`).
+//! `quarantine` and `rejected` commands), [`sparkplug`] (the metric names Sparkplug B births
+//! carry, and what each feeds), and [`export`] (interval statistics out, and rebuilt from
+//! `readings`).
 
 pub mod demo;
 pub mod edge;
 pub mod export;
 pub mod review;
 pub mod simulate;
+pub mod sparkplug;
 pub mod view;

@@ -81,6 +81,11 @@ pub async fn turbines(cfg: &Config, suspect_only: bool, format: Format) -> Resul
         .iter()
         .filter(|r| !suspect_only || r.get::<_, bool>(11))
         .collect();
+    let missing = missing_signals(cfg, &db).await?;
+    let missing_of = |id: &str| -> Option<Vec<String>> {
+        let m = missing.as_ref()?;
+        Some(m.get(id).cloned().unwrap_or_default())
+    };
     let mut out = String::new();
     match format {
         Format::Json => {
@@ -100,6 +105,7 @@ pub async fn turbines(cfg: &Config, suspect_only: bool, format: Format) -> Resul
                         "drift_seconds_per_day": r.get::<_, Option<f64>>(9),
                         "collisions_last_day": r.get::<_, i64>(10),
                         "suspect": r.get::<_, bool>(11),
+                        "signals_missing_last_day": missing_of(r.get(0)),
                     })
                 })
                 .collect();
@@ -108,7 +114,7 @@ pub async fn turbines(cfg: &Config, suspect_only: bool, format: Format) -> Resul
         Format::Table => {
             let _ = writeln!(
                 out,
-                "{:<20} {:>7} {:>10} {:>12} {:>9} {:>8} {:>9} {:>19}",
+                "{:<20} {:>7} {:>10} {:>12} {:>9} {:>8} {:>9} {:>19}  signals missing (24h)",
                 "turbine",
                 "suspect",
                 "offset s",
@@ -116,12 +122,17 @@ pub async fn turbines(cfg: &Config, suspect_only: bool, format: Format) -> Resul
                 "coll/24h",
                 "readings",
                 "dups",
-                "last seen"
+                "last seen",
             );
             for r in &rows {
+                let lacks = match missing_of(r.get(0)) {
+                    None => "?".to_string(),
+                    Some(m) if m.is_empty() => "-".to_string(),
+                    Some(m) => m.join(","),
+                };
                 let _ = writeln!(
                     out,
-                    "{:<20} {:>7} {:>10} {:>12} {:>9} {:>8} {:>9} {:>19}",
+                    "{:<20} {:>7} {:>10} {:>12} {:>9} {:>8} {:>9} {:>19}  {lacks}",
                     r.get::<_, String>(0),
                     if r.get::<_, bool>(11) { "YES" } else { "no" },
                     num(r.get(8)),
@@ -133,9 +144,49 @@ pub async fn turbines(cfg: &Config, suspect_only: bool, format: Format) -> Resul
                 );
             }
             let _ = write!(out, "{} turbine(s)", rows.len());
+            let lacking = rows
+                .iter()
+                .filter(|r| missing_of(r.get(0)).is_some_and(|m| !m.is_empty()))
+                .count();
+            if missing.is_none() {
+                let _ = write!(
+                    out,
+                    "\nsignals missing: not known, statistics are off (stats_enabled = false)"
+                );
+            } else if lacking > 0 {
+                let _ = write!(
+                    out,
+                    "\n{lacking} turbine(s) stored readings in the last 24 h that all lacked a declared signal: \
+                     check its pointer (or Sparkplug B metric name: galewatch sparkplug metrics), or the sensor"
+                );
+            }
         }
     }
     Ok(out)
+}
+
+/// Per turbine, the declared signals that no reading it stored in the last 24 hours carried
+/// (`sink::absent`); None when statistics are off (then it is not known).
+async fn missing_signals(
+    cfg: &Config,
+    db: &Client,
+) -> Result<Option<std::collections::HashMap<String, Vec<String>>>, Error> {
+    if !cfg.settings.stats_enabled {
+        return Ok(None);
+    }
+    let signals = &cfg.rules.limits.signals;
+    let since = Utc::now() - chrono::Duration::days(1);
+    let found =
+        crate::sink::absent::lacking(db, signals, cfg.settings.stats_width(), since, None).await?;
+    Ok(Some(
+        found
+            .into_iter()
+            .map(|l| {
+                let names = l.missing.iter().map(|&i| signals.get(i).name.clone());
+                (l.turbine_id, names.collect())
+            })
+            .collect(),
+    ))
 }
 
 /// `galewatch quarantine list`: each quarantined reading beside the value it collided with.

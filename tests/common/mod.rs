@@ -615,6 +615,28 @@ impl Drop for Daemon {
     }
 }
 
+/// The three default signals as `[[signals]]` tables, for settings that declare more.
+pub const DEFAULT_SIGNALS: &str = r#"
+[[signals]]
+name = "power_kw"
+required = true
+[[signals]]
+name = "wind_speed_ms"
+[[signals]]
+name = "rotor_rpm"
+"#;
+
+/// What a command printed on stdout; it must have succeeded (else its output is the panic).
+pub fn stdout_of(o: &std::process::Output) -> String {
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
 /// One sample of an exposition by its exact series name (0 when absent), read with the same
 /// parser the demo uses; the metrics test parses the exposition with prometheus-parse.
 pub fn sample(text: &str, series: &str) -> f64 {

@@ -235,6 +235,34 @@ impl Mapping {
     }
 }
 
+/// What a metric a birth names feeds, as the settings say (`galewatch sparkplug metrics`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Feed {
+    /// The signal at this position of the declared list.
+    Signal(usize),
+    /// No signal maps this name (`sparkplug_metrics`, or a signal of its own name).
+    NotMapped,
+    /// It is mapped, but births at this level (a node's own, or a device's) name no turbine
+    /// under `sparkplug_turbine`, so their metrics carry no reading.
+    LevelNamesNoTurbine(usize),
+}
+
+impl Mapping {
+    /// What metric `name` of a birth at a device's level (`device`) or a node's own feeds.
+    pub fn feeds(&self, device: bool, name: &str) -> Feed {
+        let Some(&signal) = self.signals.get(name) else {
+            return Feed::NotMapped;
+        };
+        let devices_are_turbines =
+            matches!(self.turbine, TurbineFrom::Device | TurbineFrom::GroupDevice);
+        if device == devices_are_turbines {
+            Feed::Signal(signal)
+        } else {
+            Feed::LevelNamesNoTurbine(signal)
+        }
+    }
+}
+
 /// Sparkplug B's settings as the operator wrote them (`sparkplug_*`), with the MQTT session
 /// they are checked against (its share group, and its topic: the JSON fleet's filter).
 pub struct Settings<'a> {

@@ -631,3 +631,20 @@ fn a_birth_giving_one_name_two_aliases_is_refused() {
     assert_eq!(r.reason, RejectReason::Malformed);
     assert!(r.detail.contains("two aliases"), "{}", r.detail);
 }
+
+#[test]
+fn what_a_named_metric_feeds_follows_the_mapping_and_the_level() {
+    let mut map = mapping();
+    let power = map.signals["Power"];
+    assert_eq!(map.feeds(true, "Power"), Feed::Signal(power));
+    assert_eq!(map.feeds(true, "Power/Reactive"), Feed::NotMapped);
+    assert_eq!(map.feeds(true, "power"), Feed::NotMapped, "names are exact");
+    assert_eq!(
+        map.feeds(false, "Power"),
+        Feed::LevelNamesNoTurbine(power),
+        "a node's own metrics feed nothing when turbines are devices"
+    );
+    map.turbine = TurbineFrom::GroupEdgeNode;
+    assert_eq!(map.feeds(false, "Power"), Feed::Signal(power));
+    assert_eq!(map.feeds(true, "Power"), Feed::LevelNamesNoTurbine(power));
+}

@@ -1,0 +1,150 @@
+//! Absent: which declared signals each turbine's stored readings lack, read from the interval
+//! counts (`{signal}_n` in `interval_stats`), and the watch that says so in the log and a gauge.
+//!
+//! A signal that no reading of a turbine carries is the mark of a misspelt pointer or Sparkplug B
+//! metric name, or of a sensor gone: stored as NULL, silently, until someone asks. The counts
+//! are exact (kept with the statistics, in each batch's transaction), so the answer is one
+//! aggregate over the intervals of a window, however many readings they hold.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::GenericClient;
+
+use crate::core::absence;
+use crate::core::signals::Signals;
+use crate::error::Error;
+use crate::sink::stats::{count_column, Width};
+use crate::telemetry;
+
+/// One turbine whose readings of the window lacked some declared signals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lacking {
+    pub turbine_id: String,
+    /// Readings it stored in the window.
+    pub readings: i64,
+    /// Positions (in the declared list) of the signals none of them carried.
+    pub missing: Vec<usize>,
+}
+
+/// The statement: per turbine with intervals starting at or after `$2` (of width `$1`; of the
+/// turbines `$3` only, when given), the readings and each signal's count, for the turbines
+/// where some signal's count is 0.
+fn sql(signals: &Signals, only: bool) -> String {
+    let sums: Vec<String> = signals
+        .iter()
+        .map(|s| format!("sum(\"{}\")::int8", count_column(s)))
+        .collect();
+    let zero: Vec<String> = sums.iter().map(|s| format!("{s} = 0")).collect();
+    format!(
+        "SELECT turbine_id, sum(readings)::int8, {}
+           FROM interval_stats
+          WHERE interval_seconds = $1 AND interval_start >= $2{}
+          GROUP BY turbine_id
+         HAVING sum(readings) > 0 AND ({})
+          ORDER BY turbine_id",
+        sums.join(", "),
+        if only {
+            " AND turbine_id = ANY($3)"
+        } else {
+            ""
+        },
+        zero.join(" OR ")
+    )
+}
+
+/// The turbines whose readings stored since `since` (by interval start) lacked some declared
+/// signal, every one of them; of `only` when given. Nothing when statistics are not kept.
+pub async fn lacking<C: GenericClient>(
+    c: &C,
+    signals: &Signals,
+    width: Width,
+    since: DateTime<Utc>,
+    only: Option<&[&str]>,
+) -> Result<Vec<Lacking>, Error> {
+    let w = width.secs();
+    let since = width.start_of(since);
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&w, &since];
+    if let Some(ids) = &only {
+        params.push(ids);
+    }
+    let rows = c
+        .query(&sql(signals, only.is_some()), &params)
+        .await
+        .map_err(|e| Error::db("reading which signals the turbines' readings lack", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let readings: i64 = r.get(1);
+            let carried: Vec<Option<i64>> = (0..signals.len()).map(|i| r.get(2 + i)).collect();
+            Lacking {
+                turbine_id: r.get(0),
+                readings,
+                missing: absence::lacking(readings, &carried),
+            }
+        })
+        .filter(|l| !l.missing.is_empty())
+        .collect())
+}
+
+/// How often the watch looks, and the window it looks over.
+pub const WATCH_EVERY: Duration = Duration::from_secs(600);
+pub const WATCH_WINDOW: Duration = Duration::from_secs(3600);
+
+/// Turbine ids named in the log line per signal, at most.
+const NAMED: usize = 5;
+
+/// Every [`WATCH_EVERY`], on a connection of its own: sets
+/// `galewatch_turbines_missing_signal{signal}` (the turbines whose readings of the last
+/// [`WATCH_WINDOW`] all lacked it) and, when some did, says so in one log line naming the
+/// signals, how many turbines and the first few. Runs until the task is aborted.
+pub async fn watch(db: crate::sink::db::Database, signals: Signals, width: Width) {
+    for s in &signals {
+        metrics::gauge!(telemetry::TURBINES_MISSING_SIGNAL, "signal" => s.name.clone()).set(0.0);
+    }
+    let mut every = tokio::time::interval(WATCH_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut client: Option<tokio_postgres::Client> = None;
+    loop {
+        every.tick().await;
+        if client.as_ref().is_none_or(|c| c.is_closed()) {
+            client = db.connect().await.ok();
+        }
+        let Some(c) = &client else { continue };
+        let since = Utc::now() - chrono::Duration::from_std(WATCH_WINDOW).expect("an hour");
+        let found = match lacking(c, &signals, width, since, None).await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::debug!(error = %e, "looking for missing signals");
+                continue;
+            }
+        };
+        let mut said = Vec::new();
+        for (i, s) in signals.iter().enumerate() {
+            let ids: Vec<&str> = found
+                .iter()
+                .filter(|l| l.missing.contains(&i))
+                .map(|l| l.turbine_id.as_str())
+                .collect();
+            metrics::gauge!(telemetry::TURBINES_MISSING_SIGNAL, "signal" => s.name.clone())
+                .set(ids.len() as f64);
+            if !ids.is_empty() {
+                let more = if ids.len() > NAMED { ", …" } else { "" };
+                said.push(format!(
+                    "{} on {} turbine(s) ({}{more})",
+                    s.name,
+                    ids.len(),
+                    ids[..ids.len().min(NAMED)].join(", ")
+                ));
+            }
+        }
+        if !said.is_empty() {
+            tracing::warn!(
+                missing = %said.join("; "),
+                window = ?WATCH_WINDOW,
+                "declared signals missing from every reading of some turbines: check each one's pointer (or Sparkplug B metric name), or the sensor (galewatch turbines lists them)"
+            );
+        }
+    }
+}
