@@ -14,40 +14,49 @@ struct Link {
 
 /// The text of a page with fenced code blocks blanked (their lines kept, so line numbers hold)
 /// and inline code spans removed: a `[x](y)` or a `# comment` inside code is no link or heading.
-fn prose_lines(text: &str) -> Vec<String> {
-    let mut fence: Option<String> = None;
-    let mut out = Vec::new();
-    for line in text.lines() {
+/// `Err(line)` when a fence opened on that line is never closed: the rest of the page would be
+/// taken for code and go unchecked.
+fn prose_lines(text: &str) -> Result<Vec<String>, usize> {
+    let mut fence: Option<(String, usize)> = None;
+    let mut blanked = Vec::new();
+    for (n, line) in text.lines().enumerate() {
         let trimmed = line.trim_start();
         let marker: String = trimmed
             .chars()
             .take_while(|c| *c == '`' || *c == '~')
             .collect();
-        if let Some(open) = &fence {
+        if let Some((open, _)) = &fence {
             if marker.len() >= open.len()
                 && marker.starts_with(&open[..1])
                 && trimmed.trim() == marker
             {
                 fence = None;
             }
-            out.push(String::new());
+            blanked.push("");
             continue;
         }
         if marker.len() >= 3
             && (marker.chars().all(|c| c == '`') || marker.chars().all(|c| c == '~'))
         {
-            fence = Some(marker);
-            out.push(String::new());
+            fence = Some((marker, n + 1));
+            blanked.push("");
             continue;
         }
-        out.push(strip_code_spans(line));
+        blanked.push(line);
     }
-    out
+    if let Some((_, line)) = fence {
+        return Err(line);
+    }
+    Ok(strip_code_spans(&blanked.join("\n"))
+        .split('\n')
+        .map(str::to_string)
+        .collect())
 }
 
-/// `a `b` c` → `a  c`: a code span opens with a run of backticks and closes with a run as long.
-fn strip_code_spans(line: &str) -> String {
-    let chars: Vec<char> = line.chars().collect();
+/// `a `b` c` → `a  c`: a code span opens with a run of backticks and closes with a run as long,
+/// on the same line or a later one of the same paragraph; the line breaks inside it are kept.
+fn strip_code_spans(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
     let mut out = String::new();
     let mut i = 0;
     while i < chars.len() {
@@ -60,6 +69,9 @@ fn strip_code_spans(line: &str) -> String {
         let mut j = i + run;
         let mut closed = None;
         while j < chars.len() {
+            if chars[j] == '\n' && chars.get(j + 1) == Some(&'\n') {
+                break; // a paragraph ends: no span crosses it
+            }
             if chars[j] == '`' {
                 let r = chars[j..].iter().take_while(|c| **c == '`').count();
                 if r == run {
@@ -72,7 +84,10 @@ fn strip_code_spans(line: &str) -> String {
             }
         }
         match closed {
-            Some(end) => i = end,
+            Some(end) => {
+                out.extend(chars[i..end].iter().filter(|c| **c == '\n'));
+                i = end;
+            }
             None => {
                 // An unclosed run is literal backticks.
                 out.extend(&chars[i..i + run]);
@@ -86,7 +101,7 @@ fn strip_code_spans(line: &str) -> String {
 /// Every `](target)` in the page's prose, with its 1-based line.
 fn links(text: &str) -> Vec<Link> {
     let mut found = Vec::new();
-    for (n, line) in prose_lines(text).iter().enumerate() {
+    for (n, line) in prose_lines(text).unwrap_or_default().iter().enumerate() {
         let mut rest = line.as_str();
         while let Some(at) = rest.find("](") {
             let after = &rest[at + 2..];
@@ -129,7 +144,7 @@ fn anchors(text: &str) -> BTreeSet<String> {
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     let mut out = BTreeSet::new();
     let raw: Vec<&str> = text.lines().collect();
-    for (n, line) in prose_lines(text).iter().enumerate() {
+    for (n, line) in prose_lines(text).unwrap_or_default().iter().enumerate() {
         let hashes = line.chars().take_while(|c| *c == '#').count();
         if hashes == 0 || hashes > 6 || !line[hashes..].starts_with(' ') {
             continue;
@@ -174,6 +189,13 @@ fn problems(pages: &BTreeMap<PathBuf, String>, exists: impl Fn(&Path) -> bool) -
         pages.iter().map(|(p, t)| (p, anchors(t))).collect();
     let mut out = Vec::new();
     for (page, text) in pages {
+        if let Err(line) = prose_lines(text) {
+            out.push(format!(
+                "{}:{line}: a code fence that never closes hides the rest of the page",
+                page.display()
+            ));
+            continue;
+        }
         for link in links(text) {
             let at = format!("{}:{}: ({})", page.display(), link.line, link.target);
             if link.target.contains("://") || link.target.starts_with("mailto:") {
@@ -245,6 +267,11 @@ fn every_relative_link_resolves_to_a_file_and_a_heading() {
         "README.md and the docs/ pages: {:?}",
         pages.keys()
     );
+    let readme_links = links(&pages[Path::new("README.md")]).len();
+    assert!(
+        readme_links >= 10,
+        "the README's links to its readers' pages: {readme_links} found"
+    );
     let found = problems(&pages, |p| root.join(p).exists());
     assert!(found.is_empty(), "broken links:\n{}", found.join("\n"));
 }
@@ -301,6 +328,27 @@ mod rules {
         let targets: Vec<&str> = found.iter().map(|l| l.target.as_str()).collect();
         assert_eq!(targets, ["a.md", "p.png"]);
         assert_eq!(found[1].line, 5);
+    }
+
+    #[test]
+    fn a_code_span_may_cross_a_line_break_but_not_a_paragraph() {
+        let found =
+            links("`apt-get install a\nb` then [x](x.md)\n\nan unclosed ` tick, [y](y.md)\n");
+        let at: Vec<(usize, &str)> = found.iter().map(|l| (l.line, l.target.as_str())).collect();
+        assert_eq!(at, [(2, "x.md"), (4, "y.md")]);
+    }
+
+    #[test]
+    fn an_unclosed_fence_is_reported_not_skipped() {
+        let p = pages(&[(
+            "README.md",
+            "# G\n```sh\nrun\n```\ntext\n```\n[gone](gone.md)\n",
+        )]);
+        let found = problems(&p, |_| false);
+        assert_eq!(
+            found,
+            ["README.md:6: a code fence that never closes hides the rest of the page"]
+        );
     }
 
     #[test]
