@@ -1,9 +1,13 @@
 //! The documentation holds together: every relative link in README.md and docs/*.md names a file
-//! that exists, every `#anchor` a heading of the page it points at (GitHub's slugs), and the
-//! README stays a front door of at most 250 lines. Pure file reading, no services.
+//! that exists, every `#anchor` a heading of the page it points at (GitHub's slugs), every page
+//! opens with who it is for, and the README stays a front door of at most 250 lines. Pure file
+//! reading, no services.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
+
+/// The README's budget: what Galewatch is, the two commands, install, where to read next.
+const README_MAX_LINES: usize = 250;
 
 /// A link as written: `[text](target)` or `![alt](target)`, with the line it is on.
 #[derive(Debug, PartialEq)]
@@ -276,6 +280,42 @@ fn every_relative_link_resolves_to_a_file_and_a_heading() {
     assert!(found.is_empty(), "broken links:\n{}", found.join("\n"));
 }
 
+#[test]
+fn readme_is_a_front_door() {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md is readable");
+    let lines = text.lines().count();
+    assert!(
+        lines <= README_MAX_LINES,
+        "README.md has {lines} lines, at most {README_MAX_LINES}: move the detail into docs/, by reader"
+    );
+}
+
+/// A reader lands on a page from the README: its title, then one paragraph in italics saying who
+/// it is for (`*For the operator …*`).
+#[test]
+fn every_page_says_who_it_is_for() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let unsaid: Vec<String> = repository_pages(root)
+        .into_iter()
+        .filter(|(p, _)| p.starts_with("docs"))
+        .filter(|(_, text)| !says_who_it_is_for(text))
+        .map(|(p, _)| p.display().to_string())
+        .collect();
+    assert!(
+        unsaid.is_empty(),
+        "pages that do not open with who they are for: {unsaid:?}"
+    );
+}
+
+/// `# Title`, a blank line, then `*For …` as the first words.
+fn says_who_it_is_for(text: &str) -> bool {
+    let mut lines = text.lines();
+    lines.next().is_some_and(|l| l.starts_with("# "))
+        && lines.next() == Some("")
+        && lines.next().is_some_and(|l| l.starts_with("*For "))
+}
+
 #[cfg(test)]
 mod rules {
     use super::*;
@@ -284,6 +324,14 @@ mod rules {
         list.iter()
             .map(|(p, t)| (PathBuf::from(p), t.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn who_a_page_is_for_opens_it() {
+        assert!(says_who_it_is_for("# Page\n\n*For the operator: this.*\n"));
+        assert!(!says_who_it_is_for("# Page\n\nGalewatch is …\n"));
+        assert!(!says_who_it_is_for("*For the operator*\n# Page\n"));
+        assert!(!says_who_it_is_for(""));
     }
 
     #[test]
