@@ -70,7 +70,7 @@ enum Command {
         keep_database: bool,
     },
     /// Serve the engineers' read-only panel: the fleet, per-turbine charts and a JSON API. Needs
-    /// only SELECT rights (README: "The turbine panel").
+    /// only SELECT rights (docs/panel.md).
     Panel {
         #[command(flatten)]
         config: ConfigArg,

@@ -185,8 +185,8 @@ trait Format: Default {
 // The formats.
 // ---------------------------------------------------------------------------------------------
 
-/// Galewatch's JSON on `turbines/{id}/readings`, one reading per message (README "The wire
-/// format").
+/// Galewatch's JSON on `turbines/{id}/readings`, one reading per message
+/// (docs/wire-format.md).
 #[derive(Default)]
 struct Json;
 
@@ -251,7 +251,7 @@ impl Format for Json {
     }
 }
 
-/// Sparkplug B (README "Sparkplug B"): each turbine a device, five devices to an edge node; a
+/// Sparkplug B (docs/sparkplug.md): each turbine a device, five devices to an edge node; a
 /// node's NBIRTH before its first device, a device's DBIRTH (aliases 1–3, carrying its first
 /// reading) before its data, then DDATA by alias, with each node's sequence numbers. A resend is
 /// a new DDATA carrying the old reading (a node's store-and-forward), never the same bytes again:

@@ -239,14 +239,14 @@ fn shipped_autosave_interval() -> u64 {
 
 /// Fault 4b: the broker is killed (SIGKILL) holding a backlog for the stopped daemon. What the
 /// broker acknowledged more than `autosave_interval` before the crash survives it, the daemon's
-/// session too; README "Delivery guarantees" states this bound.
+/// session too; docs/broker.md ("Delivery guarantees") states this bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_crash_loses_at_most_the_last_autosave_interval() {
-    // README "Delivery guarantees": at most the last second before the crash is lost.
+    // docs/broker.md, "Delivery guarantees": at most the last second before the crash is lost.
     let window = Duration::from_secs(1);
     assert!(
         Duration::from_secs(shipped_autosave_interval()) <= window,
-        "config/mosquitto.conf saves less often than the README promises"
+        "config/mosquitto.conf saves less often than docs/broker.md promises"
     );
     let mut broker = Broker::start();
     let db = TestDb::create().await;

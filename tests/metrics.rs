@@ -218,7 +218,7 @@ async fn the_scrape_parses_and_counts_exactly() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    // Keep one scrape for the README and the CI log.
+    // Keep one scrape for the CI log and whoever updates the metrics table (docs/operator.md).
     let _ = std::fs::write(
         concat!(env!("CARGO_TARGET_TMPDIR"), "/metrics-scrape.txt"),
         &text,

@@ -332,7 +332,7 @@ impl Default for Settings {
 }
 
 const DAY: Duration = Duration::from_secs(86_400);
-/// Measured (README, Performance): on two cores, 2 connections land 1.5× what one does and 4 no
+/// Measured (docs/performance.md): on two cores, 2 connections land 1.5× what one does and 4 no
 /// more than 2.
 const DEFAULT_WRITERS: usize = 2;
 const DEFAULT_TOPIC: &str = "turbines/+/readings";

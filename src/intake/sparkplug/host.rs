@@ -3,7 +3,7 @@
 //! A pure state machine: the subscriber feeds it what arrives and does what it answers (read
 //! births from the database, publish a rebirth request, write a summary line).
 //!
-//! **Which birth decodes a message** (README "Sparkplug B"). The broker delivers one session's
+//! **Which birth decodes a message** (docs/sparkplug.md). The broker delivers one session's
 //! messages in order and Galewatch acknowledges them in arrival order, so:
 //! - a birth that arrived on the current connection applies to every later message of that
 //!   connection (a refused birth applies as "none": its withdrawal);

@@ -996,7 +996,8 @@ pub fn state(host_id: &str, online: bool, timestamp_ms: u64) -> (String, Vec<u8>
 }
 
 /// The filters a host application subscribes with for `group` (`+`: every group). Never in a
-/// share group: a member could not prove which birth a DATA message follows (README).
+/// share group: a member could not prove which birth a DATA message follows (docs/sparkplug.md,
+/// "Why not in a share group").
 pub fn filters(group: &str) -> Vec<String> {
     Kind::READ
         .iter()
