@@ -119,6 +119,7 @@ async fn main() {
             let sql = galewatch::sink::stats::Sql::new(
                 &signals,
                 galewatch::sink::stats::Width::new(std::time::Duration::from_secs(600)).unwrap(),
+                &Default::default(),
             );
             let at = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
             let t = Instant::now();

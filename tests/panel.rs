@@ -82,6 +82,7 @@ async fn seed(db: &TestDb) {
     let sql = galewatch::sink::stats::Sql::new(
         &signals,
         galewatch::sink::stats::Width::new(Duration::from_secs(600)).unwrap(),
+        &Default::default(),
     );
     let at = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
     let done = galewatch::sink::stats::rebuild(
@@ -717,6 +718,7 @@ async fn values_at_the_edges_of_a_double_chart_and_bucket() {
             .checked_signals()
             .unwrap(),
             galewatch::sink::stats::Width::new(Duration::from_secs(600)).unwrap(),
+            &Default::default(),
         ),
         "2026-11-20T00:00:00Z".parse().unwrap(),
         "2026-11-21T00:00:00Z".parse().unwrap(),

@@ -41,6 +41,14 @@ async fn migrate(db: &TestDb) {
         .expect("migrate");
 }
 
+async fn migrate_quality(db: &TestDb) {
+    let mut c = db.client().await;
+    let cfg = config(db, quality_signals);
+    galewatch::sink::migrate::apply(&mut c, &cfg.rules.limits.signals)
+        .await
+        .expect("migrate");
+}
+
 fn reading(t: &str, at: DateTime<Utc>, p: f64, w: Option<f64>, r: Option<f64>) -> Reading {
     let opt = |v: Option<f64>| v.map_or(Datum::Null, Datum::Float);
     Reading {
@@ -188,9 +196,18 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         )
 }
 
+/// The default signals, with soft bounds on power and rotor speed, and the rotor speed taken as
+/// an angle (its values, 0–200, are directions as well as any: the statistics do not care).
+fn quality_signals(s: &mut Settings) {
+    s.signals[0].plausible_min = Some(0.0);
+    s.signals[0].plausible_max = Some(40_000.0);
+    s.signals[2].plausible_max = Some(150.0);
+    s.signals[2].angle = true;
+}
+
 /// Plays `s` into `db` and checks the statistics against a direct aggregate over `readings`.
 async fn play(db: &TestDb, s: &Scenario) {
-    let cfg = config(db, |_| {});
+    let cfg = config(db, quality_signals);
     let origin = Utc.with_ymd_and_hms(2026, 11, 20, 12, 0, 0).unwrap();
     let mut seen = std::collections::HashSet::new();
     let mut base = Vec::new();
@@ -220,6 +237,7 @@ async fn play(db: &TestDb, s: &Scenario) {
         base.len() as i64
     );
     assert_stats_exact(db, 600).await;
+    assert_quality_exact(db, 600, &cfg.rules.limits.signals, &cfg.sample_periods()).await;
 
     let ids: Vec<i64> = db
         .client()
@@ -249,6 +267,7 @@ async fn play(db: &TestDb, s: &Scenario) {
         }
         // Replacing a stored reading recomputes its interval: still one pass's statistics.
         assert_stats_exact(db, 600).await;
+        assert_quality_exact(db, 600, &cfg.rules.limits.signals, &cfg.sample_periods()).await;
     }
 }
 
@@ -269,7 +288,7 @@ proptest! {
     fn statistics_equal_a_direct_aggregate_whatever_arrives(s in scenario()) {
         runtime().block_on(async {
             let db = TestDb::create().await;
-            migrate(&db).await;
+            migrate_quality(&db).await;
             play(&db, &s).await;
         });
     }
@@ -280,7 +299,7 @@ fn statistics_equal_a_direct_aggregate_on_a_citus_cluster() {
     runtime().block_on(async {
         let cluster = citus::Cluster::start().await;
         let db = cluster.db();
-        migrate(&db).await;
+        migrate_quality(&db).await;
         let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
             cases: 3,
             failure_persistence: None,

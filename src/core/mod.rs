@@ -4,8 +4,11 @@
 pub mod absence;
 pub mod batch;
 pub mod birth;
+pub mod circular;
 pub mod classify;
 pub mod outcome;
+pub mod quality;
 pub mod reading;
+pub mod sampling;
 pub mod signals;
 pub mod timestamp;

@@ -86,6 +86,19 @@ pub struct SignalSetting {
     /// Where the value is in a reading object, a JSON Pointer (RFC 6901). Default: `/{name}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pointer: Option<String>,
+    /// A direction in degrees (nacelle position, wind direction, yaw error): its interval
+    /// statistics average it as a vector (docs/stats.md). Numbers only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub angle: bool,
+    /// Soft bounds for numbers: a value outside them is stored, and counted as implausible in
+    /// its interval (the hard `min`/`max` reject). Unset: no bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plausible_min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plausible_max: Option<f64>,
+    /// The signal's IEC 61400-25 name (`WTUR.W`, `WMET.HorWdSpd`, `WNAC.Dir`), for exports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iec_name: Option<String>,
 }
 
 fn default_kind() -> Kind {
@@ -104,6 +117,10 @@ impl SignalSetting {
             max_bytes: None,
             unit: String::new(),
             pointer: None,
+            angle: false,
+            plausible_min: None,
+            plausible_max: None,
+            iec_name: None,
         }
     }
 
@@ -160,9 +177,89 @@ pub struct Signal {
     pub unit: String,
     /// The pointer's reference tokens, unescaped (`/values/ActivePower` → `values`, `ActivePower`).
     pub pointer: Vec<String>,
+    /// A direction in degrees, averaged as a vector.
+    pub angle: bool,
+    /// Soft bounds (±∞ when unset): outside them a value is implausible, and stored.
+    pub plausible_min: f64,
+    pub plausible_max: f64,
+    /// The IEC 61400-25 name, when declared.
+    pub iec_name: Option<String>,
 }
 
 impl Signal {
+    /// One signal's setting checked: else the field to blame and what is wrong.
+    fn checked(s: &SignalSetting) -> Result<Signal, (&'static str, String)> {
+        check_name(&s.name).map_err(|p| ("name", p))?;
+        let numeric = s.kind.is_numeric();
+        if !numeric && (s.min.is_some() || s.max.is_some()) {
+            return Err((
+                if s.min.is_some() { "min" } else { "max" },
+                format!("bounds are for numbers; {} is {}", s.name, s.kind.as_str()),
+            ));
+        }
+        if s.kind != Kind::Text && s.max_bytes.is_some() {
+            return Err((
+                "max_bytes",
+                format!("is for text; {} is {}", s.name, s.kind.as_str()),
+            ));
+        }
+        let (min, max) = range(("min", s.min), ("max", s.max))?;
+        let max_bytes = s.max_bytes.unwrap_or(DEFAULT_TEXT_BYTES);
+        if max_bytes == 0 || max_bytes > 1024 * 1024 {
+            return Err(("max_bytes", "must be 1 to 1048576".into()));
+        }
+        let pointer = match &s.pointer {
+            None => vec![s.name.clone()],
+            Some(p) => parse_pointer(p).map_err(|e| ("pointer", e))?,
+        };
+        if pointer.is_empty() {
+            return Err((
+                "pointer",
+                "\"\" is the whole reading, not a value in it".into(),
+            ));
+        }
+        if !numeric {
+            for (field, set) in [
+                ("angle", s.angle),
+                ("plausible_min", s.plausible_min.is_some()),
+                ("plausible_max", s.plausible_max.is_some()),
+            ] {
+                if set {
+                    return Err((
+                        field,
+                        format!("is for numbers; {} is {}", s.name, s.kind.as_str()),
+                    ));
+                }
+            }
+        }
+        let (plausible_min, plausible_max) = range(
+            ("plausible_min", s.plausible_min),
+            ("plausible_max", s.plausible_max),
+        )?;
+        if let Some(n) = &s.iec_name {
+            check_iec_name(n).map_err(|p| ("iec_name", p))?;
+        }
+        Ok(Signal {
+            name: s.name.clone(),
+            kind: s.kind,
+            required: s.required,
+            min,
+            max,
+            max_bytes,
+            unit: s.unit.clone(),
+            pointer,
+            angle: s.angle,
+            plausible_min,
+            plausible_max,
+            iec_name: s.iec_name.clone(),
+        })
+    }
+
+    /// Whether a number lies outside the soft bounds.
+    pub fn implausible(&self, x: f64) -> bool {
+        x < self.plausible_min || x > self.plausible_max
+    }
+
     /// The column holding this signal, quoted for SQL.
     pub fn column(&self) -> String {
         format!("\"{}\"", self.name)
@@ -266,64 +363,16 @@ impl Signals {
         }
         let mut list = Vec::with_capacity(settings.len());
         for (i, s) in settings.iter().enumerate() {
-            check_name(&s.name).map_err(|p| err(i, "name", p))?;
+            let err = |field: &str, problem: String| err(i, field, problem);
             if settings[..i].iter().any(|o| o.name == s.name) {
-                return Err(err(i, "name", format!("{:?} is declared twice", s.name)));
+                return Err(err("name", format!("{:?} is declared twice", s.name)));
             }
-            let numeric = s.kind.is_numeric();
-            if !numeric && (s.min.is_some() || s.max.is_some()) {
-                return Err(err(
-                    i,
-                    if s.min.is_some() { "min" } else { "max" },
-                    format!("bounds are for numbers; {} is {}", s.name, s.kind.as_str()),
-                ));
-            }
-            if s.kind != Kind::Text && s.max_bytes.is_some() {
-                return Err(err(
-                    i,
-                    "max_bytes",
-                    format!("is for text; {} is {}", s.name, s.kind.as_str()),
-                ));
-            }
-            let min = s.min.unwrap_or(f64::NEG_INFINITY);
-            let max = s.max.unwrap_or(f64::INFINITY);
-            for (field, v) in [("min", s.min), ("max", s.max)] {
-                if v.is_some_and(|v| !v.is_finite()) {
-                    return Err(err(i, field, "must be a finite number".into()));
+            if let Some(n) = &s.iec_name {
+                if settings[..i].iter().any(|o| o.iec_name.as_ref() == Some(n)) {
+                    return Err(err("iec_name", format!("{n:?} is declared twice")));
                 }
             }
-            if min > max {
-                return Err(err(
-                    i,
-                    "min",
-                    format!("[{min}, {max}] is not a range (min ≤ max)"),
-                ));
-            }
-            let max_bytes = s.max_bytes.unwrap_or(DEFAULT_TEXT_BYTES);
-            if max_bytes == 0 || max_bytes > 1024 * 1024 {
-                return Err(err(i, "max_bytes", "must be 1 to 1048576".into()));
-            }
-            let pointer = match &s.pointer {
-                None => vec![s.name.clone()],
-                Some(p) => parse_pointer(p).map_err(|e| err(i, "pointer", e))?,
-            };
-            if pointer.is_empty() {
-                return Err(err(
-                    i,
-                    "pointer",
-                    "\"\" is the whole reading, not a value in it".into(),
-                ));
-            }
-            list.push(Signal {
-                name: s.name.clone(),
-                kind: s.kind,
-                required: s.required,
-                min,
-                max,
-                max_bytes,
-                unit: s.unit.clone(),
-                pointer,
-            });
+            list.push(Signal::checked(s).map_err(|(field, problem)| err(field, problem))?);
         }
         let mut by_name: Vec<usize> = (0..list.len()).collect();
         by_name.sort_by(|&a, &b| list[a].name.cmp(&list[b].name));
@@ -445,6 +494,43 @@ impl<'a> IntoIterator for &'a Signals {
     type IntoIter = std::slice::Iter<'a, Signal>;
     fn into_iter(self) -> Self::IntoIter {
         self.list.iter()
+    }
+}
+
+/// Two optional bounds as a range (±∞ where unset): each finite, the first not above the second.
+fn range(
+    (lo_field, lo): (&'static str, Option<f64>),
+    (hi_field, hi): (&'static str, Option<f64>),
+) -> Result<(f64, f64), (&'static str, String)> {
+    for (field, v) in [(lo_field, lo), (hi_field, hi)] {
+        if v.is_some_and(|v| !v.is_finite()) {
+            return Err((field, "must be a finite number".into()));
+        }
+    }
+    let (lo, hi) = (lo.unwrap_or(f64::NEG_INFINITY), hi.unwrap_or(f64::INFINITY));
+    if lo > hi {
+        return Err((
+            lo_field,
+            format!("[{lo}, {hi}] is not a range ({lo_field} ≤ {hi_field})"),
+        ));
+    }
+    Ok((lo, hi))
+}
+
+/// An IEC 61400-25 name as exports write it: a logical node and its data, `WTUR.W`,
+/// `WMET.HorWdSpd` (letters, digits and `.`, `_`, at most 64 bytes, starting with a letter), so
+/// that it can stand as a column name in every format.
+fn check_iec_name(n: &str) -> Result<(), String> {
+    let ok = n.len() <= 64
+        && n.starts_with(|c: char| c.is_ascii_alphabetic())
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{n:?} is not an IEC 61400-25 name as exports write it (WTUR.W, WMET.HorWdSpd: letters, digits, '.' and '_', at most 64, starting with a letter)"
+        ))
     }
 }
 

@@ -453,7 +453,7 @@ impl Config {
             drift_window: s.clock_drift_window,
             partitions: s.readings_manage_partitions.then(|| s.partition_policy()),
             signals: self.rules.limits.signals.clone(),
-            stats: s.stats_enabled.then(|| s.stats_width()),
+            stats: s.stats_enabled.then(|| self.stats_sql()),
             writers: s.database_writers,
             session: s.mqtt_client_id.clone(),
         }
@@ -475,6 +475,21 @@ impl Config {
     /// What makes a turbine's clock suspect (`health.rs`, the panel, `galewatch turbines`).
     pub fn clock(&self) -> crate::sink::health::Thresholds {
         self.settings.clock_thresholds()
+    }
+
+    /// The statements of the interval statistics, for the declared signals, width and sample
+    /// periods.
+    pub fn stats_sql(&self) -> crate::sink::stats::Sql {
+        crate::sink::stats::Sql::new(
+            &self.rules.limits.signals,
+            self.settings.stats_width(),
+            &self.sample_periods(),
+        )
+    }
+
+    /// How often the turbines sample (the expected readings of an interval).
+    pub fn sample_periods(&self) -> crate::core::sampling::SamplePeriods {
+        crate::core::sampling::SamplePeriods::default()
     }
 }
 

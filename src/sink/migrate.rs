@@ -150,6 +150,27 @@ fn homes(s: &Signal, staging: bool) -> Vec<Home> {
                 follows_required: false,
             });
         }
+        // Counted since it was declared (0 before); before this release, not known (NULL).
+        homes.push(Home {
+            table: "interval_stats",
+            column: crate::sink::stats::implausible_column(s),
+            data_type: "bigint",
+            extra: "",
+            extra_if_new: " DEFAULT 0",
+            follows_required: false,
+        });
+        if s.angle {
+            for column in crate::sink::stats::circular_columns(s) {
+                homes.push(Home {
+                    table: "interval_stats",
+                    column,
+                    data_type: "double precision",
+                    extra: "",
+                    extra_if_new: "",
+                    follows_required: false,
+                });
+            }
+        }
     } else {
         // A text or boolean signal is only counted. In an interval written before it was
         // declared the count is 0; before it was counted (it was declared, but this release
@@ -246,7 +267,9 @@ async fn drop_undeclared(
         columns.extend(
             crate::sink::stats::COLUMNS
                 .iter()
-                .map(|(suffix, _)| ("interval_stats", format!("{name}_{suffix}"))),
+                .map(|(suffix, _)| suffix)
+                .chain(&["implausible", "sin", "cos"])
+                .map(|suffix| ("interval_stats", format!("{name}_{suffix}"))),
         );
         for (table, column) in columns {
             tx.batch_execute(&format!(

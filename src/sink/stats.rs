@@ -27,7 +27,9 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{GenericClient, Transaction};
 
+use crate::core::circular::Circular;
 use crate::core::reading::Reading;
+use crate::core::sampling::SamplePeriods;
 use crate::core::signals::{Signal, Signals};
 use crate::error::Error;
 use crate::sink::dialect::{Dialect, Params};
@@ -229,6 +231,10 @@ pub struct Interval {
     pub readings: i64,
     /// Per numeric signal ([`Sql::numeric`]'s order).
     pub signals: Vec<Partial>,
+    /// Per numeric signal: its values outside the signal's soft bounds.
+    pub implausible: Vec<i64>,
+    /// Per angle signal ([`Sql::angles`]'s order): the means of sine and cosine.
+    pub circular: Vec<Circular>,
     /// Per text or boolean signal ([`Sql::counted`]'s order): the readings that carried it.
     pub carried: Vec<i64>,
 }
@@ -240,8 +246,11 @@ pub struct Interval {
 #[derive(Debug)]
 pub struct Fold<'a> {
     width: Width,
+    signals: Signals,
     /// Indexes of the numeric signals among a reading's values.
     numeric: Vec<usize>,
+    /// Positions among `numeric` of the angle signals.
+    angles: Vec<usize>,
     /// Indexes of the text and boolean signals (counted, no statistics).
     counted: Vec<usize>,
     intervals: HashMap<(&'a str, DateTime<Utc>), Interval>,
@@ -249,9 +258,13 @@ pub struct Fold<'a> {
 
 impl<'a> Fold<'a> {
     pub fn new(width: Width, signals: &Signals) -> Fold<'a> {
+        let numeric = numeric(signals);
+        let angles = angles(signals, &numeric);
         Fold {
             width,
-            numeric: numeric(signals),
+            signals: signals.clone(),
+            numeric,
+            angles,
             counted: counted(signals),
             intervals: HashMap::new(),
         }
@@ -260,16 +273,24 @@ impl<'a> Fold<'a> {
     /// Adds an inserted reading.
     pub fn add(&mut self, r: &'a Reading) {
         let key = (r.turbine_id.as_str(), self.width.start_of(r.recorded_at));
-        let (k, c) = (self.numeric.len(), self.counted.len());
+        let (k, a, c) = (self.numeric.len(), self.angles.len(), self.counted.len());
         let i = self.intervals.entry(key).or_insert_with(|| Interval {
             readings: 0,
             signals: vec![Partial::EMPTY; k],
+            implausible: vec![0; k],
+            circular: vec![Circular::EMPTY; a],
             carried: vec![0; c],
         });
         i.readings += 1;
-        for (p, &s) in i.signals.iter_mut().zip(&self.numeric) {
+        for (j, &s) in self.numeric.iter().enumerate() {
             if let Some(x) = r.values.get(s).as_f64() {
-                p.add(x);
+                i.signals[j].add(x);
+                i.implausible[j] += i64::from(self.signals.get(s).implausible(x));
+            }
+        }
+        for (m, &j) in self.angles.iter().enumerate() {
+            if let Some(x) = r.values.get(self.numeric[j]).as_f64() {
+                i.circular[m].add(x);
             }
         }
         for (n, &s) in i.carried.iter_mut().zip(&self.counted) {
@@ -300,6 +321,13 @@ fn numeric(signals: &Signals) -> Vec<usize> {
         .collect()
 }
 
+/// Positions among `numeric` of the angle signals.
+fn angles(signals: &Signals, numeric: &[usize]) -> Vec<usize> {
+    (0..numeric.len())
+        .filter(|&j| signals.get(numeric[j]).angle)
+        .collect()
+}
+
 /// Indexes of the text and boolean signals (only counted: how many readings carried each).
 fn counted(signals: &Signals) -> Vec<usize> {
     (0..signals.len())
@@ -320,14 +348,216 @@ pub fn column_names(s: &Signal) -> [String; 5] {
     COLUMNS.map(|(suffix, _)| format!("{}_{suffix}", s.name))
 }
 
-/// The statements that name signals, written for the declared ones and one width.
+/// The column counting a numeric signal's values outside its soft bounds: `{name}_implausible`.
+/// NULL in an interval written before it was counted; 0 for a signal declared since.
+pub fn implausible_column(s: &Signal) -> String {
+    format!("{}_implausible", s.name)
+}
+
+/// An angle signal's columns: the means of the sine and the cosine of its values,
+/// `{name}_sin`, `{name}_cos` (docs/stats.md). NULL in an interval written before it was an angle.
+pub fn circular_columns(s: &Signal) -> [String; 2] {
+    [format!("{}_sin", s.name), format!("{}_cos", s.name)]
+}
+
+/// Where [`record`] takes a column's values from.
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    Readings,
+    Expected,
+    /// Numeric signal `j`'s partial, field 0–4 (`COLUMNS`' order).
+    Stat(usize, usize),
+    Implausible(usize),
+    /// Angle signal `m`'s mean sine (false) or cosine (true).
+    Circular(usize, bool),
+    Carried(usize),
+}
+
+/// One column of `interval_stats` the statements write, with how each writes it. Every
+/// statement writes the columns in one order: this list's.
+#[derive(Debug, Clone)]
+struct Col {
+    /// Unquoted.
+    name: String,
+    /// `int8` or `float8`.
+    ty: &'static str,
+    /// The `SET` merging the stored value (`t`) with the batch's (`EXCLUDED`).
+    merge: String,
+    /// The aggregate recomputing it from `readings`, grouped by turbine and interval.
+    agg: String,
+    /// Its value for one quarantined reading, a partial of one.
+    one: String,
+    from: Source,
+}
+
+/// The columns, in the order every statement writes them: the interval's readings and expected
+/// readings, then per numeric signal its five statistics and implausible count, per angle its
+/// mean sine and cosine, per text or boolean signal its count.
+fn layout(
+    signals: &Signals,
+    numeric: &[usize],
+    angles: &[usize],
+    counted: &[usize],
+    expected: &str,
+) -> Vec<Col> {
+    let q = |c: &str| format!("\"{c}\"");
+    let mut cols = vec![
+        Col {
+            name: "readings".into(),
+            ty: "int8",
+            merge: "readings = t.readings + EXCLUDED.readings".into(),
+            agg: "count(*)".into(),
+            one: "1".into(),
+            from: Source::Readings,
+        },
+        // The sample period in force when last written: a setting changed mid-interval counts
+        // the whole interval against the new one.
+        Col {
+            name: "expected".into(),
+            ty: "float8",
+            merge: "expected = EXCLUDED.expected".into(),
+            agg: expected.into(),
+            one: expected.into(),
+            from: Source::Expected,
+        },
+    ];
+    for (j, &i) in numeric.iter().enumerate() {
+        let s = signals.get(i);
+        let c = format!("{}::float8", s.column());
+        let names = column_names(s);
+        let merges = merge_sql(s);
+        let aggs = [
+            format!("count({c})"),
+            mean_sql(&c),
+            m2_sql(&c),
+            format!("min({c})"),
+            format!("max({c})"),
+        ];
+        let ones = [
+            format!("CASE WHEN {c} IS NULL THEN 0 ELSE 1 END"),
+            c.clone(),
+            format!("CASE WHEN abs({c}) < {HUGE:e}::float8 THEN 0::float8 END"),
+            c.clone(),
+            c.clone(),
+        ];
+        for (f, ((name, merge), (agg, one))) in names
+            .into_iter()
+            .zip(merges)
+            .zip(aggs.into_iter().zip(ones))
+            .enumerate()
+        {
+            cols.push(Col {
+                name,
+                ty: if f == 0 { "int8" } else { "float8" },
+                merge,
+                agg,
+                one,
+                from: Source::Stat(j, f),
+            });
+        }
+        let name = implausible_column(s);
+        let outside = implausible_sql(s, &c);
+        cols.push(Col {
+            merge: format!("{0} = t.{0} + EXCLUDED.{0}", q(&name)),
+            agg: format!("count(*) FILTER (WHERE {outside})"),
+            one: format!("CASE WHEN {outside} THEN 1 ELSE 0 END"),
+            name,
+            ty: "int8",
+            from: Source::Implausible(j),
+        });
+    }
+    for (m, &j) in angles.iter().enumerate() {
+        let s = signals.get(numeric[j]);
+        let n = q(&column_names(s)[0]);
+        let c = format!("radians({}::float8)", s.column());
+        for (cos, (name, f)) in circular_columns(s)
+            .into_iter()
+            .zip(["sin", "cos"])
+            .enumerate()
+        {
+            let col = q(&name);
+            cols.push(Col {
+                merge: format!(
+                    "{col} = CASE WHEN t.{n} = 0 THEN EXCLUDED.{col} WHEN EXCLUDED.{n} = 0 THEN t.{col}
+        ELSE t.{col} + CASE WHEN abs(EXCLUDED.{col} - t.{col}) < {step} THEN 0::float8
+             ELSE (EXCLUDED.{col} - t.{col}) * (EXCLUDED.{n}::float8 / (t.{n} + EXCLUDED.{n})::float8) END END",
+                    step = lit(TINY_STEP)
+                ),
+                agg: format!("avg({f}({c}))"),
+                one: format!("{f}({c})"),
+                name,
+                ty: "float8",
+                from: Source::Circular(m, cos == 1),
+            });
+        }
+    }
+    for (k, &i) in counted.iter().enumerate() {
+        let s = signals.get(i);
+        let name = count_column(s);
+        cols.push(Col {
+            merge: format!("{0} = t.{0} + EXCLUDED.{0}", q(&name)),
+            agg: format!("count({})", s.column()),
+            one: format!("CASE WHEN {} IS NULL THEN 0 ELSE 1 END", s.column()),
+            name,
+            ty: "int8",
+            from: Source::Carried(k),
+        });
+    }
+    cols
+}
+
+/// `c` (a float8 expression) outside signal `s`'s soft bounds, as SQL: `false` when it has none.
+fn implausible_sql(s: &Signal, c: &str) -> String {
+    let mut out = Vec::new();
+    if s.plausible_min.is_finite() {
+        out.push(format!("{c} < {}", lit(s.plausible_min)));
+    }
+    if s.plausible_max.is_finite() {
+        out.push(format!("{c} > {}", lit(s.plausible_max)));
+    }
+    if out.is_empty() {
+        "false".into()
+    } else {
+        format!("({})", out.join(" OR "))
+    }
+}
+
+/// The expected readings of an interval of turbine `turbine_id`, as SQL: the width over the sample
+/// period of the longest matching prefix, else the fleet's; NULL when none is declared.
+fn expected_sql(periods: &SamplePeriods, w: i32) -> String {
+    let per = |p: std::time::Duration| lit(f64::from(w) / p.as_secs_f64());
+    let fleet = periods.fleet.map_or("NULL::float8".to_string(), per);
+    if periods.overrides().is_empty() {
+        return fleet;
+    }
+    let arms: Vec<String> = periods
+        .overrides()
+        .iter()
+        .map(|(prefix, p)| {
+            format!(
+                "WHEN starts_with(turbine_id, '{}') THEN {}",
+                prefix.replace('\'', "''"),
+                per(*p)
+            )
+        })
+        .collect();
+    format!("CASE {} ELSE {fleet} END", arms.join(" "))
+}
+
+/// The statements that name signals, written for the declared ones, one width and the declared
+/// sample periods.
 #[derive(Debug, Clone)]
 pub struct Sql {
     pub width: Width,
     /// The numeric signals, in declared order.
     pub numeric: Vec<Signal>,
+    /// The angle signals among them, in declared order.
+    pub angles: Vec<Signal>,
     /// The text and boolean signals, in declared order: one count each.
     pub counted: Vec<Signal>,
+    /// How many readings a complete interval holds, per turbine.
+    pub periods: SamplePeriods,
+    cols: Vec<Col>,
     upsert: String,
     /// The upsert's `DO UPDATE SET` onwards (shared by the VALUES form).
     on_conflict: String,
@@ -342,151 +572,77 @@ pub struct Sql {
     add_quarantined: String,
 }
 
-/// Recompute from `readings`: the SELECT list and the SET that replaces (not merges).
-struct Recompute {
-    agg: Vec<String>,
-    replace: Vec<String>,
-}
+/// Parameters per interval in the upsert before the columns: the turbine and the start.
+const FIXED: usize = 2;
 
-impl Recompute {
-    /// The aggregates of each interval, and the SET replacing the stored ones with them.
-    fn new(numeric: &[Signal], counted: &[Signal], w: i32) -> Recompute {
-        let mut agg = vec![
-            "turbine_id".to_string(),
-            w.to_string(),
-            format!("date_bin(make_interval(secs => {w}), recorded_at, {ORIGIN})"),
-            "count(*)".into(),
-        ];
-        let mut replace = vec!["readings = EXCLUDED.readings".to_string()];
-        for s in numeric {
-            let c = format!("{}::float8", s.column());
-            agg.extend([
-                format!("count({c})"),
-                mean_sql(&c),
-                m2_sql(&c),
-                format!("min({c})"),
-                format!("max({c})"),
-            ]);
-            for name in column_names(s) {
-                replace.push(format!("\"{name}\" = EXCLUDED.\"{name}\""));
-            }
-        }
-        for s in counted {
-            agg.push(format!("count({})", s.column()));
-            let name = count_column(s);
-            replace.push(format!("\"{name}\" = EXCLUDED.\"{name}\""));
-        }
-        Recompute { agg, replace }
-    }
-
-    /// Recomputes the intervals of `[$1, $2)` from `readings`, `filter` narrowing the readings.
-    fn sql(&self, target: &str, filter: &str) -> String {
-        format!(
-            "INSERT INTO {target}
-SELECT {} FROM readings
+impl Sql {
+    pub fn new(signals: &Signals, width: Width, periods: &SamplePeriods) -> Sql {
+        let (num, cnt) = (numeric(signals), counted(signals));
+        let ang = angles(signals, &num);
+        let pick =
+            |ix: &[usize]| -> Vec<Signal> { ix.iter().map(|&i| signals.get(i).clone()).collect() };
+        let w = width.secs();
+        let cols = layout(signals, &num, &ang, &cnt, &expected_sql(periods, w));
+        let names: Vec<String> = cols.iter().map(|c| format!("\"{}\"", c.name)).collect();
+        let target = format!(
+            "interval_stats AS t (turbine_id, interval_seconds, interval_start, {})",
+            names.join(", ")
+        );
+        let on_conflict = format!(
+            "ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}",
+            cols.iter()
+                .map(|c| c.merge.as_str())
+                .collect::<Vec<_>>()
+                .join(",\n    ")
+        );
+        let upsert = Sql::upsert_sql(&cols, w, &target, &on_conflict);
+        let bin = format!("date_bin(make_interval(secs => {w}), recorded_at, {ORIGIN})");
+        let recompute = |filter: &str| {
+            let agg: Vec<&str> = cols.iter().map(|c| c.agg.as_str()).collect();
+            let replace: Vec<String> = names
+                .iter()
+                .map(|n| format!("{n} = EXCLUDED.{n}"))
+                .collect();
+            format!(
+                "INSERT INTO {target}
+SELECT turbine_id, {w}, {bin}, {} FROM readings
  WHERE recorded_at >= $1 AND recorded_at < $2{filter}
  GROUP BY turbine_id, 3
 ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}",
-            self.agg.join(", "),
-            self.replace.join(",\n    ")
-        )
-    }
-}
-
-/// Parameters per interval in the upsert, before the signals' five each.
-const FIXED: usize = 3;
-
-impl Sql {
-    pub fn new(signals: &Signals, width: Width) -> Sql {
-        let pick = |ix: Vec<usize>| -> Vec<Signal> {
-            ix.into_iter().map(|i| signals.get(i).clone()).collect()
+                agg.join(", "),
+                replace.join(",\n    ")
+            )
         };
-        let (numeric, counted) = (pick(numeric(signals)), pick(counted(signals)));
-        let w = width.secs();
-        let target = Sql::target_sql(&numeric, &counted);
-        let on_conflict = Sql::on_conflict_sql(&numeric, &counted);
-        let upsert = Sql::upsert_sql(&numeric, counted.len(), w, &target, &on_conflict);
-        let recompute = Recompute::new(&numeric, &counted, w);
-        let add_quarantined =
-            Sql::add_quarantined_sql(&numeric, &counted, w, &target, &on_conflict);
+        let one: Vec<&str> = cols.iter().map(|c| c.one.as_str()).collect();
+        let add_quarantined = format!(
+            "INSERT INTO {target}\nSELECT turbine_id, {w}, {bin}, {} FROM quarantine WHERE turbine_id = $1 AND id = $2\n{on_conflict}",
+            one.join(", ")
+        );
         Sql {
             width,
-            add_quarantined,
-            recompute_all: recompute.sql(&target, ""),
-            recompute_one: recompute.sql(&target, " AND turbine_id = $3"),
+            numeric: pick(&num),
+            angles: ang.iter().map(|&j| signals.get(num[j]).clone()).collect(),
+            counted: pick(&cnt),
+            periods: periods.clone(),
+            recompute_all: recompute(""),
+            recompute_one: recompute(" AND turbine_id = $3"),
             count_all: Sql::count_sql(w, ""),
             count_one: Sql::count_sql(w, " AND turbine_id = $3"),
-            numeric,
-            counted,
+            add_quarantined,
+            cols,
             upsert,
             on_conflict,
             target,
         }
     }
 
-    /// `interval_stats AS t (…)` with every column the upsert writes.
-    fn target_sql(numeric: &[Signal], counted: &[Signal]) -> String {
-        let mut cols = vec![
-            "turbine_id".to_string(),
-            "interval_seconds".into(),
-            "interval_start".into(),
-            "readings".into(),
-        ];
-        for s in numeric {
-            cols.extend(column_names(s).iter().map(|c| format!("\"{c}\"")));
-        }
-        cols.extend(counted.iter().map(|s| format!("\"{}\"", count_column(s))));
-        format!("interval_stats AS t ({})", cols.join(", "))
-    }
-
-    /// The upsert's `ON CONFLICT … DO UPDATE SET` merging partials into the stored interval.
-    fn on_conflict_sql(numeric: &[Signal], counted: &[Signal]) -> String {
-        let mut set = vec!["readings = t.readings + EXCLUDED.readings".to_string()];
-        for s in numeric {
-            set.extend(merge_sql(s));
-        }
-        // NULL (not counted when the interval was first written) stays NULL: unknown.
-        for s in counted {
-            let n = count_column(s);
-            set.push(format!("\"{n}\" = t.\"{n}\" + EXCLUDED.\"{n}\""));
-        }
-        format!(
-            "ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}",
-            set.join(",\n    ")
-        )
-    }
-
     /// The upsert of a batch of partials, one `unnest`ed array per column.
-    fn upsert_sql(
-        numeric: &[Signal],
-        counted: usize,
-        w: i32,
-        target: &str,
-        on_conflict: &str,
-    ) -> String {
-        // unnest's arrays and the SELECT list.
-        let mut arrays = vec![
-            "$1::text[]".to_string(),
-            "$2::timestamptz[]".into(),
-            "$3::int8[]".into(),
-        ];
-        let mut select = vec![
-            "u.c1".to_string(),
-            w.to_string(),
-            "u.c2".into(),
-            "u.c3".into(),
-        ];
-        for k in 0..numeric.len() {
-            for (j, (_, ty)) in COLUMNS.iter().enumerate() {
-                let p = FIXED + 5 * k + j + 1;
-                let cast = if *ty == "bigint" { "int8" } else { "float8" };
-                arrays.push(format!("${p}::{cast}[]"));
-                select.push(format!("u.c{p}"));
-            }
-        }
-        for c in 0..counted {
-            let p = FIXED + 5 * numeric.len() + c + 1;
-            arrays.push(format!("${p}::int8[]"));
+    fn upsert_sql(cols: &[Col], w: i32, target: &str, on_conflict: &str) -> String {
+        let mut arrays = vec!["$1::text[]".to_string(), "$2::timestamptz[]".into()];
+        let mut select = vec!["u.c1".to_string(), w.to_string(), "u.c2".into()];
+        for (k, c) in cols.iter().enumerate() {
+            let p = FIXED + k + 1;
+            arrays.push(format!("${p}::{}[]", c.ty));
             select.push(format!("u.c{p}"));
         }
         let aliases: Vec<String> = (1..=arrays.len()).map(|i| format!("c{i}")).collect();
@@ -495,43 +651,6 @@ impl Sql {
             select.join(", "),
             arrays.join(", "),
             aliases.join(", ")
-        )
-    }
-
-    /// Merges one quarantined reading into its interval, as a partial of one reading.
-    fn add_quarantined_sql(
-        numeric: &[Signal],
-        counted: &[Signal],
-        w: i32,
-        target: &str,
-        on_conflict: &str,
-    ) -> String {
-        // One reading as a partial: n 1 (0 where NULL), mean = min = max = the value, m2 0.
-        let mut one = vec![
-            "turbine_id".to_string(),
-            w.to_string(),
-            format!("date_bin(make_interval(secs => {w}), recorded_at, {ORIGIN})"),
-            "1".into(),
-        ];
-        for s in numeric {
-            let c = format!("{}::float8", s.column());
-            one.extend([
-                format!("CASE WHEN {c} IS NULL THEN 0 ELSE 1 END"),
-                c.clone(),
-                format!("CASE WHEN abs({c}) < {HUGE:e}::float8 THEN 0::float8 END"),
-                c.clone(),
-                c,
-            ]);
-        }
-        for s in counted {
-            one.push(format!(
-                "CASE WHEN {} IS NULL THEN 0 ELSE 1 END",
-                s.column()
-            ));
-        }
-        format!(
-            "INSERT INTO {target}\nSELECT {} FROM quarantine WHERE turbine_id = $1 AND id = $2\n{on_conflict}",
-            one.join(", ")
         )
     }
 
@@ -546,29 +665,21 @@ impl Sql {
 
     /// Parameters per interval in the upsert.
     fn per_row(&self) -> usize {
-        FIXED + 5 * self.numeric.len() + self.counted.len()
+        FIXED + self.cols.len()
     }
 
     /// The upsert with its rows as a multi-row `VALUES` list, for Citus (which
     /// routes each row to its shard; from `unnest` it would pull them through the coordinator).
     fn upsert_values(&self, rows: usize) -> String {
         let w = self.width.secs();
-        let k = self.numeric.len();
         let values = crate::sink::dialect::values_list(rows, self.per_row(), |p| {
             let mut v = vec![
                 format!("${p}::text"),
                 w.to_string(),
                 format!("${}::timestamptz", p + 1),
-                format!("${}::int8", p + 2),
             ];
-            for s in 0..k {
-                for (j, (_, ty)) in COLUMNS.iter().enumerate() {
-                    let cast = if *ty == "bigint" { "int8" } else { "float8" };
-                    v.push(format!("${}::{cast}", p + FIXED + 5 * s + j));
-                }
-            }
-            for c in 0..self.counted.len() {
-                v.push(format!("${}::int8", p + FIXED + 5 * k + c));
+            for (k, c) in self.cols.iter().enumerate() {
+                v.push(format!("${}::{}", p + FIXED + k, c.ty));
             }
             format!("({})", v.join(", "))
         });
@@ -682,6 +793,28 @@ pub fn m2_sql(c: &str) -> String {
     )
 }
 
+/// One column's values for every interval of a batch, typed as the upsert casts it.
+enum Values {
+    Int(Vec<Option<i64>>),
+    Float(Vec<Option<f64>>),
+}
+
+impl Values {
+    fn param(&self) -> &(dyn ToSql + Sync) {
+        match self {
+            Values::Int(v) => v,
+            Values::Float(v) => v,
+        }
+    }
+
+    fn at(&self, r: usize) -> &(dyn ToSql + Sync) {
+        match self {
+            Values::Int(v) => &v[r],
+            Values::Float(v) => &v[r],
+        }
+    }
+}
+
 /// Merges a batch's intervals into `interval_stats`, inside the batch's transaction: one
 /// statement (on Citus, one per [`crate::sink::dialect::MAX_PARAMS`] parameters).
 pub async fn record(
@@ -693,43 +826,45 @@ pub async fn record(
     if fold.is_empty() {
         return Ok(());
     }
-    let k = sql.numeric.len();
     let len = fold.len();
+    let w = sql.width.secs();
     let mut turbine: Vec<&str> = Vec::with_capacity(len);
     let mut start = Vec::with_capacity(len);
-    let mut readings = Vec::with_capacity(len);
-    let mut n: Vec<Vec<i64>> = vec![Vec::with_capacity(len); k];
-    let mut mean: Vec<Vec<Option<f64>>> = vec![Vec::with_capacity(len); k];
-    let mut m2: Vec<Vec<Option<f64>>> = vec![Vec::with_capacity(len); k];
-    let mut min: Vec<Vec<Option<f64>>> = vec![Vec::with_capacity(len); k];
-    let mut max: Vec<Vec<Option<f64>>> = vec![Vec::with_capacity(len); k];
-    let mut carried: Vec<Vec<i64>> = vec![Vec::with_capacity(len); sql.counted.len()];
+    let mut columns: Vec<Values> = sql
+        .cols
+        .iter()
+        .map(|c| {
+            if c.ty == "int8" {
+                Values::Int(Vec::with_capacity(len))
+            } else {
+                Values::Float(Vec::with_capacity(len))
+            }
+        })
+        .collect();
     for ((t, s), i) in fold.intervals() {
         turbine.push(t);
         start.push(*s);
-        readings.push(i.readings);
-        for (j, p) in i.signals.iter().enumerate() {
-            n[j].push(p.n);
-            mean[j].push(p.mean);
-            m2[j].push(p.m2);
-            min[j].push(p.min);
-            max[j].push(p.max);
-        }
-        for (j, n) in i.carried.iter().enumerate() {
-            carried[j].push(*n);
+        for (c, values) in sql.cols.iter().zip(columns.iter_mut()) {
+            match (c.from, values) {
+                (Source::Readings, Values::Int(v)) => v.push(Some(i.readings)),
+                (Source::Expected, Values::Float(v)) => v.push(sql.periods.expected(t, w)),
+                (Source::Stat(j, 0), Values::Int(v)) => v.push(Some(i.signals[j].n)),
+                (Source::Stat(j, f), Values::Float(v)) => {
+                    let p = &i.signals[j];
+                    v.push([None, p.mean, p.m2, p.min, p.max][f]);
+                }
+                (Source::Implausible(j), Values::Int(v)) => v.push(Some(i.implausible[j])),
+                (Source::Circular(m, cos), Values::Float(v)) => {
+                    let c = &i.circular[m];
+                    v.push(if cos { c.cos } else { c.sin });
+                }
+                (Source::Carried(k), Values::Int(v)) => v.push(Some(i.carried[k])),
+                (from, _) => unreachable!("column {} from {from:?} has the wrong type", c.name),
+            }
         }
     }
-    let mut arrays: Params<'_> = vec![&turbine, &start, &readings];
-    for j in 0..k {
-        arrays.extend([
-            &n[j] as &(dyn ToSql + Sync),
-            &mean[j],
-            &m2[j],
-            &min[j],
-            &max[j],
-        ]);
-    }
-    arrays.extend(carried.iter().map(|c| c as &(dyn ToSql + Sync)));
+    let mut arrays: Params<'_> = vec![&turbine, &start];
+    arrays.extend(columns.iter().map(Values::param));
     dialect
         .write_rows(
             tx,
@@ -739,17 +874,8 @@ pub async fn record(
             (sql.upsert.as_str(), &arrays),
             |rows| sql.upsert_values(rows),
             |r, params: &mut Params<'_>| {
-                params.extend([&turbine[r] as &(dyn ToSql + Sync), &start[r], &readings[r]]);
-                for j in 0..k {
-                    params.extend([
-                        &n[j][r] as &(dyn ToSql + Sync),
-                        &mean[j][r],
-                        &m2[j][r],
-                        &min[j][r],
-                        &max[j][r],
-                    ]);
-                }
-                params.extend(carried.iter().map(|c| &c[r] as &(dyn ToSql + Sync)));
+                params.extend([&turbine[r] as &(dyn ToSql + Sync), &start[r]]);
+                params.extend(columns.iter().map(|c| c.at(r)));
             },
         )
         .await?;
@@ -1240,11 +1366,16 @@ mod tests {
     #[test]
     fn the_upsert_names_every_column_once_and_numbers_its_parameters() {
         let signals = Signals::defaults();
-        let sql = Sql::new(&signals, Width::new(Duration::from_secs(600)).unwrap());
+        let sql = Sql::new(
+            &signals,
+            Width::new(Duration::from_secs(600)).unwrap(),
+            &SamplePeriods::default(),
+        );
         assert_eq!(sql.numeric.len(), 3);
-        assert_eq!(sql.per_row(), 18);
-        assert!(sql.upsert.contains("$18::float8[]"), "{}", sql.upsert);
-        assert!(!sql.upsert.contains("$19"), "{}", sql.upsert);
+        // The turbine and the start, readings and expected, then six per numeric signal.
+        assert_eq!(sql.per_row(), 22);
+        assert!(sql.upsert.contains("$22::int8[]"), "{}", sql.upsert);
+        assert!(!sql.upsert.contains("$23"), "{}", sql.upsert);
         assert!(
             sql.upsert.contains("\"power_kw_m2\" = CASE"),
             "{}",
@@ -1252,8 +1383,11 @@ mod tests {
         );
         let two = sql.upsert_values(2);
         assert!(two.contains("($1::text, 600, $2::timestamptz"), "{two}");
-        assert!(two.contains("($19::text, 600, $20::timestamptz"), "{two}");
-        assert!(!two.contains("$37"), "{two}");
+        assert!(two.contains("($23::text, 600, $24::timestamptz"), "{two}");
+        assert!(!two.contains("$45"), "{two}");
         assert!(sql.recompute_one.contains("turbine_id = $3"));
+        // Every column once in the target, and the recomputation's list as long as it.
+        let target = sql.target.matches(", ").count() + 1;
+        assert_eq!(target, 3 + sql.cols.len(), "{}", sql.target);
     }
 }

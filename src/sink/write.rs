@@ -48,8 +48,8 @@ pub struct WriteGroup {
     pub partitions: Option<crate::sink::partition::Policy>,
     /// What a reading holds: the columns written.
     pub signals: Signals,
-    /// The interval statistics' width, when each batch keeps them.
-    pub stats: Option<crate::sink::stats::Width>,
+    /// The interval statistics' statements, when each batch keeps them.
+    pub stats: Option<crate::sink::stats::Sql>,
     /// Writers landing batches side by side, each with its own connection.
     pub writers: usize,
     /// The MQTT session (client id) whose Sparkplug B births the writers store.
@@ -134,7 +134,7 @@ impl Writer {
             partitions: g.partitions,
             in_doubt: None,
             signals: g.signals.clone(),
-            stats: g.stats.map(|w| crate::sink::stats::Sql::new(&g.signals, w)),
+            stats: g.stats.clone(),
             connected: Arc::default(),
             up: false,
             session: g.session.clone(),

@@ -169,7 +169,7 @@ pub async fn export(
             "--from must be before --to".to_string(),
         ));
     }
-    let sql = Sql::new(&cfg.rules.limits.signals, cfg.settings.stats_width());
+    let sql = cfg.stats_sql();
     let client = cfg
         .db
         .connect()
@@ -258,7 +258,7 @@ pub async fn rebuild_as_of(
             "--from must be before --to".to_string(),
         ));
     }
-    let sql = Sql::new(&cfg.rules.limits.signals, cfg.settings.stats_width());
+    let sql = cfg.stats_sql();
     let retention = stats::Retention {
         keep: cfg.settings.partition_policy().retention,
         now,
@@ -376,6 +376,7 @@ mod tests {
         let sql = Sql::new(
             &crate::core::signals::Signals::defaults(),
             stats::Width::new(std::time::Duration::from_secs(600)).unwrap(),
+            &Default::default(),
         );
         let h = header(&sql);
         assert_eq!(h.len(), 4 + 15);

@@ -429,7 +429,7 @@ async fn update_stats(
     // Unless retention dropped part of that interval's readings: it is not recomputed from the
     // part left, and its statistics stay as they were (the answer says so). The replacement
     // holds `readings`, so no partition is dropped before this transaction ends.
-    let sql = crate::sink::stats::Sql::new(&cfg.rules.limits.signals, cfg.settings.stats_width());
+    let sql = cfg.stats_sql();
     if effect == "added" {
         tx.execute(sql.add_quarantined(), &[&turbine, &id])
             .await

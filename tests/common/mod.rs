@@ -900,3 +900,99 @@ pub async fn assert_stats_exact(db: &TestDb, width_secs: i32) -> usize {
     }
     a.len()
 }
+
+/// Checks the quality figures of `interval_stats` (width `width_secs`) against a direct
+/// aggregate over `readings`: each numeric signal's implausible count exactly, each angle
+/// signal's mean sine and cosine within 1e-12, and each interval's expected readings exactly as
+/// `periods` gives them. Returns the intervals compared.
+pub async fn assert_quality_exact(
+    db: &TestDb,
+    width_secs: i32,
+    signals: &galewatch::core::signals::Signals,
+    periods: &galewatch::core::sampling::SamplePeriods,
+) -> usize {
+    use galewatch::sink::stats::lit;
+    let c = db.client().await;
+    let (mut direct, mut kept) = (Vec::new(), Vec::new());
+    let mut kinds = Vec::new();
+    for s in signals.iter().filter(|s| s.kind.is_numeric()) {
+        let x = format!("{}::float8", s.column());
+        let mut outside = Vec::new();
+        if s.plausible_min.is_finite() {
+            outside.push(format!("{x} < {}", lit(s.plausible_min)));
+        }
+        if s.plausible_max.is_finite() {
+            outside.push(format!("{x} > {}", lit(s.plausible_max)));
+        }
+        let outside = if outside.is_empty() {
+            "false".to_string()
+        } else {
+            outside.join(" OR ")
+        };
+        direct.push(format!("(count(*) FILTER (WHERE {outside}))::float8"));
+        kept.push(format!("\"{}_implausible\"::float8", s.name));
+        kinds.push((format!("{} implausible", s.name), 0.0));
+        if s.angle {
+            for f in ["sin", "cos"] {
+                direct.push(format!("avg({f}(radians({x})))"));
+                kept.push(format!("\"{}_{f}\"", s.name));
+                kinds.push((format!("{} {f}", s.name), 1e-12));
+            }
+        }
+    }
+    let q = |cols: &[String], from: &str| {
+        format!("SELECT {} FROM {from} ORDER BY 1, 2", cols.join(", "))
+    };
+    let bin = format!(
+        "date_bin(make_interval(secs => {width_secs}), recorded_at, TIMESTAMPTZ '2000-01-03 00:00:00+00')"
+    );
+    let mut dcols = vec!["turbine_id".to_string(), format!("{bin} AS s")];
+    dcols.extend(direct);
+    let mut kcols = vec!["turbine_id".to_string(), "interval_start".to_string()];
+    kcols.extend(kept);
+    kcols.push("expected".into());
+    let a = c
+        .query(&q(&dcols, "readings GROUP BY 1, 2"), &[])
+        .await
+        .unwrap();
+    let b = c
+        .query(
+            &q(
+                &kcols,
+                &format!("interval_stats WHERE interval_seconds = {width_secs}"),
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(a.len(), b.len(), "intervals");
+    for (ra, rb) in a.iter().zip(&b) {
+        let id: String = ra.get(0);
+        let at: chrono::DateTime<chrono::Utc> = ra.get(1);
+        assert_eq!(
+            (&id, at),
+            (&rb.get::<_, String>(0), rb.get(1)),
+            "the same interval"
+        );
+        for (k, (what, tol)) in kinds.iter().enumerate() {
+            let x: Option<f64> = ra.get(2 + k);
+            let y: Option<f64> = rb.get(2 + k);
+            match (x, y) {
+                (Some(x), Some(y)) => {
+                    assert!(
+                        (x - y).abs() <= *tol,
+                        "{id} {at} {what}: {y} kept, {x} direct"
+                    )
+                }
+                (x, y) => assert_eq!(x, y, "{id} {at} {what}"),
+            }
+        }
+        let expected: Option<f64> = rb.get(2 + kinds.len());
+        assert_eq!(
+            expected,
+            periods.expected(&id, width_secs),
+            "{id} {at} expected"
+        );
+    }
+    a.len()
+}
