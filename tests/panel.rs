@@ -1,6 +1,7 @@
 //! The engineers' panel against a real database: exact bucket values from the JSON API, empty
 //! ranges, named 4xx errors; and a headless Chromium loading a turbine page (three charts, the
-//! quarantine marker), its screenshot kept at target/panel-screenshot.png.
+//! quarantine marker), its screenshot kept at target/panel-screenshot.png, and measuring that
+//! the pages fit a 1,280 px and a 500 px window (screenshots at target/panel-layout-*.png).
 
 mod common;
 
@@ -437,6 +438,11 @@ fn chromium() -> &'static str {
 }
 
 fn headless(browser: &str) -> Command {
+    headless_at(browser, 1280)
+}
+
+/// Headless Chromium with a window `width` pixels wide.
+fn headless_at(browser: &str, width: u32) -> Command {
     let mut c = Command::new(browser);
     // --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
     c.args([
@@ -444,10 +450,259 @@ fn headless(browser: &str) -> Command {
         "--no-sandbox",
         "--disable-gpu",
         "--hide-scrollbars",
-        "--window-size=1280,1500",
+        &format!("--window-size={width},1500"),
         "--virtual-time-budget=3000",
     ]);
     c
+}
+
+/// Runs a Chromium command off the runtime's threads; its output, once it has succeeded.
+async fn browse(mut c: Command) -> std::process::Output {
+    let out = tokio::task::spawn_blocking(move || c.output())
+        .await
+        .unwrap()
+        .expect("run chromium");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Added to a page before `</body>` by [`layout_problems`]: once the page has loaded, it writes
+/// into `<pre id="layout-report">` the window's width and every way the page fails to fit it:
+/// the page wider than the window (it scrolls sideways), an element reaching past the window's
+/// right edge, an input whose value is wider than its box (cut), any other box whose content is
+/// wider than it (cut when it clips, else spilt over its neighbours).
+const MEASURE: &str = r#"<script>
+addEventListener('load', () => {
+  const de = document.documentElement, vw = de.clientWidth, bad = [];
+  const name = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + ' "'
+    + (e.value || e.textContent).trim().slice(0, 48) + '"';
+  if (de.scrollWidth > vw) bad.push(`the page is ${de.scrollWidth} px wide in ${vw} px`);
+  for (const e of document.body.querySelectorAll('*')) {
+    if (e.ownerSVGElement) continue; // inside a chart: the chart scales as a whole
+    // Past the right edge: named once, at the outermost element that is.
+    const past = x => x && x.getBoundingClientRect().width > 0 && x.getBoundingClientRect().right > vw + 0.5;
+    if (past(e) && !past(e.parentElement))
+      bad.push(`${name(e)} reaches ${Math.round(e.getBoundingClientRect().right)} px`);
+    // Wider inside than its box: an input or a clipping box cuts it, any other box spills it
+    // over its neighbours (inline elements have no box of their own to measure).
+    if (e instanceof SVGElement || getComputedStyle(e).display == 'inline') continue;
+    if (e.scrollWidth > e.clientWidth + 1) {
+      const cut = e.tagName == 'INPUT' || getComputedStyle(e).overflowX != 'visible';
+      bad.push(`${name(e)} ${cut ? 'cuts' : 'spills'} its content: ${e.scrollWidth} px in ${e.clientWidth} px`);
+    }
+  }
+  const out = document.createElement('pre');
+  out.id = 'layout-report';
+  out.textContent = JSON.stringify({width: vw, problems: bad});
+  document.body.append(out);
+});
+</script>"#;
+
+/// What does not fit when the panel's page at `path` is shown in a window `width` pixels wide:
+/// the page as served, with [`MEASURE`] added, opened from a file (its style sheet and charts
+/// are inline, so it lays out the same).
+async fn layout_problems(addr: SocketAddr, path: &str, width: u32) -> Vec<String> {
+    let (status, html) = get(addr, path).await;
+    assert_eq!(status, 200, "{path}: {html}");
+    assert!(html.contains("</body>"), "{path}: {html}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("page.html");
+    std::fs::write(
+        &file,
+        html.replacen("</body>", &format!("{MEASURE}</body>"), 1),
+    )
+    .unwrap();
+    let mut c = headless_at(chromium(), width);
+    c.arg("--dump-dom")
+        .arg(format!("file://{}", file.display()));
+    let out = browse(c).await;
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let report = dom
+        .split_once("<pre id=\"layout-report\">")
+        .and_then(|(_, r)| r.split_once("</pre>"))
+        .map(|(r, _)| {
+            r.replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&amp;", "&")
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "{path}: no layout report: {dom}{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    let v: Value = serde_json::from_str(&report).unwrap_or_else(|e| panic!("{e}: {report}"));
+    assert_eq!(v["width"], width, "{path}: the window's width: {v}");
+    v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// At 1,280 px, and at 500 px (a phone held sideways), neither the fleet page nor a turbine page scrolls
+/// sideways or cuts text (issue 34), at the edges: a fleet of 12 declared signals (one of them
+/// text, so its changes are listed), a turbine id of the most characters allowed with no space
+/// to break at, a quarantine of open and resolved entries with every signal set, a clock
+/// offset of a day, and a range given with nanoseconds and an offset (the from/to boxes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pages_fit_the_window_at_1280_and_500_px() {
+    use galewatch::core::signals::{Kind, SignalSetting};
+    let db = TestDb::create().await;
+    let mut signals = SignalSetting::defaults();
+    for name in [
+        "pitch_angle_deg",
+        "yaw_position_deg",
+        "nacelle_temperature_c",
+        "gearbox_oil_temperature_c",
+        "generator_bearing_temperature_c",
+        "grid_frequency_hz",
+        "reactive_power_kvar",
+        "ambient_temperature_c",
+    ] {
+        signals.push(SignalSetting::new(name, Kind::Float));
+    }
+    signals.push(SignalSetting::new("operating_state", Kind::Text));
+    assert_eq!(signals.len(), 12);
+    let floats: Vec<&str> = signals[..11].iter().map(|s| s.name.as_str()).collect();
+    let (addr, _stop) = panel_with_signals(&db, signals.clone()).await;
+    let long: String = "DOGGER-BANK-C/ARRAY-07/STRING-12/WTG-0042-"
+        .repeat(4)
+        .chars()
+        .take(galewatch::panel::window::MAX_ID_CHARS)
+        .collect();
+    let cols = floats.join(", ");
+    let existing = floats
+        .iter()
+        .map(|c| format!("existing_{c}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let values = |base: &str| {
+        floats
+            .iter()
+            .enumerate()
+            .map(|(k, _)| format!("{base} * {} + 0.25", k + 1))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    // A text value of 210 characters with no space to break at.
+    const CURTAILED: &str = "repeat('curtailed_by_grid_operator_request_', 6)";
+    let c = db.client().await;
+    c.batch_execute("SELECT galewatch_ensure_partition('2026-11-20 10:00:00+00', '1 day')")
+        .await
+        .unwrap();
+    for (t, offset) in [(long.as_str(), 86_400.5), ("A/07", 0.2), ("WTG-001", -3.1)] {
+        c.execute(
+            &format!(
+                "INSERT INTO readings (turbine_id, recorded_at, {cols}, operating_state)
+                 SELECT $1, timestamptz '2026-11-20 10:00:00+00' + i * interval '2 s', {},
+                        CASE WHEN i % 50 < 25 THEN 'running' ELSE {CURTAILED} END
+                   FROM generate_series(0, 299) i",
+                values("(i + 1000)")
+            ),
+            &[&t],
+        )
+        .await
+        .unwrap();
+        c.execute(
+            "INSERT INTO turbine_status (turbine_id, first_seen, last_seen, last_recorded_at,
+                                         readings, offset_seconds, drift_seconds_per_day)
+             VALUES ($1, '2026-11-20 10:00:00+00', '2026-11-20 10:09:58+00',
+                     '2026-11-20 10:09:58+00', 300, $2, 4000)",
+            &[&t, &offset],
+        )
+        .await
+        .unwrap();
+    }
+    for k in 0..3 {
+        c.execute(
+            &format!(
+                "INSERT INTO quarantine (turbine_id, recorded_at, reason, topic, received_at,
+                                         {cols}, operating_state, {existing}, existing_operating_state)
+                 VALUES ($1, timestamptz '2026-11-20 10:05:00+00' + $2 * interval '1 min',
+                         'collision', 'turbines/x/readings', '2026-11-20 10:06:00+00',
+                         {}, {CURTAILED}, {}, 'running')",
+                values("99999.5"),
+                values("11111.5"),
+            ),
+            &[&long, &f64::from(k)],
+        )
+        .await
+        .unwrap();
+    }
+    c.execute(
+        "INSERT INTO quarantine_resolution (turbine_id, quarantine_id, choice, resolved_by, effect)
+         SELECT turbine_id, min(id), 'existing', 'an engineer with a long name', 'none'
+           FROM quarantine GROUP BY turbine_id",
+        &[],
+    )
+    .await
+    .unwrap();
+
+    let turbine = format!("/turbines/{}", galewatch::panel::page::url_escape(&long));
+    let fractions = "from=2026-11-20T11:00:00.123456789%2B01:00&to=2026-11-20T10:10:00.987654321Z";
+    // (what, path, narrow too): a prefix of 128 characters cannot show whole in a 500 px box,
+    // where it scrolls inside its box as any input does.
+    let pages = [
+        ("fleet", "/".to_string(), true),
+        (
+            "fleet by a 128-character prefix",
+            format!("/?prefix={}", galewatch::panel::page::url_escape(&long)),
+            false,
+        ),
+        (
+            "turbine, 10 minutes",
+            format!("{turbine}?from=2026-11-20T10:00:00Z&to=2026-11-20T10:10:00Z"),
+            true,
+        ),
+        (
+            "turbine, from/to in nanoseconds",
+            format!("{turbine}?{fractions}"),
+            true,
+        ),
+        (
+            "turbine, a day",
+            format!("{turbine}?from=2026-11-20T00:00:00Z&to=2026-11-21T00:00:00Z"),
+            true,
+        ),
+    ];
+    let (_, html) = get(addr, &pages[2].1).await;
+    assert!(
+        html.contains("Quarantined readings in this range (3)"),
+        "{html}"
+    );
+    assert!(
+        html.contains("id=\"changes\""),
+        "the text signal's changes: {html}"
+    );
+    // Chromium's headless window is 500 px wide at the least.
+    let mut failed = Vec::new();
+    for width in [1280, 500] {
+        for (what, path, narrow) in &pages {
+            if width < 1280 && !narrow {
+                continue;
+            }
+            for p in layout_problems(addr, path, width).await {
+                failed.push(format!("{width} px, {what}: {p}"));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    // For a person to look at: the turbine page at both widths.
+    for width in [1280, 500] {
+        let shot = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("target/panel-layout-{width}.png"));
+        let mut c = headless_at(chromium(), width);
+        c.arg(format!("--window-size={width},6000"))
+            .arg(format!("--screenshot={}", shot.display()))
+            .arg(format!("http://{addr}{}", pages[2].1));
+        browse(c).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -458,19 +713,10 @@ async fn chromium_renders_three_charts_and_the_quarantine_marker() {
     let url =
         format!("http://{addr}/turbines/API-1?from=2026-11-20T10:00:00Z&to=2026-11-20T10:10:00Z");
 
-    let dom = {
-        let url = url.clone();
-        tokio::task::spawn_blocking(move || headless(browser).arg("--dump-dom").arg(url).output())
-            .await
-            .unwrap()
-            .expect("run chromium")
-    };
+    let mut c = headless(browser);
+    c.arg("--dump-dom").arg(&url);
+    let dom = browse(c).await;
     let html = String::from_utf8_lossy(&dom.stdout);
-    assert!(
-        dom.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dom.stderr)
-    );
     for series in ["power_kw", "wind_speed_ms", "rotor_rpm"] {
         assert!(
             html.contains(&format!("data-series=\"{series}\"")),
@@ -483,23 +729,9 @@ async fn chromium_renders_three_charts_and_the_quarantine_marker() {
 
     let shot = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/panel-screenshot.png");
     let _ = std::fs::remove_file(&shot);
-    let out = {
-        let shot = shot.clone();
-        tokio::task::spawn_blocking(move || {
-            headless(browser)
-                .arg(format!("--screenshot={}", shot.display()))
-                .arg(url)
-                .output()
-        })
-        .await
-        .unwrap()
-        .expect("run chromium")
-    };
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut c = headless(browser);
+    c.arg(format!("--screenshot={}", shot.display())).arg(url);
+    browse(c).await;
     // The screenshot shows the marker: pixels of its colour (#d62728) are on it.
     let decoder = png::Decoder::new(std::fs::File::open(&shot).expect("the screenshot"));
     let mut reader = decoder.read_info().unwrap();
@@ -639,18 +871,29 @@ async fn grafana_queries_answer(db: &TestDb) {
 /// A panel for `signals` (the default ones and `strain`, a float without bounds), served like
 /// [`panel`].
 async fn panel_with_strain(db: &TestDb) -> (SocketAddr, tokio_util::sync::DropGuard) {
-    let mut s = galewatch::daemon::config::Settings {
-        database_url: db.url.clone(),
-        ..Default::default()
-    };
-    s.signals.push(galewatch::core::signals::SignalSetting {
+    let mut signals = galewatch::core::signals::SignalSetting::defaults();
+    signals.push(galewatch::core::signals::SignalSetting {
         unit: "µε".into(),
         ..galewatch::core::signals::SignalSetting::new(
             "strain",
             galewatch::core::signals::Kind::Float,
         )
     });
-    let cfg = s.validate().unwrap();
+    panel_with_signals(db, signals).await
+}
+
+/// A panel declaring `signals`, its schema migrated, served like [`panel`].
+async fn panel_with_signals(
+    db: &TestDb,
+    signals: Vec<galewatch::core::signals::SignalSetting>,
+) -> (SocketAddr, tokio_util::sync::DropGuard) {
+    let cfg = galewatch::daemon::config::Settings {
+        database_url: db.url.clone(),
+        signals,
+        ..Default::default()
+    }
+    .validate()
+    .unwrap();
     let mut c = db.client().await;
     galewatch::sink::migrate::apply(&mut c, &cfg.rules.limits.signals)
         .await
