@@ -15,12 +15,18 @@ use serde_json::Value;
 
 /// A panel served in-process on a free port until the returned guard is dropped.
 async fn panel(db: &TestDb) -> (SocketAddr, tokio_util::sync::DropGuard) {
-    let cfg = galewatch::daemon::config::Settings {
+    panel_with_settings(galewatch::daemon::config::Settings {
         database_url: db.url.clone(),
         ..Default::default()
-    }
-    .validate()
-    .unwrap();
+    })
+    .await
+}
+
+/// A panel with settings `s`, served like [`panel`] on 127.0.0.1.
+async fn panel_with_settings(
+    s: galewatch::daemon::config::Settings,
+) -> (SocketAddr, tokio_util::sync::DropGuard) {
+    let cfg = s.validate().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
@@ -887,23 +893,16 @@ async fn panel_with_signals(
     db: &TestDb,
     signals: Vec<galewatch::core::signals::SignalSetting>,
 ) -> (SocketAddr, tokio_util::sync::DropGuard) {
-    let cfg = galewatch::daemon::config::Settings {
+    let s = galewatch::daemon::config::Settings {
         database_url: db.url.clone(),
         signals,
         ..Default::default()
-    }
-    .validate()
-    .unwrap();
+    };
     let mut c = db.client().await;
-    galewatch::sink::migrate::apply(&mut c, &cfg.rules.limits.signals)
+    galewatch::sink::migrate::apply(&mut c, &s.clone().validate().unwrap().rules.limits.signals)
         .await
         .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let stop = tokio_util::sync::CancellationToken::new();
-    let rx = stop.clone();
-    tokio::spawn(async move { galewatch::panel::serve(&cfg, listener, rx).await });
-    (addr, stop.drop_guard())
+    panel_with_settings(s).await
 }
 
 /// Values at the edges of a double in an unbounded signal (±f64::MAX, 1e200…, subnormals, -0)
@@ -1086,5 +1085,510 @@ async fn values_at_the_edges_of_a_double_chart_and_bucket() {
             (avg - mean).abs() <= 1e-9 * f64::MAX,
             "{q}: {avg} vs {mean}"
         );
+    }
+}
+
+// Access (issue 34): users, TLS, a trusted proxy's header; /healthz open.
+
+/// `GET path` with `headers` from the local address `from` (127.0.0.1 when None): the status,
+/// the response's head and its body.
+async fn request(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+    from: Option<&str>,
+) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(
+            format!("{}:0", from.unwrap_or("127.0.0.1"))
+                .parse()
+                .unwrap(),
+        )
+        .unwrap();
+    let stream = socket.connect(addr).await.unwrap().into_std().unwrap();
+    let mut text = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        text.push_str(&format!("{k}: {v}\r\n"));
+    }
+    text.push_str("\r\n");
+    tokio::task::spawn_blocking(move || {
+        let mut stream = stream;
+        stream.set_nonblocking(false).unwrap();
+        stream.write_all(text.as_bytes()).unwrap();
+        let mut out = String::new();
+        stream.read_to_string(&mut out).unwrap();
+        split_response(&out)
+    })
+    .await
+    .unwrap()
+}
+
+fn split_response(out: &str) -> (u16, String, String) {
+    let status = out
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {out:?}"));
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((out, ""));
+    (status, head.to_ascii_lowercase(), body.to_string())
+}
+
+fn basic(user: &str, password: &str) -> String {
+    use base64::Engine;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+    )
+}
+
+/// The users file line `galewatch panel hash-password NAME` prints for `password` (on standard
+/// input, as an operator pipes it).
+fn hash_line(name: &str, password: &str) -> String {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_galewatch"))
+        .args(["panel", "hash-password", name])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        line.starts_with(&format!("{name}:$argon2id$v=19$m=19456,t=2,p=1$"))
+            && line.ends_with('\n'),
+        "{line}"
+    );
+    line
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn users_sign_in_with_basic_auth_and_healthz_stays_open() {
+    let db = known_readings().await;
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("panel-users");
+    std::fs::write(
+        &users,
+        format!(
+            "# the panel's users\n{}{}",
+            hash_line("alice", "correct horse battery"),
+            hash_line("bob", "pa:ss word")
+        ),
+    )
+    .unwrap();
+    let (addr, _stop) = panel_with_settings(galewatch::daemon::config::Settings {
+        database_url: db.url.clone(),
+        panel_users_file: users.display().to_string(),
+        ..Default::default()
+    })
+    .await;
+
+    // Refused: no credentials, a wrong password, an unknown user, an empty password, another
+    // scheme, garbage; the pages, the API and an unknown path alike.
+    let refused = [
+        ("/", None),
+        ("/api/turbines", None),
+        ("/turbines/API-1", None),
+        ("/no/such/page", None),
+        ("/", Some(basic("alice", "correct horse"))),
+        ("/", Some(basic("Alice", "correct horse battery"))),
+        ("/", Some(basic("mallory", "correct horse battery"))),
+        ("/", Some(basic("alice", ""))),
+        ("/", Some("Bearer abc".to_string())),
+        ("/", Some("Basic !!!".to_string())),
+    ];
+    for (path, auth) in &refused {
+        let headers: Vec<(&str, &str)> =
+            auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+        let (status, head, body) = request(addr, path, &headers, None).await;
+        assert_eq!(status, 401, "{path} {auth:?}: {head}\n{body}");
+        assert!(
+            head.contains("www-authenticate: basic realm=\"galewatch panel\", charset=\"utf-8\""),
+            "{head}"
+        );
+        assert!(!body.contains("API-1"), "nothing of the fleet: {body}");
+        if path.starts_with("/api") {
+            let v: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(v["status"], 401);
+            assert!(v["error"].as_str().unwrap().contains("sign in"), "{v}");
+        }
+    }
+    // Accepted: the page and the API, again from the remembered credentials.
+    for _ in 0..3 {
+        let (status, _, body) = request(
+            addr,
+            "/",
+            &[("Authorization", &basic("alice", "correct horse battery"))],
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("/turbines/API-1"), "{body}");
+    }
+    let (status, _, body) = request(
+        addr,
+        "/api/turbines",
+        &[("Authorization", &basic("bob", "pa:ss word"))],
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "a password with a colon: {body}");
+    assert!(body.contains("\"API-1\""), "{body}");
+    // /healthz: open.
+    let (status, _, body) = request(addr, "/healthz", &[], None).await;
+    assert_eq!((status, body.trim()), (200, "ok: the database answers"));
+
+    // Wrong passwords lock the address out (429, not verified), and only that address.
+    for _ in 0..galewatch::panel::auth::FAILURES_BEFORE_LOCK {
+        request(
+            addr,
+            "/",
+            &[("Authorization", &basic("alice", "guess"))],
+            Some("127.0.0.3"),
+        )
+        .await;
+    }
+    let (status, head, body) = request(
+        addr,
+        "/",
+        &[("Authorization", &basic("alice", "correct horse battery x"))],
+        Some("127.0.0.3"),
+    )
+    .await;
+    assert_eq!(status, 429, "{body}");
+    assert!(head.contains("retry-after: "), "{head}");
+    assert!(body.contains("too many failed sign-ins"), "{body}");
+    let (status, _, _) = request(
+        addr,
+        "/",
+        &[("Authorization", &basic("alice", "correct horse battery"))],
+        Some("127.0.0.4"),
+    )
+    .await;
+    assert_eq!(status, 200, "another address signs in");
+}
+
+/// A blocking HTTPS GET trusting the CA in `ca`: the response, or the TLS error.
+fn https_get(
+    addr: SocketAddr,
+    ca: &std::path::Path,
+    path: &str,
+    auth: &str,
+) -> Result<(u16, String, String), String> {
+    use std::io::{Read, Write};
+    let config = galewatch::tls::client_config(Some(ca), None, "ca", "cert", "key").unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, std::net::TcpStream::connect(addr).unwrap());
+    tls.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: {auth}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    match tls.read_to_end(&mut out) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !out.is_empty() => {}
+        Err(e) => return Err(e.to_string()),
+    }
+    Ok(split_response(&String::from_utf8_lossy(&out)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_panel_serves_https_with_its_certificate_and_tells_plain_http_to_use_it() {
+    let db = known_readings().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("galewatch panel test CA");
+    let (cert, key) = ca.leaf(&["localhost"]);
+    let file = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let (cert, key) = (file("panel.pem", &cert), file("panel.key", &key));
+    let ca_file = file("ca.pem", &ca.cert.pem());
+    let other_ca = file("other.pem", &TestCa::new("another CA").cert.pem());
+    let users = file("users", &hash_line("alice", "s3cret"));
+    let (addr, _stop) = panel_with_settings(galewatch::daemon::config::Settings {
+        database_url: db.url.clone(),
+        panel_tls_cert_file: cert.display().to_string(),
+        panel_tls_key_file: key.display().to_string(),
+        panel_users_file: users.display().to_string(),
+        ..Default::default()
+    })
+    .await;
+    let get = |ca: std::path::PathBuf, path: &'static str, auth: String| {
+        tokio::task::spawn_blocking(move || https_get(addr, &ca, path, &auth))
+    };
+    // A client that trusts the CA gets the page with the password, a 401 without.
+    let (status, _, body) = get(ca_file.clone(), "/", basic("alice", "s3cret"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("/turbines/API-1"), "{body}");
+    let (status, _, _) = get(ca_file.clone(), "/", basic("alice", "wrong"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status, 401);
+    let (status, _, body) = get(ca_file.clone(), "/healthz", String::new())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((status, body.trim()), (200, "ok: the database answers"));
+    // One that does not refuses the certificate.
+    let e = get(other_ca, "/", basic("alice", "s3cret"))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(e.contains("invalid peer certificate"), "{e}");
+    // Plain HTTP to the TLS port: a 400 saying to use https://, and no page.
+    let (status, _, body) = request(
+        addr,
+        "/",
+        &[("Authorization", &basic("alice", "s3cret"))],
+        None,
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.contains("this port speaks HTTPS") && !body.contains("API-1"),
+        "{body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_proxys_header_is_believed_from_the_proxy_alone() {
+    let db = known_readings().await;
+    let (addr, _stop) = panel_with_settings(galewatch::daemon::config::Settings {
+        database_url: db.url.clone(),
+        panel_trusted_proxy_header: "X-Forwarded-User".into(),
+        panel_trusted_proxies: "127.0.0.2".into(),
+        ..Default::default()
+    })
+    .await;
+    let user = [("X-Forwarded-User", "alice")];
+    // From the proxy (127.0.0.2): the page.
+    let (status, _, body) = request(addr, "/", &user, Some("127.0.0.2")).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("/turbines/API-1"), "{body}");
+    // The same header from anyone else: refused, and said why.
+    let (status, _, body) = request(addr, "/api/turbines", &user, Some("127.0.0.1")).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(
+        body.contains("believed only from the panel's trusted proxies, and 127.0.0.1 is not one"),
+        "{body}"
+    );
+    // The proxy without the header (it authenticated no one), an empty one, and no header at
+    // all from elsewhere: refused.
+    for (headers, from) in [
+        (&[][..], "127.0.0.2"),
+        (&[("X-Forwarded-User", " ")][..], "127.0.0.2"),
+        (&[][..], "127.0.0.1"),
+    ] {
+        let (status, head, body) = request(addr, "/", headers, Some(from)).await;
+        assert_eq!(status, 401, "{headers:?} from {from}: {body}");
+        assert!(
+            !head.contains("www-authenticate: basic"),
+            "no users, no password prompt: {head}"
+        );
+    }
+    let (status, _, _) = request(addr, "/healthz", &[], Some("127.0.0.1")).await;
+    assert_eq!(status, 200);
+}
+
+/// `galewatch panel` with `env` (and a database that is never reached): its exit code and
+/// standard error.
+fn panel_cmd(env: &[(&str, &str)], args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_galewatch"))
+        .arg("panel")
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env(
+            "GALEWATCH_DATABASE_URL",
+            "postgresql://nobody@127.0.0.1:1/none",
+        )
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_access_settings_exit_2_naming_the_setting_and_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let good = hash_line("alice", "s3cret");
+    let hash = good.trim().split_once(':').unwrap().1.to_string();
+    let users = file("users", &good);
+    let no_colon = file("no-colon", &format!("{good}bob\n"));
+    let torn = &hash[..hash.len() - 20];
+    let malformed = file("malformed", &format!("# users\n\ncarol:{torn}!\n"));
+    let ca = TestCa::new("galewatch panel test CA");
+    let (cert, key) = ca.leaf(&["localhost"]);
+    let (_, other_key) = ca.leaf(&["localhost"]);
+    let (cert, key, other_key) = (
+        file("c.pem", &cert),
+        file("k.pem", &key),
+        file("o.pem", &other_key),
+    );
+    let not_pem = file("junk.pem", "hello");
+    let creds = tempfile::tempdir().unwrap();
+    std::fs::write(creds.path().join("galewatch_panel_users"), "dave\n").unwrap();
+    let creds_dir = creds.path().display().to_string();
+    // (variables, arguments, the setting named, the problem said)
+    type Case<'a> = (Vec<(&'a str, &'a str)>, Vec<&'a str>, &'a str, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            vec![("GALEWATCH_PANEL_USERS_FILE", &no_colon)],
+            vec![],
+            "`panel_users_file`",
+            "line 2: no `:` between the user name and the hash",
+        ),
+        (
+            vec![("GALEWATCH_PANEL_USERS_FILE", &malformed)],
+            vec![],
+            "`panel_users_file`",
+            "line 3: user carol: not an argon2id hash",
+        ),
+        (
+            vec![("GALEWATCH_PANEL_USERS_FILE", "/nonexistent/users")],
+            vec![],
+            "`panel_users_file`",
+            "cannot read /nonexistent/users",
+        ),
+        (
+            vec![("CREDENTIALS_DIRECTORY", &creds_dir)],
+            vec![],
+            "the systemd credential",
+            "line 1: no `:`",
+        ),
+        (
+            vec![("GALEWATCH_PANEL_USERS_FILE", &users)],
+            vec!["--listen", "0.0.0.0:8087"],
+            "`panel_users_file`",
+            "would send their passwords in clear",
+        ),
+        (
+            vec![("GALEWATCH_PANEL_TLS_CERT_FILE", &cert)],
+            vec![],
+            "`panel_tls_key_file`",
+            "HTTPS needs both",
+        ),
+        (
+            vec![
+                ("GALEWATCH_PANEL_TLS_CERT_FILE", &not_pem),
+                ("GALEWATCH_PANEL_TLS_KEY_FILE", &key),
+            ],
+            vec![],
+            "`panel_tls_cert_file`",
+            "holds no certificate",
+        ),
+        (
+            vec![
+                ("GALEWATCH_PANEL_TLS_CERT_FILE", &cert),
+                ("GALEWATCH_PANEL_TLS_KEY_FILE", &not_pem),
+            ],
+            vec![],
+            "`panel_tls_key_file`",
+            "is not a PEM private key",
+        ),
+        (
+            vec![
+                ("GALEWATCH_PANEL_TLS_CERT_FILE", &cert),
+                ("GALEWATCH_PANEL_TLS_KEY_FILE", &other_key),
+            ],
+            vec![],
+            "`panel_tls_key_file`",
+            "does not fit the certificate",
+        ),
+        (
+            vec![("GALEWATCH_PANEL_TRUSTED_PROXY_HEADER", "X-Forwarded-User")],
+            vec![],
+            "`panel_trusted_proxies`",
+            "believed from no one",
+        ),
+        (
+            vec![
+                ("GALEWATCH_PANEL_TRUSTED_PROXY_HEADER", "X-Forwarded-User"),
+                ("GALEWATCH_PANEL_TRUSTED_PROXIES", "10.0.0.0/33"),
+            ],
+            vec![],
+            "`panel_trusted_proxies`",
+            "not an IP address or a CIDR block",
+        ),
+    ];
+    for (env, args, setting, problem) in cases {
+        let (code, stderr) = panel_cmd(&env, &args);
+        assert_eq!(code, Some(2), "{env:?}: {stderr}");
+        assert!(
+            stderr.contains(setting) && stderr.contains(problem),
+            "{env:?}: {stderr}"
+        );
+        assert!(
+            !stderr.contains(&hash[30..]) && !stderr.contains(&torn[30..]),
+            "no hash in the message: {stderr}"
+        );
+    }
+    // Behind a TLS-terminating proxy, users over plain HTTP on any address are allowed; an open
+    // panel off loopback is warned about. (192.0.2.1 is no address of this machine: the bind
+    // fails after the check, and nothing listens.)
+    let (code, stderr) = panel_cmd(
+        &[
+            ("GALEWATCH_PANEL_USERS_FILE", &users),
+            ("GALEWATCH_PANEL_BEHIND_TLS_PROXY", "true"),
+        ],
+        &["--listen", "192.0.2.1:8087"],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("binding the panel's address"), "{stderr}");
+    let (code, stderr) = panel_cmd(&[], &["--listen", "192.0.2.1:8087"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("WARN")
+            && stderr.contains("open to everyone")
+            && stderr.contains("panel_users_file or panel_trusted_proxy_header"),
+        "{stderr}"
+    );
+    // hash-password: an empty password and a name Basic cannot carry are refused.
+    for (name, password, problem) in [
+        ("alice", "", "an empty password"),
+        ("a:b", "x", "`:`"),
+        ("a b", "x", "white space"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_galewatch"))
+            .args(["panel", "hash-password", name])
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                writeln!(c.stdin.take().unwrap(), "{password}")?;
+                c.wait_with_output()
+            })
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{name}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(problem),
+            "{name}"
+        );
+        assert!(out.stdout.is_empty());
     }
 }
