@@ -1384,7 +1384,7 @@ async fn a_trusted_proxys_header_is_believed_from_the_proxy_alone() {
     let (status, _, body) = request(addr, "/api/turbines", &user, Some("127.0.0.1")).await;
     assert_eq!(status, 401, "{body}");
     assert!(
-        body.contains("believed only from the panel's trusted proxies, and 127.0.0.1 is not one"),
+        body.contains("X-Forwarded-User is believed only from the panel's trusted proxies, and 127.0.0.1 is not one"),
         "{body}"
     );
     // The proxy without the header (it authenticated no one), an empty one, and no header at

@@ -135,8 +135,12 @@ impl Access {
                 if let Some(v) = &a.verifier {
                     ways.push(format!("{} users (HTTP Basic)", v.users().len()));
                 }
-                if let Some(h) = &a.header {
-                    ways.push(format!("{h} from {} trusted proxies", a.proxies.len()));
+                if a.header.is_some() {
+                    ways.push(format!(
+                        "{} from {} trusted proxies",
+                        a.spelt,
+                        a.proxies.len()
+                    ));
                 }
                 ways.join(", ")
             }
@@ -216,7 +220,9 @@ impl Group<'_> {
             Arc::new(Auth {
                 verifier,
                 header,
+                spelt: self.trusted_proxy_header.trim().to_string(),
                 proxies,
+                spoofs: std::sync::Mutex::new(super::auth::Failures::new()),
             })
         });
         Ok(Access { tls, auth })
@@ -311,7 +317,12 @@ impl Group<'_> {
 pub struct Auth {
     verifier: Option<Arc<Verifier>>,
     header: Option<HeaderName>,
+    /// The header as the setting spells it, for messages.
+    spelt: String,
     proxies: Vec<Block>,
+    /// Trusted headers from untrusted addresses, counted to log the first of each window only
+    /// (with users, they count as failed sign-ins instead).
+    spoofs: std::sync::Mutex<super::auth::Failures>,
 }
 
 /// Why a request is refused, as the guard answers it.
@@ -346,15 +357,19 @@ impl Auth {
     async fn user(&self, peer: IpAddr, headers: &HeaderMap) -> Result<String, Refused> {
         let peer = peer.to_canonical();
         let client = self.client(peer, headers);
-        if let (Some(name), Some(value)) = (
-            &self.header,
-            self.header.as_ref().and_then(|h| headers.get(h)),
-        ) {
+        let name = &self.spelt;
+        if let Some(value) = self.header.as_ref().and_then(|h| headers.get(h)) {
             if !self.trusted(peer) {
                 if let Some(v) = &self.verifier {
                     v.failed(client, "", "a trusted header from an untrusted address");
-                } else {
-                    tracing::warn!(%peer, header = %name, "panel request refused: a trusted header from an address not in panel_trusted_proxies");
+                } else if self
+                    .spoofs
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .fail(peer, std::time::Instant::now())
+                    == super::auth::Counted::First
+                {
+                    tracing::warn!(%peer, header = %name, "panel request refused: a trusted header from an address not in panel_trusted_proxies (logged once per address and 5 minutes)");
                 }
                 return Err(self.unauthorized(format!(
                     "{name} is believed only from the panel's trusted proxies, and {peer} is not one"
@@ -370,12 +385,9 @@ impl Auth {
             };
         }
         let Some(verifier) = &self.verifier else {
-            return Err(self.unauthorized(match &self.header {
-                Some(name) => format!(
-                    "sign in through the site's proxy: this panel takes {name} from it alone"
-                ),
-                None => "sign in".into(),
-            }));
+            return Err(self.unauthorized(format!(
+                "sign in through the site's proxy: this panel takes {name} from it alone"
+            )));
         };
         let Some((name, password)) = basic(headers) else {
             return Err(self.unauthorized(
@@ -550,7 +562,7 @@ mod tests {
         g.trusted_proxy_header = "X-Forwarded-User";
         g.trusted_proxies = "127.0.0.1";
         let a = g.check().unwrap();
-        assert_eq!(a.describe(), "x-forwarded-user from 1 trusted proxies");
+        assert_eq!(a.describe(), "X-Forwarded-User from 1 trusted proxies");
     }
 
     #[test]
