@@ -1,5 +1,5 @@
 //! TLS: the one TLS stack, rustls with the `ring` crypto provider, for the broker and the
-//! database connections.
+//! database connections and the panel's listener.
 //!
 //! One provider, chosen on purpose: ring builds in seconds, where aws-lc-sys is a long C build;
 //! and every config names its provider explicitly, so no "no process-level CryptoProvider"
@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::{ClientConfig, RootCertStore};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
 
 /// What went wrong building a TLS configuration; the setting and file are named.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +50,16 @@ fn certs(setting: &'static str, path: &Path) -> Result<Vec<CertificateDer<'stati
         ));
     }
     Ok(certs)
+}
+
+/// A private key from a PEM file.
+fn private_key(setting: &'static str, path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_file(path).map_err(|e| {
+        err(
+            setting,
+            format!("{} is not a PEM private key: {e}", path.display()),
+        )
+    })
 }
 
 /// The trusted roots: the CAs in `ca_file`, or the system's when None.
@@ -95,12 +105,7 @@ pub fn client_config(
         None => Ok(builder.with_no_client_auth()),
         Some((chain, key)) => {
             let chain = certs(cert_setting, chain)?;
-            let key = PrivateKeyDer::from_pem_file(key).map_err(|e| {
-                err(
-                    key_setting,
-                    format!("{} is not a PEM private key: {e}", key.display()),
-                )
-            })?;
+            let key = private_key(key_setting, key)?;
             builder.with_client_auth_cert(chain, key).map_err(|e| {
                 err(
                     key_setting,
@@ -109,4 +114,33 @@ pub fn client_config(
             })
         }
     }
+}
+
+/// A server configuration: the certificate chain of `cert_file` (the server's first, then its
+/// intermediates) and the private key of `key_file`, both PEM; HTTP/1.1 by ALPN.
+pub fn server_config(
+    cert_file: &Path,
+    key_file: &Path,
+    cert_setting: &'static str,
+    key_setting: &'static str,
+) -> Result<ServerConfig, TlsError> {
+    let chain = certs(cert_setting, cert_file)?;
+    let key = private_key(key_setting, key_file)?;
+    let mut config = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| err(cert_setting, e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| {
+            err(
+                key_setting,
+                format!(
+                    "{} does not fit the certificate of {}: {e}",
+                    key_file.display(),
+                    cert_file.display()
+                ),
+            )
+        })?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
 }

@@ -1,6 +1,7 @@
 //! The engineers' panel against a real database: exact bucket values from the JSON API, empty
 //! ranges, named 4xx errors; and a headless Chromium loading a turbine page (three charts, the
-//! quarantine marker), its screenshot kept at target/panel-screenshot.png.
+//! quarantine marker), its screenshot kept at target/panel-screenshot.png, and measuring that
+//! the pages fit a 1,280 px and a 500 px window (screenshots at target/panel-layout-*.png).
 
 mod common;
 
@@ -14,12 +15,18 @@ use serde_json::Value;
 
 /// A panel served in-process on a free port until the returned guard is dropped.
 async fn panel(db: &TestDb) -> (SocketAddr, tokio_util::sync::DropGuard) {
-    let cfg = galewatch::daemon::config::Settings {
+    panel_with_settings(galewatch::daemon::config::Settings {
         database_url: db.url.clone(),
         ..Default::default()
-    }
-    .validate()
-    .unwrap();
+    })
+    .await
+}
+
+/// A panel with settings `s`, served like [`panel`] on 127.0.0.1.
+async fn panel_with_settings(
+    s: galewatch::daemon::config::Settings,
+) -> (SocketAddr, tokio_util::sync::DropGuard) {
+    let cfg = s.validate().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
@@ -438,6 +445,11 @@ fn chromium() -> &'static str {
 }
 
 fn headless(browser: &str) -> Command {
+    headless_at(browser, 1280)
+}
+
+/// Headless Chromium with a window `width` pixels wide.
+fn headless_at(browser: &str, width: u32) -> Command {
     let mut c = Command::new(browser);
     // --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
     c.args([
@@ -445,10 +457,259 @@ fn headless(browser: &str) -> Command {
         "--no-sandbox",
         "--disable-gpu",
         "--hide-scrollbars",
-        "--window-size=1280,1500",
+        &format!("--window-size={width},1500"),
         "--virtual-time-budget=3000",
     ]);
     c
+}
+
+/// Runs a Chromium command off the runtime's threads; its output, once it has succeeded.
+async fn browse(mut c: Command) -> std::process::Output {
+    let out = tokio::task::spawn_blocking(move || c.output())
+        .await
+        .unwrap()
+        .expect("run chromium");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Added to a page before `</body>` by [`layout_problems`]: once the page has loaded, it writes
+/// into `<pre id="layout-report">` the window's width and every way the page fails to fit it:
+/// the page wider than the window (it scrolls sideways), an element reaching past the window's
+/// right edge, an input whose value is wider than its box (cut), any other box whose content is
+/// wider than it (cut when it clips, else spilt over its neighbours).
+const MEASURE: &str = r#"<script>
+addEventListener('load', () => {
+  const de = document.documentElement, vw = de.clientWidth, bad = [];
+  const name = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + ' "'
+    + (e.value || e.textContent).trim().slice(0, 48) + '"';
+  if (de.scrollWidth > vw) bad.push(`the page is ${de.scrollWidth} px wide in ${vw} px`);
+  for (const e of document.body.querySelectorAll('*')) {
+    if (e.ownerSVGElement) continue; // inside a chart: the chart scales as a whole
+    // Past the right edge: named once, at the outermost element that is.
+    const past = x => x && x.getBoundingClientRect().width > 0 && x.getBoundingClientRect().right > vw + 0.5;
+    if (past(e) && !past(e.parentElement))
+      bad.push(`${name(e)} reaches ${Math.round(e.getBoundingClientRect().right)} px`);
+    // Wider inside than its box: an input or a clipping box cuts it, any other box spills it
+    // over its neighbours (inline elements have no box of their own to measure).
+    if (e instanceof SVGElement || getComputedStyle(e).display == 'inline') continue;
+    if (e.scrollWidth > e.clientWidth + 1) {
+      const cut = e.tagName == 'INPUT' || getComputedStyle(e).overflowX != 'visible';
+      bad.push(`${name(e)} ${cut ? 'cuts' : 'spills'} its content: ${e.scrollWidth} px in ${e.clientWidth} px`);
+    }
+  }
+  const out = document.createElement('pre');
+  out.id = 'layout-report';
+  out.textContent = JSON.stringify({width: vw, problems: bad});
+  document.body.append(out);
+});
+</script>"#;
+
+/// What does not fit when the panel's page at `path` is shown in a window `width` pixels wide:
+/// the page as served, with [`MEASURE`] added, opened from a file (its style sheet and charts
+/// are inline, so it lays out the same).
+async fn layout_problems(addr: SocketAddr, path: &str, width: u32) -> Vec<String> {
+    let (status, html) = get(addr, path).await;
+    assert_eq!(status, 200, "{path}: {html}");
+    assert!(html.contains("</body>"), "{path}: {html}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("page.html");
+    std::fs::write(
+        &file,
+        html.replacen("</body>", &format!("{MEASURE}</body>"), 1),
+    )
+    .unwrap();
+    let mut c = headless_at(chromium(), width);
+    c.arg("--dump-dom")
+        .arg(format!("file://{}", file.display()));
+    let out = browse(c).await;
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let report = dom
+        .split_once("<pre id=\"layout-report\">")
+        .and_then(|(_, r)| r.split_once("</pre>"))
+        .map(|(r, _)| {
+            r.replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&amp;", "&")
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "{path}: no layout report: {dom}{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    let v: Value = serde_json::from_str(&report).unwrap_or_else(|e| panic!("{e}: {report}"));
+    assert_eq!(v["width"], width, "{path}: the window's width: {v}");
+    v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// At 1,280 px, and at 500 px (a phone held sideways), neither the fleet page nor a turbine page scrolls
+/// sideways or cuts text (issue 34), at the edges: a fleet of 12 declared signals (one of them
+/// text, so its changes are listed), a turbine id of the most characters allowed with no space
+/// to break at, a quarantine of open and resolved entries with every signal set, a clock
+/// offset of a day, and a range given with nanoseconds and an offset (the from/to boxes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pages_fit_the_window_at_1280_and_500_px() {
+    use galewatch::core::signals::{Kind, SignalSetting};
+    let db = TestDb::create().await;
+    let mut signals = SignalSetting::defaults();
+    for name in [
+        "pitch_angle_deg",
+        "yaw_position_deg",
+        "nacelle_temperature_c",
+        "gearbox_oil_temperature_c",
+        "generator_bearing_temperature_c",
+        "grid_frequency_hz",
+        "reactive_power_kvar",
+        "ambient_temperature_c",
+    ] {
+        signals.push(SignalSetting::new(name, Kind::Float));
+    }
+    signals.push(SignalSetting::new("operating_state", Kind::Text));
+    assert_eq!(signals.len(), 12);
+    let floats: Vec<&str> = signals[..11].iter().map(|s| s.name.as_str()).collect();
+    let (addr, _stop) = panel_with_signals(&db, signals.clone()).await;
+    let long: String = "DOGGER-BANK-C/ARRAY-07/STRING-12/WTG-0042-"
+        .repeat(4)
+        .chars()
+        .take(galewatch::panel::window::MAX_ID_CHARS)
+        .collect();
+    let cols = floats.join(", ");
+    let existing = floats
+        .iter()
+        .map(|c| format!("existing_{c}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let values = |base: &str| {
+        floats
+            .iter()
+            .enumerate()
+            .map(|(k, _)| format!("{base} * {} + 0.25", k + 1))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    // A text value of 210 characters with no space to break at.
+    const CURTAILED: &str = "repeat('curtailed_by_grid_operator_request_', 6)";
+    let c = db.client().await;
+    c.batch_execute("SELECT galewatch_ensure_partition('2026-11-20 10:00:00+00', '1 day')")
+        .await
+        .unwrap();
+    for (t, offset) in [(long.as_str(), 86_400.5), ("A/07", 0.2), ("WTG-001", -3.1)] {
+        c.execute(
+            &format!(
+                "INSERT INTO readings (turbine_id, recorded_at, {cols}, operating_state)
+                 SELECT $1, timestamptz '2026-11-20 10:00:00+00' + i * interval '2 s', {},
+                        CASE WHEN i % 50 < 25 THEN 'running' ELSE {CURTAILED} END
+                   FROM generate_series(0, 299) i",
+                values("(i + 1000)")
+            ),
+            &[&t],
+        )
+        .await
+        .unwrap();
+        c.execute(
+            "INSERT INTO turbine_status (turbine_id, first_seen, last_seen, last_recorded_at,
+                                         readings, offset_seconds, drift_seconds_per_day)
+             VALUES ($1, '2026-11-20 10:00:00+00', '2026-11-20 10:09:58+00',
+                     '2026-11-20 10:09:58+00', 300, $2, 4000)",
+            &[&t, &offset],
+        )
+        .await
+        .unwrap();
+    }
+    for k in 0..3 {
+        c.execute(
+            &format!(
+                "INSERT INTO quarantine (turbine_id, recorded_at, reason, topic, received_at,
+                                         {cols}, operating_state, {existing}, existing_operating_state)
+                 VALUES ($1, timestamptz '2026-11-20 10:05:00+00' + $2 * interval '1 min',
+                         'collision', 'turbines/x/readings', '2026-11-20 10:06:00+00',
+                         {}, {CURTAILED}, {}, 'running')",
+                values("99999.5"),
+                values("11111.5"),
+            ),
+            &[&long, &f64::from(k)],
+        )
+        .await
+        .unwrap();
+    }
+    c.execute(
+        "INSERT INTO quarantine_resolution (turbine_id, quarantine_id, choice, resolved_by, effect)
+         SELECT turbine_id, min(id), 'existing', 'an engineer with a long name', 'none'
+           FROM quarantine GROUP BY turbine_id",
+        &[],
+    )
+    .await
+    .unwrap();
+
+    let turbine = format!("/turbines/{}", galewatch::panel::page::url_escape(&long));
+    let fractions = "from=2026-11-20T11:00:00.123456789%2B01:00&to=2026-11-20T10:10:00.987654321Z";
+    // (what, path, narrow too): a prefix of 128 characters cannot show whole in a 500 px box,
+    // where it scrolls inside its box as any input does.
+    let pages = [
+        ("fleet", "/".to_string(), true),
+        (
+            "fleet by a 128-character prefix",
+            format!("/?prefix={}", galewatch::panel::page::url_escape(&long)),
+            false,
+        ),
+        (
+            "turbine, 10 minutes",
+            format!("{turbine}?from=2026-11-20T10:00:00Z&to=2026-11-20T10:10:00Z"),
+            true,
+        ),
+        (
+            "turbine, from/to in nanoseconds",
+            format!("{turbine}?{fractions}"),
+            true,
+        ),
+        (
+            "turbine, a day",
+            format!("{turbine}?from=2026-11-20T00:00:00Z&to=2026-11-21T00:00:00Z"),
+            true,
+        ),
+    ];
+    let (_, html) = get(addr, &pages[2].1).await;
+    assert!(
+        html.contains("Quarantined readings in this range (3)"),
+        "{html}"
+    );
+    assert!(
+        html.contains("id=\"changes\""),
+        "the text signal's changes: {html}"
+    );
+    // Chromium's headless window is 500 px wide at the least.
+    let mut failed = Vec::new();
+    for width in [1280, 500] {
+        for (what, path, narrow) in &pages {
+            if width < 1280 && !narrow {
+                continue;
+            }
+            for p in layout_problems(addr, path, width).await {
+                failed.push(format!("{width} px, {what}: {p}"));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    // For a person to look at: the turbine page at both widths.
+    for width in [1280, 500] {
+        let shot = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("target/panel-layout-{width}.png"));
+        let mut c = headless_at(chromium(), width);
+        c.arg(format!("--window-size={width},6000"))
+            .arg(format!("--screenshot={}", shot.display()))
+            .arg(format!("http://{addr}{}", pages[2].1));
+        browse(c).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -459,19 +720,10 @@ async fn chromium_renders_three_charts_and_the_quarantine_marker() {
     let url =
         format!("http://{addr}/turbines/API-1?from=2026-11-20T10:00:00Z&to=2026-11-20T10:10:00Z");
 
-    let dom = {
-        let url = url.clone();
-        tokio::task::spawn_blocking(move || headless(browser).arg("--dump-dom").arg(url).output())
-            .await
-            .unwrap()
-            .expect("run chromium")
-    };
+    let mut c = headless(browser);
+    c.arg("--dump-dom").arg(&url);
+    let dom = browse(c).await;
     let html = String::from_utf8_lossy(&dom.stdout);
-    assert!(
-        dom.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dom.stderr)
-    );
     for series in ["power_kw", "wind_speed_ms", "rotor_rpm"] {
         assert!(
             html.contains(&format!("data-series=\"{series}\"")),
@@ -484,23 +736,9 @@ async fn chromium_renders_three_charts_and_the_quarantine_marker() {
 
     let shot = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/panel-screenshot.png");
     let _ = std::fs::remove_file(&shot);
-    let out = {
-        let shot = shot.clone();
-        tokio::task::spawn_blocking(move || {
-            headless(browser)
-                .arg(format!("--screenshot={}", shot.display()))
-                .arg(url)
-                .output()
-        })
-        .await
-        .unwrap()
-        .expect("run chromium")
-    };
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut c = headless(browser);
+    c.arg(format!("--screenshot={}", shot.display())).arg(url);
+    browse(c).await;
     // The screenshot shows the marker: pixels of its colour (#d62728) are on it.
     let decoder = png::Decoder::new(std::fs::File::open(&shot).expect("the screenshot"));
     let mut reader = decoder.read_info().unwrap();
@@ -640,28 +878,32 @@ async fn grafana_queries_answer(db: &TestDb) {
 /// A panel for `signals` (the default ones and `strain`, a float without bounds), served like
 /// [`panel`].
 async fn panel_with_strain(db: &TestDb) -> (SocketAddr, tokio_util::sync::DropGuard) {
-    let mut s = galewatch::daemon::config::Settings {
-        database_url: db.url.clone(),
-        ..Default::default()
-    };
-    s.signals.push(galewatch::core::signals::SignalSetting {
+    let mut signals = galewatch::core::signals::SignalSetting::defaults();
+    signals.push(galewatch::core::signals::SignalSetting {
         unit: "µε".into(),
         ..galewatch::core::signals::SignalSetting::new(
             "strain",
             galewatch::core::signals::Kind::Float,
         )
     });
-    let cfg = s.validate().unwrap();
+    panel_with_signals(db, signals).await
+}
+
+/// A panel declaring `signals`, its schema migrated, served like [`panel`].
+async fn panel_with_signals(
+    db: &TestDb,
+    signals: Vec<galewatch::core::signals::SignalSetting>,
+) -> (SocketAddr, tokio_util::sync::DropGuard) {
+    let s = galewatch::daemon::config::Settings {
+        database_url: db.url.clone(),
+        signals,
+        ..Default::default()
+    };
     let mut c = db.client().await;
-    galewatch::sink::migrate::apply(&mut c, &cfg.rules.limits.signals)
+    galewatch::sink::migrate::apply(&mut c, &s.clone().validate().unwrap().rules.limits.signals)
         .await
         .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let stop = tokio_util::sync::CancellationToken::new();
-    let rx = stop.clone();
-    tokio::spawn(async move { galewatch::panel::serve(&cfg, listener, rx).await });
-    (addr, stop.drop_guard())
+    panel_with_settings(s).await
 }
 
 /// Values at the edges of a double in an unbounded signal (±f64::MAX, 1e200…, subnormals, -0)
@@ -845,5 +1087,510 @@ async fn values_at_the_edges_of_a_double_chart_and_bucket() {
             (avg - mean).abs() <= 1e-9 * f64::MAX,
             "{q}: {avg} vs {mean}"
         );
+    }
+}
+
+// Access (issue 34): users, TLS, a trusted proxy's header; /healthz open.
+
+/// `GET path` with `headers` from the local address `from` (127.0.0.1 when None): the status,
+/// the response's head and its body.
+async fn request(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+    from: Option<&str>,
+) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(
+            format!("{}:0", from.unwrap_or("127.0.0.1"))
+                .parse()
+                .unwrap(),
+        )
+        .unwrap();
+    let stream = socket.connect(addr).await.unwrap().into_std().unwrap();
+    let mut text = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        text.push_str(&format!("{k}: {v}\r\n"));
+    }
+    text.push_str("\r\n");
+    tokio::task::spawn_blocking(move || {
+        let mut stream = stream;
+        stream.set_nonblocking(false).unwrap();
+        stream.write_all(text.as_bytes()).unwrap();
+        let mut out = String::new();
+        stream.read_to_string(&mut out).unwrap();
+        split_response(&out)
+    })
+    .await
+    .unwrap()
+}
+
+fn split_response(out: &str) -> (u16, String, String) {
+    let status = out
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {out:?}"));
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((out, ""));
+    (status, head.to_ascii_lowercase(), body.to_string())
+}
+
+fn basic(user: &str, password: &str) -> String {
+    use base64::Engine;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+    )
+}
+
+/// The users file line `galewatch panel hash-password NAME` prints for `password` (on standard
+/// input, as an operator pipes it).
+fn hash_line(name: &str, password: &str) -> String {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_galewatch"))
+        .args(["panel", "hash-password", name])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        line.starts_with(&format!("{name}:$argon2id$v=19$m=19456,t=2,p=1$"))
+            && line.ends_with('\n'),
+        "{line}"
+    );
+    line
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn users_sign_in_with_basic_auth_and_healthz_stays_open() {
+    let db = known_readings().await;
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("panel-users");
+    std::fs::write(
+        &users,
+        format!(
+            "# the panel's users\n{}{}",
+            hash_line("alice", "correct horse battery"),
+            hash_line("bob", "pa:ss word")
+        ),
+    )
+    .unwrap();
+    let (addr, _stop) = panel_with_settings(galewatch::daemon::config::Settings {
+        database_url: db.url.clone(),
+        panel_users_file: users.display().to_string(),
+        ..Default::default()
+    })
+    .await;
+
+    // Refused: no credentials, a wrong password, an unknown user, an empty password, another
+    // scheme, garbage; the pages, the API and an unknown path alike.
+    let refused = [
+        ("/", None),
+        ("/api/turbines", None),
+        ("/turbines/API-1", None),
+        ("/no/such/page", None),
+        ("/", Some(basic("alice", "correct horse"))),
+        ("/", Some(basic("Alice", "correct horse battery"))),
+        ("/", Some(basic("mallory", "correct horse battery"))),
+        ("/", Some(basic("alice", ""))),
+        ("/", Some("Bearer abc".to_string())),
+        ("/", Some("Basic !!!".to_string())),
+    ];
+    for (path, auth) in &refused {
+        let headers: Vec<(&str, &str)> =
+            auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+        let (status, head, body) = request(addr, path, &headers, None).await;
+        assert_eq!(status, 401, "{path} {auth:?}: {head}\n{body}");
+        assert!(
+            head.contains("www-authenticate: basic realm=\"galewatch panel\", charset=\"utf-8\""),
+            "{head}"
+        );
+        assert!(!body.contains("API-1"), "nothing of the fleet: {body}");
+        if path.starts_with("/api") {
+            let v: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(v["status"], 401);
+            assert!(v["error"].as_str().unwrap().contains("sign in"), "{v}");
+        }
+    }
+    // Accepted: the page and the API, again from the remembered credentials.
+    for _ in 0..3 {
+        let (status, _, body) = request(
+            addr,
+            "/",
+            &[("Authorization", &basic("alice", "correct horse battery"))],
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("/turbines/API-1"), "{body}");
+    }
+    let (status, _, body) = request(
+        addr,
+        "/api/turbines",
+        &[("Authorization", &basic("bob", "pa:ss word"))],
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "a password with a colon: {body}");
+    assert!(body.contains("\"API-1\""), "{body}");
+    // /healthz: open.
+    let (status, _, body) = request(addr, "/healthz", &[], None).await;
+    assert_eq!((status, body.trim()), (200, "ok: the database answers"));
+
+    // Wrong passwords lock the address out (429, not verified), and only that address.
+    for _ in 0..galewatch::panel::auth::FAILURES_BEFORE_LOCK {
+        request(
+            addr,
+            "/",
+            &[("Authorization", &basic("alice", "guess"))],
+            Some("127.0.0.3"),
+        )
+        .await;
+    }
+    let (status, head, body) = request(
+        addr,
+        "/",
+        &[("Authorization", &basic("alice", "correct horse battery x"))],
+        Some("127.0.0.3"),
+    )
+    .await;
+    assert_eq!(status, 429, "{body}");
+    assert!(head.contains("retry-after: "), "{head}");
+    assert!(body.contains("too many failed sign-ins"), "{body}");
+    let (status, _, _) = request(
+        addr,
+        "/",
+        &[("Authorization", &basic("alice", "correct horse battery"))],
+        Some("127.0.0.4"),
+    )
+    .await;
+    assert_eq!(status, 200, "another address signs in");
+}
+
+/// A blocking HTTPS GET trusting the CA in `ca`: the response, or the TLS error.
+fn https_get(
+    addr: SocketAddr,
+    ca: &std::path::Path,
+    path: &str,
+    auth: &str,
+) -> Result<(u16, String, String), String> {
+    use std::io::{Read, Write};
+    let config = galewatch::tls::client_config(Some(ca), None, "ca", "cert", "key").unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, std::net::TcpStream::connect(addr).unwrap());
+    tls.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: {auth}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    match tls.read_to_end(&mut out) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !out.is_empty() => {}
+        Err(e) => return Err(e.to_string()),
+    }
+    Ok(split_response(&String::from_utf8_lossy(&out)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_panel_serves_https_with_its_certificate_and_tells_plain_http_to_use_it() {
+    let db = known_readings().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("galewatch panel test CA");
+    let (cert, key) = ca.leaf(&["localhost"]);
+    let file = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let (cert, key) = (file("panel.pem", &cert), file("panel.key", &key));
+    let ca_file = file("ca.pem", &ca.cert.pem());
+    let other_ca = file("other.pem", &TestCa::new("another CA").cert.pem());
+    let users = file("users", &hash_line("alice", "s3cret"));
+    let (addr, _stop) = panel_with_settings(galewatch::daemon::config::Settings {
+        database_url: db.url.clone(),
+        panel_tls_cert_file: cert.display().to_string(),
+        panel_tls_key_file: key.display().to_string(),
+        panel_users_file: users.display().to_string(),
+        ..Default::default()
+    })
+    .await;
+    let get = |ca: std::path::PathBuf, path: &'static str, auth: String| {
+        tokio::task::spawn_blocking(move || https_get(addr, &ca, path, &auth))
+    };
+    // A client that trusts the CA gets the page with the password, a 401 without.
+    let (status, _, body) = get(ca_file.clone(), "/", basic("alice", "s3cret"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("/turbines/API-1"), "{body}");
+    let (status, _, _) = get(ca_file.clone(), "/", basic("alice", "wrong"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status, 401);
+    let (status, _, body) = get(ca_file.clone(), "/healthz", String::new())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((status, body.trim()), (200, "ok: the database answers"));
+    // One that does not refuses the certificate.
+    let e = get(other_ca, "/", basic("alice", "s3cret"))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(e.contains("invalid peer certificate"), "{e}");
+    // Plain HTTP to the TLS port: a 400 saying to use https://, and no page.
+    let (status, _, body) = request(
+        addr,
+        "/",
+        &[("Authorization", &basic("alice", "s3cret"))],
+        None,
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.contains("this port speaks HTTPS") && !body.contains("API-1"),
+        "{body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_proxys_header_is_believed_from_the_proxy_alone() {
+    let db = known_readings().await;
+    let (addr, _stop) = panel_with_settings(galewatch::daemon::config::Settings {
+        database_url: db.url.clone(),
+        panel_trusted_proxy_header: "X-Forwarded-User".into(),
+        panel_trusted_proxies: "127.0.0.2".into(),
+        ..Default::default()
+    })
+    .await;
+    let user = [("X-Forwarded-User", "alice")];
+    // From the proxy (127.0.0.2): the page.
+    let (status, _, body) = request(addr, "/", &user, Some("127.0.0.2")).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("/turbines/API-1"), "{body}");
+    // The same header from anyone else: refused, and said why.
+    let (status, _, body) = request(addr, "/api/turbines", &user, Some("127.0.0.1")).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(
+        body.contains("X-Forwarded-User is believed only from the panel's trusted proxies, and 127.0.0.1 is not one"),
+        "{body}"
+    );
+    // The proxy without the header (it authenticated no one), an empty one, and no header at
+    // all from elsewhere: refused.
+    for (headers, from) in [
+        (&[][..], "127.0.0.2"),
+        (&[("X-Forwarded-User", " ")][..], "127.0.0.2"),
+        (&[][..], "127.0.0.1"),
+    ] {
+        let (status, head, body) = request(addr, "/", headers, Some(from)).await;
+        assert_eq!(status, 401, "{headers:?} from {from}: {body}");
+        assert!(
+            !head.contains("www-authenticate: basic"),
+            "no users, no password prompt: {head}"
+        );
+    }
+    let (status, _, _) = request(addr, "/healthz", &[], Some("127.0.0.1")).await;
+    assert_eq!(status, 200);
+}
+
+/// `galewatch panel` with `env` (and a database that is never reached): its exit code and
+/// standard error.
+fn panel_cmd(env: &[(&str, &str)], args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_galewatch"))
+        .arg("panel")
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env(
+            "GALEWATCH_DATABASE_URL",
+            "postgresql://nobody@127.0.0.1:1/none",
+        )
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_access_settings_exit_2_naming_the_setting_and_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let good = hash_line("alice", "s3cret");
+    let hash = good.trim().split_once(':').unwrap().1.to_string();
+    let users = file("users", &good);
+    let no_colon = file("no-colon", &format!("{good}bob\n"));
+    let torn = &hash[..hash.len() - 20];
+    let malformed = file("malformed", &format!("# users\n\ncarol:{torn}!\n"));
+    let ca = TestCa::new("galewatch panel test CA");
+    let (cert, key) = ca.leaf(&["localhost"]);
+    let (_, other_key) = ca.leaf(&["localhost"]);
+    let (cert, key, other_key) = (
+        file("c.pem", &cert),
+        file("k.pem", &key),
+        file("o.pem", &other_key),
+    );
+    let not_pem = file("junk.pem", "hello");
+    let creds = tempfile::tempdir().unwrap();
+    std::fs::write(creds.path().join("galewatch_panel_users"), "dave\n").unwrap();
+    let creds_dir = creds.path().display().to_string();
+    // (variables, arguments, the setting named, the problem said)
+    type Case<'a> = (Vec<(&'a str, &'a str)>, Vec<&'a str>, &'a str, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            vec![("GALEWATCH_PANEL_USERS_FILE", &no_colon)],
+            vec![],
+            "`panel_users_file`",
+            "line 2: no `:` between the user name and the hash",
+        ),
+        (
+            vec![("GALEWATCH_PANEL_USERS_FILE", &malformed)],
+            vec![],
+            "`panel_users_file`",
+            "line 3: user carol: not an argon2id hash",
+        ),
+        (
+            vec![("GALEWATCH_PANEL_USERS_FILE", "/nonexistent/users")],
+            vec![],
+            "`panel_users_file`",
+            "cannot read /nonexistent/users",
+        ),
+        (
+            vec![("CREDENTIALS_DIRECTORY", &creds_dir)],
+            vec![],
+            "the systemd credential",
+            "line 1: no `:`",
+        ),
+        (
+            vec![("GALEWATCH_PANEL_USERS_FILE", &users)],
+            vec!["--listen", "0.0.0.0:8087"],
+            "`panel_users_file`",
+            "would send their passwords in clear",
+        ),
+        (
+            vec![("GALEWATCH_PANEL_TLS_CERT_FILE", &cert)],
+            vec![],
+            "`panel_tls_key_file`",
+            "HTTPS needs both",
+        ),
+        (
+            vec![
+                ("GALEWATCH_PANEL_TLS_CERT_FILE", &not_pem),
+                ("GALEWATCH_PANEL_TLS_KEY_FILE", &key),
+            ],
+            vec![],
+            "`panel_tls_cert_file`",
+            "holds no certificate",
+        ),
+        (
+            vec![
+                ("GALEWATCH_PANEL_TLS_CERT_FILE", &cert),
+                ("GALEWATCH_PANEL_TLS_KEY_FILE", &not_pem),
+            ],
+            vec![],
+            "`panel_tls_key_file`",
+            "is not a PEM private key",
+        ),
+        (
+            vec![
+                ("GALEWATCH_PANEL_TLS_CERT_FILE", &cert),
+                ("GALEWATCH_PANEL_TLS_KEY_FILE", &other_key),
+            ],
+            vec![],
+            "`panel_tls_key_file`",
+            "does not fit the certificate",
+        ),
+        (
+            vec![("GALEWATCH_PANEL_TRUSTED_PROXY_HEADER", "X-Forwarded-User")],
+            vec![],
+            "`panel_trusted_proxies`",
+            "believed from no one",
+        ),
+        (
+            vec![
+                ("GALEWATCH_PANEL_TRUSTED_PROXY_HEADER", "X-Forwarded-User"),
+                ("GALEWATCH_PANEL_TRUSTED_PROXIES", "10.0.0.0/33"),
+            ],
+            vec![],
+            "`panel_trusted_proxies`",
+            "not an IP address or a CIDR block",
+        ),
+    ];
+    for (env, args, setting, problem) in cases {
+        let (code, stderr) = panel_cmd(&env, &args);
+        assert_eq!(code, Some(2), "{env:?}: {stderr}");
+        assert!(
+            stderr.contains(setting) && stderr.contains(problem),
+            "{env:?}: {stderr}"
+        );
+        assert!(
+            !stderr.contains(&hash[30..]) && !stderr.contains(&torn[30..]),
+            "no hash in the message: {stderr}"
+        );
+    }
+    // Behind a TLS-terminating proxy, users over plain HTTP on any address are allowed; an open
+    // panel off loopback is warned about. (192.0.2.1 is no address of this machine: the bind
+    // fails after the check, and nothing listens.)
+    let (code, stderr) = panel_cmd(
+        &[
+            ("GALEWATCH_PANEL_USERS_FILE", &users),
+            ("GALEWATCH_PANEL_BEHIND_TLS_PROXY", "true"),
+        ],
+        &["--listen", "192.0.2.1:8087"],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("binding the panel's address"), "{stderr}");
+    let (code, stderr) = panel_cmd(&[], &["--listen", "192.0.2.1:8087"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("WARN")
+            && stderr.contains("open to everyone")
+            && stderr.contains("panel_users_file or panel_trusted_proxy_header"),
+        "{stderr}"
+    );
+    // hash-password: an empty password and a name Basic cannot carry are refused.
+    for (name, password, problem) in [
+        ("alice", "", "an empty password"),
+        ("a:b", "x", "`:`"),
+        ("a b", "x", "white space"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_galewatch"))
+            .args(["panel", "hash-password", name])
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                writeln!(c.stdin.take().unwrap(), "{password}")?;
+                c.wait_with_output()
+            })
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{name}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(problem),
+            "{name}"
+        );
+        assert!(out.stdout.is_empty());
     }
 }

@@ -103,6 +103,30 @@ pub struct Settings {
     /// Address `galewatch panel` serves on.
     #[serde(deserialize_with = "scalar_string")]
     pub panel_listen: String,
+    // The panel's access (checked in `panel/access.rs`, which docs/panel.md explains).
+    /// The panel's certificate chain, PEM: with `panel_tls_key_file`, it serves HTTPS. Empty:
+    /// plain HTTP.
+    #[serde(deserialize_with = "scalar_string")]
+    pub panel_tls_cert_file: String,
+    /// The private key of `panel_tls_cert_file`, PEM.
+    #[serde(deserialize_with = "scalar_string")]
+    pub panel_tls_key_file: String,
+    /// The panel's users, one `name:argon2id-hash` a line (`galewatch panel hash-password`):
+    /// every page and the API then need HTTP Basic credentials. Empty: the systemd credential
+    /// `galewatch_panel_users` when there is one, else no users.
+    #[serde(deserialize_with = "scalar_string")]
+    pub panel_users_file: String,
+    /// A header in which an authenticating proxy names the user (`X-Forwarded-User`), believed
+    /// only from `panel_trusted_proxies`. Empty: none.
+    #[serde(deserialize_with = "scalar_string")]
+    pub panel_trusted_proxy_header: String,
+    /// The addresses of those proxies, IPs or CIDR blocks, comma-separated
+    /// (`127.0.0.1, 10.1.0.0/24`); their `X-Forwarded-For` also names the client.
+    #[serde(deserialize_with = "scalar_string")]
+    pub panel_trusted_proxies: String,
+    /// A TLS-terminating proxy is in front: users over plain HTTP on an address other than
+    /// loopback are allowed (they are refused otherwise, their passwords would cross in clear).
+    pub panel_behind_tls_proxy: bool,
     /// Flush a batch at this many readings...
     pub batch_max_readings: usize,
     /// ...or this long after its first reading, whichever comes first.
@@ -276,6 +300,12 @@ impl Default for Settings {
             mqtt_max_packet_bytes: broker::MQTT_MAX_PACKET,
             metrics_listen: "127.0.0.1:9187".into(),
             panel_listen: "127.0.0.1:8087".into(),
+            panel_tls_cert_file: String::new(),
+            panel_tls_key_file: String::new(),
+            panel_users_file: String::new(),
+            panel_trusted_proxy_header: String::new(),
+            panel_trusted_proxies: String::new(),
+            panel_behind_tls_proxy: false,
             batch_max_readings: 5_000,
             batch_max_wait: Duration::from_millis(100),
             max_unacked_readings: 20_000,
@@ -347,7 +377,7 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn new(setting: &str, problem: impl Into<String>) -> Self {
+    pub fn new(setting: &str, problem: impl Into<String>) -> Self {
         ConfigError {
             setting: setting.to_string(),
             // `signals[2].max` is set through GALEWATCH_SIGNALS (the whole list).

@@ -3,11 +3,14 @@
 //!
 //! Routes: `/` (the fleet), `/turbines/{id}` (three charts and the quarantine; an id with a
 //! site, `A/07`, also unescaped), `/api/turbines`
-//! and `/api/turbines/{id}/readings` (JSON), `/healthz`.
+//! and `/api/turbines/{id}/readings` (JSON), `/healthz`. Who may reach them: `access.rs`.
 
+pub mod access;
+pub mod auth;
 pub mod chart;
 pub mod data;
 pub mod flight;
+pub mod listen;
 pub mod page;
 pub mod window;
 
@@ -104,6 +107,16 @@ impl IntoResponse for PageFailure {
     }
 }
 
+/// A refusal answered as JSON for the API (`api`), as a page otherwise.
+fn refusal(status: StatusCode, message: String, api: bool) -> Response {
+    let f = Failure { status, message };
+    if api {
+        ApiFailure(f).into_response()
+    } else {
+        PageFailure(f).into_response()
+    }
+}
+
 /// A page of the fleet and how many turbines match in all.
 type FleetAnswer = Arc<(Vec<data::Status>, i64)>;
 /// One turbine's points and quarantined readings in a window.
@@ -174,9 +187,25 @@ pub fn router(db: Db) -> Router {
         }))
 }
 
-/// Serves the panel on `listener` until `shutdown` turns true.
+/// Serves the panel on `listener` until `shutdown` turns true, with the access its settings
+/// give (a setting that cannot be used is a refusal: the command exits 2).
 pub async fn serve(
     cfg: &Config,
+    listener: tokio::net::TcpListener,
+    shutdown: CancellationToken,
+) -> Result<(), Error> {
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::other("reading the panel's address", e))?;
+    let access = access::Access::from_settings(&cfg.settings, addr)
+        .map_err(|e| Error::refused("checking the panel's settings", e.to_string()))?;
+    serve_with(cfg, access, listener, shutdown).await
+}
+
+/// Serves the panel on `listener` with `access` until `shutdown` turns true.
+pub async fn serve_with(
+    cfg: &Config,
+    access: access::Access,
     listener: tokio::net::TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
@@ -188,25 +217,52 @@ pub async fn serve(
             .stats_enabled
             .then(|| cfg.settings.stats_width()),
     );
-    axum::serve(listener, router(db))
-        .with_graceful_shutdown(async move {
-            let _ = shutdown.cancelled().await;
-        })
-        .await
-        .map_err(|e| Error::other("serving the panel", e))
+    let mut app = router(db);
+    if let Some(auth) = access.auth {
+        app = app.layer(axum::middleware::from_fn_with_state(auth, access::guard));
+    }
+    let app = app.into_make_service_with_connect_info::<listen::Peer>();
+    let stop = async move {
+        let _ = shutdown.cancelled().await;
+    };
+    let served = match access.tls {
+        None => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop)
+                .await
+        }
+        Some(tls) => {
+            let listener = listen::TlsListener::new(listener, tls)
+                .map_err(|e| Error::other("reading the panel's address", e))?;
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop)
+                .await
+        }
+    };
+    served.map_err(|e| Error::other("serving the panel", e))
 }
 
-/// Binds `listen` and serves until shutdown.
+/// Binds `listen` and serves with `access` until shutdown.
 pub async fn run(
     cfg: Config,
     listen: SocketAddr,
+    access: access::Access,
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| Error::other("binding the panel's address", format!("{listen}: {e}")))?;
-    tracing::info!(address = %format!("http://{listen}/"), "panel serving");
-    serve(&cfg, listener, shutdown).await
+    let scheme = if access.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    tracing::info!(
+        address = %format!("{scheme}://{listen}/"),
+        access = %access.describe(),
+        "panel serving"
+    );
+    serve_with(&cfg, access, listener, shutdown).await
 }
 
 #[derive(serde::Deserialize, Default)]

@@ -11,22 +11,46 @@ use super::chart::{Chart, Stat};
 use super::data::{Change, Point, Quarantined, Queries, Sort, Status, CHANGES_LIMIT, FLEET_LIMIT};
 use super::window::{Window, PRESETS};
 
+/// The style sheet. It keeps every page inside its window, at 1,280 px and on a phone
+/// (tests/panel.rs measures both in Chromium): cells wrap at spaces, ids and text values also
+/// inside a word (a turbine id may be 128 characters with no space); numbers stay on one line,
+/// and times too above 720 px (signal names break after a `_`); below it the quarantine table becomes one block
+/// per entry, each value labelled.
+/// The from/to boxes are monospace and as many `ch` wide as their value, so it shows whole in
+/// any font.
 const STYLE: &str = "
 body{font-family:system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
-header{background:#14324a;color:#fff;padding:10px 24px;display:flex;gap:24px;align-items:baseline}
+header{background:#14324a;color:#fff;padding:10px 24px;display:flex;flex-wrap:wrap;gap:0 24px;align-items:baseline}
 header a{color:#fff;text-decoration:none;font-weight:600}
 main{padding:16px 24px;max-width:1100px}
 h1{font-size:22px;margin:8px 0}
+h1,.id,.text{overflow-wrap:anywhere}
 table{border-collapse:collapse;font-size:14px;background:#fff}
-th,td{padding:4px 10px;border-bottom:1px solid #e5e5e5;text-align:left;white-space:nowrap}
+th,td{padding:4px 10px;border-bottom:1px solid #e5e5e5;text-align:left;vertical-align:top}
 th a{color:#14324a}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
+.t,td.num{white-space:nowrap}
+table.pairs{font-size:13px;background:none}
+table.pairs th,table.pairs td{padding:0 8px 0 0;border:0;font-weight:normal}
+div.text{min-width:16ch;max-width:32ch}
 .suspect{color:#d62728;font-weight:600}
 .ok{color:#2a7d2a}
 .presets a,.presets b{margin-right:12px}
 .card{background:#fff;border:1px solid #e5e5e5;border-radius:6px;padding:8px 12px;margin:12px 0}
 .muted{color:#666}
 form{margin:8px 0}
+input{max-width:100%;box-sizing:content-box}
+input.time{font-family:ui-monospace,monospace}
+@media (max-width:720px){
+main{padding:12px}
+.t{white-space:normal}
+table.pairs th{overflow-wrap:anywhere}
+#quarantine>thead{display:none}
+#quarantine,#quarantine>tbody,#quarantine>tbody>tr,#quarantine>tbody>tr>td{display:block}
+#quarantine>tbody>tr{border-bottom:2px solid #ccc;padding:4px 0}
+#quarantine>tbody>tr>td{border:0;padding:2px 8px;text-align:left}
+#quarantine>tbody>tr>td::before{content:attr(data-label) ': ';color:#666}
+}
 ";
 
 /// The page around a body: escaping is maud's, so no text reaches the page unescaped.
@@ -79,7 +103,10 @@ pub fn fleet(
     let body = html! {
         h1 { "Fleet" }
         form method="get" action="/" {
-            label { "Turbine id starts with " input name="prefix" value=(prefix) autofocus; }
+            label {
+                "Turbine id starts with "
+                input name="prefix" value=(prefix) size=(prefix.chars().count().max(20) + 2) autofocus;
+            }
             input type="hidden" name="sort" value=(sort.as_str());
             " "
             button { "Filter" }
@@ -111,12 +138,12 @@ pub fn fleet(
             tbody {
                 @for r in rows {
                     tr {
-                        td { a href=(format!("/turbines/{}", url_escape(&r.turbine_id))) { (r.turbine_id) } }
-                        td { (when(r.last_seen)) }
+                        td.id { a href=(format!("/turbines/{}", url_escape(&r.turbine_id))) { (r.turbine_id) } }
+                        td.t { (when(r.last_seen)) }
                         td.num { (opt(r.headline, 1)) }
                         td {
                             (clock_word(r.clock_suspect)) " "
-                            span.muted {
+                            span.muted.t {
                                 @if let Some(o) = r.clock_offset_seconds { "offset " (format!("{o:.1}")) "s" }
                             }
                         }
@@ -251,11 +278,23 @@ fn range_choice(v: &TurbineView<'_>) -> Markup {
             }
         }
         form method="get" {
-            label { "from " input name="from" value=(w.from.to_rfc3339()) size="22"; }
+            (time_box("from", w.from))
             " "
-            label { "to " input name="to" value=(w.to.to_rfc3339()) size="22"; }
+            (time_box("to", w.to))
             " "
             button { "Show" }
+        }
+    }
+}
+
+/// A from/to box holding `t` as RFC 3339 in UTC, to the nanosecond when it has a fraction
+/// (`2026-11-30T12:00:00Z`), as wide as its value: monospace, so `ch` is each character's width.
+fn time_box(name: &str, t: DateTime<Utc>) -> Markup {
+    let value = t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+    html! {
+        label.t {
+            (name) " "
+            input.time name=(name) value=(value) style=(format!("width:{}ch", value.len() + 1));
         }
     }
 }
@@ -282,9 +321,9 @@ fn status_changes(v: &TurbineView<'_>) -> Markup {
                 tbody {
                     @for c in changes {
                         tr {
-                            td { (when(c.t)) }
-                            td { (signals.get(c.signal).label()) }
-                            td { (c.value.to_string()) }
+                            td.t { (when(c.t)) }
+                            td { (breakable(&signals.get(c.signal).label())) }
+                            td.text { (c.value.to_string()) }
                         }
                     }
                 }
@@ -294,8 +333,8 @@ fn status_changes(v: &TurbineView<'_>) -> Markup {
     }
 }
 
-/// The quarantined readings in the range, each beside the stored one, with its resolution or
-/// the command that settles it.
+/// The quarantined readings in the range, each beside the stored one (the signals where they
+/// differ, the count of the others), with its resolution or the command that settles it.
 fn quarantine_table(v: &TurbineView<'_>) -> Markup {
     let TurbineView {
         queries,
@@ -312,25 +351,46 @@ fn quarantine_table(v: &TurbineView<'_>) -> Markup {
                 thead {
                     tr {
                         th { "id" } th { "recorded_at (UTC)" } th { "reason" }
-                        th { "incoming " (signals.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(" / ")) }
-                        th { "stored" }
-                        th { "received" } th { "resolution" }
+                        th { "where it differs: signal, incoming, stored" }
+                        th { "received (UTC)" } th { "resolution" }
                     }
                 }
                 tbody {
                     @for q in quarantined {
+                        @let differ: Vec<_> = signals
+                            .iter()
+                            .zip(q.values.iter().zip(q.existing.iter()))
+                            .filter(|(_, (a, b))| a != b)
+                            .collect();
+                        @let same = signals.len() - differ.len();
                         tr {
-                            td { (q.id) }
-                            td { (when(q.recorded_at)) }
-                            td { (q.reason) }
-                            td.num { (values_text(&q.values)) }
-                            td.num { (values_text(&q.existing)) }
-                            td { (when(q.received_at)) }
-                            td {
+                            td data-label="id" { (q.id) }
+                            td.t data-label="recorded_at" { (when(q.recorded_at)) }
+                            td data-label="reason" { (q.reason) }
+                            td data-label="where it differs (incoming, stored)" {
+                                table.pairs {
+                                    @for (s, (a, b)) in &differ {
+                                        tr {
+                                            th { (breakable(&s.name)) }
+                                            (datum_cell(a))
+                                            (datum_cell(b))
+                                        }
+                                    }
+                                }
+                                @if same > 0 {
+                                    span.muted {
+                                        @if differ.is_empty() { "every signal the same" }
+                                        @else if same == 1 { "1 other signal the same" }
+                                        @else { (same) " other signals the same" }
+                                    }
+                                }
+                            }
+                            td.t data-label="received" { (when(q.received_at)) }
+                            td data-label="resolution" {
                                 @match &q.resolution {
-                                    Some(r) => { (r) }
+                                    Some(r) => { "kept " (r) }
                                     None => {
-                                        "open: " code { "galewatch quarantine resolve " (q.id) " --keep …" }
+                                        "open: " code { "galewatch quarantine resolve " (q.id) " " span.t { "--keep" } " existing|incoming" }
                                     }
                                 }
                             }
@@ -342,16 +402,40 @@ fn quarantine_table(v: &TurbineView<'_>) -> Markup {
     }
 }
 
-/// Values as "1523.4 / – / run", for the quarantine table.
-fn values_text(v: &crate::core::signals::Values) -> String {
-    v.iter()
-        .map(|d| match d {
-            crate::core::signals::Datum::Null => "–".to_string(),
-            crate::core::signals::Datum::Float(x) => format!("{x:.1}"),
-            d => d.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join(" / ")
+/// A signal's name with a line break allowed after each `_`
+/// (`generator_bearing_` / `temperature_c`), none inside a word.
+fn breakable(name: &str) -> Markup {
+    html! {
+        @for (i, part) in name.split('_').enumerate() {
+            @if i > 0 { "_" wbr; }
+            (part)
+        }
+    }
+}
+
+/// A value's cell: a number right-aligned on one line, a text wrapped.
+fn datum_cell(d: &crate::core::signals::Datum) -> Markup {
+    use crate::core::signals::Datum;
+    html! {
+        @if matches!(d, Datum::Float(_) | Datum::Int(_)) {
+            td.num { (datum_text(d)) }
+        } @else {
+            // 16 to 32 characters a line, so that one long text does not take the row.
+            td { div.text { (datum_text(d)) } }
+        }
+    }
+}
+
+/// A value as the quarantine table shows it: exactly (a float's shortest text that reads back
+/// as itself, in exponent form past 1e15 or below 1e-4, where digits would run on), `–` for
+/// none.
+fn datum_text(d: &crate::core::signals::Datum) -> String {
+    use crate::core::signals::Datum;
+    match d {
+        Datum::Null => "–".to_string(),
+        Datum::Float(x) if *x != 0.0 && !(1e-4..1e15).contains(&x.abs()) => format!("{x:e}"),
+        d => d.to_string(),
+    }
 }
 
 fn stat_json(s: Option<Stat>) -> Value {
@@ -503,6 +587,12 @@ mod tests {
         assert_eq!(html.matches("class=\"quarantine-marker\"").count(), 3);
         assert!(html.contains("Turbine WTG &lt;1&gt;"));
         assert!(html.contains("galewatch quarantine resolve 7"));
+        // Only the signal that differs is listed, beside the stored value; the rest counted.
+        let q = &html[html.find("id=\"quarantine\"").unwrap()..];
+        assert!(q.contains("power_<wbr>kw</th>"), "{q}");
+        assert!(!q.contains("wind_<wbr>speed_<wbr>ms</th>"), "{q}");
+        assert!(q.contains("2 other signals the same"), "{q}");
+        assert!(q.contains(">1</td><td class=\"num\">104</td>"), "{q}");
         assert!(html.contains("no readings in this range"), "rotor has none");
         assert!(html.contains("<b>1h</b>"));
     }
@@ -552,6 +642,32 @@ mod tests {
             "links percent-encode: {page}"
         );
         assert!(page.contains("offset 1.5s") && page.contains("class=\"suspect\""));
+    }
+
+    #[test]
+    fn quarantined_values_show_exactly() {
+        use crate::core::signals::Datum;
+        for (d, text) in [
+            (Datum::Float(99999.25), "99999.25"),
+            (Datum::Float(150.0), "150"),
+            (Datum::Float(0.00012), "0.00012"),
+            (Datum::Float(0.00001), "1e-5"),
+            (Datum::Float(1e300), "1e300"),
+            (Datum::Float(f64::MAX), "1.7976931348623157e308"),
+            (Datum::Float(-f64::MAX), "-1.7976931348623157e308"),
+            (Datum::Float(5e-324), "5e-324"),
+            (Datum::Float(0.0), "0"),
+            (Datum::Int(i64::MIN), "-9223372036854775808"),
+            (Datum::Null, "–"),
+            (Datum::Text("run".into()), "run"),
+        ] {
+            assert_eq!(datum_text(&d), text, "{d:?}");
+        }
+        assert_eq!(
+            breakable("gearbox_oil_temperature_c").into_string(),
+            "gearbox_<wbr>oil_<wbr>temperature_<wbr>c"
+        );
+        assert_eq!(breakable("<b>_").into_string(), "&lt;b&gt;_<wbr>");
     }
 
     #[test]
