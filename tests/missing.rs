@@ -86,6 +86,50 @@ async fn a_signal_no_reading_carries_is_named_per_turbine() {
         "{table}"
     );
 
+    // The panel shows them too: the fleet page's column, the turbine page's status line, the API.
+    {
+        let mut settings = galewatch::daemon::config::Settings {
+            database_url: db.url.clone(),
+            ..Default::default()
+        };
+        settings.signals = galewatch::daemon::config::load(d.config.as_deref())
+            .unwrap()
+            .settings
+            .signals;
+        let cfg = settings.validate().unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let rx = stop.clone();
+        tokio::spawn(async move { galewatch::panel::serve(&cfg, listener, rx).await });
+        let get = |path: &'static str| {
+            let addr = addr.clone();
+            tokio::task::spawn_blocking(move || http_get(&addr, path))
+        };
+        let (status, fleet) = get("/").await.unwrap();
+        assert_eq!(status, 200, "{fleet}");
+        assert!(fleet.contains("signals missing (24 h)"), "{fleet}");
+        assert!(fleet.contains("rotor_rpm, gen_temp_c"), "{fleet}");
+        let (_, page) = get("/turbines/A-1").await.unwrap();
+        assert!(
+            page.contains("signals missing from every reading of the last 24 h: gen_temp_c"),
+            "{page}"
+        );
+        let (_, api) = get("/api/turbines").await.unwrap();
+        let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+        let c1 = api["turbines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["turbine_id"] == "C-1")
+            .unwrap();
+        assert_eq!(
+            c1["signals_missing_last_day"],
+            serde_json::json!(["rotor_rpm", "gen_temp_c"])
+        );
+        stop.cancel();
+    }
+
     // A restarted daemon looks at once: the gauge, and one line naming signal and turbines.
     d.terminate();
     d.start_ready();

@@ -322,6 +322,10 @@ pub struct Status {
     pub clock_drift_seconds_per_day: Option<f64>,
     /// Quarantined readings not yet resolved.
     pub quarantined: i64,
+    /// The declared signals none of its readings of the last 24 hours carried (from the
+    /// interval counts); None when statistics are off (not known).
+    #[serde(rename = "signals_missing_last_day")]
+    pub missing: Option<Vec<String>>,
 }
 
 /// Fleet page order.
@@ -611,7 +615,31 @@ impl Db {
         if sort != Sort::Power && !page.is_empty() {
             latest_headlines(&c, &headline, &mut page).await?;
         }
+        self.missing_signals(&c, &mut page).await?;
         Ok((page, total))
+    }
+
+    /// Fills each row's signals missing from every reading of the last 24 hours, for the
+    /// page's turbines only (`sink::absent`), when statistics are kept.
+    async fn missing_signals(&self, c: &Client, page: &mut [Status]) -> Result<(), Error> {
+        let Some(width) = self.queries.stats_width else {
+            return Ok(());
+        };
+        let signals = &self.queries.signals;
+        let ids: Vec<&str> = page.iter().map(|s| s.turbine_id.as_str()).collect();
+        let since = Utc::now() - chrono::Duration::days(1);
+        let found = crate::sink::absent::lacking(c, signals, width, since, Some(&ids)).await?;
+        let mut by_id: std::collections::HashMap<String, Vec<String>> = found
+            .into_iter()
+            .map(|l| {
+                let names = l.missing.iter().map(|&i| signals.get(i).name.clone());
+                (l.turbine_id, names.collect())
+            })
+            .collect();
+        for s in page.iter_mut() {
+            s.missing = Some(by_id.remove(&s.turbine_id).unwrap_or_default());
+        }
+        Ok(())
     }
 }
 
@@ -676,6 +704,7 @@ fn fleet_row(r: &Row) -> Status {
         clock_offset_seconds: r.get(5),
         clock_drift_seconds_per_day: r.get(6),
         quarantined: r.get(7),
+        missing: None,
     }
 }
 

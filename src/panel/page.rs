@@ -133,6 +133,7 @@ pub fn fleet(
                             }
                         }
                     }
+                    th { "signals missing (24 h)" }
                 }
             }
             tbody {
@@ -150,6 +151,7 @@ pub fn fleet(
                         td.num {
                             @if r.quarantined > 0 { span.suspect { (r.quarantined) } } @else { "0" }
                         }
+                        td { (missing_word(r.missing.as_deref())) }
                     }
                 }
             }
@@ -243,6 +245,20 @@ fn status_line(s: &Status, queries: &Queries) -> Markup {
                 (opt(s.clock_drift_seconds_per_day, 0)) " s/day)"
             }
             " · " (s.quarantined) " unresolved in quarantine"
+            @if let Some(m) = s.missing.as_deref().filter(|m| !m.is_empty()) {
+                " · " span.suspect { "signals missing from every reading of the last 24 h: " (m.join(", ")) }
+            }
+        }
+    }
+}
+
+/// The signals no reading of the last day carried: "—" when none, "not known" without statistics.
+fn missing_word(missing: Option<&[String]>) -> Markup {
+    html! {
+        @match missing {
+            None => span.muted { "not known" },
+            Some([]) => span.muted { "—" },
+            Some(m) => span.suspect { (m.join(", ")) },
         }
     }
 }
@@ -609,6 +625,7 @@ mod tests {
             clock_offset_seconds: Some(1.5),
             clock_drift_seconds_per_day: None,
             quarantined: 2,
+            missing: Some(vec!["gen_temp_c".into()]),
         };
         let w = Window {
             from: t("2026-11-30T00:00:00Z"),
