@@ -115,6 +115,11 @@ pub fn fleet(
             (total) " turbine" @if total != 1 { "s" }
             @if total > shown { ", the first " (FLEET_LIMIT) " shown: filter by prefix for the rest" }
             "; times UTC. Click a column to sort."
+            @if rows.first().is_some_and(|r| r.missing.is_none()) {
+                " Which signals their readings lack is not known: statistics are off."
+            } @else {
+                " Under an id, the declared signals none of its readings of the last 24 h carried."
+            }
         }
         table {
             thead {
@@ -133,13 +138,20 @@ pub fn fleet(
                             }
                         }
                     }
-                    th { "signals missing (24 h)" }
                 }
             }
             tbody {
                 @for r in rows {
                     tr {
-                        td.id { a href=(format!("/turbines/{}", url_escape(&r.turbine_id))) { (r.turbine_id) } }
+                        td.id {
+                            a href=(format!("/turbines/{}", url_escape(&r.turbine_id))) { (r.turbine_id) }
+                            @if let Some(m) = r.missing.as_deref().filter(|m| !m.is_empty()) {
+                                br;
+                                span.suspect title="declared signals that none of its readings of the last 24 h carried" {
+                                    "lacks " (m.join(", "))
+                                }
+                            }
+                        }
                         td.t { (when(r.last_seen)) }
                         td.num { (opt(r.headline, 1)) }
                         td {
@@ -151,7 +163,6 @@ pub fn fleet(
                         td.num {
                             @if r.quarantined > 0 { span.suspect { (r.quarantined) } } @else { "0" }
                         }
-                        td { (missing_word(r.missing.as_deref())) }
                     }
                 }
             }
@@ -252,16 +263,6 @@ fn status_line(s: &Status, queries: &Queries) -> Markup {
     }
 }
 
-/// The signals no reading of the last day carried: "—" when none, "not known" without statistics.
-fn missing_word(missing: Option<&[String]>) -> Markup {
-    html! {
-        @match missing {
-            None => span.muted { "not known" },
-            Some([]) => span.muted { "—" },
-            Some(m) => span.suspect { (m.join(", ")) },
-        }
-    }
-}
 
 /// The range presets (the one shown in bold), the range shown and its resolution, and a form
 /// for any other range.
