@@ -15,6 +15,7 @@ use galewatch::intake::broker::BrokerAddr;
 use tokio_postgres::NoTls;
 
 pub mod citus;
+pub mod pgserver;
 pub mod proxy;
 pub mod sparkplug;
 
