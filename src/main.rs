@@ -550,7 +550,7 @@ fn export_cmd(
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("galewatch: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(e.exit_status())
         }
     }
 }
@@ -751,7 +751,7 @@ async fn sparkplug_cmd(
 }
 
 /// Runs a review command: load the settings, run it, print its output. A refusal exits 1 with
-/// its message; a bad setting exits 2.
+/// its message; a bad setting (or credentials the database refuses) exits 2.
 fn with_config<F, Fut>(runtime: &tokio::runtime::Runtime, config: ConfigArg, f: F) -> ExitCode
 where
     F: FnOnce(config::Config) -> Fut,
@@ -765,7 +765,7 @@ where
         Ok(out) => print_out(&out),
         Err(e) => {
             eprintln!("galewatch: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(e.exit_status())
         }
     }
 }
@@ -812,8 +812,8 @@ fn config_error(e: config::ConfigError) -> ExitCode {
 fn report(r: Result<(), galewatch::error::Error>) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.is_refusal() => {
-            tracing::error!(error = %e, "galewatch stopped: the settings ask for a change it will not make by itself");
+        Err(e) if e.is_setting_unusable() => {
+            tracing::error!(error = %e, "galewatch stopped: a setting cannot be used as it is");
             eprintln!("galewatch: {e}");
             ExitCode::from(2)
         }

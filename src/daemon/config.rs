@@ -34,7 +34,7 @@ use crate::sink::maintain::UpkeepGroup;
 use crate::sink::write::WriteGroup;
 
 /// The environment prefix of every setting.
-pub const ENV_PREFIX: &str = "GALEWATCH_";
+pub const ENV_PREFIX: &str = crate::secret::ENV_PREFIX;
 
 /// Settings that can hold a secret. Each can also be read from a file named by
 /// `GALEWATCH_{SETTING}_FILE` (the container-image convention), so the secret stays out of the
