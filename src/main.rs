@@ -34,6 +34,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the ingest daemon (applies pending migrations first).
+    #[command(after_long_help = settings_help())]
     Run {
         /// TOML file of settings; GALEWATCH_* variables override it.
         #[arg(long, env = "GALEWATCH_CONFIG")]
@@ -42,12 +43,14 @@ enum Command {
     /// Retire this member of its share group for good: stop the member first, then run this
     /// with its settings. Unsubscribes, lands everything its session still holds (ack after
     /// commit, as `run`), then ends the session on the broker.
+    #[command(after_long_help = settings_help())]
     Leave {
         /// TOML file of settings; GALEWATCH_* variables override it.
         #[arg(long, env = "GALEWATCH_CONFIG")]
         config: Option<PathBuf>,
     },
     /// Apply pending schema migrations and exit.
+    #[command(after_long_help = settings_help())]
     Migrate {
         /// TOML file of settings; GALEWATCH_* variables override it.
         #[arg(long, env = "GALEWATCH_CONFIG")]
@@ -71,6 +74,7 @@ enum Command {
     },
     /// Serve the engineers' read-only panel: the fleet, per-turbine charts and a JSON API. Needs
     /// only SELECT rights (README: "The turbine panel").
+    #[command(after_long_help = settings_help())]
     Panel {
         #[command(flatten)]
         config: ConfigArg,
@@ -79,6 +83,7 @@ enum Command {
         listen: Option<std::net::SocketAddr>,
     },
     /// Turbine clock health, most suspicious first.
+    #[command(after_long_help = settings_help())]
     Turbines {
         #[command(flatten)]
         config: ConfigArg,
@@ -100,6 +105,7 @@ enum Command {
     },
     /// One turbine's interval statistics (10 minutes by default) as CSV, one row per interval:
     /// count, mean, min, max and population standard deviation per numeric signal (docs/stats.md).
+    #[command(after_long_help = settings_help())]
     Export {
         #[command(flatten)]
         config: ConfigArg,
@@ -140,12 +146,21 @@ enum Command {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
+    /// Print the settings' reference as Markdown (docs/settings.md is its output).
+    #[command(hide = true)]
+    Reference,
+}
+
+/// The long `--help`'s settings, environment, files and exit statuses (daemon/reference.rs).
+fn settings_help() -> String {
+    galewatch::daemon::reference::long_help()
 }
 
 #[derive(Subcommand)]
 enum StatsCommand {
     /// Recompute the statistics of a time range from `readings` (after a restore, or for
     /// readings stored before statistics were kept). Idempotent; safe beside running daemons.
+    #[command(after_long_help = settings_help())]
     Rebuild {
         #[command(flatten)]
         config: ConfigArg,
@@ -171,6 +186,7 @@ struct ConfigArg {
 #[derive(Subcommand)]
 enum QuarantineCommand {
     /// Each quarantined reading beside the value it collided with (unresolved ones, newest first).
+    #[command(after_long_help = settings_help())]
     List {
         #[command(flatten)]
         config: ConfigArg,
@@ -187,6 +203,7 @@ enum QuarantineCommand {
         all: bool,
     },
     /// Settle one entry: keep the stored reading, or replace it with the quarantined one.
+    #[command(after_long_help = settings_help())]
     Resolve {
         #[command(flatten)]
         config: ConfigArg,
@@ -206,6 +223,7 @@ enum QuarantineCommand {
 #[derive(Subcommand)]
 enum RejectedCommand {
     /// Rejected input with its reason, detail and a printable prefix of the payload.
+    #[command(after_long_help = settings_help())]
     List {
         #[command(flatten)]
         config: ConfigArg,
@@ -304,6 +322,7 @@ fn main() -> ExitCode {
     match &cli.command {
         Command::Manpages { dir } => return write_manpages(dir),
         Command::Completions { shell } => return print_completions(*shell),
+        Command::Reference => return print_out(&galewatch::daemon::reference::markdown()),
         _ => {}
     }
     init_logging(&cli.command);
@@ -374,7 +393,9 @@ fn run(command: Command, runtime: &tokio::runtime::Runtime) -> ExitCode {
             raw,
         } => export_cmd(runtime, config, &turbine, &from, &to, format, raw),
         Command::Stats { command } => stats_cmd(runtime, command),
-        Command::Manpages { .. } | Command::Completions { .. } => unreachable!("handled above"),
+        Command::Manpages { .. } | Command::Completions { .. } | Command::Reference => {
+            unreachable!("handled above")
+        }
         Command::Simulate(args) => simulate_cmd(runtime, args),
     }
 }

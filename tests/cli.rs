@@ -31,6 +31,51 @@ fn every_subcommand_has_help() {
     }
 }
 
+/// The long `--help` of every command that reads settings lists each one with its variable and
+/// default, then the environment, the files and the exit statuses; `-h` stays a summary.
+#[test]
+fn the_long_help_lists_the_settings_and_the_short_one_does_not() {
+    for sub in [
+        &["run"][..],
+        &["migrate"],
+        &["leave"],
+        &["panel"],
+        &["turbines"],
+        &["quarantine", "list"],
+        &["quarantine", "resolve"],
+        &["rejected", "list"],
+        &["export"],
+        &["stats", "rebuild"],
+    ] {
+        let long = galewatch(&[sub, &["--help"]].concat(), &[]);
+        assert!(long.status.success(), "{sub:?}");
+        let text = String::from_utf8_lossy(&long.stdout);
+        for want in [
+            "    batch_max_readings = 5000\n        [GALEWATCH_BATCH_MAX_READINGS] A batch is written",
+            "    database_password = \"\"\n        [GALEWATCH_DATABASE_PASSWORD or GALEWATCH_DATABASE_PASSWORD_FILE (a secret)]",
+            "    payload_turbine_topic_level (unset)\n",
+            "\nEnvironment:\n  GALEWATCH_CONFIG\n",
+            "CREDENTIALS_DIRECTORY",
+            "\nFiles:\n  /etc/galewatch/galewatch.toml\n",
+            "/etc/galewatch/credentials/",
+            "\nExit status:\n  0\n",
+            "credentials the\n      database or the broker refused at start",
+        ] {
+            assert!(text.contains(want), "{sub:?} --help: wants {want:?}:\n{text}");
+        }
+        let short = galewatch(&[sub, &["-h"]].concat(), &[]);
+        let text = String::from_utf8_lossy(&short.stdout);
+        assert!(
+            short.status.success() && text.contains("Usage: galewatch"),
+            "{sub:?}"
+        );
+        assert!(!text.contains("batch_max_readings"), "{sub:?} -h: {text}");
+    }
+    // The commands that read no settings file keep their help to their options.
+    let text = galewatch(&["simulate", "--help"], &[]);
+    assert!(!String::from_utf8_lossy(&text.stdout).contains("batch_max_readings"));
+}
+
 /// `--version` names the commit the binary was built from (what an operator reports with a bug);
 /// the man pages and completions the package installs come from the same command line.
 #[test]

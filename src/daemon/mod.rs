@@ -2,6 +2,7 @@
 //! down in order.
 
 pub mod config;
+pub mod reference;
 mod seams;
 
 use std::sync::Arc;
