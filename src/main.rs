@@ -134,7 +134,7 @@ enum Command {
     /// Publish a simulated fleet's traffic at QoS 1, in real time or as a flood.
     Simulate(SimulateArgs),
     /// Write the man pages (`galewatch.1`, `galewatch-run.1`, …) into a directory, generated
-    /// from this command line.
+    /// from this command line and the settings' reference.
     #[command(hide = true)]
     Manpages {
         /// Where to write them.
@@ -675,26 +675,10 @@ async fn publish_fleet(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
     }
 }
 
-/// Writes `galewatch.1` and one page per visible subcommand (`galewatch-run.1`,
-/// `galewatch-quarantine-list.1`, …) into `dir`, as clap_mangen names them: the package installs
-/// them all, so each page's SUBCOMMANDS section points at pages that exist.
+/// Writes the man pages into `dir` (`tools/manual.rs`).
 fn write_manpages(dir: &std::path::Path) -> ExitCode {
-    fn walk(cmd: clap::Command, name: String, dir: &std::path::Path) -> std::io::Result<usize> {
-        // clap_mangen titles a page by the command's name: give each its full name.
-        let title: &'static str = Box::leak(name.clone().into_boxed_str());
-        let cmd = cmd.name(title);
-        let mut out = Vec::new();
-        clap_mangen::Man::new(cmd.clone()).render(&mut out)?;
-        std::fs::write(dir.join(format!("{name}.1")), out)?;
-        let mut pages = 1;
-        for sub in cmd.get_subcommands().filter(|c| !c.is_hide_set()) {
-            let sub_name = format!("{name}-{}", sub.get_name());
-            pages += walk(sub.clone(), sub_name, dir)?;
-        }
-        Ok(pages)
-    }
     let cmd = <Cli as clap::CommandFactory>::command();
-    match walk(cmd, "galewatch".into(), dir) {
+    match galewatch::tools::manual::write_pages(cmd, dir) {
         Ok(n) => {
             eprintln!("galewatch: wrote {n} man pages to {}", dir.display());
             ExitCode::SUCCESS

@@ -105,6 +105,46 @@ fn the_version_names_the_commit_and_the_packaging_outputs_are_generated() {
         let roff = std::fs::read_to_string(dir.path().join(page)).unwrap();
         assert!(roff.starts_with(".ie") || roff.contains(".TH"), "{page}");
     }
+    // A command's page: its synopsis names the command as it is typed, and the settings (each
+    // with its default and variable), the environment, the files and the exit statuses follow.
+    let run = std::fs::read_to_string(dir.path().join("galewatch-run.1")).unwrap();
+    assert!(run.contains(".TH galewatch-run 1"), "{run}");
+    assert!(
+        run.contains(".SH SYNOPSIS\n\\fBgalewatch run\\fR"),
+        "the synopsis names `galewatch run`:\n{run}"
+    );
+    for want in [
+        ".SH SETTINGS",
+        ".SS Database",
+        "\\fBbatch_max_readings = 5000\\fR\n[GALEWATCH_BATCH_MAX_READINGS] A batch is written",
+        "[GALEWATCH_DATABASE_PASSWORD or GALEWATCH_DATABASE_PASSWORD_FILE (a secret)]",
+        ".SH ENVIRONMENT",
+        "CREDENTIALS_DIRECTORY",
+        ".SH FILES",
+        "/etc/galewatch/credentials/",
+        ".SH \"EXIT STATUS\"",
+    ] {
+        assert!(run.contains(want), "galewatch-run.1 wants {want:?}:\n{run}");
+    }
+    assert!(
+        !run.contains(".SH EXTRA"),
+        "the long help is not repeated raw"
+    );
+    let demo = std::fs::read_to_string(dir.path().join("galewatch-demo.1")).unwrap();
+    assert!(
+        !demo.contains(".SH SETTINGS"),
+        "the demo reads no settings file"
+    );
+    assert!(
+        std::fs::read_to_string(dir.path().join("galewatch.1"))
+            .unwrap()
+            .contains(".SH SETTINGS"),
+        "man galewatch lists them too"
+    );
+    assert!(
+        !dir.path().join("galewatch-help.1").exists(),
+        "no page for clap's help"
+    );
     let hidden = std::fs::read_dir(dir.path())
         .unwrap()
         .filter(|e| {

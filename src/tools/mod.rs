@@ -1,11 +1,12 @@
 //! The commands beside the daemon: [`demo`] (everything at once, with [`view`] drawing the live
 //! account), [`simulate`] (a fleet's traffic, as JSON or, with [`edge`], as Sparkplug B edge nodes), and [`review`] (the engineers' `turbines`,
 //! `quarantine` and `rejected` commands), and [`export`] (interval statistics out, and rebuilt
-//! from `readings`).
+//! from `readings`), and [`manual`] (the man pages).
 
 pub mod demo;
 pub mod edge;
 pub mod export;
+pub mod manual;
 pub mod review;
 pub mod simulate;
 pub mod view;
