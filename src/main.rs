@@ -56,6 +56,16 @@ enum Command {
         #[arg(long, env = "GALEWATCH_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Print the settings in force, each with where it came from (default, the settings file, a
+    /// variable, a secret's file or credential), secrets masked. Checks them as `run` does: a
+    /// setting that cannot be used exits 2. `--format toml` writes a settings file of them.
+    #[command(after_long_help = settings_help())]
+    Settings {
+        #[command(flatten)]
+        config: ConfigArg,
+        #[arg(long, value_enum, default_value = "table")]
+        format: galewatch::daemon::in_force::Format,
+    },
     /// See Galewatch work: a broker, a database, the daemon and a simulated fleet (with resends,
     /// drifting clocks and bad messages), a live view, and a final account.
     Demo {
@@ -323,6 +333,7 @@ fn main() -> ExitCode {
         Command::Manpages { dir } => return write_manpages(dir),
         Command::Completions { shell } => return print_completions(*shell),
         Command::Reference => return print_out(&galewatch::daemon::reference::markdown()),
+        Command::Settings { config, format } => return settings_cmd(config, *format),
         _ => {}
     }
     init_logging(&cli.command);
@@ -393,9 +404,10 @@ fn run(command: Command, runtime: &tokio::runtime::Runtime) -> ExitCode {
             raw,
         } => export_cmd(runtime, config, &turbine, &from, &to, format, raw),
         Command::Stats { command } => stats_cmd(runtime, command),
-        Command::Manpages { .. } | Command::Completions { .. } | Command::Reference => {
-            unreachable!("handled above")
-        }
+        Command::Manpages { .. }
+        | Command::Completions { .. }
+        | Command::Reference
+        | Command::Settings { .. } => unreachable!("handled above"),
         Command::Simulate(args) => simulate_cmd(runtime, args),
     }
 }
@@ -415,6 +427,18 @@ fn run_cmd(runtime: &tokio::runtime::Runtime, config: Option<PathBuf>) -> ExitCo
         let probe = galewatch::probe::Probe::default();
         report(galewatch::daemon::run(cfg, shutdown, probe).await)
     })
+}
+
+/// `galewatch settings`: the settings in force and where each came from, secrets masked.
+fn settings_cmd(config: &ConfigArg, format: galewatch::daemon::in_force::Format) -> ExitCode {
+    match config::load_with_origins(config.config.as_deref()) {
+        Ok((cfg, origins)) => print_out(&galewatch::daemon::in_force::render(
+            &cfg.settings,
+            &origins,
+            format,
+        )),
+        Err(e) => config_error(e),
+    }
 }
 
 /// `galewatch leave`: lands what the member's session holds, ends the session, says so.

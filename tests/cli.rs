@@ -46,6 +46,7 @@ fn the_long_help_lists_the_settings_and_the_short_one_does_not() {
         &["rejected", "list"],
         &["export"],
         &["stats", "rebuild"],
+        &["settings"],
     ] {
         let long = galewatch(&[sub, &["--help"]].concat(), &[]);
         assert!(long.status.success(), "{sub:?}");
@@ -312,6 +313,7 @@ fn every_command_refuses_a_misspelled_variable() {
         &["rejected", "list"],
         &["quarantine", "list"],
         &["panel"],
+        &["settings"],
     ] {
         let out = galewatch(args, &[("GALEWATCH_BATCH_MAX_READING", "10")]);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -392,4 +394,143 @@ fn the_demo_with_no_database_at_its_url_exits_2_and_says_why() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("Connection refused"), "{err}");
     assert!(err.contains("GALEWATCH_DATABASE_URL"), "{err}");
+}
+
+/// `galewatch settings`: every setting in force with where it came from, one of each source
+/// here: the default, the settings file, a variable, a secret's `_FILE` and a systemd credential.
+#[test]
+fn settings_shows_each_value_with_where_it_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("galewatch.toml");
+    std::fs::write(
+        &file,
+        "mqtt_username = \"gw\"\nbatch_max_wait = \"250ms\"\n",
+    )
+    .unwrap();
+    let file = std::fs::canonicalize(&file).unwrap();
+    let creds = dir.path().join("creds");
+    std::fs::create_dir(&creds).unwrap();
+    std::fs::write(
+        creds.join("galewatch_database_url"),
+        "postgresql://gw@db.example:5432/galewatch\n",
+    )
+    .unwrap();
+    let pw = dir.path().join("mqtt");
+    std::fs::write(&pw, "x\n").unwrap();
+    let env = [
+        ("CREDENTIALS_DIRECTORY", creds.to_str().unwrap()),
+        ("GALEWATCH_MQTT_PASSWORD_FILE", pw.to_str().unwrap()),
+        ("GALEWATCH_BATCH_MAX_READINGS", "2000"),
+        // Hostile text: an escape sequence and a line break, shown escaped, never raw.
+        (
+            "GALEWATCH_PAYLOAD_SITE_POINTER",
+            "/site\u{1b}[2J\nfake_setting default 1",
+        ),
+    ];
+    let out = galewatch(&["settings", "--config", file.to_str().unwrap()], &env);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row = |key: &str| {
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(key))
+            .unwrap_or_else(|| panic!("no {key}:\n{text}"));
+        line.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let file_text = file.display().to_string();
+    assert_eq!(row("setting"), "setting from value");
+    assert_eq!(
+        row("mqtt_topic"),
+        "mqtt_topic default \"turbines/+/readings\""
+    );
+    assert_eq!(
+        row("mqtt_username"),
+        format!("mqtt_username file {file_text} \"gw\"")
+    );
+    assert_eq!(
+        row("batch_max_wait"),
+        format!("batch_max_wait file {file_text} \"250ms\"")
+    );
+    assert_eq!(
+        row("batch_max_readings"),
+        "batch_max_readings env GALEWATCH_BATCH_MAX_READINGS 2000"
+    );
+    assert_eq!(
+        row("mqtt_password"),
+        "mqtt_password file via GALEWATCH_MQTT_PASSWORD_FILE \"****\""
+    );
+    assert_eq!(
+        row("database_url"),
+        "database_url credential database_url \"postgresql://gw@db.example:5432/galewatch\""
+    );
+    assert_eq!(
+        row("payload_turbine_topic_level"),
+        "payload_turbine_topic_level default (unset)"
+    );
+    assert!(
+        !text.contains('\u{1b}') && text.lines().all(|l| !l.starts_with("fake_setting")),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 71, "a header and one line a setting");
+
+    // As a settings file: run with it alone, the same values (the secret stays where it was).
+    let toml = galewatch(
+        &[
+            "settings",
+            "--config",
+            file.to_str().unwrap(),
+            "--format",
+            "toml",
+        ],
+        &env,
+    );
+    assert!(toml.status.success());
+    let copy = dir.path().join("copy.toml");
+    std::fs::write(&copy, &toml.stdout).unwrap();
+    // `galewatch settings --config FILE --format json` with `env`, parsed.
+    let json = |file: &std::path::Path, env: &[(&str, &str)]| -> serde_json::Value {
+        let args = [
+            "settings",
+            "--config",
+            file.to_str().unwrap(),
+            "--format",
+            "json",
+        ];
+        let out = galewatch(&args, env);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let before = json(&file, &env);
+    // The copy alone, with the secrets where they were (the credential, the _FILE).
+    let after = json(&copy, &env[..2]);
+    for (key, v) in before.as_object().unwrap() {
+        assert_eq!(after[key]["value"], v["value"], "{key}");
+        if key != "database_url" && key != "mqtt_password" {
+            let from = after[key]["from"].as_str().unwrap();
+            assert!(
+                from == "default" || from.starts_with("file "),
+                "{key}: {from}"
+            );
+        }
+    }
+    assert_eq!(after["batch_max_readings"]["value"], 2000);
+    assert_eq!(
+        after["mqtt_password"]["from"],
+        "file via GALEWATCH_MQTT_PASSWORD_FILE"
+    );
+
+    // It checks the settings as `run` does: exit 2, the setting named.
+    let out = galewatch(&["settings"], &[("GALEWATCH_BATCH_MAX_READINGS", "0")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid setting `batch_max_readings`"));
+    assert!(out.stdout.is_empty());
 }

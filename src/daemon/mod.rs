@@ -2,6 +2,7 @@
 //! down in order.
 
 pub mod config;
+pub mod in_force;
 pub mod reference;
 mod seams;
 

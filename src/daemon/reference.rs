@@ -197,9 +197,59 @@ pub fn defaults() -> toml::Table {
     toml::Table::try_from(Settings::default()).expect("the defaults serialize as TOML")
 }
 
-/// A value as a settings file writes it: `"text"`, `5000`, `true`, `{ "a" = "b" }`.
+/// A value as a settings file writes it, on one line: `"text"`, `5000`, `true`,
+/// `{ "a" = "b" }`, `[{ name = "x" }]`. Every control character in a string is escaped (a line
+/// break, an escape sequence or a C1 control in a hostile value can neither start a line of
+/// its own nor reach the terminal), which toml's own Display does not promise (it writes a
+/// string with a line break across lines).
 pub fn value_text(v: &toml::Value) -> String {
-    v.to_string()
+    match v {
+        toml::Value::String(s) => quoted(s),
+        toml::Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(value_text).collect();
+            format!("[{}]", items.join(", "))
+        }
+        toml::Value::Table(t) if t.is_empty() => "{}".into(),
+        toml::Value::Table(t) => {
+            let pairs: Vec<String> = t
+                .iter()
+                .map(|(k, v)| format!("{} = {}", key_text(k), value_text(v)))
+                .collect();
+            format!("{{ {} }}", pairs.join(", "))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A key as TOML writes it: bare when it may be, else quoted.
+pub fn key_text(k: &str) -> String {
+    let bare = !k.is_empty()
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if bare {
+        k.to_string()
+    } else {
+        quoted(k)
+    }
+}
+
+/// A TOML basic string on one line.
+fn quoted(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// The default signals in a line: `power_kw (float, required, -1000..50000 kW), ...`.
@@ -525,6 +575,24 @@ mod tests {
         for e in SETTINGS {
             assert!(committed.contains(&format!("| `{}` |", e.key)), "{}", e.key);
         }
+    }
+
+    #[test]
+    fn a_value_is_one_line_of_toml_whatever_it_holds() {
+        let hostile = "/a\"b\\c\nfake = 1\u{1b}[2J\u{7f}\u{9b}\té";
+        let text = value_text(&toml::Value::String(hostile.into()));
+        assert_eq!(text, r#""/a\"b\\c\nfake = 1\u001B[2J\u007F\u009B\té""#);
+        assert!(!text.contains('\n') && !text.chars().any(char::is_control));
+        // It reads back as the same string, as a key's value and as a table's key.
+        let table = toml::Table::from_iter([
+            ("k".to_string(), toml::Value::String(hostile.into())),
+            (hostile.to_string(), toml::Value::Integer(1)),
+        ]);
+        let line = format!("t = {}", value_text(&toml::Value::Table(table.clone())));
+        let back: toml::Table = line.parse().unwrap();
+        assert_eq!(back["t"], toml::Value::Table(table));
+        let list = toml::Value::Array(vec![1.into(), 2.5.into(), true.into()]);
+        assert_eq!(value_text(&list), "[1, 2.5, true]");
     }
 
     #[test]
