@@ -10,8 +10,16 @@ use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-env-changed=SOURCE_COMMIT");
-    // A new commit or checkout moves HEAD or its log.
-    for p in [".git/HEAD", ".git/logs/HEAD"] {
+    // A new commit or checkout moves HEAD or its log. Git says where they are: in a worktree
+    // `.git` is a file, and they live under the main checkout's `.git/worktrees/`.
+    let git_paths = Command::new("git")
+        .args(["rev-parse", "--git-path", "HEAD", "--git-path", "logs/HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    for p in git_paths.lines() {
         if Path::new(p).exists() {
             println!("cargo:rerun-if-changed={p}");
         }

@@ -1,7 +1,7 @@
 //! Backoff: exponential waits between retries, with jitter so that several daemons that lost the
-//! same server do not come back in lockstep.
+//! same server do not come back in lockstep; and how often a retried failure is logged.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rand::Rng;
 
@@ -35,9 +35,47 @@ impl Backoff {
     }
 }
 
+/// At most one log line per `every` for a failure retried many times (the same refusal on each
+/// reconnect): the first is said at once, the rest only once the time has passed.
+#[derive(Debug, Clone)]
+pub struct Quiet {
+    every: Duration,
+    last: Option<Instant>,
+}
+
+impl Quiet {
+    pub fn new(every: Duration) -> Self {
+        Quiet { every, last: None }
+    }
+
+    /// Whether to log at `now`; if so, the next one waits `every` from `now`.
+    pub fn due(&mut self, now: Instant) -> bool {
+        let due = self
+            .last
+            .is_none_or(|last| now.saturating_duration_since(last) >= self.every);
+        if due {
+            self.last = Some(now);
+        }
+        due
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quiet_says_the_first_then_once_per_period() {
+        let mut q = Quiet::new(Duration::from_secs(60));
+        let t = Instant::now();
+        assert!(q.due(t));
+        assert!(!q.due(t + Duration::from_secs(59)));
+        assert!(q.due(t + Duration::from_secs(60)));
+        assert!(!q.due(t + Duration::from_secs(61)));
+        // A clock read out of order (earlier than the last) is not due.
+        assert!(!q.due(t));
+        assert!(q.due(t + Duration::from_secs(200)));
+    }
 
     #[test]
     fn doubles_up_to_the_cap_and_resets() {

@@ -1,6 +1,27 @@
-//! The one error type of the pipeline, which answers the question that matters: retry or not.
+//! The one error type of the pipeline, which answers the questions that matter: retry or not,
+//! and whether a setting is to blame (the server refused who we said we are).
 
 use std::fmt;
+
+/// Why a server would not let Galewatch in, when it is who Galewatch said it is (a setting), not
+/// the network or the server's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The database asks for a password and none was given (tokio-postgres's "password
+    /// missing", before anything is sent).
+    NoPassword,
+    /// The database refused the password (SQLSTATE 28P01, invalid_password; a server that asks
+    /// for a password answers so for a role it does not know, too).
+    Password,
+    /// The database refused the role itself (28000, invalid_authorization_specification): a role
+    /// a server asking no password does not know, or no pg_hba.conf line that lets it in.
+    Role,
+    /// The broker: "bad user name or password" (CONNACK 0x86; MQTT 3.1.1's code 4).
+    Login,
+    /// The broker: "not authorized" (CONNACK 0x87; MQTT 3.1.1's code 5): no or other
+    /// credentials needed, or this client id is not allowed.
+    NotAuthorized,
+}
 
 /// What failed, and whether trying the same work again can succeed.
 #[derive(Debug, thiserror::Error)]
@@ -24,7 +45,12 @@ enum Kind {
         /// A sharded database (Citus) could not reach a node holding some of the rows: the
         /// coordinator answers with an internal error (XX000) naming the lost connection.
         node_unreachable: bool,
+        /// The server refused the credentials (see [`Refused`]).
+        refused: Option<Refused>,
     },
+    /// The broker refused the connection (its CONNACK), for the reason given when it is the
+    /// credentials.
+    Broker { refused: Option<Refused> },
     /// The database did not answer within the configured time.
     Timeout,
     /// A change the operator asked for (in the settings) that Galewatch will not make by
@@ -47,9 +73,46 @@ impl Error {
                 closed: lost_connection(&e),
                 bug: client_mistake(&e),
                 node_unreachable: node_unreachable(&e),
+                refused: db_refused(&e),
             },
             source: Some(Box::new(e)),
         }
+    }
+
+    /// A broker connection that failed (the credentials refused, when [`broker_refused`] says
+    /// so).
+    pub fn broker(
+        context: impl Into<std::borrow::Cow<'static, str>>,
+        e: rumqttc::v5::ConnectionError,
+    ) -> Self {
+        Error {
+            context: context.into(),
+            kind: Kind::Broker {
+                refused: broker_refused(&e),
+            },
+            source: Some(Box::new(e)),
+        }
+    }
+
+    /// Puts `what` in front of the context: the setting to blame, or what the work was for.
+    pub fn prefixed(mut self, what: impl std::fmt::Display) -> Self {
+        self.context = format!("{what}: {}", self.context).into();
+        self
+    }
+
+    /// Whether, and why, the server refused the credentials: a setting is wrong or missing, and
+    /// trying again as the same will not get in.
+    pub fn refused_credentials(&self) -> Option<Refused> {
+        match &self.kind {
+            Kind::Database { refused, .. } | Kind::Broker { refused } => *refused,
+            _ => None,
+        }
+    }
+
+    /// True when a setting cannot be used as it is, so the command exits 2 (and systemd does not
+    /// restart it): a change Galewatch refuses to make, or credentials the server refused.
+    pub fn is_setting_unusable(&self) -> bool {
+        self.is_refusal() || self.refused_credentials().is_some()
     }
 
     pub fn timeout(context: &'static str) -> Self {
@@ -102,6 +165,7 @@ impl Error {
         match &self.kind {
             Kind::Timeout => true,
             Kind::Other | Kind::Refused => false,
+            Kind::Broker { refused } => refused.is_none(),
             Kind::Database {
                 code: None, closed, ..
             } => *closed,
@@ -159,8 +223,36 @@ impl Error {
                         .as_deref()
                         .is_some_and(|c| c.starts_with("08") || c.starts_with("57"))
             }
-            Kind::Other | Kind::Refused => false,
+            Kind::Other | Kind::Refused | Kind::Broker { .. } => false,
         }
+    }
+}
+
+/// The broker's refusals of the credentials: its CONNACK's reason code.
+pub fn broker_refused(e: &rumqttc::v5::ConnectionError) -> Option<Refused> {
+    use rumqttc::v5::mqttbytes::v5::ConnectReturnCode as Code;
+    match e {
+        rumqttc::v5::ConnectionError::ConnectionRefused(Code::BadUserNamePassword) => {
+            Some(Refused::Login)
+        }
+        rumqttc::v5::ConnectionError::ConnectionRefused(Code::NotAuthorized) => {
+            Some(Refused::NotAuthorized)
+        }
+        _ => None,
+    }
+}
+
+/// The database's refusals of the credentials: SQLSTATE class 28, or tokio-postgres's own
+/// "password missing" (a configuration error it raises when the server asks for a password and
+/// none is set; it exposes no kind, so its documented text tells it).
+fn db_refused(e: &tokio_postgres::Error) -> Option<Refused> {
+    match e.code().map(|c| c.code()) {
+        Some("28P01") => Some(Refused::Password),
+        Some("28000") => Some(Refused::Role),
+        Some(_) => None,
+        None => (e.to_string() == "invalid configuration"
+            && std::error::Error::source(e).is_some_and(|s| s.to_string() == "password missing"))
+        .then_some(Refused::NoPassword),
     }
 }
 
@@ -271,6 +363,7 @@ mod tests {
                 closed: false,
                 bug: false,
                 node_unreachable: false,
+                refused: None,
             },
             source: None,
         }
@@ -290,6 +383,39 @@ mod tests {
         assert!(
             !e.is_data_error(),
             "never split and rejected reading by reading"
+        );
+    }
+
+    #[test]
+    fn refused_credentials_are_an_unusable_setting_not_a_retry() {
+        let mut e = with_code("28P01");
+        if let Kind::Database { refused, .. } = &mut e.kind {
+            *refused = Some(Refused::Password);
+        }
+        assert!(!e.is_retryable() && !e.needs_reconnect() && !e.is_caused_by_data());
+        assert!(e.is_setting_unusable());
+        assert_eq!(e.refused_credentials(), Some(Refused::Password));
+        assert!(!with_code("08006").is_setting_unusable());
+        assert!(Error::refused("x", "why".into()).is_setting_unusable());
+        // The broker's CONNACK: its two refusals of the credentials, and the rest.
+        use rumqttc::v5::mqttbytes::v5::ConnectReturnCode as Code;
+        use rumqttc::v5::ConnectionError::ConnectionRefused;
+        for (code, want) in [
+            (Code::BadUserNamePassword, Some(Refused::Login)),
+            (Code::NotAuthorized, Some(Refused::NotAuthorized)),
+            (Code::ServerUnavailable, None),
+            (Code::ServerBusy, None),
+        ] {
+            let e = Error::broker("connecting", ConnectionRefused(code));
+            assert_eq!(e.refused_credentials(), want, "{code:?}");
+            assert_eq!(e.is_setting_unusable(), want.is_some(), "{code:?}");
+            assert_eq!(e.is_retryable(), want.is_none(), "{code:?}");
+        }
+        let e = Error::broker("connecting", ConnectionRefused(Code::NotAuthorized))
+            .prefixed("invalid setting `mqtt_password`");
+        assert_eq!(
+            e.to_string(),
+            "invalid setting `mqtt_password`: connecting: Connection refused, return code: `NotAuthorized`"
         );
     }
 

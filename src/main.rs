@@ -34,6 +34,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the ingest daemon (applies pending migrations first).
+    #[command(after_long_help = settings_help())]
     Run {
         /// TOML file of settings; GALEWATCH_* variables override it.
         #[arg(long, env = "GALEWATCH_CONFIG")]
@@ -42,16 +43,28 @@ enum Command {
     /// Retire this member of its share group for good: stop the member first, then run this
     /// with its settings. Unsubscribes, lands everything its session still holds (ack after
     /// commit, as `run`), then ends the session on the broker.
+    #[command(after_long_help = settings_help())]
     Leave {
         /// TOML file of settings; GALEWATCH_* variables override it.
         #[arg(long, env = "GALEWATCH_CONFIG")]
         config: Option<PathBuf>,
     },
     /// Apply pending schema migrations and exit.
+    #[command(after_long_help = settings_help())]
     Migrate {
         /// TOML file of settings; GALEWATCH_* variables override it.
         #[arg(long, env = "GALEWATCH_CONFIG")]
         config: Option<PathBuf>,
+    },
+    /// Print the settings in force, each with where it came from (default, the settings file, a
+    /// variable, a secret's file or credential), secrets masked. Checks them as `run` does: a
+    /// setting that cannot be used exits 2. `--format toml` writes a settings file of them.
+    #[command(after_long_help = settings_help())]
+    Settings {
+        #[command(flatten)]
+        config: ConfigArg,
+        #[arg(long, value_enum, default_value = "table")]
+        format: galewatch::daemon::in_force::Format,
     },
     /// See Galewatch work: a broker, a database, the daemon and a simulated fleet (with resends,
     /// drifting clocks and bad messages), a live view, and a final account.
@@ -72,7 +85,7 @@ enum Command {
     /// Serve the engineers' read-only panel: the fleet, per-turbine charts and a JSON API. Needs
     /// only SELECT rights (docs/panel.md). Who may use it: the panel_* settings (docs/panel.md,
     /// "Access").
-    #[command(args_conflicts_with_subcommands = true)]
+    #[command(args_conflicts_with_subcommands = true, after_long_help = settings_help())]
     Panel {
         #[command(flatten)]
         config: ConfigArg,
@@ -83,6 +96,7 @@ enum Command {
         command: Option<PanelCommand>,
     },
     /// Turbine clock health, most suspicious first.
+    #[command(after_long_help = settings_help())]
     Turbines {
         #[command(flatten)]
         config: ConfigArg,
@@ -109,6 +123,7 @@ enum Command {
     },
     /// One turbine's interval statistics (10 minutes by default) as CSV, one row per interval:
     /// count, mean, min, max and population standard deviation per numeric signal (docs/stats.md).
+    #[command(after_long_help = settings_help())]
     Export {
         #[command(flatten)]
         config: ConfigArg,
@@ -137,7 +152,7 @@ enum Command {
     /// Publish a simulated fleet's traffic at QoS 1, in real time or as a flood.
     Simulate(SimulateArgs),
     /// Write the man pages (`galewatch.1`, `galewatch-run.1`, …) into a directory, generated
-    /// from this command line.
+    /// from this command line and the settings' reference.
     #[command(hide = true)]
     Manpages {
         /// Where to write them.
@@ -149,12 +164,21 @@ enum Command {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
+    /// Print the settings' reference as Markdown (docs/settings.md is its output).
+    #[command(hide = true)]
+    Reference,
+}
+
+/// The long `--help`'s settings, environment, files and exit statuses (daemon/reference.rs).
+fn settings_help() -> String {
+    galewatch::daemon::reference::long_help()
 }
 
 #[derive(Subcommand)]
 enum StatsCommand {
     /// Recompute the statistics of a time range from `readings` (after a restore, or for
     /// readings stored before statistics were kept). Idempotent; safe beside running daemons.
+    #[command(after_long_help = settings_help())]
     Rebuild {
         #[command(flatten)]
         config: ConfigArg,
@@ -191,6 +215,7 @@ enum PanelCommand {
 #[derive(Subcommand)]
 enum QuarantineCommand {
     /// Each quarantined reading beside the value it collided with (unresolved ones, newest first).
+    #[command(after_long_help = settings_help())]
     List {
         #[command(flatten)]
         config: ConfigArg,
@@ -207,6 +232,7 @@ enum QuarantineCommand {
         all: bool,
     },
     /// Settle one entry: keep the stored reading, or replace it with the quarantined one.
+    #[command(after_long_help = settings_help())]
     Resolve {
         #[command(flatten)]
         config: ConfigArg,
@@ -226,6 +252,7 @@ enum QuarantineCommand {
 #[derive(Subcommand)]
 enum RejectedCommand {
     /// Rejected input with its reason, detail and a printable prefix of the payload.
+    #[command(after_long_help = settings_help())]
     List {
         #[command(flatten)]
         config: ConfigArg,
@@ -345,6 +372,8 @@ fn main() -> ExitCode {
     match &cli.command {
         Command::Manpages { dir } => return write_manpages(dir),
         Command::Completions { shell } => return print_completions(*shell),
+        Command::Reference => return print_out(&galewatch::daemon::reference::markdown()),
+        Command::Settings { config, format } => return settings_cmd(config, *format),
         _ => {}
     }
     init_logging(&cli.command);
@@ -424,7 +453,10 @@ fn run(command: Command, runtime: &tokio::runtime::Runtime) -> ExitCode {
             raw,
         } => export_cmd(runtime, config, &turbine, &from, &to, format, raw),
         Command::Stats { command } => stats_cmd(runtime, command),
-        Command::Manpages { .. } | Command::Completions { .. } => unreachable!("handled above"),
+        Command::Manpages { .. }
+        | Command::Completions { .. }
+        | Command::Reference
+        | Command::Settings { .. } => unreachable!("handled above"),
         Command::Simulate(args) => simulate_cmd(runtime, args),
     }
 }
@@ -444,6 +476,18 @@ fn run_cmd(runtime: &tokio::runtime::Runtime, config: Option<PathBuf>) -> ExitCo
         let probe = galewatch::probe::Probe::default();
         report(galewatch::daemon::run(cfg, shutdown, probe).await)
     })
+}
+
+/// `galewatch settings`: the settings in force and where each came from, secrets masked.
+fn settings_cmd(config: &ConfigArg, format: galewatch::daemon::in_force::Format) -> ExitCode {
+    match config::load_with_origins(config.config.as_deref()) {
+        Ok((cfg, origins)) => print_out(&galewatch::daemon::in_force::render(
+            &cfg.settings,
+            &origins,
+            format,
+        )),
+        Err(e) => config_error(e),
+    }
 }
 
 /// `galewatch leave`: lands what the member's session holds, ends the session, says so.
@@ -709,7 +753,7 @@ fn export_cmd(
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("galewatch: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(e.exit_status())
         }
     }
 }
@@ -813,26 +857,10 @@ async fn publish_fleet(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
     }
 }
 
-/// Writes `galewatch.1` and one page per visible subcommand (`galewatch-run.1`,
-/// `galewatch-quarantine-list.1`, …) into `dir`, as clap_mangen names them: the package installs
-/// them all, so each page's SUBCOMMANDS section points at pages that exist.
+/// Writes the man pages into `dir` (`tools/manual.rs`).
 fn write_manpages(dir: &std::path::Path) -> ExitCode {
-    fn walk(cmd: clap::Command, name: String, dir: &std::path::Path) -> std::io::Result<usize> {
-        // clap_mangen titles a page by the command's name: give each its full name.
-        let title: &'static str = Box::leak(name.clone().into_boxed_str());
-        let cmd = cmd.name(title);
-        let mut out = Vec::new();
-        clap_mangen::Man::new(cmd.clone()).render(&mut out)?;
-        std::fs::write(dir.join(format!("{name}.1")), out)?;
-        let mut pages = 1;
-        for sub in cmd.get_subcommands().filter(|c| !c.is_hide_set()) {
-            let sub_name = format!("{name}-{}", sub.get_name());
-            pages += walk(sub.clone(), sub_name, dir)?;
-        }
-        Ok(pages)
-    }
     let cmd = <Cli as clap::CommandFactory>::command();
-    match walk(cmd, "galewatch".into(), dir) {
+    match galewatch::tools::manual::write_pages(cmd, dir) {
         Ok(n) => {
             eprintln!("galewatch: wrote {n} man pages to {}", dir.display());
             ExitCode::SUCCESS
@@ -910,7 +938,7 @@ async fn sparkplug_cmd(
 }
 
 /// Runs a review command: load the settings, run it, print its output. A refusal exits 1 with
-/// its message; a bad setting exits 2.
+/// its message; a bad setting (or credentials the database refuses) exits 2.
 fn with_config<F, Fut>(runtime: &tokio::runtime::Runtime, config: ConfigArg, f: F) -> ExitCode
 where
     F: FnOnce(config::Config) -> Fut,
@@ -924,7 +952,7 @@ where
         Ok(out) => print_out(&out),
         Err(e) => {
             eprintln!("galewatch: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(e.exit_status())
         }
     }
 }
@@ -971,8 +999,8 @@ fn config_error(e: config::ConfigError) -> ExitCode {
 fn report(r: Result<(), galewatch::error::Error>) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.is_refusal() => {
-            tracing::error!(error = %e, "galewatch stopped: the settings ask for a change it will not make by itself");
+        Err(e) if e.is_setting_unusable() => {
+            tracing::error!(error = %e, "galewatch stopped: a setting cannot be used as it is");
             eprintln!("galewatch: {e}");
             ExitCode::from(2)
         }

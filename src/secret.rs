@@ -27,3 +27,24 @@ impl std::fmt::Debug for Secret {
         })
     }
 }
+
+/// The environment prefix of every setting's variable.
+pub const ENV_PREFIX: &str = "GALEWATCH_";
+
+/// The three ways a secret setting is given, for an error that blames it: its variable, the
+/// variable naming a file that holds it, and the systemd credential of its name.
+pub fn given_as(setting: &str) -> String {
+    let var = format!("{ENV_PREFIX}{}", setting.to_uppercase());
+    format!("{var}, {var}_FILE or the systemd credential {setting}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_secret_is_given_three_ways() {
+        assert_eq!(
+            super::given_as("mqtt_password"),
+            "GALEWATCH_MQTT_PASSWORD, GALEWATCH_MQTT_PASSWORD_FILE or the systemd credential mqtt_password"
+        );
+    }
+}

@@ -31,6 +31,52 @@ fn every_subcommand_has_help() {
     }
 }
 
+/// The long `--help` of every command that reads settings lists each one with its variable and
+/// default, then the environment, the files and the exit statuses; `-h` stays a summary.
+#[test]
+fn the_long_help_lists_the_settings_and_the_short_one_does_not() {
+    for sub in [
+        &["run"][..],
+        &["migrate"],
+        &["leave"],
+        &["panel"],
+        &["turbines"],
+        &["quarantine", "list"],
+        &["quarantine", "resolve"],
+        &["rejected", "list"],
+        &["export"],
+        &["stats", "rebuild"],
+        &["settings"],
+    ] {
+        let long = galewatch(&[sub, &["--help"]].concat(), &[]);
+        assert!(long.status.success(), "{sub:?}");
+        let text = String::from_utf8_lossy(&long.stdout);
+        for want in [
+            "    batch_max_readings = 5000\n        [GALEWATCH_BATCH_MAX_READINGS] A batch is written",
+            "    database_password = \"\"\n        [GALEWATCH_DATABASE_PASSWORD or GALEWATCH_DATABASE_PASSWORD_FILE (a secret)]",
+            "    payload_turbine_topic_level (unset)\n",
+            "\nEnvironment:\n  GALEWATCH_CONFIG\n",
+            "CREDENTIALS_DIRECTORY",
+            "\nFiles:\n  /etc/galewatch/galewatch.toml\n",
+            "/etc/galewatch/credentials/",
+            "\nExit status:\n  0\n",
+            "credentials the\n      database or the broker refused at start",
+        ] {
+            assert!(text.contains(want), "{sub:?} --help: wants {want:?}:\n{text}");
+        }
+        let short = galewatch(&[sub, &["-h"]].concat(), &[]);
+        let text = String::from_utf8_lossy(&short.stdout);
+        assert!(
+            short.status.success() && text.contains("Usage: galewatch"),
+            "{sub:?}"
+        );
+        assert!(!text.contains("batch_max_readings"), "{sub:?} -h: {text}");
+    }
+    // The commands that read no settings file keep their help to their options.
+    let text = galewatch(&["simulate", "--help"], &[]);
+    assert!(!String::from_utf8_lossy(&text.stdout).contains("batch_max_readings"));
+}
+
 /// `--version` names the commit the binary was built from (what an operator reports with a bug);
 /// the man pages and completions the package installs come from the same command line.
 #[test]
@@ -60,6 +106,46 @@ fn the_version_names_the_commit_and_the_packaging_outputs_are_generated() {
         let roff = std::fs::read_to_string(dir.path().join(page)).unwrap();
         assert!(roff.starts_with(".ie") || roff.contains(".TH"), "{page}");
     }
+    // A command's page: its synopsis names the command as it is typed, and the settings (each
+    // with its default and variable), the environment, the files and the exit statuses follow.
+    let run = std::fs::read_to_string(dir.path().join("galewatch-run.1")).unwrap();
+    assert!(run.contains(".TH galewatch-run 1"), "{run}");
+    assert!(
+        run.contains(".SH SYNOPSIS\n\\fBgalewatch run\\fR"),
+        "the synopsis names `galewatch run`:\n{run}"
+    );
+    for want in [
+        ".SH SETTINGS",
+        ".SS Database",
+        "\\fBbatch_max_readings = 5000\\fR\n[GALEWATCH_BATCH_MAX_READINGS] A batch is written",
+        "[GALEWATCH_DATABASE_PASSWORD or GALEWATCH_DATABASE_PASSWORD_FILE (a secret)]",
+        ".SH ENVIRONMENT",
+        "CREDENTIALS_DIRECTORY",
+        ".SH FILES",
+        "/etc/galewatch/credentials/",
+        ".SH \"EXIT STATUS\"",
+    ] {
+        assert!(run.contains(want), "galewatch-run.1 wants {want:?}:\n{run}");
+    }
+    assert!(
+        !run.contains(".SH EXTRA"),
+        "the long help is not repeated raw"
+    );
+    let demo = std::fs::read_to_string(dir.path().join("galewatch-demo.1")).unwrap();
+    assert!(
+        !demo.contains(".SH SETTINGS"),
+        "the demo reads no settings file"
+    );
+    assert!(
+        std::fs::read_to_string(dir.path().join("galewatch.1"))
+            .unwrap()
+            .contains(".SH SETTINGS"),
+        "man galewatch lists them too"
+    );
+    assert!(
+        !dir.path().join("galewatch-help.1").exists(),
+        "no page for clap's help"
+    );
     let hidden = std::fs::read_dir(dir.path())
         .unwrap()
         .filter(|e| {
@@ -227,6 +313,7 @@ fn every_command_refuses_a_misspelled_variable() {
         &["rejected", "list"],
         &["quarantine", "list"],
         &["panel"],
+        &["settings"],
     ] {
         let out = galewatch(args, &[("GALEWATCH_BATCH_MAX_READING", "10")]);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -307,4 +394,143 @@ fn the_demo_with_no_database_at_its_url_exits_2_and_says_why() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("Connection refused"), "{err}");
     assert!(err.contains("GALEWATCH_DATABASE_URL"), "{err}");
+}
+
+/// `galewatch settings`: every setting in force with where it came from, one of each source
+/// here: the default, the settings file, a variable, a secret's `_FILE` and a systemd credential.
+#[test]
+fn settings_shows_each_value_with_where_it_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("galewatch.toml");
+    std::fs::write(
+        &file,
+        "mqtt_username = \"gw\"\nbatch_max_wait = \"250ms\"\n",
+    )
+    .unwrap();
+    let file = std::fs::canonicalize(&file).unwrap();
+    let creds = dir.path().join("creds");
+    std::fs::create_dir(&creds).unwrap();
+    std::fs::write(
+        creds.join("galewatch_database_url"),
+        "postgresql://gw@db.example:5432/galewatch\n",
+    )
+    .unwrap();
+    let pw = dir.path().join("mqtt");
+    std::fs::write(&pw, "x\n").unwrap();
+    let env = [
+        ("CREDENTIALS_DIRECTORY", creds.to_str().unwrap()),
+        ("GALEWATCH_MQTT_PASSWORD_FILE", pw.to_str().unwrap()),
+        ("GALEWATCH_BATCH_MAX_READINGS", "2000"),
+        // Hostile text: an escape sequence and a line break, shown escaped, never raw.
+        (
+            "GALEWATCH_PAYLOAD_SITE_POINTER",
+            "/site\u{1b}[2J\nfake_setting default 1",
+        ),
+    ];
+    let out = galewatch(&["settings", "--config", file.to_str().unwrap()], &env);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row = |key: &str| {
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(key))
+            .unwrap_or_else(|| panic!("no {key}:\n{text}"));
+        line.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let file_text = file.display().to_string();
+    assert_eq!(row("setting"), "setting from value");
+    assert_eq!(
+        row("mqtt_topic"),
+        "mqtt_topic default \"turbines/+/readings\""
+    );
+    assert_eq!(
+        row("mqtt_username"),
+        format!("mqtt_username file {file_text} \"gw\"")
+    );
+    assert_eq!(
+        row("batch_max_wait"),
+        format!("batch_max_wait file {file_text} \"250ms\"")
+    );
+    assert_eq!(
+        row("batch_max_readings"),
+        "batch_max_readings env GALEWATCH_BATCH_MAX_READINGS 2000"
+    );
+    assert_eq!(
+        row("mqtt_password"),
+        "mqtt_password file via GALEWATCH_MQTT_PASSWORD_FILE \"****\""
+    );
+    assert_eq!(
+        row("database_url"),
+        "database_url credential database_url \"postgresql://gw@db.example:5432/galewatch\""
+    );
+    assert_eq!(
+        row("payload_turbine_topic_level"),
+        "payload_turbine_topic_level default (unset)"
+    );
+    assert!(
+        !text.contains('\u{1b}') && text.lines().all(|l| !l.starts_with("fake_setting")),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 71, "a header and one line a setting");
+
+    // As a settings file: run with it alone, the same values (the secret stays where it was).
+    let toml = galewatch(
+        &[
+            "settings",
+            "--config",
+            file.to_str().unwrap(),
+            "--format",
+            "toml",
+        ],
+        &env,
+    );
+    assert!(toml.status.success());
+    let copy = dir.path().join("copy.toml");
+    std::fs::write(&copy, &toml.stdout).unwrap();
+    // `galewatch settings --config FILE --format json` with `env`, parsed.
+    let json = |file: &std::path::Path, env: &[(&str, &str)]| -> serde_json::Value {
+        let args = [
+            "settings",
+            "--config",
+            file.to_str().unwrap(),
+            "--format",
+            "json",
+        ];
+        let out = galewatch(&args, env);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let before = json(&file, &env);
+    // The copy alone, with the secrets where they were (the credential, the _FILE).
+    let after = json(&copy, &env[..2]);
+    for (key, v) in before.as_object().unwrap() {
+        assert_eq!(after[key]["value"], v["value"], "{key}");
+        if key != "database_url" && key != "mqtt_password" {
+            let from = after[key]["from"].as_str().unwrap();
+            assert!(
+                from == "default" || from.starts_with("file "),
+                "{key}: {from}"
+            );
+        }
+    }
+    assert_eq!(after["batch_max_readings"]["value"], 2000);
+    assert_eq!(
+        after["mqtt_password"]["from"],
+        "file via GALEWATCH_MQTT_PASSWORD_FILE"
+    );
+
+    // It checks the settings as `run` does: exit 2, the setting named.
+    let out = galewatch(&["settings"], &[("GALEWATCH_BATCH_MAX_READINGS", "0")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid setting `batch_max_readings`"));
+    assert!(out.stdout.is_empty());
 }

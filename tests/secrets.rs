@@ -181,6 +181,7 @@ async fn no_secret_shows_in_logs_errors_help_or_metrics() {
         vec!["demo", "--help"],
         vec!["simulate", "--help"],
         vec!["turbines", "--help"],
+        vec!["settings", "--help"],
     ] {
         let (code, text) = galewatch(
             &args,
@@ -247,4 +248,44 @@ async fn a_systemd_credential_is_read_as_a_secret_file() {
     );
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("/nonexistent/url"), "{text}");
+}
+
+/// `galewatch settings` shows that each secret is set and where from, never what it is: not in
+/// any format, not in the URL holding a password, not in a key=value connection string.
+#[test]
+fn galewatch_settings_never_prints_a_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let mqtt_file = secret_file(&dir, "mqtt", MQTT_SECRET);
+    for db in [
+        vec![(
+            "GALEWATCH_DATABASE_URL".to_string(),
+            format!("postgresql://gw:{DB_SECRET}@db.example/galewatch"),
+        )],
+        vec![(
+            "GALEWATCH_DATABASE_URL".to_string(),
+            format!("postgresql://db.example/galewatch?user=gw&password={DB_SECRET}"),
+        )],
+        vec![(
+            "GALEWATCH_DATABASE_URL".to_string(),
+            format!("host=db.example dbname=galewatch user=gw password='{DB_SECRET}'"),
+        )],
+        vec![(
+            "GALEWATCH_DATABASE_PASSWORD".to_string(),
+            DB_SECRET.to_string(),
+        )],
+    ] {
+        for format in ["table", "toml", "json"] {
+            let mut env: Vec<(&str, &str)> =
+                db.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            env.push(("GALEWATCH_MQTT_USERNAME", "gw"));
+            env.push(("GALEWATCH_MQTT_PASSWORD_FILE", &mqtt_file));
+            let (code, text) = galewatch(&["settings", "--format", format], &env);
+            assert_eq!(code, 0, "{format} {db:?}: {text}");
+            assert_clean(&format!("galewatch settings --format {format}"), &text);
+            assert!(
+                text.contains("****"),
+                "{format}: the secrets shown as set:\n{text}"
+            );
+        }
+    }
 }

@@ -34,7 +34,7 @@ use crate::sink::maintain::UpkeepGroup;
 use crate::sink::write::WriteGroup;
 
 /// The environment prefix of every setting.
-pub const ENV_PREFIX: &str = "GALEWATCH_";
+pub const ENV_PREFIX: &str = crate::secret::ENV_PREFIX;
 
 /// Settings that can hold a secret. Each can also be read from a file named by
 /// `GALEWATCH_{SETTING}_FILE` (the container-image convention), so the secret stays out of the
@@ -525,6 +525,40 @@ impl Config {
 
 /// Loads the settings: defaults, then `file` if given (it must exist), then the environment.
 pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+    load_with_origins(file).map(|(config, _)| config)
+}
+
+/// Where a setting's value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Default,
+    /// The settings file (`--config`).
+    File(std::path::PathBuf),
+    /// Its variable, `GALEWATCH_{SETTING}`.
+    Env(String),
+    /// A secret read from the file its `GALEWATCH_{SETTING}_FILE` variable names.
+    SecretFile(String),
+    /// A secret read from the systemd credential of its name (`$CREDENTIALS_DIRECTORY`).
+    Credential(String),
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Default => f.write_str("default"),
+            Origin::File(path) => write!(f, "file {}", path.display()),
+            Origin::Env(var) => write!(f, "env {var}"),
+            Origin::SecretFile(var) => write!(f, "file via {var}"),
+            Origin::Credential(name) => write!(f, "credential {name}"),
+        }
+    }
+}
+
+/// Each setting's origin, by its key.
+pub type Origins = BTreeMap<&'static str, Origin>;
+
+/// As [`load`], and where each setting came from (`galewatch settings`).
+pub fn load_with_origins(file: Option<&Path>) -> Result<(Config, Origins), ConfigError> {
     let mut fig = Figment::from(Serialized::defaults(Settings::default()));
     if let Some(path) = file {
         if !path.is_file() {
@@ -537,13 +571,40 @@ pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
         fig = fig.merge(Toml::file_exact(path));
     }
     fig = fig.merge(environment());
+    let mut secrets = Origins::new();
     for key in SECRET_SETTINGS {
-        if let Some(value) = secret_from_file(key)? {
+        if let Some((value, origin)) = secret_from_file(key)? {
             fig = fig.merge(Serialized::default(key, value));
+            secrets.insert(key, origin);
         }
     }
     let settings: Settings = fig.extract().map_err(from_figment)?;
-    settings.validate()
+    let origins = origins(&fig, secrets);
+    Ok((settings.validate()?, origins))
+}
+
+/// Where each setting of the reference came from: a secret's file or credential, else the
+/// provider figment took its value from.
+fn origins(fig: &Figment, mut secrets: Origins) -> Origins {
+    let env = figment::Provider::metadata(&environment()).name;
+    crate::daemon::reference::SETTINGS
+        .iter()
+        .map(|e| {
+            let origin = secrets
+                .remove(e.key)
+                .unwrap_or_else(|| match fig.find_metadata(e.key) {
+                    Some(m) => match &m.source {
+                        Some(figment::Source::File(path)) => {
+                            Origin::File(std::fs::canonicalize(path).unwrap_or(path.clone()))
+                        }
+                        _ if m.name == env => Origin::Env(e.variable()),
+                        _ => Origin::Default,
+                    },
+                    None => Origin::Default,
+                });
+            (e.key, origin)
+        })
+        .collect()
 }
 
 /// Checks the `GALEWATCH_*` variables alone, as `load` reads them: for the commands that take
@@ -574,17 +635,21 @@ fn environment() -> Env {
 /// surprise. Without either, a systemd credential does the same: the file `galewatch_{key}` in
 /// `$CREDENTIALS_DIRECTORY` (the packaged unit loads every file of /etc/galewatch/credentials
 /// with `LoadCredential=galewatch:…`, which systemd names `galewatch_{file}`).
-fn secret_from_file(key: &str) -> Result<Option<String>, ConfigError> {
+fn secret_from_file(key: &str) -> Result<Option<(String, Origin)>, ConfigError> {
     let var = format!("{ENV_PREFIX}{}_FILE", key.to_uppercase());
     let plain = format!("{ENV_PREFIX}{}", key.to_uppercase());
     let credential = std::env::var_os("CREDENTIALS_DIRECTORY")
         .map(|dir| Path::new(&dir).join(format!("galewatch_{key}")))
         .filter(|p| p.is_file());
-    let (path, source) = match (std::env::var_os(&var), credential) {
-        (Some(path), _) => (std::path::PathBuf::from(path), var.clone()),
+    let (path, source, origin) = match (std::env::var_os(&var), credential) {
+        (Some(path), _) => (
+            std::path::PathBuf::from(path),
+            var.clone(),
+            Origin::SecretFile(var.clone()),
+        ),
         (None, Some(path)) => {
             let source = format!("the systemd credential {}", path.display());
-            (path, source)
+            (path, source, Origin::Credential(key.to_string()))
         }
         (None, None) => return Ok(None),
     };
@@ -600,7 +665,7 @@ fn secret_from_file(key: &str) -> Result<Option<String>, ConfigError> {
         .map_err(|e| err(format!("cannot read {}: {}", path.display(), e.kind())))?;
     let text = text.strip_suffix('\n').unwrap_or(&text);
     let text = text.strip_suffix('\r').unwrap_or(text);
-    Ok(Some(text.to_string()))
+    Ok(Some((text.to_string(), origin)))
 }
 
 fn from_figment(e: figment::Error) -> ConfigError {

@@ -2,6 +2,8 @@
 //! down in order.
 
 pub mod config;
+pub mod in_force;
+pub mod reference;
 mod seams;
 
 use std::sync::Arc;
@@ -306,14 +308,13 @@ async fn migrate_when_reachable(cfg: &Config, shutdown: &CancellationToken) -> R
 /// Connects, applies pending migrations, disconnects. Creates the database first if it does not
 /// exist yet (and the role may), so a first start needs no manual `createdb`.
 pub async fn apply_migrations(cfg: &Config) -> Result<(), Error> {
-    let connected = match cfg.db.connect().await {
-        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::INVALID_CATALOG_NAME) => {
+    let mut client = match cfg.db.open().await {
+        Err(e) if e.sqlstate() == Some("3D000") => {
             create_database(cfg).await?;
-            cfg.db.connect().await
+            cfg.db.open().await?
         }
-        other => other,
+        other => other?,
     };
-    let mut client = connected.map_err(|e| Error::db(cfg.db.connecting(), e))?;
     let applied = migrate::apply(&mut client, &cfg.rules.limits.signals).await;
     drop(client);
     let applied = applied?;
@@ -336,12 +337,10 @@ async fn create_database(cfg: &Config) -> Result<(), Error> {
         .unwrap_or("galewatch")
         .to_string();
     let admin = cfg.db.with_dbname("postgres");
-    let client = admin.connect().await.map_err(|e| {
-        Error::db(
-            "connecting to the maintenance database to create the database",
-            e,
-        )
-    })?;
+    let client = admin
+        .open()
+        .await
+        .map_err(|e| e.prefixed(format!("creating the database {name} (it does not exist)")))?;
     let quoted = format!("\"{}\"", name.replace('"', "\"\""));
     let created = client
         .batch_execute(&format!("CREATE DATABASE {quoted}"))

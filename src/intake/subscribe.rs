@@ -25,9 +25,9 @@ use rumqttc::Outgoing;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::backoff::Backoff;
+use crate::backoff::{Backoff, Quiet};
 use crate::core::outcome::Decoded;
-use crate::error::Error;
+use crate::error::{Error, Refused};
 use crate::intake::batch::{Custody, Message};
 use crate::intake::broker::BrokerAddr;
 use crate::intake::format::judge::Limits;
@@ -86,6 +86,11 @@ pub struct Subscriber {
     ever_connected: bool,
     /// `host:port`, for the log while no connection was ever made.
     broker: String,
+    /// `mqtt_username` and `mqtt_client_id`, to say whom the broker refused.
+    username: String,
+    client_id: String,
+    /// A broker refusing the credentials on every reconnect is logged once a minute.
+    refusals: Quiet,
     backoff: Backoff,
     /// Set for `galewatch leave`: unsubscribe instead of subscribing, and report to the leaving
     /// run what arrives (see `leave.rs`).
@@ -162,6 +167,9 @@ impl Subscriber {
             out: Some(out),
             ever_connected: false,
             broker: format!("{}:{}", g.broker.host, g.broker.port),
+            username: g.username.clone(),
+            client_id: g.client_id.clone(),
+            refusals: Quiet::new(Duration::from_secs(60)),
             backoff: Backoff::new(Duration::from_millis(200), Duration::from_secs(30)),
             leaving: None,
         };
@@ -340,6 +348,13 @@ impl Subscriber {
                 e,
             ));
         }
+        let refused = crate::error::broker_refused(&e);
+        if let (Some(why), false) = (refused, self.ever_connected) {
+            // Nothing was taken from the broker yet, and the same credentials will be refused
+            // again: a setting to fix, exit 2 (once running, a refusal is waited out below).
+            let blame = self.blame(why);
+            return Err(Error::broker(self.connecting(), e).prefixed(blame));
+        }
         let eventloop = &mut self.eventloop;
         // Under the epoch lock: drop any ack queued for the lost connection, so none
         // reaches the next one (rumqttc cleared the channel once already; an ack may
@@ -349,7 +364,12 @@ impl Subscriber {
         self.set_ready(false);
         metrics::counter!(telemetry::BROKER_RECONNECTS).increment(1);
         let wait = self.backoff.next_delay();
-        if self.ever_connected {
+        if let Some(why) = refused {
+            if self.refusals.due(std::time::Instant::now()) {
+                let e = Error::broker(self.connecting(), e).prefixed(self.blame(why));
+                tracing::error!(error = %e, retry_in = ?wait, "the broker refuses the credentials; retrying (logged once a minute)");
+            }
+        } else if self.ever_connected {
             tracing::warn!(error = %e, retry_in = ?wait, "broker connection lost");
         } else {
             // Never connected: nothing was lost; say where it tried and which setting says so.
@@ -362,6 +382,27 @@ impl Subscriber {
             );
         }
         Ok(wait)
+    }
+
+    /// What connecting to the broker is, for an error.
+    fn connecting(&self) -> String {
+        format!(
+            "connecting to the broker {} as client {} (mqtt_url, mqtt_client_id)",
+            self.broker, self.client_id
+        )
+    }
+
+    /// The settings to blame when the broker refuses the credentials.
+    fn blame(&self, why: Refused) -> String {
+        let password = crate::secret::given_as("mqtt_password");
+        let (broker, user) = (&self.broker, &self.username);
+        match (why, user.is_empty()) {
+            (Refused::NotAuthorized, true) => format!("missing setting `mqtt_username` (GALEWATCH_MQTT_USERNAME) and `mqtt_password` ({password}): the broker {broker} lets no client in without them"),
+            (_, true) => format!("missing setting `mqtt_username` (GALEWATCH_MQTT_USERNAME) and `mqtt_password` ({password}): the broker {broker} asks for a user name and password"),
+            // Mosquitto says "not authorized" for a wrong password too.
+            (Refused::NotAuthorized, false) => format!("invalid setting `mqtt_username` (GALEWATCH_MQTT_USERNAME) or `mqtt_password` ({password}): the broker {broker} refused user {user}: a wrong password, or a user or client id (mqtt_client_id {}) it does not let in", self.client_id),
+            (_, false) => format!("invalid setting `mqtt_username` (GALEWATCH_MQTT_USERNAME) or `mqtt_password` ({password}): the broker {broker} refused user {user} with this password"),
+        }
     }
 
     /// Hands nothing more on (shutdown began, or the batcher is gone) and says so, once.

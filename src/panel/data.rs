@@ -392,11 +392,7 @@ impl managed::Manager for Manager {
     type Error = Error;
 
     async fn create(&self) -> Result<Client, Error> {
-        let client = self
-            .cfg
-            .connect()
-            .await
-            .map_err(|e| Error::db(self.cfg.connecting(), e))?;
+        let client = self.cfg.open().await?;
         // Read-only by construction, whatever the role may do; no query runs away; a 7-day range
         // (302,400 readings) sorts or hashes in memory instead of spilling to disk at the
         // default 4 MB (the spill was the p95 outlier in bench/panel.rs); and no JIT: a year of

@@ -263,7 +263,6 @@ fn status_line(s: &Status, queries: &Queries) -> Markup {
     }
 }
 
-
 /// The range presets (the one shown in bold), the range shown and its resolution, and a form
 /// for any other range.
 fn range_choice(v: &TurbineView<'_>) -> Markup {

@@ -264,9 +264,9 @@ impl Store {
         if self.client.as_ref().is_none_or(Client::is_closed) {
             let client = self
                 .db
-                .connect()
+                .open()
                 .await
-                .map_err(|e| Error::db("connecting to read Sparkplug B births", e))?;
+                .map_err(|e| e.prefixed("reading Sparkplug B births"))?;
             self.client = Some(client);
         }
         Ok(self.client.as_ref().expect("connected above"))

@@ -9,6 +9,9 @@ use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 use tokio_postgres::{Client, NoTls};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+use crate::error::{Error, Refused};
+use crate::secret::given_as;
+
 /// libpq's `sslmode`, the four values that mean something without a fallback to plain text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SslMode {
@@ -40,6 +43,9 @@ impl SslMode {
 pub struct Database {
     pub config: tokio_postgres::Config,
     tls: Option<MakeRustlsConnect>,
+    /// The setting the password came from (`database_password` or `database_url`), if any: the
+    /// one to blame when the server refuses it.
+    password_from: Option<&'static str>,
 }
 
 impl std::fmt::Debug for Database {
@@ -61,6 +67,7 @@ impl Database {
             tokio_postgres::config::SslMode::Disable
         });
         Database {
+            password_from: config.get_password().map(|_| "database_url"),
             config,
             tls: tls.map(MakeRustlsConnect::new),
         }
@@ -84,6 +91,48 @@ impl Database {
                 tokio::spawn(watch(conn));
                 Ok(client)
             }
+        }
+    }
+
+    /// Connects as [`Database::connect`] does; the error names what it was connecting to and,
+    /// when the server refused the credentials, the setting to blame.
+    pub async fn open(&self) -> Result<Client, Error> {
+        self.connect().await.map_err(|e| self.connect_error(e))
+    }
+
+    /// A connection's error as [`Database::open`] reports it.
+    pub fn connect_error(&self, e: tokio_postgres::Error) -> Error {
+        let e = Error::db(self.connecting(), e);
+        match e.refused_credentials() {
+            Some(why) => {
+                let blame = self.blame(why);
+                e.prefixed(blame)
+            }
+            None => e,
+        }
+    }
+
+    /// The setting to blame for a refusal of the credentials, and the ways it is given.
+    fn blame(&self, why: Refused) -> String {
+        let role = self.config.get_user().unwrap_or("?");
+        let dbname = self.config.get_dbname().unwrap_or("?");
+        match (why, self.password_from) {
+            (Refused::NoPassword, _) => format!(
+                "missing setting `database_password` ({}), or a password in database_url: the server asks role {role} for a password and none is set",
+                given_as("database_password")
+            ),
+            (Refused::Password, Some("database_password")) => format!(
+                "invalid setting `database_password` ({}): the server refused it as the password of role {role} (or knows no role of that name)",
+                given_as("database_password")
+            ),
+            (Refused::Password, Some(_)) => format!(
+                "invalid setting `database_url` ({}): the server refused the password in it for role {role} (or knows no role of that name)",
+                given_as("database_url")
+            ),
+            _ => format!(
+                "invalid setting `database_url` ({}): the server refused role {role} (a role it does not know, or one no pg_hba.conf line admits to the database {dbname} from this host)",
+                given_as("database_url")
+            ),
         }
     }
 
@@ -189,7 +238,11 @@ impl Database {
             }
             db.password(password);
         }
-        Ok(Database::new(db, db_tls))
+        let mut db = Database::new(db, db_tls);
+        if !password.is_empty() {
+            db.password_from = Some("database_password");
+        }
+        Ok(db)
     }
 }
 

@@ -189,9 +189,9 @@ impl Maintainer {
         if client.as_ref().is_none_or(Client::is_closed) {
             let c = self
                 .db
-                .connect()
+                .open()
                 .await
-                .map_err(|e| Error::db("connecting for maintenance", e))?;
+                .map_err(|e| e.prefixed("maintenance"))?;
             *client = Some(c);
         }
         Ok(client.as_ref().expect("set above"))

@@ -121,6 +121,8 @@ pub struct Writer {
     up: bool,
     /// The MQTT session whose Sparkplug B births are stored.
     session: String,
+    /// The database refusing the credentials on every retry is logged once a minute.
+    refusals: crate::backoff::Quiet,
 }
 
 impl Writer {
@@ -138,6 +140,7 @@ impl Writer {
             connected: Arc::default(),
             up: false,
             session: g.session.clone(),
+            refusals: crate::backoff::Quiet::new(Duration::from_secs(60)),
         }
     }
 
@@ -187,11 +190,7 @@ impl Writer {
     }
 
     async fn connect(&self) -> Result<Conn, Error> {
-        let client = self
-            .db
-            .connect()
-            .await
-            .map_err(|e| Error::db(self.db.connecting(), e))?;
+        let client = self.db.open().await?;
         let partitions = match self.partitions {
             Some(_) => maintain::load(&client).await?,
             None => Partitions::default(),
@@ -326,6 +325,12 @@ impl Writer {
             let wait = backoff.next_delay();
             if e.is_retryable() {
                 tracing::warn!(error = %e, retry_in = ?wait, messages = batch.messages.len(), "batch not written; retrying");
+            } else if e.refused_credentials().is_some() {
+                // Running, a refusal is waited out (a password being rotated): nothing is lost
+                // while the broker holds the messages.
+                if self.refusals.due(std::time::Instant::now()) {
+                    tracing::error!(error = %e, retry_in = ?wait, messages = batch.messages.len(), "the database refuses the credentials; retrying (logged once a minute)");
+                }
             } else {
                 tracing::error!(error = %e, retry_in = ?wait, messages = batch.messages.len(), "batch not written (not a transient error: check the schema and the role's rights); retrying");
             }

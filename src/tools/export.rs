@@ -170,11 +170,7 @@ pub async fn export(
         ));
     }
     let sql = cfg.stats_sql();
-    let client = cfg
-        .db
-        .connect()
-        .await
-        .map_err(|e| Error::db(cfg.db.connecting(), e))?;
+    let client = cfg.db.open().await?;
     let header = header(&sql);
     let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::BrokenPipe;
     let write_err = |e: std::io::Error| ReviewError::Refused(format!("writing the output: {e}"));
@@ -263,11 +259,7 @@ pub async fn rebuild_as_of(
         keep: cfg.settings.partition_policy().retention,
         now,
     };
-    let mut client = cfg
-        .db
-        .connect()
-        .await
-        .map_err(|e| Error::db(cfg.db.connecting(), e))?;
+    let mut client = cfg.db.open().await?;
     let done = stats::rebuild(&mut client, &sql, from, to, turbine, &retention).await?;
     let mut out = format!(
         "rebuilt {} intervals of {}s for {} from {} to {} from readings",

@@ -46,11 +46,19 @@ pub enum ReviewError {
     Failed(#[from] Error),
 }
 
+impl ReviewError {
+    /// The exit status: 2 when a setting cannot be used (the database refused the
+    /// credentials), else 1.
+    pub fn exit_status(&self) -> u8 {
+        match self {
+            ReviewError::Failed(e) if e.is_setting_unusable() => 2,
+            _ => 1,
+        }
+    }
+}
+
 async fn connect(cfg: &Config) -> Result<Client, Error> {
-    cfg.db
-        .connect()
-        .await
-        .map_err(|e| Error::db(cfg.db.connecting(), e))
+    cfg.db.open().await
 }
 
 fn ts(t: Option<DateTime<Utc>>) -> String {

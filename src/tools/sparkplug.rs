@@ -81,11 +81,7 @@ struct Seen {
 /// feeds), then the declared signals no stored birth feeds; with `--edge-node`/`--device`, each
 /// matching birth's metrics with their aliases.
 pub async fn metrics(cfg: &Config, filter: &Filter, format: Format) -> Result<String, Error> {
-    let db = cfg
-        .db
-        .connect()
-        .await
-        .map_err(|e| Error::db(cfg.db.connecting(), e))?;
+    let db = cfg.db.open().await?;
     let all = births::newest(&db, &cfg.settings.mqtt_client_id).await?;
     let kept: Vec<&Stored> = all.iter().filter(|b| filter.keeps(b)).collect();
     let map = cfg.sparkplug.as_ref();

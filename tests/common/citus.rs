@@ -4,18 +4,12 @@
 //! removed when dropped. Needs Citus built into the machine's PostgreSQL
 //! (`../shared/vendor/citus/install`, which `.ci/run` calls): without it the test fails, saying so.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
-use tokio_postgres::NoTls;
-
-use super::{free_port, TestDb};
-
-/// One PostgreSQL server of the cluster.
-pub struct Node {
-    pub port: u16,
-    pub dir: PathBuf,
-}
+pub use super::pgserver::Node;
+use super::pgserver::{init, pg, programs, root, start_server, stop_now};
+use super::TestDb;
 
 pub struct Cluster {
     pub coordinator: Node,
@@ -24,79 +18,20 @@ pub struct Cluster {
     _root: tempfile::TempDir,
 }
 
-/// The newest PostgreSQL's programs (`initdb`, `pg_ctl`) on this Debian machine.
+/// The machine's PostgreSQL programs, with Citus built into them.
 fn pg_bin() -> PathBuf {
-    let versions = std::fs::read_dir("/usr/lib/postgresql")
-        .expect("PostgreSQL's programs under /usr/lib/postgresql (apt-get install postgresql)");
-    let mut v: Vec<u32> = versions
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
-    v.sort();
-    let bin = PathBuf::from(format!(
-        "/usr/lib/postgresql/{}/bin",
-        v.last().expect("a PostgreSQL version")
-    ));
+    let bin = programs();
     let pkglib = Command::new(bin.join("pg_config"))
         .arg("--pkglibdir")
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
     assert!(
-        Path::new(&pkglib).join("citus.so").exists(),
+        std::path::Path::new(&pkglib).join("citus.so").exists(),
         "Citus is not installed into this machine's PostgreSQL ({pkglib}/citus.so is missing): \
          run ../shared/vendor/citus/install (as root; .ci/run does)"
     );
     bin
-}
-
-/// Runs a PostgreSQL program, as the `postgres` user when we are root (the server refuses to
-/// run as root).
-fn pg(bin: &Path, program: &str, args: &[&str]) {
-    let is_root = Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| o.stdout.starts_with(b"0\n"))
-        .unwrap_or(false);
-    let mut cmd = if is_root {
-        let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--"]).arg(bin.join(program));
-        c
-    } else {
-        Command::new(bin.join(program))
-    };
-    let out = cmd.args(args).output().expect("run a PostgreSQL program");
-    assert!(
-        out.status.success(),
-        "{program} {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Starts the server of data directory `dir`, logging beside it (`dir.log`), and waits until it
-/// takes connections.
-fn start_server(bin: &Path, dir: &Path) {
-    let log = dir.with_extension("log");
-    let args = ["-D", dir.to_str().unwrap(), "-l", log.to_str().unwrap()];
-    pg(
-        bin,
-        "pg_ctl",
-        &[&args[..], &["-w", "-t", "60", "start"]].concat(),
-    );
-}
-
-impl Node {
-    pub fn url(&self) -> String {
-        format!("postgresql://postgres@127.0.0.1:{}/postgres", self.port)
-    }
-
-    pub async fn client(&self) -> tokio_postgres::Client {
-        let (c, conn) = tokio_postgres::connect(&self.url(), NoTls)
-            .await
-            .unwrap_or_else(|e| panic!("connect to {}: {e}", self.url()));
-        tokio::spawn(conn);
-        c
-    }
 }
 
 impl Cluster {
@@ -111,38 +46,18 @@ impl Cluster {
     /// PostgreSQL one until [`Cluster::enable_citus`] (for converting an existing database).
     pub async fn start_plain() -> Cluster {
         let bin = pg_bin();
-        let root = tempfile::tempdir().expect("a temporary directory");
-        // The servers run as `postgres`: let that user into the directory.
-        let _ = Command::new("chown")
-            .arg("postgres")
-            .arg(root.path())
-            .status();
+        let root = root();
         let make = |name: &str| {
-            let dir = root.path().join(name);
-            let port = free_port();
-            let d = dir.to_str().unwrap();
-            pg(
+            let node = init(
                 &bin,
-                "initdb",
-                &["-A", "trust", "-U", "postgres", "--no-sync", "-D", d],
-            );
-            let conf = format!(
-                "port = {port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
-                 shared_preload_libraries = 'citus'\n\
+                root.path(),
+                name,
+                "shared_preload_libraries = 'citus'\n\
                  # Citus commits a transaction on several nodes with two-phase commit.\n\
-                 max_prepared_transactions = 100\n\
-                 # Throwaway test servers: durability is not what is tested here.\n\
-                 fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n\
-                 shared_buffers = 64MB\n",
-                root.path().display()
+                 max_prepared_transactions = 100\nshared_buffers = 64MB\n",
             );
-            let mut f = std::fs::OpenOptions::new()
-                .append(true)
-                .open(dir.join("postgresql.conf"))
-                .unwrap();
-            std::io::Write::write_all(&mut f, conf.as_bytes()).unwrap();
-            start_server(&bin, &dir);
-            Node { port, dir }
+            start_server(&bin, &node.dir);
+            node
         };
         let coordinator = make("coordinator");
         let workers = vec![make("worker1"), make("worker2")];
@@ -208,17 +123,7 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         for node in std::iter::once(&self.coordinator).chain(&self.workers) {
-            let d = node.dir.to_str().unwrap().to_string();
-            let bin = self.bin.clone();
-            // Best effort (a node a test stopped is already down).
-            let _ = Command::new("runuser")
-                .args(["-u", "postgres", "--"])
-                .arg(bin.join("pg_ctl"))
-                .args(["-D", &d, "-m", "immediate", "-w", "stop"])
-                .output();
-            let _ = Command::new(bin.join("pg_ctl"))
-                .args(["-D", &d, "-m", "immediate", "-w", "stop"])
-                .output();
+            stop_now(&self.bin, &node.dir);
         }
     }
 }

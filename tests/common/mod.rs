@@ -15,6 +15,7 @@ use galewatch::intake::broker::BrokerAddr;
 use tokio_postgres::NoTls;
 
 pub mod citus;
+pub mod pgserver;
 pub mod proxy;
 pub mod sparkplug;
 
@@ -100,18 +101,7 @@ impl Broker {
         set_mode(files.path(), 0o755);
         let passwd = files.path().join("passwd");
         for (i, (user, password)) in users.iter().enumerate() {
-            let mut c = Command::new("mosquitto_passwd");
-            if i == 0 {
-                c.arg("-c");
-            }
-            let ok = c
-                .arg("-b")
-                .arg(&passwd)
-                .args([user, password])
-                .status()
-                .expect("mosquitto_passwd (package mosquitto)")
-                .success();
-            assert!(ok, "mosquitto_passwd for {user}");
+            mosquitto_passwd(&passwd, i == 0, user, password);
         }
         set_mode(&passwd, 0o644);
         let acl_file = files.path().join("acl");
@@ -123,6 +113,19 @@ impl Broker {
             acl_file.display()
         );
         Broker::start_with_files(&text, &extra, Some(files))
+    }
+
+    /// A broker of [`Broker::start_with_auth`]: gives `user` a new password and restarts, so
+    /// that the broker reads its password file again.
+    pub fn set_password(&mut self, user: &str, password: &str) {
+        let passwd = self
+            ._files
+            .as_ref()
+            .expect("a broker with a password file")
+            .path()
+            .join("passwd");
+        mosquitto_passwd(&passwd, false, user, password);
+        self.restart();
     }
 
     fn start_with(conf_text: &str) -> Broker {
@@ -221,6 +224,22 @@ impl Drop for Broker {
             let _ = c.wait();
         }
     }
+}
+
+/// Sets `user`'s password in a Mosquitto password file (`create`: a new file).
+fn mosquitto_passwd(file: &Path, create: bool, user: &str, password: &str) {
+    let mut c = Command::new("mosquitto_passwd");
+    if create {
+        c.arg("-c");
+    }
+    let ok = c
+        .arg("-b")
+        .arg(file)
+        .args([user, password])
+        .status()
+        .expect("mosquitto_passwd (package mosquitto)")
+        .success();
+    assert!(ok, "mosquitto_passwd for {user}");
 }
 
 fn set_mode(p: &Path, mode: u32) {
