@@ -203,6 +203,9 @@ fn quality_signals(s: &mut Settings) {
     s.signals[0].plausible_max = Some(40_000.0);
     s.signals[2].plausible_max = Some(150.0);
     s.signals[2].angle = true;
+    // A fleet sampling every 2 s, but turbine P-1 every 7 s (85.71… readings in 10 minutes).
+    s.sample_period = Duration::from_secs(2);
+    s.sample_period_overrides.insert("P-1".into(), "7s".into());
 }
 
 /// Plays `s` into `db` and checks the statistics against a direct aggregate over `readings`.

@@ -241,6 +241,15 @@ pub struct Settings {
     /// Independent of `readings_retention`: statistics outlive the raw readings.
     #[serde(with = "humantime_serde")]
     pub stats_retention: Duration,
+    /// How often a turbine takes a reading: a complete interval holds stats_interval over it.
+    /// 0s: not declared (completeness is then not known).
+    #[serde(with = "humantime_serde")]
+    pub sample_period: Duration,
+    /// Turbine-id prefix → that group's own sample period (`"north/" = "1s"`); the longest
+    /// matching prefix wins.
+    pub sample_period_overrides: BTreeMap<String, String>,
+    /// The least number of readings in an interval, all equal, that flag a frozen sensor.
+    pub stats_stuck_min_readings: i64,
     /// The signals a reading carries (`[[signals]]` tables): each one's column, type, bounds,
     /// unit and pointer. Default: `power_kw` (required), `wind_speed_ms`, `rotor_rpm`.
     pub signals: Vec<SignalSetting>,
@@ -346,6 +355,9 @@ impl Default for Settings {
             stats_enabled: true,
             stats_interval: Duration::from_secs(600),
             stats_retention: Duration::ZERO,
+            sample_period: Duration::ZERO,
+            sample_period_overrides: BTreeMap::new(),
+            stats_stuck_min_readings: 10,
             signals: SignalSetting::defaults(),
             sparkplug_group_id: String::new(),
             sparkplug_turbine: TurbineFrom::Device,
@@ -519,7 +531,7 @@ impl Config {
 
     /// How often the turbines sample (the expected readings of an interval).
     pub fn sample_periods(&self) -> crate::core::sampling::SamplePeriods {
-        crate::core::sampling::SamplePeriods::default()
+        self.settings.sample_periods().expect("checked by validate")
     }
 }
 
@@ -857,11 +869,34 @@ impl Settings {
         Ok((metrics_listen, panel_listen))
     }
 
+    /// The declared sample periods (`core/sampling.rs` checks them).
+    fn sample_periods(&self) -> Result<crate::core::sampling::SamplePeriods, ConfigError> {
+        let mut overrides = Vec::with_capacity(self.sample_period_overrides.len());
+        for (prefix, text) in &self.sample_period_overrides {
+            let period = humantime::parse_duration(text).map_err(|e| {
+                ConfigError::new(
+                    &format!("sample_period_overrides.{prefix:?}"),
+                    format!("{text:?} is not a duration (2s, 500ms, 10m): {e}"),
+                )
+            })?;
+            overrides.push((prefix.clone(), period));
+        }
+        crate::core::sampling::SamplePeriods::new(self.sample_period, &overrides)
+            .map_err(|(setting, problem)| ConfigError::new(&setting, problem))
+    }
+
     /// The statistics interval, upkeep and the writers (`sink/stats.rs`, `sink/maintain.rs`,
     /// `sink/write.rs`).
     fn check_upkeep(&self) -> Result<(), ConfigError> {
         crate::sink::stats::Width::new(self.stats_interval)
             .map_err(|problem| ConfigError::new("stats_interval", problem))?;
+        self.sample_periods()?;
+        if !(2..=1_000_000).contains(&self.stats_stuck_min_readings) {
+            return Err(ConfigError::new(
+                "stats_stuck_min_readings",
+                "must be 2 to 1000000: fewer equal readings are no evidence of a frozen sensor",
+            ));
+        }
         crate::sink::maintain::check(
             self.maintenance_interval,
             &[
