@@ -45,6 +45,10 @@ pub const SPARKPLUG_MESSAGES: &str = "galewatch_sparkplug_messages_total";
 pub const SPARKPLUG_METRICS_IGNORED: &str = "galewatch_sparkplug_metrics_ignored_total";
 pub const SIGNAL_ABSENT: &str = "galewatch_signal_absent_total";
 pub const TURBINES_MISSING_SIGNAL: &str = "galewatch_turbines_missing_signal";
+pub const FLEET_COMPLETENESS: &str = "galewatch_fleet_completeness_ratio";
+pub const TURBINE_COMPLETENESS: &str = "galewatch_turbine_completeness_ratio";
+pub const TURBINES_INCOMPLETE: &str = "galewatch_turbines_incomplete";
+pub const INTERVALS_FLAGGED: &str = "galewatch_intervals_flagged";
 pub const SPARKPLUG_SEQ_GAPS: &str = "galewatch_sparkplug_seq_gaps_total";
 pub const SPARKPLUG_REBIRTHS: &str = "galewatch_sparkplug_rebirths_requested_total";
 pub const MAINTENANCE_LAST_SUCCESS: &str = "galewatch_maintenance_last_success_timestamp_seconds";
@@ -125,6 +129,10 @@ const FAMILIES: &[(Kind, &str, Option<Unit>, &str)] = &[
     (Kind::Counter, SPARKPLUG_MESSAGES, None, "Sparkplug B messages decoded, by type (NBIRTH, NDATA, DDATA, …), counted on arrival (a redelivery counts again)."),
     (Kind::Counter, SIGNAL_ABSENT, None, "Readings that lacked a declared signal (absent or null), by signal, counted when their batch commits. One that grows with every reading points at a misnamed signal (its pointer, or its Sparkplug B metric)."),
     (Kind::Gauge, TURBINES_MISSING_SIGNAL, None, "Turbines whose stored readings of the last hour all lacked a declared signal, by signal, read from the interval statistics' counts every 10 minutes (0 while statistics are off)."),
+    (Kind::Gauge, FLEET_COMPLETENESS, None, "The fleet's readings over those its declared sample periods expect, over the last hour of whole statistics intervals (absent until a sample_period is declared and an hour is stored); read every 10 minutes."),
+    (Kind::Gauge, TURBINE_COMPLETENESS, None, "A turbine's readings over those expected, over the last hour of whole intervals: the least complete turbines below 1, at most 500, keep a series (0 once they send nothing)."),
+    (Kind::Gauge, TURBINES_INCOMPLETE, None, "Turbines whose last hour of whole intervals held under 90 % of the readings expected."),
+    (Kind::Gauge, INTERVALS_FLAGGED, None, "Intervals of the last hour flagged, by signal and flag: stuck (a frozen sensor), implausible (a value outside the soft bounds), absent (some reading lacked the signal)."),
     (Kind::Counter, SPARKPLUG_METRICS_IGNORED, None, "Sparkplug B metrics that feed no signal (not mapped by sparkplug_metrics, or on a level that names no turbine), counted on arrival."),
     (Kind::Counter, SPARKPLUG_SEQ_GAPS, None, "Sparkplug B messages whose sequence number was not the one expected from their edge node (each asks for a rebirth); never dropped."),
     (Kind::Counter, SPARKPLUG_REBIRTHS, None, "Rebirth requests (NCMD Node Control/Rebirth) sent, by cause: unknown_alias, unproven_birth or seq_gap (at most one per node per sparkplug_rebirth_interval and sparkplug_rebirths_per_second across the fleet)."),

@@ -187,15 +187,17 @@ fn start(
         crate::sink::health::refresh_table_gauges(cfg.db.clone(), cfg.clock()),
     ));
     if cfg.settings.stats_enabled {
-        // Which signals the turbines' readings lack, from the statistics' counts (at start,
-        // then every 10 minutes); without statistics the writers' own fleet-wide watch says it.
+        // Which signals the turbines' readings lack, and the fleet's completeness and flags,
+        // from the statistics (at start, then every 10 minutes); without statistics the
+        // writers' own fleet-wide watch names the missing signals.
         tracker.spawn(
             background
                 .clone()
-                .run_until_cancelled_owned(crate::sink::absent::watch(
+                .run_until_cancelled_owned(crate::sink::quality::watch(
                     cfg.db.clone(),
                     cfg.rules.limits.signals.clone(),
-                    cfg.settings.stats_width(),
+                    cfg.stats_sql(),
+                    cfg.settings.stats_stuck_min_readings,
                 )),
         );
     }

@@ -27,7 +27,12 @@ pub struct Chart<'a> {
     pub max_gap: chrono::Duration,
     /// Times of quarantined readings.
     pub markers: &'a [DateTime<Utc>],
+    /// Flagged intervals.
+    pub flags: &'a [Flagged],
 }
+
+/// A flagged interval: its start, its end, and what is flagged ("stuck, absent").
+pub type Flagged = (DateTime<Utc>, DateTime<Utc>, String);
 
 const W: f64 = 960.0;
 const H: f64 = 230.0;
@@ -37,6 +42,8 @@ const TOP: f64 = 30.0;
 const BOTTOM: f64 = 28.0;
 /// The quarantine colour, also what the browser test looks for in the screenshot.
 pub const MARKER_COLOUR: &str = "#d62728";
+/// The colour of a flagged interval's bar along the chart's foot.
+pub const FLAG_COLOUR: &str = "#ff7f0e";
 
 impl Chart<'_> {
     /// The chart as an `<svg>` element: the title, the value and time grids, the frame, a band
@@ -54,6 +61,7 @@ impl Chart<'_> {
             scale.draw_run(&mut s, run);
         }
         self.mark_quarantine(&mut s, &scale);
+        self.mark_flags(&mut s, &scale);
         if values.is_empty() {
             no_readings(&mut s);
         }
@@ -88,6 +96,26 @@ impl Chart<'_> {
     }
 
     /// A dashed line and a flag at each quarantined reading inside the chart's time range.
+    /// Each flagged interval as a bar along the foot of the plot, its flags in its title.
+    fn mark_flags(&self, s: &mut String, scale: &Scale) {
+        for (a, b, what) in self
+            .flags
+            .iter()
+            .filter(|(a, b, _)| *b > self.from && *a < self.to)
+        {
+            let (x1, x2) = (scale.x((*a).max(self.from)), scale.x((*b).min(self.to)));
+            let _ = write!(
+                s,
+                r#"<g class="flag-marker"><title>{} to {}: {}</title><rect x="{x1:.1}" y="{:.1}" width="{:.1}" height="5" fill="{FLAG_COLOUR}"/></g>"#,
+                a.format("%Y-%m-%d %H:%M"),
+                b.format("%H:%M"),
+                esc(what),
+                H - BOTTOM - 6.0,
+                (x2 - x1).max(1.5),
+            );
+        }
+    }
+
     fn mark_quarantine(&self, s: &mut String, scale: &Scale) {
         for m in self
             .markers
@@ -428,6 +456,11 @@ mod tests {
             points: &points,
             max_gap: chrono::Duration::minutes(3),
             markers: &[t("2026-11-30T00:30:00Z"), t("2026-11-30T02:00:00Z")],
+            flags: &[(
+                t("2026-11-30T00:10:00Z"),
+                t("2026-11-30T00:20:00Z"),
+                "stuck <&>".into(),
+            )],
         }
         .svg();
         assert!(svg.starts_with("<svg class=\"chart\" data-series=\"power_kw\""));
@@ -441,6 +474,8 @@ mod tests {
         );
         assert!(svg.contains("00:30"), "time labels");
         assert!(!svg.contains("NaN"));
+        assert_eq!(svg.matches("class=\"flag-marker\"").count(), 1);
+        assert!(svg.contains("stuck &lt;&amp;&gt;"), "flags are escaped");
     }
 
     #[test]
@@ -454,6 +489,7 @@ mod tests {
             points: &[],
             max_gap: chrono::Duration::minutes(1),
             markers: &[],
+            flags: &[],
         }
         .svg();
         assert!(svg.contains("no readings in this range"));
@@ -548,7 +584,7 @@ mod tests {
             }).collect();
             let svg = Chart {
                 series: "s", title: "t", unit: "u", from, to: from + chrono::Duration::seconds(120),
-                points: &points, max_gap: chrono::Duration::seconds(5), markers: &[],
+                points: &points, max_gap: chrono::Duration::seconds(5), markers: &[], flags: &[],
             }.svg();
             prop_assert!(!svg.contains("NaN") && !svg.contains("inf"));
             prop_assert!(svg.len() < 8_000 + 200 * vals.len(), "{}", svg.len());
@@ -572,7 +608,7 @@ mod tests {
             }).collect();
             let svg = Chart {
                 series: "s", title: "t", unit: "u", from, to: from + chrono::Duration::seconds(200),
-                points: &points, max_gap: chrono::Duration::seconds(5), markers: &[],
+                points: &points, max_gap: chrono::Duration::seconds(5), markers: &[], flags: &[],
             }.svg();
             prop_assert!(!svg.contains("NaN") && !svg.contains("inf"));
         }

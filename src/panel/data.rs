@@ -68,6 +68,16 @@ impl Queries {
             .iter()
             .map(|&i| {
                 let c = col(i);
+                if signals.get(i).angle {
+                    // A direction: the vector mean, drawn as a line (no band: a circle's
+                    // minimum and maximum say nothing).
+                    let r = format!("radians({c}::float8)");
+                    let m = crate::sink::stats::angle_mean_sql(
+                        &format!("avg(sin({r}))"),
+                        &format!("avg(cos({r}))"),
+                    );
+                    return format!("{m}, {m}, {m}");
+                }
                 let mean = if signals.get(i).kind == crate::core::signals::Kind::Float {
                     crate::sink::stats::mean_sql(&c)
                 } else {
@@ -164,6 +174,31 @@ fn stats_bucket_sql(signals: &Signals, charted: &[usize], w: crate::sink::stats:
         let s = signals.get(i);
         let [n, mean, _, min, max] =
             crate::sink::stats::column_names(s).map(|c| format!("\"{c}\""));
+        if s.angle {
+            // The intervals' mean sine and cosine weighted by their counts (an interval
+            // written before the signal was an angle has none and is left out), the edges'
+            // raw readings each as an interval of one; drawn as a line.
+            let [sin, cos] = crate::sink::stats::circular_columns(s).map(|c| format!("\"{c}\""));
+            from_stats.extend([
+                format!("{n} AS n{k}"),
+                format!("{sin} AS sin{k}"),
+                format!("{cos} AS cos{k}"),
+            ]);
+            let r = format!("radians({}::float8)", s.column());
+            from_raw.extend([
+                format!("CASE WHEN {} IS NULL THEN 0 ELSE 1 END::int8", s.column()),
+                format!("sin({r})"),
+                format!("cos({r})"),
+            ]);
+            let w = |f: &str| {
+                format!(
+                    "sum({f}{k} * n{k}) FILTER (WHERE {f}{k} IS NOT NULL) / NULLIF(sum(n{k}) FILTER (WHERE {f}{k} IS NOT NULL), 0)"
+                )
+            };
+            let m = crate::sink::stats::angle_mean_sql(&w("sin"), &w("cos"));
+            agg.extend([m.clone(), m.clone(), m]);
+            continue;
+        }
         from_stats.extend([
             format!("{n} AS n{k}"),
             format!("{mean} AS mean{k}"),
@@ -326,6 +361,13 @@ pub struct Status {
     /// interval counts); None when statistics are off (not known).
     #[serde(rename = "signals_missing_last_day")]
     pub missing: Option<Vec<String>>,
+    /// Readings over those expected, over the last 24 hours' intervals; None when no sample
+    /// period is declared or statistics are off.
+    #[serde(rename = "completeness_last_day")]
+    pub completeness: Option<f64>,
+    /// Intervals of the last 24 hours with a flag on some signal; None with statistics off.
+    #[serde(rename = "flagged_intervals_last_day")]
+    pub flagged: Option<i64>,
 }
 
 /// Fleet page order.
@@ -423,6 +465,8 @@ pub struct Db {
     thresholds: Thresholds,
     /// The statements for the declared signals.
     pub queries: Queries,
+    /// The statistics' statements and the stuck rule, when statistics are kept.
+    quality: Option<(crate::sink::stats::Sql, i64)>,
 }
 
 impl Db {
@@ -430,7 +474,7 @@ impl Db {
         cfg: crate::sink::db::Database,
         thresholds: Thresholds,
         signals: &Signals,
-        stats: Option<crate::sink::stats::Width>,
+        stats: Option<(crate::sink::stats::Sql, i64)>,
     ) -> Self {
         let pool = managed::Pool::builder(Manager { cfg })
             .max_size(POOL_SIZE)
@@ -442,8 +486,33 @@ impl Db {
         Db {
             pool,
             thresholds,
-            queries: Queries::new(signals, stats),
+            queries: Queries::new(signals, stats.as_ref().map(|(sql, _)| sql.width)),
+            quality: stats,
         }
+    }
+
+    /// One turbine's intervals in the window, with what their completeness and flags are judged
+    /// from; empty when statistics are off.
+    pub async fn intervals(
+        &self,
+        id: &str,
+        w: &Window,
+    ) -> Result<Vec<crate::sink::quality::IntervalFigures>, Error> {
+        let Some((sql, _)) = &self.quality else {
+            return Ok(Vec::new());
+        };
+        let c = self.client().await?;
+        crate::sink::quality::intervals(&*c, sql, &self.queries.signals, id, w.from, w.to).await
+    }
+
+    /// The declared sample periods, when statistics are kept.
+    pub fn sample_periods(&self) -> Option<&crate::core::sampling::SamplePeriods> {
+        self.quality.as_ref().map(|(sql, _)| &sql.periods)
+    }
+
+    /// The stuck rule (`stats_stuck_min_readings`), when statistics are kept.
+    pub fn stuck_min_readings(&self) -> Option<i64> {
+        self.quality.as_ref().map(|(_, k)| *k)
     }
 
     async fn client(&self) -> Result<managed::Object<Manager>, Error> {
@@ -622,7 +691,8 @@ impl Db {
             return Ok(());
         };
         let signals = &self.queries.signals;
-        let ids: Vec<&str> = page.iter().map(|s| s.turbine_id.as_str()).collect();
+        let owned: Vec<String> = page.iter().map(|s| s.turbine_id.clone()).collect();
+        let ids: Vec<&str> = owned.iter().map(String::as_str).collect();
         let since = Utc::now() - chrono::Duration::days(1);
         let found = crate::sink::absent::lacking(c, signals, width, since, Some(&ids)).await?;
         let mut by_id: std::collections::HashMap<String, Vec<String>> = found
@@ -634,6 +704,22 @@ impl Db {
             .collect();
         for s in page.iter_mut() {
             s.missing = Some(by_id.remove(&s.turbine_id).unwrap_or_default());
+        }
+        let Some((sql, k)) = &self.quality else {
+            return Ok(());
+        };
+        let now = Utc::now();
+        let day = (sql.width.start_of(now - chrono::Duration::days(1)), now);
+        let mut sums: std::collections::HashMap<String, crate::sink::quality::Summary> =
+            crate::sink::quality::summaries(c, sql, signals, *k, day, Some(&ids))
+                .await?
+                .into_iter()
+                .map(|s| (s.turbine_id.clone(), s))
+                .collect();
+        for s in page.iter_mut() {
+            let sum = sums.remove(&s.turbine_id);
+            s.completeness = sum.as_ref().and_then(|x| x.completeness());
+            s.flagged = Some(sum.map_or(0, |x| x.flagged));
         }
         Ok(())
     }
@@ -701,6 +787,8 @@ fn fleet_row(r: &Row) -> Status {
         clock_drift_seconds_per_day: r.get(6),
         quarantined: r.get(7),
         missing: None,
+        completeness: None,
+        flagged: None,
     }
 }
 

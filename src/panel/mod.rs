@@ -215,7 +215,7 @@ pub async fn serve_with(
         &cfg.rules.limits.signals,
         cfg.settings
             .stats_enabled
-            .then(|| cfg.settings.stats_width()),
+            .then(|| (cfg.stats_sql(), cfg.settings.stats_stuck_min_readings)),
     );
     let mut app = router(db);
     if let Some(auth) = access.auth {
@@ -376,11 +376,12 @@ async fn turbine_page(
     p: Result<Query<Params>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Html<String>, PageFailure> {
     let (p, w) = checked(&id, p, db.queries.stats_width)?;
-    let (points, quarantined, (status, _), changes) = tokio::try_join!(
+    let (points, quarantined, (status, _), changes, intervals) = tokio::try_join!(
         db.db.series(&id, &w),
         db.db.quarantine(&id, &w),
         db.db.fleet(&id, Sort::Id, false),
-        db.db.changes(&id, &w)
+        db.db.changes(&id, &w),
+        db.db.intervals(&id, &w)
     )?;
     let status = status.iter().find(|s| s.turbine_id == id);
     if points.is_empty() && quarantined.is_empty() && status.is_none() && !db.known(&id).await? {
@@ -403,5 +404,21 @@ async fn turbine_page(
         points: &points,
         quarantined: &quarantined,
         changes: &changes,
+        quality: db
+            .db
+            .stuck_min_readings()
+            .zip(db.queries.stats_width)
+            .map(|(k, width)| {
+                // The range up to now, from the start of its first interval.
+                let from = width.start_of(w.from);
+                let to = w.to.min(chrono::Utc::now());
+                let secs = i32::try_from((to - from).num_seconds().max(0)).unwrap_or(i32::MAX);
+                page::Quality::of(
+                    &intervals,
+                    k,
+                    chrono::Duration::seconds(i64::from(width.secs())),
+                    db.db.sample_periods().and_then(|p| p.expected(&id, secs)),
+                )
+            }),
     })))
 }

@@ -138,6 +138,7 @@ pub fn fleet(
                             }
                         }
                     }
+                    th title="completeness and flagged intervals, last 24 h" { "24 h" }
                 }
             }
             tbody {
@@ -163,6 +164,7 @@ pub fn fleet(
                         td.num {
                             @if r.quarantined > 0 { span.suspect { (r.quarantined) } } @else { "0" }
                         }
+                        td.num { (day_quality(r)) }
                     }
                 }
             }
@@ -181,6 +183,52 @@ pub struct TurbineView<'a> {
     pub points: &'a [Point],
     pub quarantined: &'a [Quarantined],
     pub changes: &'a [Change],
+    /// The range's completeness and flagged intervals; None when statistics are off.
+    pub quality: Option<Quality>,
+}
+
+/// What the statistics say of a turbine's range: its completeness and, per declared signal,
+/// the intervals flagged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Quality {
+    pub intervals: usize,
+    /// Readings of the intervals that declare their expected readings, and those expected.
+    pub readings: i64,
+    pub expected: Option<f64>,
+    /// Per declared signal: each flagged interval's start, end and flags.
+    pub flagged: Vec<Vec<super::chart::Flagged>>,
+}
+
+impl Quality {
+    /// The quality of `intervals` (of width `width`), flags judged with `stuck_min_readings`;
+    /// `expected`: the readings the range (up to now) should hold, silent intervals included.
+    pub fn of(
+        intervals: &[crate::sink::quality::IntervalFigures],
+        stuck_min_readings: i64,
+        width: chrono::Duration,
+        expected: Option<f64>,
+    ) -> Quality {
+        let signals = intervals.first().map_or(0, |i| i.signals.len());
+        let mut q = Quality {
+            intervals: intervals.len(),
+            readings: intervals.iter().map(|i| i.readings).sum(),
+            expected,
+            flagged: vec![Vec::new(); signals],
+        };
+        for i in intervals {
+            for (k, f) in i.flags(stuck_min_readings).iter().enumerate() {
+                if f.any() {
+                    q.flagged[k].push((i.start, i.start + width, f.names().join(", ")));
+                }
+            }
+        }
+        q
+    }
+
+    /// The range's readings over those expected.
+    pub fn completeness(&self) -> Option<f64> {
+        crate::core::quality::completeness(self.readings, self.expected)
+    }
 }
 
 /// The turbine page: a chart per numeric signal with the quarantined readings marked, the
@@ -191,6 +239,9 @@ pub fn turbine(v: &TurbineView<'_>) -> String {
         h1 { "Turbine " (v.id) }
         @if let Some(s) = v.status {
             (status_line(s, v.queries))
+        }
+        @if let Some(q) = &v.quality {
+            (quality_line(q))
         }
         (range_choice(v))
         @for svg in &charts {
@@ -220,6 +271,7 @@ fn charts(v: &TurbineView<'_>) -> Vec<String> {
         None => chrono::Duration::seconds(30),
     };
     let markers: Vec<_> = quarantined.iter().map(|q| q.recorded_at).collect();
+    let none = Vec::new();
     queries
         .charted
         .iter()
@@ -227,6 +279,11 @@ fn charts(v: &TurbineView<'_>) -> Vec<String> {
         .map(|(k, &i)| {
             let s = signals.get(i);
             let pts: Vec<_> = points.iter().map(|p| (p.t, p.stats[k])).collect();
+            let flags = v
+                .quality
+                .as_ref()
+                .and_then(|q| q.flagged.get(i))
+                .unwrap_or(&none);
             Chart {
                 series: &s.name,
                 title: &s.name,
@@ -236,6 +293,7 @@ fn charts(v: &TurbineView<'_>) -> Vec<String> {
                 points: &pts,
                 max_gap,
                 markers: &markers,
+                flags,
             }
             .svg()
         })
@@ -259,6 +317,42 @@ fn status_line(s: &Status, queries: &Queries) -> Markup {
             @if let Some(m) = s.missing.as_deref().filter(|m| !m.is_empty()) {
                 " · " span.suspect { "signals missing from every reading of the last 24 h: " (m.join(", ")) }
             }
+        }
+    }
+}
+
+/// The fleet page's last-24-hours cell: completeness and flagged intervals ("—" unknown).
+fn day_quality(r: &Status) -> Markup {
+    html! {
+        @match r.completeness {
+            Some(c) if c < 0.9 => span.suspect { (format!("{:.0}", 100.0 * c)) " %" },
+            Some(c) => { (format!("{:.0}", 100.0 * c)) " %" },
+            None => span.muted { "—" },
+        }
+        @if let Some(f) = r.flagged.filter(|f| *f > 0) {
+            br;
+            span.suspect { (f) " flagged" }
+        }
+    }
+}
+
+/// The range's completeness, and how many of its intervals are flagged (marked on the charts).
+fn quality_line(q: &Quality) -> Markup {
+    let flagged: usize = q.flagged.iter().map(Vec::len).sum();
+    html! {
+        p.quality {
+            @match q.completeness() {
+                Some(c) => {
+                    "Completeness " span.num { (format!("{:.1}", 100.0 * c)) " %" }
+                    " (" (q.readings) " of " (format!("{:.0}", q.expected.unwrap_or(0.0)))
+                    " readings expected; " (q.intervals) " intervals hold readings)"
+                }
+                None => {
+                    "Completeness: not known (declare sample_period)"
+                }
+            }
+            " · " (flagged) " flagged interval" @if flagged != 1 { "s" }
+            @if flagged > 0 { " (orange on the charts: stuck, implausible or absent)" }
         }
     }
 }
@@ -598,8 +692,32 @@ mod tests {
             points: &points,
             quarantined: &[q],
             changes: &[],
+            quality: Some(Quality {
+                intervals: 6,
+                readings: 900,
+                expected: Some(1800.0),
+                flagged: vec![
+                    vec![(
+                        w.from,
+                        w.from + chrono::Duration::minutes(10),
+                        "stuck".into(),
+                    )],
+                    Vec::new(),
+                    Vec::new(),
+                ],
+            }),
         });
         assert_eq!(html.matches("<svg class=\"chart\"").count(), 3);
+        assert_eq!(
+            html.matches("class=\"flag-marker\"").count(),
+            1,
+            "on power only"
+        );
+        assert!(
+            html.contains("Completeness <span class=\"num\">50.0 %</span>"),
+            "{html}"
+        );
+        assert!(html.contains("1 flagged interval "), "{html}");
         assert_eq!(html.matches("class=\"quarantine-marker\"").count(), 3);
         assert!(html.contains("Turbine WTG &lt;1&gt;"));
         assert!(html.contains("galewatch quarantine resolve 7"));
@@ -626,6 +744,8 @@ mod tests {
             clock_drift_seconds_per_day: None,
             quarantined: 2,
             missing: Some(vec!["gen_temp_c".into()]),
+            completeness: Some(0.5),
+            flagged: Some(3),
         };
         let w = Window {
             from: t("2026-11-30T00:00:00Z"),
@@ -644,6 +764,7 @@ mod tests {
                 points: &[],
                 quarantined: &[],
                 changes: &[],
+                quality: None,
             }),
             error(400, evil),
         ] {

@@ -88,63 +88,49 @@ pub async fn lacking<C: GenericClient>(
         .collect())
 }
 
-/// How often the watch looks, and the window it looks over.
-pub const WATCH_EVERY: Duration = Duration::from_secs(600);
-pub const WATCH_WINDOW: Duration = Duration::from_secs(3600);
+/// The window [`look`] looks over.
+pub const LOOK_WINDOW: Duration = Duration::from_secs(3600);
 
 /// Turbine ids named in the log line per signal, at most.
 const NAMED: usize = 5;
 
-/// Every [`WATCH_EVERY`], on a connection of its own: sets
-/// `galewatch_turbines_missing_signal{signal}` (the turbines whose readings of the last
-/// [`WATCH_WINDOW`] all lacked it) and, when some did, says so in one log line naming the
-/// signals, how many turbines and the first few. Runs until the task is aborted.
-pub async fn watch(db: crate::sink::db::Database, signals: Signals, width: Width) {
-    for s in &signals {
-        metrics::gauge!(telemetry::TURBINES_MISSING_SIGNAL, "signal" => s.name.clone()).set(0.0);
+/// Sets `galewatch_turbines_missing_signal{signal}` (the turbines whose readings of the last
+/// [`LOOK_WINDOW`] all lacked it) and, when some did, says so in one log line naming the
+/// signals, how many turbines and the first few (`sink::quality::watch` calls it every 10
+/// minutes).
+pub async fn look(c: &tokio_postgres::Client, signals: &Signals, width: Width) {
+    let since = Utc::now() - chrono::Duration::from_std(LOOK_WINDOW).expect("an hour");
+    let found = match lacking(c, signals, width, since, None).await {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::debug!(error = %e, "looking for missing signals");
+            return;
+        }
+    };
+    let mut said = Vec::new();
+    for (i, s) in signals.iter().enumerate() {
+        let ids: Vec<&str> = found
+            .iter()
+            .filter(|l| l.missing.contains(&i))
+            .map(|l| l.turbine_id.as_str())
+            .collect();
+        metrics::gauge!(telemetry::TURBINES_MISSING_SIGNAL, "signal" => s.name.clone())
+            .set(ids.len() as f64);
+        if !ids.is_empty() {
+            let more = if ids.len() > NAMED { ", …" } else { "" };
+            said.push(format!(
+                "{} on {} turbine(s) ({}{more})",
+                s.name,
+                ids.len(),
+                ids[..ids.len().min(NAMED)].join(", ")
+            ));
+        }
     }
-    let mut every = tokio::time::interval(WATCH_EVERY);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut client: Option<tokio_postgres::Client> = None;
-    loop {
-        every.tick().await;
-        if client.as_ref().is_none_or(|c| c.is_closed()) {
-            client = db.connect().await.ok();
-        }
-        let Some(c) = &client else { continue };
-        let since = Utc::now() - chrono::Duration::from_std(WATCH_WINDOW).expect("an hour");
-        let found = match lacking(c, &signals, width, since, None).await {
-            Ok(found) => found,
-            Err(e) => {
-                tracing::debug!(error = %e, "looking for missing signals");
-                continue;
-            }
-        };
-        let mut said = Vec::new();
-        for (i, s) in signals.iter().enumerate() {
-            let ids: Vec<&str> = found
-                .iter()
-                .filter(|l| l.missing.contains(&i))
-                .map(|l| l.turbine_id.as_str())
-                .collect();
-            metrics::gauge!(telemetry::TURBINES_MISSING_SIGNAL, "signal" => s.name.clone())
-                .set(ids.len() as f64);
-            if !ids.is_empty() {
-                let more = if ids.len() > NAMED { ", …" } else { "" };
-                said.push(format!(
-                    "{} on {} turbine(s) ({}{more})",
-                    s.name,
-                    ids.len(),
-                    ids[..ids.len().min(NAMED)].join(", ")
-                ));
-            }
-        }
-        if !said.is_empty() {
-            tracing::warn!(
-                missing = %said.join("; "),
-                window = ?WATCH_WINDOW,
-                "declared signals missing from every reading of some turbines: check each one's pointer (or Sparkplug B metric name), or the sensor (galewatch turbines lists them)"
-            );
-        }
+    if !said.is_empty() {
+        tracing::warn!(
+            missing = %said.join("; "),
+            window = ?LOOK_WINDOW,
+            "declared signals missing from every reading of some turbines: check each one's pointer (or Sparkplug B metric name), or the sensor (galewatch turbines lists them)"
+        );
     }
 }

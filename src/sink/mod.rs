@@ -3,7 +3,8 @@
 //! [`transaction`]; [`overlap`] keeps batches sharing a key in arrival order across writers);
 //! [`db`] connects, [`migrate`] keeps the schema, [`partition`] and [`maintain`] the `readings`
 //! partitions, [`health`] each turbine's clock, [`stats`] the interval statistics (and
-//! [`absent`], which signals a turbine's readings lack, from their counts), [`births`] the
+//! [`absent`], which signals a turbine's readings lack, and [`quality`], completeness and flags,
+//! both read from them), [`births`] the
 //! Sparkplug B birth certificates, and [`citus`] what differs on a Citus cluster. It never
 //! imports the intake: what it needs of it is passed in.
 
@@ -18,6 +19,7 @@ pub mod migrate;
 pub mod overlap;
 pub mod partition;
 pub mod pg;
+pub mod quality;
 pub mod stats;
 pub mod transaction;
 pub mod write;

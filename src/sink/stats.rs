@@ -773,6 +773,27 @@ pub fn mean_sql(c: &str) -> String {
     )
 }
 
+/// The mean direction in degrees, [0, 360), from SQL expressions of the mean sine and cosine
+/// (`core::circular::mean_deg`): NULL where they are or where the directions cancel.
+pub fn angle_mean_sql(sin: &str, cos: &str) -> String {
+    let d = format!("degrees(atan2({sin}, {cos}))");
+    format!(
+        "CASE WHEN sqrt(({sin}) * ({sin}) + ({cos}) * ({cos})) >= {} THEN
+        CASE WHEN {d} < 0 THEN {d} + 360 ELSE {d} END END",
+        lit(crate::core::circular::UNDEFINED_BELOW)
+    )
+}
+
+/// Yamartino's standard deviation of directions in degrees from SQL expressions of the mean sine
+/// and cosine (`core::circular::yamartino_deg`), for hand queries and Grafana.
+pub fn angle_std_sql(sin: &str, cos: &str) -> String {
+    let e = format!("sqrt(greatest(1 - least(({sin}) * ({sin}) + ({cos}) * ({cos}), 1), 0))");
+    format!(
+        "degrees(asin({e}) * (1 + {} * {e} * {e} * {e}))",
+        lit(2.0 / 3f64.sqrt() - 1.0)
+    )
+}
+
 /// The population standard deviation from columns `m2` and `n`, as `sqrt(m2 / n)` except where
 /// `m2` is so small that the division could round to 0 (refused by PostgreSQL as an underflow):
 /// there `sqrt(m2) / sqrt(n)`. NULL where `m2` is.

@@ -1,0 +1,344 @@
+//! Quality: what the interval statistics say of the data's completeness and flags, read back for
+//! the panel, the export and the daemon's gauges (the judgement itself is `core::quality`).
+//!
+//! Per interval: the readings beside the expected ones, and per signal the figures its flags
+//! are judged from. Per turbine over a window: readings, expected readings, and the intervals
+//! flagged, counted by one aggregate whose flag test is written from the same rule.
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::GenericClient;
+
+use crate::core::quality::{self, Figures};
+use crate::core::signals::Signals;
+use crate::error::Error;
+use crate::sink::stats::{self, Sql};
+
+/// One interval of one turbine, as the flags and completeness are judged from it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntervalFigures {
+    pub start: DateTime<Utc>,
+    pub readings: i64,
+    pub expected: Option<f64>,
+    /// Per declared signal, in declared order (a text or boolean one has no minimum, maximum or
+    /// implausible count).
+    pub signals: Vec<Figures>,
+}
+
+impl IntervalFigures {
+    /// The interval's completeness: readings over expected.
+    pub fn completeness(&self) -> Option<f64> {
+        quality::completeness(self.readings, self.expected)
+    }
+
+    /// Each signal's flags.
+    pub fn flags(&self, stuck_min_readings: i64) -> Vec<quality::Flags> {
+        self.signals
+            .iter()
+            .map(|f| quality::flags(f, stuck_min_readings))
+            .collect()
+    }
+}
+
+/// Per declared signal, its count, minimum, maximum and implausible count as SQL (NULLs where
+/// the signal has none), in declared order.
+fn signal_columns(signals: &Signals) -> Vec<[String; 4]> {
+    signals
+        .iter()
+        .map(|s| {
+            let q = |c: String| format!("\"{c}\"");
+            if s.kind.is_numeric() {
+                let [n, _, _, min, max] = stats::column_names(s);
+                [q(n), q(min), q(max), q(stats::implausible_column(s))]
+            } else {
+                // Not counted (an interval an older release wrote): not known to lack it.
+                [
+                    format!("coalesce({}, readings)", q(stats::count_column(s))),
+                    "NULL::float8".into(),
+                    "NULL::float8".into(),
+                    "0::int8".into(),
+                ]
+            }
+        })
+        .collect()
+}
+
+/// One turbine's intervals starting in `[from, to)`, in time order.
+pub async fn intervals<C: GenericClient>(
+    c: &C,
+    sql: &Sql,
+    signals: &Signals,
+    turbine: &str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Vec<IntervalFigures>, Error> {
+    let cols: Vec<String> = signal_columns(signals)
+        .into_iter()
+        .flat_map(|c| c.into_iter())
+        .collect();
+    let statement = format!(
+        "SELECT interval_start, readings, expected, {}
+           FROM interval_stats
+          WHERE turbine_id = $1 AND interval_seconds = {} AND interval_start >= $2 AND interval_start < $3
+          ORDER BY interval_start",
+        cols.join(", "),
+        sql.width.secs()
+    );
+    let rows = c
+        .query(&statement, &[&turbine, &from, &to])
+        .await
+        .map_err(|e| Error::db("reading the intervals' quality", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let readings: i64 = r.get(1);
+            IntervalFigures {
+                start: r.get(0),
+                readings,
+                expected: r.get(2),
+                signals: (0..signals.len())
+                    .map(|i| {
+                        let at = 3 + 4 * i;
+                        Figures {
+                            readings,
+                            n: r.get::<_, Option<i64>>(at).unwrap_or(0),
+                            min: r.get(at + 1),
+                            max: r.get(at + 2),
+                            implausible: r.get(at + 3),
+                        }
+                    })
+                    .collect(),
+            }
+        })
+        .collect())
+}
+
+/// One turbine's figures over a window of intervals.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    pub turbine_id: String,
+    /// Intervals holding readings (an interval without any has no row).
+    pub intervals: i64,
+    pub readings: i64,
+    /// The readings the whole window holds under the turbine's sample period, silent intervals
+    /// included; None when none is declared.
+    pub expected: Option<f64>,
+    /// Intervals with some flag on some signal.
+    pub flagged: i64,
+}
+
+impl Summary {
+    pub fn completeness(&self) -> Option<f64> {
+        quality::completeness(self.readings, self.expected)
+    }
+}
+
+/// The SQL test of "some flag on some signal" for one interval row, written from
+/// `core::quality::flags`' rule: at least `k` (and 2) values all equal, an implausible value, or
+/// fewer values than readings.
+fn any_flag_sql(signals: &Signals, k: i64) -> String {
+    let k = k.max(2);
+    let tests: Vec<String> = signal_columns(signals)
+        .into_iter()
+        .map(|[n, min, max, imp]| {
+            format!("({n} >= {k} AND {min} = {max}) OR coalesce({imp}, 0) > 0 OR {n} < readings")
+        })
+        .collect();
+    if tests.is_empty() {
+        "false".into()
+    } else {
+        format!("({})", tests.join(" OR "))
+    }
+}
+
+/// Per turbine with intervals starting in `[since, until)` (of the turbines `only`, when given):
+/// its intervals, readings, the readings the whole window should hold, and flagged intervals.
+/// One aggregate.
+pub async fn summaries<C: GenericClient>(
+    c: &C,
+    sql: &Sql,
+    signals: &Signals,
+    stuck_min_readings: i64,
+    (since, until): (DateTime<Utc>, DateTime<Utc>),
+    only: Option<&[&str]>,
+) -> Result<Vec<Summary>, Error> {
+    let statement = format!(
+        "SELECT turbine_id, count(*), sum(readings)::int8, count(*) FILTER (WHERE {})
+           FROM interval_stats
+          WHERE interval_seconds = {} AND interval_start >= $1 AND interval_start < $2{}
+          GROUP BY turbine_id ORDER BY turbine_id",
+        any_flag_sql(signals, stuck_min_readings),
+        sql.width.secs(),
+        if only.is_some() {
+            " AND turbine_id = ANY($3)"
+        } else {
+            ""
+        }
+    );
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&since, &until];
+    if let Some(ids) = &only {
+        params.push(ids);
+    }
+    let rows = c
+        .query(&statement, &params)
+        .await
+        .map_err(|e| Error::db("summarising the turbines' quality", e))?;
+    let secs = i32::try_from((until - since).num_seconds()).unwrap_or(i32::MAX);
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let turbine_id: String = r.get(0);
+            Summary {
+                expected: sql.periods.expected(&turbine_id, secs),
+                turbine_id,
+                intervals: r.get(1),
+                readings: r.get(2),
+                flagged: r.get(3),
+            }
+        })
+        .collect())
+}
+
+/// Per declared signal, the intervals starting in `[since, until)` flagged stuck, implausible
+/// and absent (`core::quality::FLAG_NAMES`' order), over the whole fleet. One aggregate.
+pub async fn fleet_flags<C: GenericClient>(
+    c: &C,
+    sql: &Sql,
+    signals: &Signals,
+    stuck_min_readings: i64,
+    (since, until): (DateTime<Utc>, DateTime<Utc>),
+) -> Result<Vec<[i64; 3]>, Error> {
+    let k = stuck_min_readings.max(2);
+    let counts: Vec<String> = signal_columns(signals)
+        .into_iter()
+        .map(|[n, min, max, imp]| {
+            format!(
+                "count(*) FILTER (WHERE {n} >= {k} AND {min} = {max}), \
+                 count(*) FILTER (WHERE coalesce({imp}, 0) > 0), \
+                 count(*) FILTER (WHERE {n} < readings)"
+            )
+        })
+        .collect();
+    let statement = format!(
+        "SELECT {} FROM interval_stats
+          WHERE interval_seconds = {} AND interval_start >= $1 AND interval_start < $2",
+        counts.join(", "),
+        sql.width.secs()
+    );
+    let r = c
+        .query_one(&statement, &[&since, &until])
+        .await
+        .map_err(|e| Error::db("counting the fleet's flagged intervals", e))?;
+    Ok((0..signals.len())
+        .map(|i| [r.get(3 * i), r.get(3 * i + 1), r.get(3 * i + 2)])
+        .collect())
+}
+
+/// How often the watch looks, and the window of whole intervals it looks over.
+pub const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
+pub const WATCH_WINDOW: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Turbines that get a completeness series of their own, at most: the least complete first
+/// (a flood of made-up turbine ids cannot grow the exporter without bound).
+pub const COMPLETENESS_SERIES_MAX: usize = 500;
+
+/// Below this completeness a turbine counts in `galewatch_turbines_incomplete`.
+pub const INCOMPLETE_BELOW: f64 = 0.9;
+
+/// The turbines the watch keeps a completeness series for.
+#[derive(Debug, Default)]
+struct Tracked(std::collections::BTreeSet<String>);
+
+/// Every [`WATCH_EVERY`] (and at start), on a connection of its own: which declared signals
+/// the turbines' readings lack ([`crate::sink::absent`]: a gauge and a log line), and over the
+/// last hour of whole intervals the fleet's and the least complete turbines' completeness and
+/// the flagged intervals by signal and flag. Runs until the task is aborted.
+pub async fn watch(
+    db: crate::sink::db::Database,
+    signals: Signals,
+    sql: Sql,
+    stuck_min_readings: i64,
+) {
+    use crate::telemetry;
+    for s in &signals {
+        metrics::gauge!(telemetry::TURBINES_MISSING_SIGNAL, "signal" => s.name.clone()).set(0.0);
+        for f in quality::FLAG_NAMES {
+            metrics::gauge!(telemetry::INTERVALS_FLAGGED, "signal" => s.name.clone(), "flag" => f)
+                .set(0.0);
+        }
+    }
+    let mut every = tokio::time::interval(WATCH_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut client: Option<tokio_postgres::Client> = None;
+    let mut tracked = Tracked::default();
+    loop {
+        every.tick().await;
+        if client.as_ref().is_none_or(|c| c.is_closed()) {
+            client = db.connect().await.ok();
+        }
+        let Some(c) = &client else { continue };
+        crate::sink::absent::look(c, &signals, sql.width).await;
+        let until = sql.width.start_of(Utc::now());
+        let since = until - chrono::Duration::from_std(WATCH_WINDOW).expect("an hour");
+        if let Err(e) = gauges(
+            c,
+            &sql,
+            &signals,
+            stuck_min_readings,
+            (since, until),
+            &mut tracked,
+        )
+        .await
+        {
+            tracing::debug!(error = %e, "reading the fleet's completeness and flags");
+        }
+    }
+}
+
+/// The completeness and flag gauges over one window.
+async fn gauges(
+    c: &tokio_postgres::Client,
+    sql: &Sql,
+    signals: &Signals,
+    k: i64,
+    window: (DateTime<Utc>, DateTime<Utc>),
+    tracked: &mut Tracked,
+) -> Result<(), Error> {
+    use crate::telemetry;
+    let all = summaries(c, sql, signals, k, window, None).await?;
+    let (got, want) = all
+        .iter()
+        .filter_map(|s| s.expected.map(|e| (s.readings, e)))
+        .fold((0i64, 0.0f64), |(g, w), (r, e)| (g + r, w + e));
+    if want > 0.0 {
+        metrics::gauge!(telemetry::FLEET_COMPLETENESS).set(got as f64 / want);
+    }
+    let mut worst: Vec<(f64, &str)> = all
+        .iter()
+        .filter_map(|s| s.completeness().map(|c| (c, s.turbine_id.as_str())))
+        .collect();
+    metrics::gauge!(telemetry::TURBINES_INCOMPLETE)
+        .set(worst.iter().filter(|(c, _)| *c < INCOMPLETE_BELOW).count() as f64);
+    worst.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (c, id) in worst.iter().filter(|(c, _)| *c < 1.0) {
+        if tracked.0.len() >= COMPLETENESS_SERIES_MAX && !tracked.0.contains(*id) {
+            break;
+        }
+        tracked.0.insert(id.to_string());
+        metrics::gauge!(telemetry::TURBINE_COMPLETENESS, "turbine" => id.to_string()).set(*c);
+    }
+    // A turbine tracked before keeps its series, at what it is now (0 when it sent nothing).
+    let now: std::collections::HashMap<&str, f64> = worst.iter().map(|(c, id)| (*id, *c)).collect();
+    for id in &tracked.0 {
+        let c = now.get(id.as_str()).copied().unwrap_or(0.0);
+        metrics::gauge!(telemetry::TURBINE_COMPLETENESS, "turbine" => id.clone()).set(c);
+    }
+    let flags = fleet_flags(c, sql, signals, k, window).await?;
+    for (s, counts) in signals.iter().zip(flags) {
+        for (f, n) in quality::FLAG_NAMES.iter().zip(counts) {
+            metrics::gauge!(telemetry::INTERVALS_FLAGGED, "signal" => s.name.clone(), "flag" => *f)
+                .set(n as f64);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,231 @@
+//! Completeness, data-quality flags and directions, end to end against a real broker and
+//! database: a turbine that sent half its readings in one interval and nothing for the rest of
+//! the hour, with a frozen power sensor, an implausible wind speed and a nacelle swinging across
+//! north, beside a turbine that sent everything. The daemon's gauges, the panel's pages and its
+//! API say exactly what the statistics hold.
+
+mod common;
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use common::*;
+
+const SETTINGS: &str = r#"
+sample_period = "2s"
+stats_stuck_min_readings = 10
+[[signals]]
+name = "power_kw"
+required = true
+plausible_min = 0.0
+plausible_max = 3000.0
+[[signals]]
+name = "wind_speed_ms"
+plausible_max = 60.0
+[[signals]]
+name = "nacelle_dir_deg"
+angle = true
+"#;
+
+fn reading(t: DateTime<Utc>, power: f64, wind: f64, dir: f64) -> String {
+    format!(
+        r#"{{"recorded_at":"{}","power_kw":{power},"wind_speed_ms":{wind},"nacelle_dir_deg":{dir}}}"#,
+        t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    )
+}
+
+/// Readings as gateway arrays of 50 on the turbine's topic.
+fn messages(turbine: &str, readings: &[String]) -> Vec<(String, Vec<u8>)> {
+    readings
+        .chunks(50)
+        .map(|c| {
+            json(
+                &format!("turbines/{turbine}/readings"),
+                &format!("[{}]", c.join(",")),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completeness_flags_and_directions_are_told_exactly() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("galewatch.toml");
+    std::fs::write(&config, SETTINGS).unwrap();
+    let mut d = Daemon::new(&broker, &db, "gw-quality");
+    d.config = Some(config.clone());
+    d.start_ready();
+
+    // The last hour of whole 10-minute intervals, as the daemon's watch reads it.
+    let width = galewatch::sink::stats::Width::new(Duration::from_secs(600)).unwrap();
+    let until = width.start_of(Utc::now());
+    let since = until - chrono::Duration::hours(1);
+    let at = |s: i64| since + chrono::Duration::seconds(s);
+    // Q-1: 150 readings 4 s apart in the hour's first interval (300 expected there, 1,800 in the
+    // hour), its power frozen at 1500, one wind speed past the soft bound, its nacelle swinging
+    // between 350° and 10°.
+    let q1: Vec<String> = (0..150)
+        .map(|k| {
+            let wind = if k == 7 { 80.0 } else { 5.0 };
+            let dir = if k % 2 == 0 { 350.0 } else { 10.0 };
+            reading(at(4 * k), 1500.0, wind, dir)
+        })
+        .collect();
+    // Q-2: every reading of the hour, nothing frozen or implausible.
+    let q2: Vec<String> = (0..1800)
+        .map(|k| {
+            reading(
+                at(2 * k),
+                1000.0 + k as f64,
+                5.0 + (k % 10) as f64 * 0.1,
+                (k % 90) as f64,
+            )
+        })
+        .collect();
+    let mut msgs = messages("Q-1", &q1);
+    msgs.extend(messages("Q-2", &q2));
+    publish(&broker, msgs).await;
+    eventually(Duration::from_secs(30), "1,950 readings", || async {
+        db.rows().await == 1950
+    })
+    .await;
+
+    // The stored figures: the frozen power and the implausible wind in Q-1's one interval.
+    assert_eq!(
+        db.count("SELECT count(*) FROM interval_stats WHERE turbine_id = 'Q-1'")
+            .await,
+        1
+    );
+    let c = db.client().await;
+    let r = c
+        .query_one(
+            "SELECT readings, expected, power_kw_min = power_kw_max, wind_speed_ms_implausible,
+                    nacelle_dir_deg_sin, nacelle_dir_deg_cos
+               FROM interval_stats WHERE turbine_id = 'Q-1'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.get::<_, i64>(0), 150);
+    assert_eq!(r.get::<_, Option<f64>>(1), Some(300.0));
+    assert!(r.get::<_, bool>(2));
+    assert_eq!(r.get::<_, i64>(3), 1);
+    let (sin, cos): (f64, f64) = (r.get(4), r.get(5));
+    assert!(sin.abs() < 1e-12, "350° and 10° in equal numbers: {sin}");
+    let mean = galewatch::core::circular::mean_deg(sin, cos).unwrap();
+    assert!(
+        !(1e-6..=360.0 - 1e-6).contains(&mean),
+        "north, not south: {mean}"
+    );
+    let spread = galewatch::core::circular::yamartino_deg(sin, cos);
+    assert!((spread - 10.0).abs() < 0.1, "±10° about north: {spread}");
+
+    // A restarted daemon reads the hour at once.
+    d.terminate();
+    d.start_ready();
+    eventually(
+        Duration::from_secs(20),
+        "the completeness gauges",
+        || async { d.metric("galewatch_turbines_incomplete") == 1.0 },
+    )
+    .await;
+    let near = |x: f64, y: f64| (x - y).abs() < 1e-12;
+    let m = d.scrape();
+    assert!(
+        near(
+            sample(&m, "galewatch_fleet_completeness_ratio"),
+            1950.0 / 3600.0
+        ),
+        "{m}"
+    );
+    assert!(
+        near(
+            sample(&m, r#"galewatch_turbine_completeness_ratio{turbine="Q-1"}"#),
+            150.0 / 1800.0
+        ),
+        "{m}"
+    );
+    assert!(
+        !m.contains(r#"galewatch_turbine_completeness_ratio{turbine="Q-2"}"#),
+        "a complete turbine needs no series of its own: {m}"
+    );
+    let flagged = |signal: &str, flag: &str| {
+        sample(
+            &m,
+            &format!(r#"galewatch_intervals_flagged{{signal="{signal}",flag="{flag}"}}"#),
+        )
+    };
+    assert_eq!(flagged("power_kw", "stuck"), 1.0, "{m}");
+    assert_eq!(flagged("wind_speed_ms", "implausible"), 1.0);
+    assert_eq!(flagged("wind_speed_ms", "stuck"), 0.0);
+    assert_eq!(flagged("nacelle_dir_deg", "absent"), 0.0);
+    d.terminate();
+
+    // The panel: the turbine page's completeness and flag marks, the fleet page's day cell, the
+    // direction charted as its vector mean.
+    let cfg = galewatch::daemon::config::load(Some(&config)).unwrap();
+    let cfg = galewatch::daemon::config::Settings {
+        database_url: db.url.clone(),
+        ..cfg.settings
+    }
+    .validate()
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let rx = stop.clone();
+    tokio::spawn(async move { galewatch::panel::serve(&cfg, listener, rx).await });
+    let get = |path: String| {
+        let addr = addr.clone();
+        async move {
+            tokio::task::spawn_blocking(move || http_get(&addr, &path))
+                .await
+                .unwrap()
+        }
+    };
+    let range = format!("from={}&to={}", since.timestamp(), until.timestamp());
+    let (status, page) = get(format!("/turbines/Q-1?{range}")).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains(
+            "Completeness <span class=\"num\">8.3 %</span> (150 of 1800 readings expected"
+        ),
+        "{page}"
+    );
+    assert_eq!(
+        page.matches("class=\"flag-marker\"").count(),
+        2,
+        "power and wind: {page}"
+    );
+    assert!(
+        page.contains("stuck") && page.contains("implausible"),
+        "{page}"
+    );
+    let (_, fleet) = get("/".into()).await;
+    assert!(fleet.contains("1 flagged"), "{fleet}");
+    let (_, api) = get("/api/turbines".into()).await;
+    let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+    let row = |id: &str| {
+        api["turbines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["turbine_id"] == id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row("Q-1")["flagged_intervals_last_day"], 1);
+    assert_eq!(row("Q-2")["flagged_intervals_last_day"], 0);
+    let (_, series) = get(format!("/api/turbines/Q-1/readings?{range}&step=600")).await;
+    let series: serde_json::Value = serde_json::from_str(&series).unwrap();
+    let dir = &series["points"][0]["nacelle_dir_deg"];
+    let avg = dir["avg"].as_f64().unwrap_or_else(|| panic!("{series}"));
+    assert!(
+        !(1e-6..=360.0 - 1e-6).contains(&avg),
+        "charted as north: {series}"
+    );
+    assert_eq!(dir["min"], dir["avg"], "a direction has no band");
+    stop.cancel();
+}
