@@ -842,6 +842,8 @@ async fn grafana_queries_answer(db: &TestDb) {
         let want = match title.as_str() {
             "Power" | "Wind speed" | "Rotor speed" => 10, // ten 1-minute buckets (10:10 is empty)
             "Quarantined readings" => 1,
+            // The ten minutes' one interval.
+            "Completeness and flagged signals (10-minute intervals)" => 1,
             other => panic!("an unexpected SQL panel: {other}"),
         };
         assert_eq!(rows.len(), want, "{title}");
@@ -863,7 +865,13 @@ async fn grafana_queries_answer(db: &TestDb) {
     checked.dedup();
     assert_eq!(
         checked,
-        ["Power", "Quarantined readings", "Rotor speed", "Wind speed"]
+        [
+            "Completeness and flagged signals (10-minute intervals)",
+            "Power",
+            "Quarantined readings",
+            "Rotor speed",
+            "Wind speed"
+        ]
     );
     // The daemon-health row is Prometheus.
     let prom = dash["panels"]
