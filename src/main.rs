@@ -271,6 +271,7 @@ enum SparkplugCommand {
     /// name and the declared signals no stored birth feeds; with one, each birth's metrics and
     /// aliases. A metric a birth names without an alias is not stored (data naming it by name
     /// needs no birth), so it is not listed.
+    #[command(after_long_help = settings_help())]
     Metrics {
         #[command(flatten)]
         config: ConfigArg,

@@ -28,6 +28,29 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// A file a setting names (a secret, a CA bundle, a key, the panel's users) read whole, but never
+/// past `limit` bytes: `/dev/zero` or a log named by mistake must not take the memory. The
+/// error says what was wrong, for a message that names the setting.
+pub fn read_bounded(path: &std::path::Path, limit: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)
+        .map_err(|e| format!("cannot read {}: {}", path.display(), e.kind()))?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {}: {}", path.display(), e.kind()))?;
+    if bytes.len() as u64 > limit {
+        return Err(format!(
+            "{} is larger than {limit} bytes: not the file this setting takes",
+            path.display()
+        ));
+    }
+    Ok(bytes)
+}
+
+/// The most a secret's file may hold.
+pub const SECRET_FILE_MAX: u64 = 64 * 1024;
+
 /// The environment prefix of every setting's variable.
 pub const ENV_PREFIX: &str = "GALEWATCH_";
 

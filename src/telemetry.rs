@@ -83,7 +83,12 @@ pub fn install(listen: SocketAddr) -> Result<(), Error> {
         })
         .map_err(|e| Error::other("configuring the metrics exporter", e))?
         .install()
-        .map_err(|e| Error::other("starting the metrics endpoint", e))?;
+        .map_err(|e| {
+            Error::other(
+                "starting the metrics endpoint",
+                format!("{listen} (metrics_listen): {e}"),
+            )
+        })?;
     describe();
     metrics::gauge!(
         BUILD_INFO,

@@ -32,10 +32,13 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// The most a PEM file may hold: a system's whole CA bundle is about 200 KB.
+const PEM_FILE_MAX: u64 = 16 * 1024 * 1024;
+
 /// Certificates from a PEM file (a CA bundle or a client chain).
 fn certs(setting: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let certs: Vec<_> = CertificateDer::pem_file_iter(path)
-        .map_err(|e| err(setting, format!("cannot read {}: {e}", path.display())))?
+    let bytes = crate::secret::read_bounded(path, PEM_FILE_MAX).map_err(|e| err(setting, e))?;
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(&bytes)
         .collect::<Result<_, _>>()
         .map_err(|e| {
             err(
@@ -54,7 +57,8 @@ fn certs(setting: &'static str, path: &Path) -> Result<Vec<CertificateDer<'stati
 
 /// A private key from a PEM file.
 fn private_key(setting: &'static str, path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    PrivateKeyDer::from_pem_file(path).map_err(|e| {
+    let bytes = crate::secret::read_bounded(path, PEM_FILE_MAX).map_err(|e| err(setting, e))?;
+    PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| {
         err(
             setting,
             format!("{} is not a PEM private key: {e}", path.display()),

@@ -346,10 +346,17 @@ async fn api_answers_exactly(db: &TestDb) {
             400,
             "bad turbine id",
         ),
+        // A NUL no stored id holds: a bad id. A control character a stored id may hold (the
+        // pages escape it): a turbine looked for, and this one was never heard from.
         (
-            "/api/turbines/A%07B/readings".to_string(),
+            "/api/turbines/A%00B/readings".to_string(),
             400,
             "bad turbine id",
+        ),
+        (
+            "/api/turbines/A%07B/readings".to_string(),
+            404,
+            "nothing was ever received",
         ),
     ] {
         let (status, v) = get_json(addr, &path).await;
@@ -423,6 +430,11 @@ async fn healthz_fails_when_the_database_does_not_answer() {
     let (status, body) = get(addr, "/healthz").await;
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("database"), "{body}");
+    // Open to everyone, so it names neither the database nor where it is.
+    assert!(
+        !body.contains(&db.name) && !body.contains("127.0.0.1"),
+        "{body}"
+    );
     let (status, v) = get_json(addr, "/api/turbines").await;
     assert_eq!(status, 503, "{v}");
     db.allow_connections().await;
@@ -581,7 +593,7 @@ async fn the_pages_fit_the_window_at_1280_and_500_px() {
     let long: String = "DOGGER-BANK-C/ARRAY-07/STRING-12/WTG-0042-"
         .repeat(4)
         .chars()
-        .take(galewatch::panel::window::MAX_ID_CHARS)
+        .take(galewatch::panel::window::MAX_ID_BYTES)
         .collect();
     let cols = floats.join(", ");
     let existing = floats

@@ -218,7 +218,7 @@ async fn a_systemd_credential_is_read_as_a_secret_file() {
     assert_eq!(
         db.count("SELECT count(*) FROM refinery_schema_history")
             .await,
-        11,
+        migration_count(),
         "migrated the database the credential names"
     );
     // The variable as well: which one is meant is not guessed.

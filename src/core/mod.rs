@@ -10,5 +10,6 @@ pub mod outcome;
 pub mod quality;
 pub mod reading;
 pub mod sampling;
+pub mod shown;
 pub mod signals;
 pub mod timestamp;

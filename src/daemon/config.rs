@@ -88,9 +88,9 @@ pub struct Settings {
     #[serde(deserialize_with = "scalar_string")]
     pub mqtt_share_group: String,
     /// How long the broker keeps the session (and queues messages) while the daemon is away.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "exact_duration")]
     pub mqtt_session_expiry: Duration,
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "exact_duration")]
     pub mqtt_keep_alive: Duration,
     /// Receive Maximum advertised to the broker: messages it may send before the first ack.
     pub mqtt_receive_maximum: u16,
@@ -130,7 +130,7 @@ pub struct Settings {
     /// Flush a batch at this many readings...
     pub batch_max_readings: usize,
     /// ...or this long after its first reading, whichever comes first.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "exact_duration")]
     pub batch_max_wait: Duration,
     /// The daemon's own memory bound: readings held unacknowledged before intake pauses...
     pub max_unacked_readings: usize,
@@ -148,7 +148,7 @@ pub struct Settings {
     /// Array messages with more readings than this are rejected `too_large`.
     pub max_readings_per_message: usize,
     /// A reading stamped further ahead of its receipt than this is quarantined `future_timestamp`.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "exact_duration")]
     pub max_clock_skew: Duration,
     /// Where the turbine id is in a reading object, a JSON Pointer ("": not in the payload).
     #[serde(deserialize_with = "scalar_string")]
@@ -186,64 +186,64 @@ pub struct Settings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotor_rpm_max: Option<f64>,
     /// A turbine is clock-suspect when its clock's offset (arrival − recorded_at) passes this...
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "exact_duration")]
     pub clock_max_offset: Duration,
     /// ...or it gains or loses more than this per day...
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "exact_duration")]
     pub clock_max_drift_per_day: Duration,
     /// ...or this many of its readings collided in the last day.
     pub clock_max_collisions_per_day: i64,
     /// Drift is measured as the offset's change over this window.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "exact_duration")]
     pub clock_drift_window: Duration,
     /// Bound on one batch's whole transaction; past it the connection is dropped and the batch
     /// retried (COPY has no timeout of its own).
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "exact_duration")]
     pub db_write_timeout: Duration,
     /// Writer connections landing batches side by side, so one batch's COPY runs while another
     /// commits (acks still leave in arrival order). Each holds one database connection.
     pub database_writers: usize,
     /// On SIGTERM, how long to spend committing and acknowledging what is in hand.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "exact_duration")]
     pub shutdown_grace: Duration,
     /// Whether the daemon creates and drops `readings` partitions. Off where the engine manages
     /// them (a TimescaleDB hypertable, Citus, pg_partman): see docs/scaling.md.
     pub readings_manage_partitions: bool,
     /// Width of a new `readings` partition.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "exact_duration")]
     pub readings_partition_size: Duration,
     /// Partitions are created this far ahead of now.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "exact_duration")]
     pub readings_partition_ahead: Duration,
     /// Readings stamped further back than this land in the default partition instead of getting
     /// one of their own.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "exact_duration")]
     pub readings_partition_backfill: Duration,
     /// Whole partitions older than this are dropped; 0 keeps everything.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "exact_duration")]
     pub readings_retention: Duration,
     /// Quarantine entries received longer ago than this are deleted; 0 keeps everything.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "exact_duration")]
     pub quarantine_retention: Duration,
     /// Rejected entries received longer ago than this are deleted; 0 keeps everything.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "exact_duration")]
     pub rejected_retention: Duration,
     /// How often partitions are made ahead and retention runs (also once at start).
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "exact_duration")]
     pub maintenance_interval: Duration,
     /// Whether each batch also keeps the interval statistics (`interval_stats`, docs/stats.md).
     pub stats_enabled: bool,
     /// Width of a statistics interval, aligned to the clock in UTC (10 minutes: IEC 61400-25's
     /// and every SCADA report's). Must divide a day.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "exact_duration")]
     pub stats_interval: Duration,
     /// Statistics of intervals that started longer ago than this are deleted; 0 keeps everything.
     /// Independent of `readings_retention`: statistics outlive the raw readings.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "exact_duration")]
     pub stats_retention: Duration,
     /// How often a turbine takes a reading: a complete interval holds stats_interval over it.
     /// 0s: not declared (completeness is then not known).
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "exact_duration")]
     pub sample_period: Duration,
     /// Turbine-id prefix → that group's own sample period (`"north/" = "1s"`); the longest
     /// matching prefix wins.
@@ -274,7 +274,7 @@ pub struct Settings {
     pub sparkplug_max_metrics_per_message: usize,
     /// An edge node is asked to rebirth at most this often, and a missing birth read from the
     /// database at most this often per node or device.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "exact_duration")]
     pub sparkplug_rebirth_interval: Duration,
     /// Births (alias tables) and edge nodes held in memory; past it the oldest is forgotten and
     /// read again from `sparkplug_births` when needed.
@@ -604,6 +604,7 @@ fn origins(fig: &Figment, mut secrets: Origins) -> Origins {
         .map(|e| {
             let origin = secrets
                 .remove(e.key)
+                .or_else(|| panel_users_credential(fig, e.key))
                 .unwrap_or_else(|| match fig.find_metadata(e.key) {
                     Some(m) => match &m.source {
                         Some(figment::Source::File(path)) => {
@@ -619,6 +620,20 @@ fn origins(fig: &Figment, mut secrets: Origins) -> Origins {
         .collect()
 }
 
+/// The panel reads its users from the systemd credential `galewatch_panel_users` when
+/// `panel_users_file` is left empty (`panel/access.rs`): that is where they come from then.
+fn panel_users_credential(fig: &Figment, key: &str) -> Option<Origin> {
+    if key != "panel_users_file" {
+        return None;
+    }
+    let empty = fig
+        .extract_inner::<String>(key)
+        .is_ok_and(|v| v.trim().is_empty());
+    let dir = std::env::var_os("CREDENTIALS_DIRECTORY")?;
+    (empty && Path::new(&dir).join("galewatch_panel_users").is_file())
+        .then(|| Origin::Credential("galewatch_panel_users".into()))
+}
+
 /// Checks the `GALEWATCH_*` variables alone, as `load` reads them: for the commands that take
 /// no settings file (`simulate`, `demo`) but must refuse a misspelled or malformed variable the
 /// same way `run` does, rather than ignore it.
@@ -632,14 +647,49 @@ pub fn check_environment() -> Result<(), ConfigError> {
 
 /// The `GALEWATCH_*` variables as settings: all but `GALEWATCH_CONFIG` (the file's path) and the
 /// secrets' `_FILE` variables (read by [`secret_from_file`]).
-fn environment() -> Env {
+fn environment() -> Environment {
     let file_vars: Vec<String> = SECRET_SETTINGS
         .iter()
         .map(|k| format!("{k}_file"))
         .collect();
     let mut ignored: Vec<&str> = vec!["config"];
     ignored.extend(file_vars.iter().map(String::as_str));
-    Env::prefixed(ENV_PREFIX).ignore(&ignored)
+    Environment(Env::prefixed(ENV_PREFIX).ignore(&ignored))
+}
+
+/// The `GALEWATCH_*` variables as figment reads them, except that a text setting keeps its
+/// variable's text exactly: figment reads `GALEWATCH_MQTT_CLIENT_ID=007` as the number 7, which
+/// would be another client id (another broker session), and a password `0042` as 42.
+struct Environment(Env);
+
+impl figment::Provider for Environment {
+    fn metadata(&self) -> figment::Metadata {
+        self.0.metadata()
+    }
+
+    fn data(
+        &self,
+    ) -> Result<figment::value::Map<figment::Profile, figment::value::Dict>, figment::Error> {
+        let mut data = self.0.data()?;
+        let defaults = figment::value::Value::serialize(Settings::default())?;
+        let text = |key: &str| {
+            matches!(
+                defaults.find_ref(key),
+                Some(figment::value::Value::String(..))
+            )
+        };
+        for dict in data.values_mut() {
+            for (key, value) in dict.iter_mut() {
+                if !text(key) {
+                    continue;
+                }
+                if let Ok(raw) = std::env::var(format!("{ENV_PREFIX}{}", key.to_uppercase())) {
+                    *value = figment::value::Value::from(raw);
+                }
+            }
+        }
+        Ok(data)
+    }
 }
 
 /// The value of `GALEWATCH_{KEY}_FILE`'s file, if that variable is set (one trailing newline
@@ -673,8 +723,9 @@ fn secret_from_file(key: &str) -> Result<Option<(String, Origin)>, ConfigError> 
     if std::env::var_os(&plain).is_some() {
         return Err(err(format!("both {plain} and {source} are set; keep one")));
     }
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| err(format!("cannot read {}: {}", path.display(), e.kind())))?;
+    let bytes = crate::secret::read_bounded(&path, crate::secret::SECRET_FILE_MAX).map_err(err)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| err(format!("{} is not UTF-8 text", path.display())))?;
     let text = text.strip_suffix('\n').unwrap_or(&text);
     let text = text.strip_suffix('\r').unwrap_or(text);
     Ok(Some((text.to_string(), origin)))
@@ -703,7 +754,15 @@ fn from_figment(e: figment::Error) -> ConfigError {
             _ => m.name.to_string(),
         })
         .unwrap_or_default();
+    // A secret's value is never printed, whatever is wrong with it.
+    let secret = SECRET_SETTINGS.contains(&setting.as_str());
     let problem = match &e.kind {
+        Kind::InvalidType(found, expected) if secret => {
+            // "signed int `12345678`": the kind, not the value.
+            let text = found.to_string();
+            let kind = text.split('`').next().unwrap_or_default().trim();
+            format!("found a {kind} (its value is not printed: a secret), expected {expected}")
+        }
         Kind::UnknownField(field, expected) => {
             if e.path.last() != Some(field) {
                 if !setting.is_empty() {
@@ -711,16 +770,27 @@ fn from_figment(e: figment::Error) -> ConfigError {
                 }
                 setting.push_str(field);
             }
-            match did_you_mean(field, expected) {
+            // A secret's file variable misspelt (GALEWATCH_MQTT_PASWORD_FILE): its secret's.
+            let file = field
+                .strip_suffix("_file")
+                .and_then(|stem| did_you_mean(stem, &SECRET_SETTINGS))
+                .map(|near| format!("{near}_file"));
+            match did_you_mean(field, expected).map(str::to_string).or(file) {
                 Some(near) => format!("unknown setting; did you mean `{near}`?"),
                 None => "unknown setting".to_string(),
             }
         }
         Kind::UnknownVariant(found, expected) => {
-            format!("{found:?} is not one of {}", expected.join(", "))
+            let near = did_you_mean(found, expected)
+                .map(|n| format!("; did you mean {n:?}?"))
+                .unwrap_or_default();
+            format!("{found:?} is not one of {}{near}", expected.join(", "))
         }
         Kind::InvalidType(found, expected) => format!("found {found}, expected {expected}"),
-        other => other.to_string(),
+        Kind::InvalidValue(..) | Kind::InvalidLength(..) if secret => {
+            "not a usable value (not printed: a secret)".to_string()
+        }
+        other => without_source_lines(&other.to_string()),
     };
     if setting.is_empty() {
         // Not one setting: the file as a whole (its syntax, its encoding).
@@ -731,6 +801,25 @@ fn from_figment(e: figment::Error) -> ConfigError {
         };
     }
     ConfigError::new(&setting, format!("{problem} (from {source})"))
+}
+
+/// A parser's message without the lines it quotes from the file (`1 | database_url = "…`): a
+/// line may hold a secret, and the message already says where (line and column).
+fn without_source_lines(message: &str) -> String {
+    let kept: Vec<&str> = message
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| {
+            let t = l.trim_start();
+            !t.is_empty()
+                && !t.starts_with('|')
+                && !t.split_once('|').is_some_and(|(n, _)| {
+                    let n = n.trim();
+                    !n.is_empty() && n.chars().all(|c| c.is_ascii_digit())
+                })
+        })
+        .collect();
+    kept.join(": ")
 }
 
 /// The known name closest to a misspelt one, when one is close enough to be meant.
@@ -888,6 +977,13 @@ impl Settings {
     /// The statistics interval, upkeep and the writers (`sink/stats.rs`, `sink/maintain.rs`,
     /// `sink/write.rs`).
     fn check_upkeep(&self) -> Result<(), ConfigError> {
+        // systemd's own stop timeout is 90 s by default: a grace past an hour is a typo.
+        if self.shutdown_grace > Duration::from_secs(3600) {
+            return Err(ConfigError::new(
+                "shutdown_grace",
+                "must be at most 1h (and under the service manager's stop timeout: systemd's is 90s unless TimeoutStopSec says otherwise)",
+            ));
+        }
         crate::sink::stats::Width::new(self.stats_interval)
             .map_err(|problem| ConfigError::new("stats_interval", problem))?;
         self.sample_periods()?;
@@ -973,6 +1069,43 @@ fn scalar_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Er
     })
 }
 
+/// A duration setting: read as humantime reads it (`30s`, `7days`, `1h 30m`), written in the
+/// largest whole unit that states it exactly (`90days`, not humantime's `2months 29days 2h 52m
+/// 48s`, a month being 30.44 days to it), so `galewatch settings` and the reference print what
+/// an operator would write.
+mod exact_duration {
+    use std::time::Duration;
+
+    pub fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&text(*d))
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        humantime_serde::deserialize(d)
+    }
+
+    /// `d` in the largest unit that divides it: days, h, m, s, ms, us, ns.
+    pub fn text(d: Duration) -> String {
+        if d.is_zero() {
+            return "0s".into();
+        }
+        let ns = d.as_nanos();
+        for (unit, size) in [
+            ("days", 86_400_000_000_000u128),
+            ("h", 3_600_000_000_000),
+            ("m", 60_000_000_000),
+            ("s", 1_000_000_000),
+            ("ms", 1_000_000),
+            ("us", 1_000),
+        ] {
+            if ns % size == 0 {
+                return format!("{}{unit}", ns / size);
+            }
+        }
+        format!("{ns}ns")
+    }
+}
+
 /// A stage's verdict on a setting, as the error `load` reports.
 fn blame((setting, problem): (&'static str, String)) -> ConfigError {
     ConfigError::new(setting, problem)
@@ -981,6 +1114,23 @@ fn blame((setting, problem): (&'static str, String)) -> ConfigError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_are_written_in_their_largest_whole_unit() {
+        use std::time::Duration as D;
+        for (d, t) in [
+            (D::from_secs(90 * 86_400), "90days"),
+            (D::from_secs(36 * 3600), "36h"),
+            (D::from_secs(90), "90s"),
+            (D::from_millis(100), "100ms"),
+            (D::from_micros(1500), "1500us"),
+            (D::from_nanos(7), "7ns"),
+            (D::ZERO, "0s"),
+        ] {
+            assert_eq!(exact_duration::text(d), t);
+            assert_eq!(humantime::parse_duration(t).unwrap(), d, "{t} reads back");
+        }
+    }
 
     #[test]
     fn defaults_are_valid() {

@@ -102,6 +102,19 @@ fn settings_file(values: &toml::Table, hidden: &[&str], from: &dyn Fn(&Entry) ->
                     }
                     let _ = writeln!(out, "# signals: the [[signals]] tables at the end");
                 }
+                // The database URL without its password: read back, the file still names the
+                // same database (commented out, the default would name another, which `run`
+                // would create and fill).
+                Some(toml::Value::String(url))
+                    if e.key == "database_url" && hidden.contains(&e.key) =>
+                {
+                    let _ = writeln!(
+                        out,
+                        "{} = {}  # from {origin}, its password left out (a secret): give it as database_password, or keep giving the whole URL where it is given",
+                        e.key,
+                        value_text(&toml::Value::String(without_password(url)))
+                    );
+                }
                 Some(v) if hidden.contains(&e.key) => {
                     let _ = writeln!(
                         out,
@@ -140,6 +153,46 @@ fn json(values: &toml::Table, from: &dyn Fn(&Entry) -> Origin) -> String {
             c => c.to_string(),
         })
         .collect()
+}
+
+/// A masked `database_url` ([`mask_url`]) with the masked password taken out altogether: the
+/// user information's `:****`, a query parameter or a key=value pair whose value is `****`.
+pub fn without_password(masked: &str) -> String {
+    if masked.starts_with("postgres://") || masked.starts_with("postgresql://") {
+        let s = masked.replacen(&format!(":{MASK}@"), "@", 1);
+        return match s.split_once('?') {
+            Some((head, query)) => {
+                let kept: Vec<&str> = query
+                    .split('&')
+                    .filter(|p| p.split_once('=').is_none_or(|(_, v)| v != MASK))
+                    .collect();
+                if kept.is_empty() {
+                    head.to_string()
+                } else {
+                    format!("{head}?{}", kept.join("&"))
+                }
+            }
+            None => s,
+        };
+    }
+    // key=value: drop `password = ****` however it is spaced.
+    let mut out = String::with_capacity(masked.len());
+    let mut rest = masked;
+    while let Some(i) = rest.find("password") {
+        let after = rest[i + "password".len()..].trim_start();
+        match after.strip_prefix('=').map(str::trim_start) {
+            Some(v) if v.starts_with(MASK) => {
+                out.push_str(&rest[..i]);
+                rest = &v[MASK.len()..];
+            }
+            _ => {
+                out.push_str(&rest[..i + "password".len()]);
+                rest = &rest[i + "password".len()..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// `database_url` with its password replaced by `****`: in a URL's user information
@@ -309,6 +362,25 @@ mod tests {
             let got = mask_url(url);
             assert_eq!(got, want, "{url}");
             assert!(!got.contains("s3") && !got.contains("p%40ss"), "{got}");
+            let bare = without_password(&got);
+            assert!(
+                !bare.contains(MASK) && !bare.contains("s3"),
+                "{url} -> {bare}"
+            );
+        }
+        for (url, want) in [
+            (
+                "postgresql://gw:s3cret@db:5432/galewatch",
+                "postgresql://gw@db:5432/galewatch",
+            ),
+            (
+                "postgresql://h/db?password=s3cret&sslmode=require",
+                "postgresql://h/db?sslmode=require",
+            ),
+            ("postgresql://h/db?password=s3cret", "postgresql://h/db"),
+            ("host=h password = 's3 c\\'ret' dbname=x", "host=h dbname=x"),
+        ] {
+            assert_eq!(without_password(&mask_url(url)), want, "{url}");
         }
     }
 
@@ -427,9 +499,10 @@ mod tests {
             .merge(Toml::string(&text))
             .extract()
             .unwrap_or_else(|e| panic!("{e}:\n{text}"));
-        // Every value comes back but the secrets, which stay where they are given.
+        // Every value comes back but the secrets, which stay where they are given: the
+        // database URL without its password (the same database, not the default one).
         let expect = Settings {
-            database_url: Settings::default().database_url,
+            database_url: "postgresql://gw@db:5432/galewatch".into(),
             mqtt_password: Default::default(),
             ..s.clone()
         };
@@ -443,7 +516,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("# database_url = \"postgresql://gw:****@db:5432/galewatch\""),
+            text.contains("database_url = \"postgresql://gw@db:5432/galewatch\"  # from default, its password left out"),
             "{text}"
         );
         assert!(text.contains("batch_max_readings = 10\n"), "{text}");

@@ -196,6 +196,13 @@ impl Session<'_> {
                 "must be at least 1s, or the broker forgets the session (and what it queued) on every disconnect".into(),
             ));
         }
+        // MQTT v5 carries the expiry in 32 bits, and reads the largest as "never expires".
+        if self.expiry.as_secs() >= u64::from(u32::MAX) {
+            return Err((
+                "mqtt_session_expiry",
+                "must be under 136years (4294967295 s, which MQTT reads as never: a session kept for ever, and its queue, after a daemon is gone for good)".into(),
+            ));
+        }
         if self.keep_alive < Duration::from_secs(5) || self.keep_alive.as_secs() > 65_535 {
             return Err((
                 "mqtt_keep_alive",

@@ -91,6 +91,12 @@ pub struct Subscriber {
     client_id: String,
     /// A broker refusing the credentials on every reconnect is logged once a minute.
     refusals: Quiet,
+    /// When the last connection was made, and how many in a row were lost within seconds of
+    /// it: the mark of another client taking the session under the same client id.
+    connected_at: Option<std::time::Instant>,
+    short_lived: u32,
+    /// That hint, once a minute at most.
+    taken_over: Quiet,
     backoff: Backoff,
     /// Set for `galewatch leave`: unsubscribe instead of subscribing, and report to the leaving
     /// run what arrives (see `leave.rs`).
@@ -170,6 +176,9 @@ impl Subscriber {
             username: g.username.clone(),
             client_id: g.client_id.clone(),
             refusals: Quiet::new(Duration::from_secs(60)),
+            connected_at: None,
+            short_lived: 0,
+            taken_over: Quiet::new(Duration::from_secs(60)),
             backoff: Backoff::new(Duration::from_millis(200), Duration::from_secs(30)),
             leaving: None,
         };
@@ -252,6 +261,7 @@ impl Subscriber {
     fn on_connack(&mut self, session_present: bool) {
         self.backoff.reset();
         self.ever_connected = true;
+        self.connected_at = Some(std::time::Instant::now());
         metrics::gauge!(telemetry::BROKER_CONNECTED).set(1.0);
         tracing::info!(session_present = session_present, "connected to the broker");
         for f in self.formats.iter_mut() {
@@ -316,6 +326,15 @@ impl Subscriber {
     /// The broker closed the connection; leaving, a session taken over ends the run.
     fn on_disconnect(&mut self, d: &rumqttc::v5::mqttbytes::v5::Disconnect) -> Result<(), Error> {
         tracing::warn!(reason = ?d.reason_code, "the broker closed the connection");
+        if d.reason_code == rumqttc::v5::mqttbytes::v5::DisconnectReasonCode::SessionTakenOver
+            && self.leaving.is_none()
+        {
+            tracing::error!(
+                client_id = ?self.client_id,
+                setting = %"mqtt_client_id",
+                "another client connected with this daemon's mqtt_client_id and took its session: two daemons (or a daemon and a leave) with one client id take it from each other for ever; give each its own"
+            );
+        }
         if self.leaving.is_some()
             && d.reason_code == rumqttc::v5::mqttbytes::v5::DisconnectReasonCode::SessionTakenOver
         {
@@ -364,6 +383,21 @@ impl Subscriber {
         self.set_ready(false);
         metrics::counter!(telemetry::BROKER_RECONNECTS).increment(1);
         let wait = self.backoff.next_delay();
+        // Lost within seconds of being made, three times running: Mosquitto closes the older
+        // of two connections with one client id without a word.
+        let brief = self
+            .connected_at
+            .take()
+            .is_some_and(|at| at.elapsed() < Duration::from_secs(5));
+        self.short_lived = if brief { self.short_lived + 1 } else { 0 };
+        if self.short_lived >= 3 && self.taken_over.due(std::time::Instant::now()) {
+            tracing::error!(
+                client_id = ?self.client_id,
+                setting = %"mqtt_client_id",
+                lost = self.short_lived,
+                "the broker keeps closing each connection within seconds of making it: most likely another client (a second galewatch?) uses this mqtt_client_id and takes the session; give each daemon its own (logged once a minute)"
+            );
+        }
         if let Some(why) = refused {
             if self.refusals.due(std::time::Instant::now()) {
                 let e = Error::broker(self.connecting(), e).prefixed(self.blame(why));

@@ -21,6 +21,8 @@ use super::auth::{Refusal, Users, Verifier};
 use super::listen::Peer;
 use crate::daemon::config::{ConfigError, Settings};
 
+/// The most a users file may hold (a line is about 120 bytes: some 35,000 users).
+const USERS_FILE_MAX: u64 = 4 * 1024 * 1024;
 /// The realm a browser shows when it asks for the user name and password.
 const REALM: &str = "Basic realm=\"Galewatch panel\", charset=\"UTF-8\"";
 /// The one path open to everyone: what load balancers and probes ask.
@@ -185,6 +187,17 @@ impl Group<'_> {
         let header = self.header()?;
         let proxies =
             parse_blocks(self.trusted_proxies).map_err(|p| ("panel_trusted_proxies", p))?;
+        // A block of 8 bits or fewer spans millions of addresses: nobody's proxies.
+        if let Some(b) = proxies.iter().find(|b| b.prefix <= 8 && header.is_some()) {
+            return Err((
+                "panel_trusted_proxies",
+                format!(
+                    "{}/{} would believe panel_trusted_proxy_header ({}) from millions of addresses: anyone could name any user; list the proxies' own addresses",
+                    b.addr, b.prefix, self.trusted_proxy_header
+                ),
+            )
+                .into());
+        }
         if header.is_some() && proxies.is_empty() {
             return Err((
                 "panel_trusted_proxies",
@@ -276,8 +289,7 @@ impl Group<'_> {
             source: source.clone(),
             problem,
         };
-        let bytes = std::fs::read(&path)
-            .map_err(|e| err(format!("cannot read {}: {}", path.display(), e.kind())))?;
+        let bytes = crate::secret::read_bounded(&path, USERS_FILE_MAX).map_err(err)?;
         let text = String::from_utf8(bytes)
             .map_err(|_| err(format!("{} is not UTF-8 text", path.display())))?;
         Users::parse(&text).map(Some).map_err(|e| {
@@ -300,7 +312,26 @@ impl Group<'_> {
                 format!("{h:?} is not an HTTP header name (letters, digits and -)"),
             )
         })?;
-        if [header::AUTHORIZATION, header::COOKIE, header::HOST].contains(&name) {
+        // Headers clients or every proxy send of their own: a user named in them is anyone's.
+        let common = [
+            header::AUTHORIZATION,
+            header::COOKIE,
+            header::HOST,
+            header::USER_AGENT,
+            header::REFERER,
+            header::ACCEPT,
+            header::ACCEPT_LANGUAGE,
+            header::ACCEPT_ENCODING,
+            header::CONTENT_TYPE,
+            header::CONTENT_LENGTH,
+            header::FORWARDED,
+            header::ORIGIN,
+            HeaderName::from_static("x-forwarded-for"),
+            HeaderName::from_static("x-forwarded-host"),
+            HeaderName::from_static("x-forwarded-proto"),
+            HeaderName::from_static("x-real-ip"),
+        ];
+        if common.contains(&name) {
             return Err((
                 "panel_trusted_proxy_header",
                 format!(

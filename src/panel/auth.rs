@@ -34,6 +34,9 @@ const CLIENTS_COUNTED: usize = 10_000;
 /// passes, one lane), about 30 ms of one core in a release build.
 const DEFAULT_MEMORY_KIB: u32 = 19_456;
 const DEFAULT_PASSES: u32 = 2;
+/// The least a users file's hash may cost (OWASP's cheapest argon2id choice, m = 7 MiB, t = 5).
+const MIN_MEMORY_KIB: u32 = 7_168;
+const MIN_MEMORY_PASSES: u64 = 35_840;
 /// The most a users file's hash may ask for: more would let one sign-in take the machine.
 const MAX_MEMORY_KIB: u32 = 262_144;
 const MAX_PASSES: u32 = 10;
@@ -108,6 +111,20 @@ fn check_hash(hash: &str) -> Result<Params, String> {
     Ok(params)
 }
 
+/// Why a hash costs less than OWASP's least argon2id choices (19 MiB × 2 passes, 12 × 3, 9 × 4,
+/// 7 × 5), if it does: a stolen users file would then be cracked fast. Said at start, not
+/// refused: the hash still checks the password.
+fn too_cheap(params: &Params) -> Option<String> {
+    let (m, t) = (params.m_cost(), params.t_cost());
+    (m < MIN_MEMORY_KIB || u64::from(m) * u64::from(t) < MIN_MEMORY_PASSES).then(|| {
+        format!(
+            "a users file hash costs less than OWASP's least argon2id (m=19456, t=2; or m × t \
+             of {MIN_MEMORY_PASSES} KiB with m at least {MIN_MEMORY_KIB}): m={m}, t={t}; a stolen \
+             file would be cracked fast: remake the line with `galewatch panel hash-password NAME`"
+        )
+    })
+}
+
 /// The users of a users file: name → argon2id hash (PHC text).
 #[derive(Clone)]
 pub struct Users {
@@ -147,6 +164,9 @@ impl Users {
                 return Err(err(why.into()));
             }
             let params = check_hash(hash).map_err(|p| err(format!("user {name}: {p}")))?;
+            if let Some(why) = too_cheap(&params) {
+                tracing::warn!(line = n, user = ?name, "{why}");
+            }
             if let Some(first) = first_line.insert(name.to_string(), n) {
                 return Err(err(format!(
                     "user {name} again (first on line {first}): which line counts would be a \
@@ -616,5 +636,21 @@ mod tests {
             Err(Refusal::Locked(_))
         ));
         assert_eq!(v.check("alice", "s3cret", client).await, Ok("alice".into()));
+    }
+
+    #[test]
+    fn a_hash_cheaper_than_owasps_least_is_said() {
+        let p = |m, t| Params::new(m, t, 1, None).unwrap();
+        assert!(too_cheap(&p(19_456, 2)).is_none());
+        assert!(too_cheap(&p(7_168, 5)).is_none());
+        assert!(too_cheap(&p(8, 1)).is_some());
+        assert!(
+            too_cheap(&p(19_456, 1)).is_some(),
+            "one pass of 19 MiB is below 35840"
+        );
+        assert!(
+            too_cheap(&p(4_096, 10)).is_some(),
+            "too little memory whatever the passes"
+        );
     }
 }

@@ -249,9 +249,21 @@ pub async fn run(
     access: access::Access,
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|e| Error::other("binding the panel's address", format!("{listen}: {e}")))?;
+    // Credentials the server refuses now would be refused on every request: a setting that
+    // cannot be used, as for `run` (exit 2). A database not up yet is waited for: the pages
+    // answer 503 until it is.
+    if let Err(e) = cfg.db.open().await {
+        if e.refused_credentials().is_some() {
+            return Err(e);
+        }
+        tracing::warn!(error = %e, "the database does not answer yet; serving, with 503 until it does");
+    }
+    let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
+        Error::other(
+            "binding the panel's address",
+            format!("{listen} (panel_listen or --listen): {e}"),
+        )
+    })?;
     let scheme = if access.tls.is_some() {
         "https"
     } else {
@@ -275,14 +287,26 @@ struct FleetParams {
 
 /// What the panel needs to answer: the database. 200 `ok` when it answers a query within 2 s;
 /// 503 saying what failed otherwise (a load balancer then stops sending requests here).
+/// `/healthz` answers everyone, users or not: it says whether the database answers and nothing
+/// of it (which database, where, as whom); the log says why, once a minute at most.
 async fn healthz(State(db): State<Shared>) -> Response {
+    static QUIET: std::sync::Mutex<Option<crate::backoff::Quiet>> = std::sync::Mutex::new(None);
     match db.ping().await {
         Ok(()) => (StatusCode::OK, "ok: the database answers\n").into_response(),
-        Err(e) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("unavailable: the database does not answer: {e}\n"),
-        )
-            .into_response(),
+        Err(e) => {
+            let mut quiet = QUIET.lock().unwrap_or_else(|p| p.into_inner());
+            let quiet = quiet.get_or_insert_with(|| {
+                crate::backoff::Quiet::new(std::time::Duration::from_secs(60))
+            });
+            if quiet.due(std::time::Instant::now()) {
+                tracing::warn!(error = %e, "/healthz: the database does not answer (logged once a minute at most)");
+            }
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable: the database does not answer (the panel's log says why)\n",
+            )
+                .into_response()
+        }
     }
 }
 
@@ -291,6 +315,21 @@ type FleetQuery = Result<Query<FleetParams>, axum::extract::rejection::QueryReje
 /// The fleet's parameters, or a 400 naming what is wrong (`sort` must be one of the columns,
 /// `desc` true or false).
 fn fleet_params(p: FleetQuery) -> Result<FleetParams, Failure> {
+    let p = fleet_query(p)?;
+    // A prefix is the start of a turbine id: what no id holds is a bad request, not a query.
+    if p.prefix.contains('\0') || p.prefix.len() > window::MAX_ID_BYTES {
+        return Err(Failure {
+            status: StatusCode::BAD_REQUEST,
+            message: format!(
+                "bad prefix: at most {} bytes, no NUL (a turbine id's start)",
+                window::MAX_ID_BYTES
+            ),
+        });
+    }
+    Ok(p)
+}
+
+fn fleet_query(p: FleetQuery) -> Result<FleetParams, Failure> {
     p.map(|Query(p)| p).map_err(|e| Failure {
         status: StatusCode::BAD_REQUEST,
         message: format!(

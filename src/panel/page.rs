@@ -118,7 +118,7 @@ pub fn fleet(
             @if rows.first().is_some_and(|r| r.missing.is_none()) {
                 " Which signals their readings lack is not known: statistics are off."
             } @else {
-                " Under an id, the declared signals none of its readings of the last 24 h carried."
+                " Under an id, its last 24 h: the declared signals none of its readings carried, completeness under 90 %, intervals flagged."
             }
         }
         table {
@@ -138,7 +138,6 @@ pub fn fleet(
                             }
                         }
                     }
-                    th title="completeness and flagged intervals, last 24 h" { "24 h" }
                 }
             }
             tbody {
@@ -152,6 +151,7 @@ pub fn fleet(
                                     "lacks " (m.join(", "))
                                 }
                             }
+                            (day_quality(r))
                         }
                         td.t { (when(r.last_seen)) }
                         td.num { (opt(r.headline, 1)) }
@@ -164,7 +164,6 @@ pub fn fleet(
                         td.num {
                             @if r.quarantined > 0 { span.suspect { (r.quarantined) } } @else { "0" }
                         }
-                        td.num { (day_quality(r)) }
                     }
                 }
             }
@@ -321,17 +320,19 @@ fn status_line(s: &Status, queries: &Queries) -> Markup {
     }
 }
 
-/// The fleet page's last-24-hours cell: completeness and flagged intervals ("—" unknown).
+/// Under a turbine's id on the fleet page, its last 24 hours when anything is to be said:
+/// completeness under 90 % and flagged intervals.
 fn day_quality(r: &Status) -> Markup {
+    let low = r.completeness.filter(|c| *c < 0.9);
+    let flagged = r.flagged.filter(|f| *f > 0);
     html! {
-        @match r.completeness {
-            Some(c) if c < 0.9 => span.suspect { (format!("{:.0}", 100.0 * c)) " %" },
-            Some(c) => { (format!("{:.0}", 100.0 * c)) " %" },
-            None => span.muted { "—" },
-        }
-        @if let Some(f) = r.flagged.filter(|f| *f > 0) {
+        @if low.is_some() || flagged.is_some() {
             br;
-            span.suspect { (f) " flagged" }
+            span.suspect title="the last 24 hours: readings over those expected, and intervals flagged stuck, implausible or absent" {
+                @if let Some(c) = low { (format!("{:.0}", 100.0 * c)) " % complete" }
+                @if low.is_some() && flagged.is_some() { ", " }
+                @if let Some(f) = flagged { (f) " flagged" }
+            }
         }
     }
 }

@@ -118,11 +118,15 @@ pub async fn look(c: &tokio_postgres::Client, signals: &Signals, width: Width) {
             .set(ids.len() as f64);
         if !ids.is_empty() {
             let more = if ids.len() > NAMED { ", …" } else { "" };
+            let named: Vec<_> = ids[..ids.len().min(NAMED)]
+                .iter()
+                .map(|id| crate::core::shown::shown(id))
+                .collect();
             said.push(format!(
                 "{} on {} turbine(s) ({}{more})",
                 s.name,
                 ids.len(),
-                ids[..ids.len().min(NAMED)].join(", ")
+                named.join(", ")
             ));
         }
     }

@@ -374,11 +374,11 @@ impl Writer {
     fn isolate<'a>(&self, mut p: Part<'a>, e: &Error, total: &mut Tally) -> Option<Part<'a>> {
         if let Some((msg, b)) = p.births.pop() {
             if b.withdrawn {
-                tracing::error!(error = %e, topic = %msg.topic, "the database refuses even the withdrawal of a Sparkplug B birth; acknowledging it unstored: the node's older birth stays stored, and after a restart its data would be decoded with it until it rebirths (fix the database, then delete the node's rows from sparkplug_births)");
+                tracing::error!(error = %e, topic = ?msg.topic, "the database refuses even the withdrawal of a Sparkplug B birth; acknowledging it unstored: the node's older birth stays stored, and after a restart its data would be decoded with it until it rebirths (fix the database, then delete the node's rows from sparkplug_births)");
                 return None;
             }
             metrics::counter!(telemetry::SPARKPLUG_BIRTHS_UNSTORABLE).increment(1);
-            tracing::warn!(error = %e, topic = %msg.topic, "the database refused a Sparkplug B birth; withdrawing the birth it replaces (this daemon decodes with it until it stops; after a restart the node's data waits for its next birth)");
+            tracing::warn!(error = %e, topic = ?msg.topic, "the database refused a Sparkplug B birth; withdrawing the birth it replaces (this daemon decodes with it until it stops; after a restart the node's data waits for its next birth)");
             // A birth that carries readings is accounted for by them (they land on their own);
             // one that carries none is the message's only outcome: rejected, by name.
             let items = if msg.items.is_empty() {
@@ -416,7 +416,7 @@ impl Writer {
         }
         let mut it = p.items.pop()?;
         if let Decoded::Reading(r) | Decoded::Future(r) = it.item.as_ref() {
-            tracing::warn!(error = %e, turbine_id = %r.turbine_id, recorded_at = %r.recorded_at, "the database refused a reading; rejecting it");
+            tracing::warn!(error = %e, turbine_id = ?r.turbine_id, recorded_at = %r.recorded_at, "the database refused a reading; rejecting it");
             it.refused = Some(reading_json(&self.signals, r));
             it.item = Cow::Owned(Decoded::Rejected(Rejection {
                 reason: RejectReason::InvalidValue,
@@ -430,7 +430,7 @@ impl Writer {
         }
         total.received += 1;
         total.unstorable += 1;
-        tracing::error!(error = %e, topic = %it.msg.topic, "the database refuses even the rejected row of a message; acknowledging it unstored (counted in galewatch_readings_unstorable_total)");
+        tracing::error!(error = %e, topic = ?it.msg.topic, "the database refuses even the rejected row of a message; acknowledging it unstored (counted in galewatch_readings_unstorable_total)");
         None
     }
 }

@@ -141,7 +141,7 @@ pub async fn turbines(cfg: &Config, suspect_only: bool, format: Format) -> Resul
                 let _ = writeln!(
                     out,
                     "{:<20} {:>7} {:>10} {:>12} {:>9} {:>8} {:>9} {:>19}  {lacks}",
-                    r.get::<_, String>(0),
+                    crate::core::shown::shown(r.get::<_, &str>(0)),
                     if r.get::<_, bool>(11) { "YES" } else { "no" },
                     num(r.get(8)),
                     num(r.get(9)),
@@ -243,7 +243,7 @@ pub async fn quarantine_list(
             out,
             "{:>6} {:<14} {:<19} {:<16}",
             r.get::<_, i64>(0),
-            r.get::<_, String>(1),
+            crate::core::shown::shown(r.get::<_, &str>(1)),
             ts(Some(r.get(2))),
             r.get::<_, String>(3),
         );
@@ -253,7 +253,7 @@ pub async fn quarantine_list(
         );
         let shown = |d: &crate::core::signals::Datum| match d {
             crate::core::signals::Datum::Null => "-".to_string(),
-            d => d.to_string(),
+            d => crate::core::shown::shown(&d.to_string()).into_owned(),
         };
         for (a, b) in incoming.iter().zip(kept.iter()) {
             let _ = write!(out, " {:>19}", format!("{}|{}", shown(a), shown(b)));

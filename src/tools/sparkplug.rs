@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 
 use serde_json::json;
 
+use crate::core::shown::shown;
 use crate::daemon::config::Config;
 use crate::error::Error;
 use crate::intake::sparkplug::proto::datatype;
@@ -58,11 +59,43 @@ fn feeds(
     }
 }
 
+/// A birth's level as printed: group/node[/device], its device-given text escaped.
 fn level(b: &Stored) -> String {
-    if b.device.is_empty() {
+    let raw = if b.device.is_empty() {
         format!("{}/{}", b.group_id, b.edge_node)
     } else {
         format!("{}/{}/{}", b.group_id, b.edge_node, b.device)
+    };
+    shown(&raw).into_owned()
+}
+
+/// The signal a birth's metric feeds, if any.
+fn signal_of(cfg: &Config, map: Option<&Mapping>, b: &Stored, name: &str) -> Option<String> {
+    feeds(cfg, map, !b.device.is_empty(), name).0
+}
+
+/// ", but …" when a metric feeding `signal` has a data type whose values that signal refuses.
+fn misfit(cfg: &Config, signal: Option<&str>, types: &[u32]) -> String {
+    let signals = &cfg.rules.limits.signals;
+    let Some(s) = signal
+        .and_then(|n| signals.position(n))
+        .map(|i| signals.get(i))
+    else {
+        return String::new();
+    };
+    let bad: Vec<&str> = types
+        .iter()
+        .filter(|t| !crate::intake::sparkplug::datatype_fits(s.kind, **t))
+        .map(|t| datatype::name(*t))
+        .collect();
+    if bad.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", but a {} signal refuses every {} value: fix the signal's type or the mapping",
+            s.kind.as_str(),
+            bad.join("/")
+        )
     }
 }
 
@@ -70,6 +103,7 @@ fn level(b: &Stored) -> String {
 #[derive(Default)]
 struct Seen {
     datatypes: std::collections::BTreeSet<&'static str>,
+    types: Vec<u32>,
     births: usize,
     /// Births at a device's level and at a node's own.
     on_devices: bool,
@@ -93,6 +127,9 @@ pub async fn metrics(cfg: &Config, filter: &Filter, format: Format) -> Result<St
         for (_, name, t) in b.metrics.iter().filter(|_| !b.withdrawn) {
             let seen = names.entry(name).or_default();
             seen.datatypes.insert(datatype::name(*t as u32));
+            if !seen.types.contains(&(*t as u32)) {
+                seen.types.push(*t as u32);
+            }
             seen.births += 1;
             seen.on_devices |= !b.device.is_empty();
             seen.on_nodes |= b.device.is_empty();
@@ -190,9 +227,11 @@ pub async fn metrics(cfg: &Config, filter: &Filter, format: Format) -> Result<St
                 };
                 let _ = writeln!(
                     out,
-                    "{name:<32} {:<16} {:>7}  {to}",
+                    "{:<32} {:<24} {:>7}  {to}{}",
+                    shown(name),
                     types.join(","),
-                    seen.births
+                    seen.births,
+                    misfit(cfg, signal.as_deref(), &seen.types)
                 );
             }
             let _ = write!(
@@ -206,6 +245,7 @@ pub async fn metrics(cfg: &Config, filter: &Filter, format: Format) -> Result<St
                 let by = if by.is_empty() {
                     "no metric maps to it".to_string()
                 } else {
+                    let by: Vec<_> = by.iter().map(|b| shown(b)).collect();
                     format!("expects metric {}", by.join(" or "))
                 };
                 let _ = write!(out, "\nsignal {s} is fed by no stored birth ({by})");
@@ -276,7 +316,12 @@ fn detail(cfg: &Config, map: Option<&Mapping>, kept: &[&Stored], format: Format)
                         (Some(s), false) => format!("- ({s}: {why})"),
                         (None, _) => format!("- ({why})"),
                     };
-                    let _ = writeln!(out, "  {alias:>6}  {name:<32} {ty:<10} {to}");
+                    let _ = writeln!(
+                        out,
+                        "  {alias:>6}  {:<32} {ty:<10} {to}{}",
+                        shown(&name),
+                        misfit(cfg, signal_of(cfg, map, b, &name).as_deref(), &[*t as u32])
+                    );
                 }
             }
             let _ = write!(out, "{} birth(s)", kept.len());

@@ -634,6 +634,14 @@ impl Drop for Daemon {
     }
 }
 
+/// How many migrations the schema has (`migrations/`): what `refinery_schema_history` holds once
+/// a database is migrated.
+pub fn migration_count() -> i64 {
+    std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
+        .expect("the migrations folder")
+        .count() as i64
+}
+
 /// The three default signals as `[[signals]]` tables, for settings that declare more.
 pub const DEFAULT_SIGNALS: &str = r#"
 [[signals]]

@@ -247,6 +247,22 @@ pub enum Feed {
     LevelNamesNoTurbine(usize),
 }
 
+/// Whether a metric of data type `datatype` can carry a value of a signal of `kind`, as the
+/// value rules judge them (`format::judge::value`): numbers (integers, Float, Double; integral
+/// ones for an integer signal) for a number, Boolean for a boolean, String or Text for text.
+/// Every value of a metric that does not fit is refused.
+pub fn datatype_fits(kind: crate::core::signals::Kind, datatype: u32) -> bool {
+    use crate::core::signals::Kind;
+    let integer = (proto::datatype::INT8..=proto::datatype::UINT64).contains(&datatype)
+        || datatype == proto::datatype::DATETIME;
+    let real = matches!(datatype, proto::datatype::FLOAT | proto::datatype::DOUBLE);
+    match kind {
+        Kind::Float | Kind::Integer => integer || real,
+        Kind::Boolean => datatype == proto::datatype::BOOLEAN,
+        Kind::Text => matches!(datatype, proto::datatype::STRING | proto::datatype::TEXT),
+    }
+}
+
 impl Mapping {
     /// What metric `name` of a birth at a device's level (`device`) or a node's own feeds.
     pub fn feeds(&self, device: bool, name: &str) -> Feed {
@@ -361,9 +377,18 @@ impl Mapping {
                 return Err(bad("sparkplug_metrics", "a metric name is empty"));
             }
             let Some(i) = signals.position(signal) else {
+                let near = signals
+                    .iter()
+                    .map(|s| (strsim::damerau_levenshtein(signal, &s.name), &s.name))
+                    .filter(|(d, n)| *d <= 2.max(n.len() / 5))
+                    .min()
+                    .map(|(_, n)| format!("; did you mean {n:?}?"))
+                    .unwrap_or_default();
                 return Err(bad(
                     "sparkplug_metrics",
-                    format!("metric {metric:?} feeds {signal:?}, which is not a declared signal"),
+                    format!(
+                        "metric {metric:?} feeds {signal:?}, which is not a declared signal{near}"
+                    ),
                 ));
             };
             by_name.insert(metric.clone(), i);
