@@ -121,29 +121,13 @@ enum Command {
         #[command(subcommand)]
         command: SparkplugCommand,
     },
-    /// One turbine's interval statistics (10 minutes by default) as CSV, one row per interval:
-    /// count, mean, min, max and population standard deviation per numeric signal (docs/stats.md).
+    /// Interval statistics (10 minutes by default) of one turbine, a prefix or the fleet, one
+    /// row per interval in (turbine, interval) order: per numeric signal its count, mean, min,
+    /// max, population standard deviation, implausible count and quality flags (an angle's
+    /// vector mean and Yamartino deviation instead, and no min or max), and each interval's
+    /// completeness; as CSV, JSON lines or Parquet (docs/stats.md, "Export").
     #[command(after_long_help = settings_help())]
-    Export {
-        #[command(flatten)]
-        config: ConfigArg,
-        #[arg(long)]
-        turbine: String,
-        /// First interval start: RFC 3339, a UTC date (2026-11-30) or Unix seconds.
-        #[arg(long)]
-        from: String,
-        /// End (exclusive), as --from.
-        #[arg(long)]
-        to: String,
-        #[arg(long, value_enum, default_value = "csv")]
-        format: galewatch::tools::export::ExportFormat,
-        /// CSV: write turbine ids exactly as stored. Without it, an id that starts like a
-        /// spreadsheet formula (=, +, -, @, tab, CR, LF) gets a leading ' so that a spreadsheet
-        /// shows it as text and never runs it, and one holding a ; is quoted. For notebooks and
-        /// scripts; JSON lines are always as stored.
-        #[arg(long)]
-        raw: bool,
-    },
+    Export(ExportArgs),
     /// Interval statistics kept beside the readings.
     Stats {
         #[command(subcommand)]
@@ -172,6 +156,52 @@ enum Command {
 /// The long `--help`'s settings, environment, files and exit statuses (daemon/reference.rs).
 fn settings_help() -> String {
     galewatch::daemon::reference::long_help()
+}
+
+#[derive(clap::Args)]
+struct ExportArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Only this turbine (default: every turbine, or those of --prefix).
+    #[arg(long, conflicts_with = "prefix")]
+    turbine: Option<String>,
+    /// Only the turbines whose id starts with this, taken literally (% and _ are no wildcards).
+    #[arg(long)]
+    prefix: Option<String>,
+    /// First interval start: RFC 3339, a UTC date (2026-11-30) or Unix seconds.
+    #[arg(long)]
+    from: String,
+    /// End (exclusive), as --from.
+    #[arg(long)]
+    to: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "csv")]
+    format: galewatch::tools::export::ExportFormat,
+    /// Column names: each signal's own (`power_kw_mean`), or its IEC 61400-25 `iec_name` where
+    /// declared with OpenOA's suffixes (`WTUR.W_avg`, `_min`, `_max`, `_std`, `_n`).
+    #[arg(long, value_enum, default_value = "signal")]
+    names: galewatch::tools::figures::Names,
+    /// Keep only the intervals with no flag (stuck, implausible, absent) on any signal
+    /// (`clean`), or only those with one (`flagged`).
+    #[arg(long, value_enum, default_value = "all")]
+    quality: galewatch::tools::figures::Quality,
+    /// Keep only the intervals holding at least this fraction (0 to 1) of the readings a
+    /// complete one holds (needs sample_period).
+    #[arg(long, value_name = "F", value_parser = galewatch::tools::export::parse_fraction)]
+    min_completeness: Option<f64>,
+    /// Write to FILE (whole or not at all: it appears once complete) instead of stdout. Parquet
+    /// needs it on a terminal.
+    #[arg(long, short, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Parquet: how pages are compressed [default: snappy].
+    #[arg(long, value_enum)]
+    compression: Option<galewatch::tools::parquet::Codec>,
+    /// CSV: write turbine ids exactly as stored. Without it, an id that starts like a
+    /// spreadsheet formula (=, +, -, @, tab, CR, LF) gets a leading ' so that a spreadsheet
+    /// shows it as text and never runs it, and one holding a ; is quoted. For notebooks and
+    /// scripts; JSON lines and Parquet are always as stored.
+    #[arg(long)]
+    raw: bool,
 }
 
 #[derive(Subcommand)]
@@ -445,14 +475,7 @@ fn run(command: Command, runtime: &tokio::runtime::Runtime) -> ExitCode {
         Command::Quarantine { command } => quarantine_cmd(runtime, command),
         Command::Rejected { command } => rejected_cmd(runtime, command),
         Command::Sparkplug { command } => sparkplug_metrics_cmd(runtime, command),
-        Command::Export {
-            config,
-            turbine,
-            from,
-            to,
-            format,
-            raw,
-        } => export_cmd(runtime, config, &turbine, &from, &to, format, raw),
+        Command::Export(args) => export_cmd(runtime, args),
         Command::Stats { command } => stats_cmd(runtime, command),
         Command::Manpages { .. }
         | Command::Completions { .. }
@@ -725,38 +748,85 @@ fn rejected_cmd(runtime: &tokio::runtime::Runtime, command: RejectedCommand) -> 
     })
 }
 
-/// `galewatch export`: one turbine's interval statistics in `[from, to)` on stdout.
-fn export_cmd(
-    runtime: &tokio::runtime::Runtime,
-    config: ConfigArg,
-    turbine: &str,
-    from: &str,
-    to: &str,
-    format: galewatch::tools::export::ExportFormat,
-    raw: bool,
-) -> ExitCode {
-    let (from, to) = match times(from, to) {
+/// `galewatch export`: interval statistics in `[from, to)` to stdout or `--output`. Mistakes
+/// in the command line, or settings it cannot be used with, exit 2 before anything is written.
+fn export_cmd(runtime: &tokio::runtime::Runtime, a: ExportArgs) -> ExitCode {
+    use galewatch::tools::export::{ExportFormat, Request, Turbines};
+    use std::io::IsTerminal;
+    let (from, to) = match times(&a.from, &a.to) {
         Ok(t) => t,
         Err(e) => return usage(&e),
     };
-    let cfg = match config::load(config.config.as_deref()) {
+    if a.format != ExportFormat::Parquet && a.compression.is_some() {
+        return usage("--compression is for --format parquet");
+    }
+    if a.format == ExportFormat::Parquet && a.output.is_none() && std::io::stdout().is_terminal() {
+        return usage("Parquet is binary, not for a terminal: give --output FILE (or redirect stdout to a file or a pipe)");
+    }
+    let cfg = match config::load(a.config.config.as_deref()) {
         Ok(c) => c,
         Err(e) => return config_error(e),
     };
-    let mut out = std::io::stdout().lock();
-    match runtime.block_on(galewatch::tools::export::export(
-        &cfg, turbine, from, to, format, raw, &mut out,
+    let turbines = match (a.turbine, a.prefix) {
+        (Some(t), _) => Turbines::One(t),
+        (None, Some(p)) => Turbines::Prefix(p),
+        (None, None) => Turbines::All,
+    };
+    let req = Request {
+        turbines,
+        from,
+        to,
+        format: a.format,
+        names: a.names,
+        filter: galewatch::tools::figures::Filter {
+            quality: a.quality,
+            min_completeness: a.min_completeness,
+        },
+        raw: a.raw,
+        codec: a.compression.unwrap_or_default(),
+    };
+    if let Err(e) = req.check(&cfg) {
+        return usage(&e);
+    }
+    let progress = std::io::stderr().is_terminal();
+    let s = match runtime.block_on(galewatch::tools::export::export_to(
+        &cfg,
+        &req,
+        a.output.as_deref(),
+        progress,
     )) {
-        Ok(0) => {
-            eprintln!("galewatch export: no statistics for {turbine} in that range");
-            ExitCode::SUCCESS
-        }
-        Ok(_) => ExitCode::SUCCESS,
+        Ok(s) => s,
         Err(e) => {
             eprintln!("galewatch: {e}");
-            ExitCode::from(e.exit_status())
+            return ExitCode::from(e.exit_status());
         }
+    };
+    let left_out = if s.left_out > 0 {
+        format!(" ({} intervals left out by {})", s.left_out, req.filters())
+    } else {
+        String::new()
+    };
+    if s.rows == 0 {
+        let written = match &a.output {
+            Some(path) => format!("; {} written with no row", path.display()),
+            None => String::new(),
+        };
+        eprintln!(
+            "galewatch export: no statistics for {} in that range{left_out}{written}",
+            req.turbines.describe()
+        );
+    } else if let Some(path) = &a.output {
+        let t = if s.turbines == 1 { "" } else { "s" };
+        eprintln!(
+            "galewatch export: {} intervals of {} turbine{t} written to {}{left_out}",
+            s.rows,
+            s.turbines,
+            path.display()
+        );
+    } else if !left_out.is_empty() {
+        eprintln!("galewatch export:{left_out}");
     }
+    ExitCode::SUCCESS
 }
 
 /// `galewatch stats rebuild`: recomputes the interval statistics of a time range.

@@ -625,18 +625,24 @@ async fn rebuild_is_idempotent_and_export_gives_one_row_per_interval() {
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(
         lines[0],
-        "turbine_id,interval_start,interval_seconds,readings,power_kw_n,power_kw_mean,power_kw_min,power_kw_max,power_kw_std,wind_speed_ms_n,wind_speed_ms_mean,wind_speed_ms_min,wind_speed_ms_max,wind_speed_ms_std,rotor_rpm_n,rotor_rpm_mean,rotor_rpm_min,rotor_rpm_max,rotor_rpm_std"
+        "turbine_id,interval_start,interval_seconds,readings,expected,completeness,power_kw_n,power_kw_mean,power_kw_min,power_kw_max,power_kw_std,power_kw_implausible,power_kw_flags,wind_speed_ms_n,wind_speed_ms_mean,wind_speed_ms_min,wind_speed_ms_max,wind_speed_ms_std,wind_speed_ms_implausible,wind_speed_ms_flags,rotor_rpm_n,rotor_rpm_mean,rotor_rpm_min,rotor_rpm_max,rotor_rpm_std,rotor_rpm_implausible,rotor_rpm_flags"
     );
     assert_eq!(lines.len(), 4, "three intervals: {csv}");
     let row: Vec<&str> = lines[1].split(',').collect();
     assert_eq!(
-        &row[..5],
-        ["E-1", "2026-11-20T00:00:00Z", "600", "300", "300"]
+        &row[..7],
+        ["E-1", "2026-11-20T00:00:00Z", "600", "300", "", "", "300"],
+        "no sample_period: expected and completeness not known"
     );
-    assert_eq!(row[6], "1000.0", "min");
-    assert_eq!(row[7], "1049.0", "max");
-    assert_eq!(&row[9..14], ["300", "8.5", "8.5", "8.5", "0.0"]);
-    assert_eq!(row[14], "150", "rotor_rpm in every other reading");
+    assert_eq!(row[8], "1000.0", "min");
+    assert_eq!(row[9], "1049.0", "max");
+    assert_eq!(&row[11..13], ["0", ""], "no flag on power");
+    assert_eq!(
+        &row[13..20],
+        ["300", "8.5", "8.5", "8.5", "0.0", "0", "stuck"]
+    );
+    assert_eq!(row[20], "150", "rotor_rpm in every other reading");
+    assert_eq!(lines[1].rsplit_once(",0,").unwrap().1, "\"stuck,absent\"");
     eprintln!("{}", lines[..2].join("\n"));
 
     let out = galewatch_cmd(
@@ -779,7 +785,8 @@ async fn export_keeps_formulas_out_of_spreadsheets_and_raw_keeps_values() {
     };
     // The CSV's row, after its header.
     let row = |t: &str, extra: &[&str]| export(t, extra).split_once('\n').unwrap().1.to_string();
-    let rest = ",2026-11-20T00:00:00Z,600,1,1,-3.5,-3.5,-3.5,0.0,0,,,,,0,,,,\n";
+    let rest =
+        ",2026-11-20T00:00:00Z,600,1,,,1,-3.5,-3.5,-3.5,0.0,0,,0,,,,,0,absent,0,,,,,0,absent\n";
     for (t, cell) in [
         (ids[0], r#""'=HYPERLINK(""http:evil.example"",""click"")""#),
         (ids[1], "'=cmd|calc"),
@@ -1439,4 +1446,735 @@ async fn rebuild_follows_retention_whatever_the_widths() {
         let db = TestDb::create().await;
         assert_eq!(retention_cut(&db, &w).await, skipped, "{:?}", w.partition);
     }
+}
+
+/// The settings of the export tests: soft bounds on power, a wind direction (an angle), a text
+/// status, IEC 61400-25 names, every turbine sampling every 2 s (300 readings in 10 minutes).
+const EXPORT_SETTINGS: &str = r#"
+sample_period = "2s"
+
+[[signals]]
+name = "power_kw"
+required = true
+min = -1000.0
+max = 50000.0
+plausible_min = 0.0
+plausible_max = 40000.0
+iec_name = "WTUR.W"
+
+[[signals]]
+name = "wind_speed_ms"
+iec_name = "WMET.HorWdSpd"
+
+[[signals]]
+name = "wind_dir"
+angle = true
+min = 0.0
+max = 360.0
+iec_name = "WMET.HorWdDir"
+
+[[signals]]
+name = "status"
+type = "text"
+"#;
+
+/// A turbine id that is a formula, with a quote and a line break.
+const HOSTILE: &str = "=HYPERLINK(\"x\")\nnext";
+
+fn export_reading(
+    t: &str,
+    at: DateTime<Utc>,
+    p: f64,
+    w: Option<f64>,
+    d: Option<f64>,
+    status: Option<&str>,
+) -> Reading {
+    let opt = |v: Option<f64>| v.map_or(Datum::Null, Datum::Float);
+    Reading {
+        turbine_id: t.into(),
+        recorded_at: at,
+        values: Values(
+            vec![
+                Datum::Float(p),
+                opt(w),
+                opt(d),
+                status.map_or(Datum::Null, |s| Datum::Text(s.into())),
+            ]
+            .into(),
+        ),
+    }
+}
+
+/// Turbine G-1's four intervals from 2026-11-20T00:00Z: 00:00 complete, one power value
+/// implausible, the direction 350° and 10° in turn (across north); 00:10 half of it (a gap);
+/// 00:20 twenty readings whose wind speed is stuck at 7.5 and five of which lack the status;
+/// 00:30 complete and clean. G-2, P%1, P_1, PX1 and the hostile id have one reading each.
+fn export_fleet(t0: DateTime<Utc>) -> Vec<Reading> {
+    type Values = (f64, Option<f64>, Option<f64>, Option<&'static str>);
+    /// First reading's offset in seconds, readings, seconds apart, the values of the i-th.
+    type Interval<'a> = (i64, i64, i64, &'a dyn Fn(i64) -> Values);
+    // base + 0, 1, … k − 1 times step, in turn.
+    fn wave(base: f64, k: i64, step: f64, i: i64) -> f64 {
+        base + (i % k) as f64 * step
+    }
+    let run = Some("run");
+    let intervals: [Interval; 4] = [
+        (0, 300, 2, &|i| {
+            let p = if i == 7 {
+                45_000.0
+            } else {
+                wave(1000.0, 50, 1.0, i)
+            };
+            let d = if i % 2 == 0 { 350.0 } else { 10.0 };
+            (p, Some(wave(5.0, 7, 0.5, i)), Some(d), run)
+        }),
+        (600, 150, 2, &|i| {
+            let (w, d) = (wave(6.0, 5, 0.25, i), wave(89.0, 3, 1.0, i));
+            (wave(2000.0, 30, 1.0, i), Some(w), Some(d), run)
+        }),
+        (1200, 20, 30, &|i| {
+            let status = (i >= 5).then_some("run");
+            (1500.0 + i as f64, Some(7.5), Some(180.0 + i as f64), status)
+        }),
+        (1800, 300, 2, &|i| {
+            let (w, d) = (wave(8.0, 9, 0.1, i), wave(265.0, 11, 1.0, i));
+            (wave(3000.0, 40, 1.0, i), Some(w), Some(d), run)
+        }),
+    ];
+    let at = |secs: i64| t0 + chrono::Duration::seconds(secs);
+    let mut rs = Vec::new();
+    for (first, n, step, values) in intervals {
+        for i in 0..n {
+            let (p, w, d, status) = values(i);
+            rs.push(export_reading("G-1", at(first + step * i), p, w, d, status));
+        }
+    }
+    for t in ["G-2", "P%1", "P_1", "PX1", HOSTILE] {
+        rs.push(export_reading(t, at(5), 1.0, None, None, None));
+    }
+    rs
+}
+
+/// The Python that reads Parquet for the tests: GALEWATCH_TEST_PYTHON, else the virtualenv
+/// .ci/run makes. Fails (never skips) when it has no pyarrow, saying how to install it.
+fn pyarrow_python() -> String {
+    let default = format!(
+        "{}/.cache/galewatch/pyarrow-venv/bin/python",
+        std::env::var("HOME").unwrap_or_default()
+    );
+    let python = std::env::var("GALEWATCH_TEST_PYTHON").unwrap_or(default);
+    let ok = Command::new(&python)
+        .args(["-c", "import pyarrow.parquet"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "no Python with pyarrow at {python} (GALEWATCH_TEST_PYTHON): the Parquet export is read back with pyarrow, a reader nobody here wrote. Install it as .ci/run does:\n  python3 -m venv ~/.cache/galewatch/pyarrow-venv && ~/.cache/galewatch/pyarrow-venv/bin/pip install pyarrow==26.0.1"
+    );
+    python
+}
+
+/// A Parquet file as pyarrow reads it: its schema (name, Arrow type, nullable), row groups and
+/// rows, each timestamp checked to be in UTC and written as RFC 3339.
+fn pyarrow_read(path: &std::path::Path) -> serde_json::Value {
+    const READ: &str = r#"
+import json, sys, datetime
+import pyarrow.parquet as pq
+f = pq.ParquetFile(sys.argv[1])
+t = f.read()
+rows = t.to_pylist()
+for r in rows:
+    for k, v in r.items():
+        if isinstance(v, datetime.datetime):
+            assert v.utcoffset() == datetime.timedelta(0), (k, v)
+            r[k] = v.strftime("%Y-%m-%dT%H:%M:%SZ")
+print(json.dumps({
+    "schema": [[x.name, str(x.type), x.nullable] for x in t.schema],
+    "row_groups": f.metadata.num_row_groups,
+    "rows": rows,
+}))
+"#;
+    let out = Command::new(pyarrow_python())
+        .args(["-c", READ])
+        .arg(path)
+        .output()
+        .expect("run python");
+    assert!(
+        out.status.success(),
+        "pyarrow could not read {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("pyarrow's JSON")
+}
+
+/// The fields of an RFC 4180 CSV, quoted fields holding commas, quotes and line breaks.
+fn csv_rows(text: &str) -> Vec<Vec<String>> {
+    let (mut rows, mut row, mut field) = (Vec::new(), Vec::new(), String::new());
+    let mut chars = text.chars().peekable();
+    let mut quoted = false;
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            (true, '"') => quoted = false,
+            (true, c) => field.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => row.push(std::mem::take(&mut field)),
+            (false, '\n') => {
+                row.push(std::mem::take(&mut field));
+                rows.push(std::mem::take(&mut row));
+            }
+            (false, c) => field.push(c),
+        }
+    }
+    assert!(
+        !quoted && field.is_empty() && row.is_empty(),
+        "ends with a line"
+    );
+    rows
+}
+
+/// Every interval of `interval_stats` with its figures computed by SQL from the stored columns
+/// (an oracle apart from the export's Rust): keyed by the export's signal-named columns.
+async fn table_figures(db: &TestDb) -> Vec<serde_json::Map<String, serde_json::Value>> {
+    let mut cols = vec![
+        "turbine_id".to_string(),
+        "to_char(interval_start AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS interval_start".into(),
+        "interval_seconds::int8".into(),
+        "readings".into(),
+        "expected".into(),
+        "readings / expected AS completeness".into(),
+    ];
+    let flags = |s: &str, stuck: bool| {
+        let stuck = if stuck {
+            format!("CASE WHEN {s}_n >= 10 AND {s}_min = {s}_max THEN 'stuck' END, CASE WHEN {s}_implausible > 0 THEN 'implausible' END, ")
+        } else {
+            String::new()
+        };
+        format!("concat_ws(',', {stuck}CASE WHEN {s}_n < readings THEN 'absent' END) AS {s}_flags")
+    };
+    for s in ["power_kw", "wind_speed_ms"] {
+        cols.extend([
+            format!("{s}_n"),
+            format!("{s}_mean"),
+            format!("{s}_min"),
+            format!("{s}_max"),
+            format!("sqrt({s}_m2 / {s}_n) AS {s}_std"),
+            format!("{s}_implausible"),
+            flags(s, true),
+        ]);
+    }
+    let (sin, cos) = ("wind_dir_sin", "wind_dir_cos");
+    let e = format!("sqrt(greatest(0, 1 - ({sin} * {sin} + {cos} * {cos})))");
+    cols.extend([
+        "wind_dir_n".into(),
+        format!("degrees(atan2({sin}, {cos})) + CASE WHEN atan2({sin}, {cos}) < 0 THEN 360 ELSE 0 END AS wind_dir_mean"),
+        format!("degrees(asin({e}) * (1 + (2 / sqrt(3) - 1) * {e} ^ 3)) AS wind_dir_std"),
+        flags("wind_dir", true),
+        "status_n".into(),
+        flags("status", false),
+    ]);
+    let sql = format!(
+        "SELECT row_to_json(x)::text FROM (SELECT {} FROM interval_stats ORDER BY turbine_id, interval_start) x",
+        cols.join(", ")
+    );
+    db.client()
+        .await
+        .query(&sql, &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| serde_json::from_str(r.get::<_, &str>(0)).unwrap())
+        .collect()
+}
+
+/// A JSON object's members in the order written (serde_json's map sorts them).
+#[derive(Debug, PartialEq)]
+struct Ordered(Vec<(String, serde_json::Value)>);
+
+impl<'de> serde::Deserialize<'de> for Ordered {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Ordered, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Ordered;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Ordered, A::Error> {
+                let mut out = Vec::new();
+                while let Some(kv) = m.next_entry()? {
+                    out.push(kv);
+                }
+                Ok(Ordered(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl Ordered {
+    fn keys(&self) -> Vec<&str> {
+        self.0.iter().map(|(k, _)| k.as_str()).collect()
+    }
+
+    fn values(&self) -> Vec<&serde_json::Value> {
+        self.0.iter().map(|(_, v)| v).collect()
+    }
+}
+
+impl std::ops::Index<&str> for Ordered {
+    type Output = serde_json::Value;
+    fn index(&self, k: &str) -> &serde_json::Value {
+        &self
+            .0
+            .iter()
+            .find(|(n, _)| n == k)
+            .unwrap_or_else(|| panic!("no {k}"))
+            .1
+    }
+}
+
+/// A command's stdout and stderr, once it succeeded.
+fn ok(out: &std::process::Output) -> (String, String) {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), err)
+}
+
+fn jsonl(out: &std::process::Output) -> Vec<Ordered> {
+    ok(out)
+        .0
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The export an engineer signs off: per interval its completeness, per numeric signal its
+/// count, mean, min, max, population std, implausible count and flags, per angle its vector
+/// mean and Yamartino deviation, per text signal its count and flags; the same rows and values
+/// in CSV, JSON lines and Parquet (read back with pyarrow, typed, timestamps in UTC), under the
+/// signals' names or their IEC 61400-25 names; the whole fleet or a prefix; filtered by quality
+/// and completeness; and a user's mistakes named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_gives_the_figures_engineers_sign_off_in_every_format() {
+    let db = TestDb::create().await;
+    let dir = tempfile::tempdir().unwrap();
+    let toml = dir.path().join("galewatch.toml");
+    std::fs::write(
+        &toml,
+        format!("database_url = {:?}\n{EXPORT_SETTINGS}", db.url),
+    )
+    .unwrap();
+    let cfg = galewatch::daemon::config::load(Some(&toml)).expect("the settings");
+    galewatch::sink::migrate::apply(&mut db.client().await, &cfg.rules.limits.signals)
+        .await
+        .expect("migrate");
+    let t0 = Utc.with_ymd_and_hms(2026, 11, 20, 0, 0, 0).unwrap();
+    land(&cfg, export_fleet(t0), &[500]).await;
+    let conf = toml.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let mut a = vec![
+            "export",
+            "--config",
+            conf,
+            "--from",
+            "2026-11-20",
+            "--to",
+            "2026-11-21",
+        ];
+        a.extend_from_slice(args);
+        galewatch_cmd(&db, &a)
+    };
+    let g1 = ["--turbine", "G-1"];
+
+    // CSV, signal names: the documented header, one row per interval.
+    let (csv, _) = ok(&run(&g1));
+    let header = "turbine_id,interval_start,interval_seconds,readings,expected,completeness,power_kw_n,power_kw_mean,power_kw_min,power_kw_max,power_kw_std,power_kw_implausible,power_kw_flags,wind_speed_ms_n,wind_speed_ms_mean,wind_speed_ms_min,wind_speed_ms_max,wind_speed_ms_std,wind_speed_ms_implausible,wind_speed_ms_flags,wind_dir_n,wind_dir_mean,wind_dir_std,wind_dir_flags,status_n,status_flags";
+    assert_eq!(csv.lines().next(), Some(header));
+    assert_eq!(csv.lines().count(), 5, "{csv}");
+    eprintln!("{}", csv.lines().take(4).collect::<Vec<_>>().join("\n"));
+
+    // JSON lines equal the table's figures computed by SQL; the flags and completeness exact.
+    let rows = jsonl(&run(&[&g1[..], &["--format", "jsonl"]].concat()));
+    let table: Vec<_> = table_figures(&db)
+        .await
+        .into_iter()
+        .filter(|r| r["turbine_id"] == "G-1")
+        .collect();
+    assert_eq!(rows.len(), 4);
+    assert_eq!(table.len(), 4);
+    for (row, want) in rows.iter().zip(&table) {
+        assert_eq!(
+            row.keys(),
+            header.split(',').collect::<Vec<_>>(),
+            "keys in column order"
+        );
+        for (k, w) in want {
+            let got = &row[k];
+            match (got.as_f64(), w.as_f64()) {
+                (Some(x), Some(y)) if k == "wind_dir_mean" => {
+                    let d = (x - y).rem_euclid(360.0);
+                    assert!(d.min(360.0 - d) < 1e-9, "{k}: {x} vs {y}");
+                }
+                (Some(x), Some(y)) => {
+                    assert!((x - y).abs() <= 1e-9 * y.abs().max(1.0), "{k}: {x} vs {y}")
+                }
+                _ => assert_eq!(got, w, "{k} of {}", row["interval_start"]),
+            }
+        }
+    }
+    let at = |i: usize, k: &str| rows[i][k].clone();
+    // 00:00: complete; 350° and 10° average to north and spread 10° (Yamartino: 10.008°).
+    assert_eq!(at(0, "readings"), 300);
+    assert_eq!(at(0, "expected"), 300.0);
+    assert_eq!(at(0, "completeness"), 1.0);
+    let north = at(0, "wind_dir_mean").as_f64().unwrap();
+    assert!(north.min(360.0 - north) < 1e-9, "{north}");
+    let spread = at(0, "wind_dir_std").as_f64().unwrap();
+    assert!((spread - 10.0).abs() < 0.01, "{spread}");
+    assert!(
+        !rows[0].keys().contains(&"wind_dir_min"),
+        "no min or max for an angle"
+    );
+    assert_eq!(at(0, "power_kw_max"), 45_000.0);
+    assert_eq!(at(0, "power_kw_implausible"), 1);
+    assert_eq!(at(0, "power_kw_flags"), "implausible");
+    assert_eq!(at(0, "wind_dir_flags"), "");
+    // 00:10: a gap, and nothing else wrong.
+    assert_eq!(at(1, "completeness"), 0.5);
+    for s in ["power_kw", "wind_speed_ms", "wind_dir", "status"] {
+        assert_eq!(at(1, &format!("{s}_flags")), "", "{s}");
+    }
+    // 00:20: twenty readings, the wind speed stuck, five without a status.
+    assert_eq!(at(2, "readings"), 20);
+    assert_eq!(at(2, "completeness"), 20.0 / 300.0);
+    assert_eq!(at(2, "wind_speed_ms_flags"), "stuck");
+    assert_eq!(at(2, "wind_speed_ms_std"), 0.0);
+    assert_eq!(at(2, "status_n"), 15);
+    assert_eq!(at(2, "status_flags"), "absent");
+    assert_eq!(at(3, "interval_start"), "2026-11-20T00:30:00Z");
+
+    // The CSV holds the same values, cell by cell.
+    let parsed = csv_rows(&csv);
+    for (cells, row) in parsed[1..].iter().zip(&rows) {
+        for (cell, (k, v)) in cells.iter().zip(&row.0) {
+            match v {
+                serde_json::Value::Null => assert_eq!(cell, "", "{k}"),
+                serde_json::Value::String(s) => assert_eq!(cell, s, "{k}"),
+                serde_json::Value::Number(n) => {
+                    assert_eq!(cell.parse::<f64>().ok(), n.as_f64(), "{k}: {cell}")
+                }
+                other => panic!("{k}: {other}"),
+            }
+        }
+    }
+
+    // IEC names with OpenOA's suffixes, in JSON lines and in Parquet read back by pyarrow.
+    let iec = jsonl(&run(
+        &[&g1[..], &["--format", "jsonl", "--names", "iec"]].concat()
+    ));
+    let keys = iec[0].keys();
+    let layout = galewatch::tools::figures::Layout::new(
+        &cfg.stats_sql(),
+        galewatch::tools::figures::Names::Iec,
+        10,
+    )
+    .unwrap();
+    let names: Vec<&str> = layout.columns().iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(keys, names);
+    assert_eq!(keys[7], "WTUR.W_avg");
+    assert!(keys.contains(&"WMET.HorWdDir_avg"));
+    assert!(keys.contains(&"status_n"), "no iec_name: its own");
+    for (a, b) in iec.iter().zip(&rows) {
+        assert_eq!(
+            a.values(),
+            b.values(),
+            "the same values under either naming"
+        );
+    }
+    let file = dir.path().join("g1.parquet");
+    let (_, err) = ok(&run(&[
+        &g1[..],
+        &[
+            "--format",
+            "parquet",
+            "--names",
+            "iec",
+            "--output",
+            file.to_str().unwrap(),
+        ],
+    ]
+    .concat()));
+    assert!(err.contains("4 intervals of 1 turbine written to"), "{err}");
+    let pa = pyarrow_read(&file);
+    let schema: Vec<(String, String, bool)> = serde_json::from_value(pa["schema"].clone()).unwrap();
+    let ty = |name: &str| {
+        let s = schema
+            .iter()
+            .find(|s| s.0 == name)
+            .unwrap_or_else(|| panic!("{name}"));
+        (s.1.as_str(), s.2)
+    };
+    for (name, arrow, nullable) in [
+        ("turbine_id", "string", false),
+        ("interval_start", "timestamp[us, tz=UTC]", false),
+        ("interval_seconds", "int32", false),
+        ("readings", "int64", false),
+        ("expected", "double", true),
+        ("completeness", "double", true),
+        ("WTUR.W_n", "int64", false),
+        ("WTUR.W_avg", "double", true),
+        ("WTUR.W_implausible", "int64", true),
+        ("WTUR.W_flags", "string", false),
+        ("WMET.HorWdDir_std", "double", true),
+        ("status_n", "int64", true),
+        ("status_flags", "string", true),
+    ] {
+        assert_eq!(ty(name), (arrow, nullable), "{name}");
+    }
+    assert_eq!(
+        schema.iter().map(|s| s.0.as_str()).collect::<Vec<_>>(),
+        keys,
+        "the JSON lines' columns, in order"
+    );
+    let pa_rows: Vec<serde_json::Map<String, serde_json::Value>> =
+        serde_json::from_value(pa["rows"].clone()).unwrap();
+    assert_eq!(pa_rows.len(), iec.len());
+    for (p, j) in pa_rows.iter().zip(&iec) {
+        for (k, v) in &j.0 {
+            assert_eq!(&p[k], v, "pyarrow reads exactly the JSON lines' {k}");
+        }
+    }
+    // Streamed to a pipe, the same bytes; no temporary file left beside the output.
+    let piped = run(&[&g1[..], &["--format", "parquet", "--names", "iec"]].concat());
+    assert!(piped.status.success());
+    assert_eq!(piped.stdout, std::fs::read(&file).unwrap());
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.contains("partial"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+
+    // Filters: by the flags, by completeness, both.
+    let starts = |args: &[&str]| -> Vec<String> {
+        jsonl(&run(&[&g1[..], &["--format", "jsonl"], args].concat()))
+            .iter()
+            .map(|r| r["interval_start"].as_str().unwrap()[11..16].to_string())
+            .collect()
+    };
+    assert_eq!(starts(&["--quality", "clean"]), ["00:10", "00:30"]);
+    assert_eq!(starts(&["--quality", "flagged"]), ["00:00", "00:20"]);
+    assert_eq!(starts(&["--min-completeness", "0.9"]), ["00:00", "00:30"]);
+    assert_eq!(
+        starts(&["--quality", "clean", "--min-completeness", "0.9"]),
+        ["00:30"]
+    );
+    let out = run(&[&g1[..], &["--quality", "clean"]].concat());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("2 intervals left out by --quality clean"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The fleet: every turbine in (turbine, interval) order, as the table sorts them.
+    let all = jsonl(&run(&["--format", "jsonl"]));
+    let order: Vec<(String, String)> = all
+        .iter()
+        .map(|r| {
+            (
+                r["turbine_id"].as_str().unwrap().into(),
+                r["interval_start"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let table: Vec<(String, String)> = table_figures(&db)
+        .await
+        .iter()
+        .map(|r| {
+            (
+                r["turbine_id"].as_str().unwrap().into(),
+                r["interval_start"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(order, table);
+    assert_eq!(order.len(), 9);
+    // Prefixes are literal: % and _ match themselves only.
+    let ids = |prefix: &str| -> Vec<String> {
+        let p = format!("--prefix={prefix}");
+        jsonl(&run(&["--format", "jsonl", &p]))
+            .iter()
+            .map(|r| r["turbine_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids("G-"), ["G-1", "G-1", "G-1", "G-1", "G-2"]);
+    assert_eq!(ids("P%"), ["P%1"]);
+    assert_eq!(ids("P_"), ["P_1"]);
+    assert_eq!(ids("P").len(), 3);
+    assert_eq!(ids("=HYPERLINK(\"x\")\n"), [HOSTILE]);
+
+    // The hostile id: text in the CSV a spreadsheet opens, as stored in --raw, JSON and Parquet.
+    let (text, _) = ok(&run(&["--prefix==H"]));
+    assert!(
+        text.contains("\n\"'=HYPERLINK(\"\"x\"\")\nnext\",2026-11-20T00:00:00Z,600,1,300.0,"),
+        "{text}"
+    );
+    let raw = csv_rows(&String::from_utf8(run(&["--prefix==H", "--raw"]).stdout).unwrap());
+    assert_eq!(raw[1][0], HOSTILE);
+    let fleet = dir.path().join("fleet.parquet");
+    let (_, err) = ok(&run(&[
+        "--format",
+        "parquet",
+        "-o",
+        fleet.to_str().unwrap(),
+    ]));
+    assert!(err.contains("9 intervals of 6 turbines"), "{err}");
+    let pa = pyarrow_read(&fleet);
+    assert_eq!(pa["rows"].as_array().unwrap().len(), 9);
+    assert!(pa["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["turbine_id"] == HOSTILE));
+
+    // An empty range: the CSV's header alone, no JSON line, a Parquet file of the schema.
+    let empty = |args: &[&str]| {
+        let mut a = vec![
+            "export",
+            "--config",
+            conf,
+            "--from",
+            "2030-01-01",
+            "--to",
+            "2030-01-02",
+        ];
+        a.extend_from_slice(args);
+        galewatch_cmd(&db, &a)
+    };
+    let (text, err) = ok(&empty(&[]));
+    assert_eq!(text, format!("{header}\n"));
+    assert!(
+        err.contains("no statistics for any turbine in that range"),
+        "{err}"
+    );
+    assert!(empty(&["--format", "jsonl"]).stdout.is_empty());
+    let none = dir.path().join("none.parquet");
+    assert!(
+        empty(&["--format", "parquet", "-o", none.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let pa = pyarrow_read(&none);
+    assert_eq!(pa["rows"], serde_json::json!([]));
+    assert_eq!(pa["row_groups"], 0);
+    let none_schema: Vec<(String, String, bool)> =
+        serde_json::from_value(pa["schema"].clone()).unwrap();
+    assert_eq!(none_schema.len(), header.split(',').count());
+    assert_eq!(none_schema[1].1, "timestamp[us, tz=UTC]");
+
+    // A user's mistakes, named, exit 2, nothing written.
+    let bad = dir.path().join("bad.parquet");
+    let bad_path = bad.to_str().unwrap();
+    for (args, env, want) in [
+        (
+            vec![
+                "--from",
+                "2026-11-21",
+                "--to",
+                "2026-11-20",
+                "--format",
+                "parquet",
+                "-o",
+                bad_path,
+            ],
+            vec![],
+            "before --to",
+        ),
+        (
+            vec![
+                "--from",
+                "2026-11-20",
+                "--to",
+                "2026-11-21",
+                "--min-completeness",
+                "0.9",
+                "-o",
+                bad_path,
+            ],
+            vec![("GALEWATCH_SAMPLE_PERIOD", "0s")],
+            "declare sample_period",
+        ),
+        (
+            vec![
+                "--from",
+                "2026-11-20",
+                "--to",
+                "2026-11-21",
+                "--min-completeness",
+                "1.5",
+            ],
+            vec![],
+            "not a fraction from 0 to 1",
+        ),
+        (
+            vec![
+                "--from",
+                "2026-11-20",
+                "--to",
+                "2026-11-21",
+                "--compression",
+                "none",
+            ],
+            vec![],
+            "--compression is for --format parquet",
+        ),
+        (
+            vec![
+                "--from",
+                "2026-11-20",
+                "--to",
+                "2026-11-21",
+                "--turbine",
+                "G-1",
+                "--prefix",
+                "G",
+            ],
+            vec![],
+            "cannot be used with",
+        ),
+    ] {
+        let mut a = vec!["export", "--config", conf];
+        a.extend_from_slice(&args);
+        let out = galewatch_cmd_with(&db, &a, &env);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!bad.exists(), "{args:?}");
+    }
+    // Parquet on a terminal is refused (script(1) gives the command one).
+    let bin = env!("CARGO_BIN_EXE_galewatch");
+    let cmd =
+        format!("{bin} export --config {conf} --from 2026-11-20 --to 2026-11-21 --format parquet");
+    let out = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("GALEWATCH_DATABASE_URL", &db.url)
+        .output()
+        .expect("script(1), from util-linux");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Parquet is binary, not for a terminal"),
+        "{text}"
+    );
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    // A directory that does not exist: exit 1, named.
+    let out = run(&["-o", "/nonexistent/dir/x.csv"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--output /nonexistent/dir/x.csv"));
 }

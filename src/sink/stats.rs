@@ -215,12 +215,16 @@ impl Partial {
         }
     }
 
-    /// Population standard deviation.
+    /// Population standard deviation, as [`std_sql`] computes it (to the bit): `sqrt(m2 / n)`,
+    /// or `sqrt(m2) / sqrt(n)` where `m2` is so small that the division would lose its digits.
     pub fn std_pop(&self) -> Option<f64> {
-        (self.n > 0)
-            .then_some(())
-            .and(self.m2)
-            .map(|m2| (m2.max(0.0) / self.n as f64).sqrt())
+        let m2 = self.m2.filter(|_| self.n > 0)?;
+        let n = self.n as f64;
+        Some(if m2 < 1e-290 {
+            m2.max(0.0).sqrt() / n.sqrt()
+        } else {
+            (m2 / n).sqrt()
+        })
     }
 }
 

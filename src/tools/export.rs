@@ -1,22 +1,30 @@
-//! Export: `galewatch export` (one turbine's interval statistics as CSV or JSON lines, for an
-//! analyst's notebook) and `galewatch stats rebuild` (recompute a range from `readings`).
+//! Export: `galewatch export` (the interval statistics of one turbine, the turbines of a prefix
+//! or the whole fleet, as CSV, JSON lines or Parquet, for an analyst's notebook or a spreadsheet)
+//! and `galewatch stats rebuild` (recompute a range from `readings`).
 //!
-//! The export streams rows from the database to the output as they come, so a year of
-//! statistics (52,560 ten-minute rows) never sits in memory whole.
+//! The export streams rows from the database to the output as they come, in (turbine,
+//! interval) order, one query: a year of a 900-turbine fleet (47 million rows) never sits in
+//! memory; Parquet gathers one row group at a time ([`parquet`](crate::tools::parquet)). What
+//! each column holds is derived in one place, [`figures`](crate::tools::figures).
 //!
 //! A CSV is opened in spreadsheets, which run a cell starting with `=` as a formula: the turbine
 //! id, free text from the payload, is written so that it stays text (OWASP's rule against CSV
 //! injection) unless `--raw` asks for it as stored.
 
 use std::io::Write;
+use std::path::Path;
 use std::pin::pin;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, NaiveDate, Utc};
 use futures_util::TryStreamExt;
+use tokio_postgres::types::ToSql;
 
 use crate::daemon::config::Config;
 use crate::error::Error;
 use crate::sink::stats::{self, Sql};
+use crate::tools::figures::{Cell, Filter, Layout, Names, Stored, StoredNumeric};
+use crate::tools::parquet::{self, Codec};
 use crate::tools::review::ReviewError;
 
 /// The output format of `galewatch export`.
@@ -24,8 +32,10 @@ use crate::tools::review::ReviewError;
 pub enum ExportFormat {
     /// A header line, then one line per interval; empty fields for NULL.
     Csv,
-    /// One JSON object per interval and line; null for NULL.
+    /// One JSON object per interval and line, keys in column order; null for NULL.
     Jsonl,
+    /// One Parquet file: typed columns, UTC timestamps, NULLs (binary: --output FILE or a pipe).
+    Parquet,
 }
 
 /// Parses `--from`/`--to`: RFC 3339 (`2026-11-30T12:00:00Z`, any offset), a UTC date
@@ -42,52 +52,200 @@ pub fn parse_time(name: &str, s: &str) -> Result<DateTime<Utc>, String> {
     ))
 }
 
-/// The export's column names, in order: `turbine_id`, `interval_start` (RFC 3339, UTC),
-/// `interval_seconds`, `readings`, then per numeric signal `{name}_n`, `{name}_mean`,
-/// `{name}_min`, `{name}_max`, `{name}_std` (population standard deviation).
-pub fn header(sql: &Sql) -> Vec<String> {
-    let mut h: Vec<String> = [
+/// Parses `--min-completeness`: a fraction from 0 to 1.
+pub fn parse_fraction(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(format!(
+            "{s:?} is not a fraction from 0 to 1 (0.9: intervals holding at least 90% of the readings a complete one holds)"
+        )),
+    }
+}
+
+/// Which turbines an export covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Turbines {
+    One(String),
+    /// Those whose id starts with this, taken literally (`%` and `_` are no wildcards).
+    Prefix(String),
+    All,
+}
+
+impl Turbines {
+    /// For messages: `WTG-1`, `the turbines whose id starts with "north/"`, `any turbine`.
+    pub fn describe(&self) -> String {
+        match self {
+            Turbines::One(t) => t.clone(),
+            Turbines::Prefix(p) => format!("the turbines whose id starts with {p:?}"),
+            Turbines::All => "any turbine".into(),
+        }
+    }
+}
+
+/// `p` as a LIKE pattern matching the strings that start with it, `\` escaping `\`, `%`, `_`.
+pub fn like_prefix(p: &str) -> String {
+    let mut out = String::with_capacity(p.len() + 1);
+    for c in p.chars() {
+        if matches!(c, '\\' | '%' | '_') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('%');
+    out
+}
+
+/// What `galewatch export` is asked for.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub turbines: Turbines,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub format: ExportFormat,
+    pub names: Names,
+    pub filter: Filter,
+    /// CSV: turbine ids as stored, not kept from being read as formulas.
+    pub raw: bool,
+    /// Parquet: how pages are compressed.
+    pub codec: Codec,
+}
+
+impl Request {
+    /// A request of the CSV of `turbine` in `[from, to)`, every interval, today's names.
+    pub fn csv(turbine: &str, from: DateTime<Utc>, to: DateTime<Utc>) -> Request {
+        Request {
+            turbines: Turbines::One(turbine.into()),
+            from,
+            to,
+            format: ExportFormat::Csv,
+            names: Names::Signal,
+            filter: Filter::default(),
+            raw: false,
+            codec: Codec::default(),
+        }
+    }
+
+    /// The columns to write, or what makes the request unusable with these settings (the
+    /// command exits 2 with it).
+    pub fn check(&self, cfg: &Config) -> Result<Layout, String> {
+        if self.from >= self.to {
+            return Err("--from must be before --to".into());
+        }
+        if let Some(f) = self.filter.min_completeness {
+            if !(0.0..=1.0).contains(&f) {
+                return Err(format!(
+                    "bad --min-completeness: {f} is not a fraction from 0 to 1"
+                ));
+            }
+            let p = cfg.sample_periods();
+            if p.fleet.is_none() && p.overrides().is_empty() {
+                return Err("--min-completeness needs to know how many readings a complete interval holds: declare sample_period (how often a turbine takes a reading, e.g. 2s), then `galewatch stats rebuild` the range for the intervals written before".into());
+            }
+        }
+        Layout::new(
+            &cfg.stats_sql(),
+            self.names,
+            cfg.settings.stats_stuck_min_readings,
+        )
+        .map_err(|e| format!("--names iec: {e}"))
+    }
+
+    /// The filters given, for messages: `--quality clean --min-completeness 0.9`.
+    pub fn filters(&self) -> String {
+        let mut f = Vec::new();
+        if self.filter.quality != crate::tools::figures::Quality::All {
+            f.push(format!("--quality {}", self.filter.quality.as_str()));
+        }
+        if let Some(c) = self.filter.min_completeness {
+            f.push(format!("--min-completeness {c}"));
+        }
+        f.join(" ")
+    }
+}
+
+/// What an export wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Summary {
+    /// Rows (intervals) written.
+    pub rows: u64,
+    /// Turbines among them.
+    pub turbines: u64,
+    /// Intervals read but left out by the filters.
+    pub left_out: u64,
+}
+
+/// The statement behind the export: the stored columns the figures are derived from, of the
+/// configured width in `[$1, $2)` (of turbine `$3`, or of the ids `LIKE $3`), in (turbine,
+/// interval) order, which the primary key's index gives.
+fn select_sql(sql: &Sql, turbines: &Turbines) -> String {
+    let q = |c: String| format!("\"{c}\"");
+    let mut cols: Vec<String> = [
         "turbine_id",
         "interval_start",
         "interval_seconds",
         "readings",
+        "expected",
     ]
     .map(String::from)
     .into();
     for s in &sql.numeric {
-        for suffix in ["n", "mean", "min", "max", "std"] {
-            h.push(format!("{}_{suffix}", s.name));
+        cols.extend(stats::column_names(s).map(q));
+        cols.push(q(stats::implausible_column(s)));
+        if s.angle {
+            cols.extend(stats::circular_columns(s).map(q));
         }
     }
-    h
-}
-
-/// The statement behind the export: one turbine's intervals of the configured width in
-/// `[$2, $3)`, in time order, with the standard deviation computed from `m2`.
-fn export_sql(sql: &Sql) -> String {
-    let mut cols = vec![
-        "turbine_id".to_string(),
-        "interval_start".into(),
-        "interval_seconds".into(),
-        "readings".into(),
-    ];
-    for s in &sql.numeric {
-        let [n, mean, m2, min, max] = stats::column_names(s);
-        cols.extend([
-            format!("\"{n}\""),
-            format!("\"{mean}\""),
-            format!("\"{min}\""),
-            format!("\"{max}\""),
-            stats::std_sql(&format!("\"{m2}\""), &format!("\"{n}\"")),
-        ]);
-    }
+    cols.extend(sql.counted.iter().map(|s| q(stats::count_column(s))));
+    let which = match turbines {
+        Turbines::One(_) => " AND turbine_id = $3",
+        Turbines::Prefix(_) => " AND turbine_id LIKE $3 ESCAPE '\\'",
+        Turbines::All => "",
+    };
     format!(
         "SELECT {} FROM interval_stats
- WHERE turbine_id = $1 AND interval_seconds = {} AND interval_start >= $2 AND interval_start < $3
- ORDER BY interval_start",
+ WHERE interval_seconds = {} AND interval_start >= $1 AND interval_start < $2{which}
+ ORDER BY turbine_id, interval_start",
         cols.join(", "),
         sql.width.secs()
     )
+}
+
+/// A row of [`select_sql`] as the figures read it.
+fn stored(row: &tokio_postgres::Row, layout: &Layout) -> Result<Stored, tokio_postgres::Error> {
+    let (numeric, counted) = layout.signals();
+    let mut i = 5;
+    let mut s = Stored {
+        turbine_id: row.try_get(0)?,
+        start: row.try_get(1)?,
+        seconds: row.try_get(2)?,
+        readings: row.try_get(3)?,
+        expected: row.try_get(4)?,
+        numeric: Vec::with_capacity(numeric),
+        counted: Vec::with_capacity(counted),
+    };
+    for j in 0..numeric {
+        let mut x = StoredNumeric {
+            n: row.try_get(i)?,
+            mean: row.try_get(i + 1)?,
+            m2: row.try_get(i + 2)?,
+            min: row.try_get(i + 3)?,
+            max: row.try_get(i + 4)?,
+            implausible: row.try_get(i + 5)?,
+            sin: None,
+            cos: None,
+        };
+        i += 6;
+        if layout.is_angle(j) {
+            x.sin = row.try_get(i)?;
+            x.cos = row.try_get(i + 1)?;
+            i += 2;
+        }
+        s.numeric.push(x);
+    }
+    for k in 0..counted {
+        s.counted.push(row.try_get(i + k)?);
+    }
+    Ok(s)
 }
 
 /// A CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180).
@@ -131,100 +289,298 @@ fn quote_for_spreadsheets(s: &str) -> String {
     }
 }
 
-/// One CSV line of the export's `fields` (in the order of [`header`]). The turbine id, the only
-/// free text, is a [`text_cell`]; every other column the exporter writes itself (the interval's
-/// RFC 3339 start, integers, numbers as serde_json prints them, `-3.5` included), unaltered, so
-/// a spreadsheet reads numbers as numbers; NULL is an empty field.
-pub fn csv_line(fields: &[serde_json::Value], raw: bool) -> String {
-    fields
+/// An interval start as the text formats write it: RFC 3339 in UTC (`2026-11-30T12:00:00Z`).
+fn rfc3339(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+}
+
+/// A double as JSON writes it (the shortest digits that read back as it: `1000.0`, `-3.5`,
+/// `1e300`); None for a non-finite one, which JSON cannot hold.
+fn number(x: f64) -> Option<String> {
+    serde_json::Number::from_f64(x).map(|n| n.to_string())
+}
+
+/// One CSV line of a row's cells (in the columns' order). The turbine id, the only free text,
+/// is a [`text_cell`]; every other column the exporter writes itself (the interval's RFC 3339
+/// start, integers, numbers as JSON prints them, `-3.5` included, the flags), unaltered, so a
+/// spreadsheet reads numbers as numbers; NULL is an empty field.
+pub fn csv_line(cells: &[Cell], raw: bool) -> String {
+    cells
         .iter()
-        .enumerate()
-        .map(|(i, v)| match v {
-            serde_json::Value::Null => String::new(),
-            serde_json::Value::String(s) if i == TURBINE_COLUMN => text_cell(s, raw),
-            serde_json::Value::String(s) => csv_field(s),
-            other => other.to_string(),
+        .map(|c| match c {
+            Cell::Null => String::new(),
+            Cell::Text(s) => text_cell(s, raw),
+            Cell::Time(t) => rfc3339(t),
+            Cell::Int(i) => i.to_string(),
+            Cell::Float(x) => number(*x).unwrap_or_default(),
+            Cell::Flags(f) => csv_field(f),
         })
         .collect::<Vec<_>>()
         .join(",")
 }
 
-/// Where the turbine id is among the export's columns.
-const TURBINE_COLUMN: usize = 0;
-
-/// `galewatch export`: writes the intervals of `turbine` starting in `[from, to)` to `out`.
-/// Returns the rows written. A reader that goes away (`| head`) ends the export quietly. `raw`:
-/// CSV text cells as stored, not kept from being read as formulas (JSON lines always are).
-pub async fn export(
-    cfg: &Config,
-    turbine: &str,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    format: ExportFormat,
-    raw: bool,
-    out: &mut impl Write,
-) -> Result<u64, ReviewError> {
-    if from >= to {
-        return Err(ReviewError::Refused(
-            "--from must be before --to".to_string(),
-        ));
-    }
-    let sql = cfg.stats_sql();
-    let client = cfg.db.open().await?;
-    let header = header(&sql);
-    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::BrokenPipe;
-    let write_err = |e: std::io::Error| ReviewError::Refused(format!("writing the output: {e}"));
-    if format == ExportFormat::Csv {
-        match writeln!(out, "{}", header.join(",")) {
-            Err(e) if gone(&e) => return Ok(0),
-            r => r.map_err(write_err)?,
+/// One JSON object of a row's cells, under `keys` (the column names, JSON-quoted), in order.
+pub fn json_line(keys: &[String], cells: &[Cell]) -> String {
+    let mut out = String::with_capacity(keys.len() * 24);
+    out.push('{');
+    for (i, (k, c)) in keys.iter().zip(cells).enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(k);
+        out.push(':');
+        match c {
+            Cell::Null => out.push_str("null"),
+            Cell::Text(s) => out.push_str(&serde_json::Value::from(s.as_str()).to_string()),
+            Cell::Time(t) => {
+                out.push('"');
+                out.push_str(&rfc3339(t));
+                out.push('"');
+            }
+            Cell::Int(i) => out.push_str(&i.to_string()),
+            Cell::Float(x) => out.push_str(number(*x).as_deref().unwrap_or("null")),
+            Cell::Flags(f) => out.push_str(&serde_json::Value::from(*f).to_string()),
         }
     }
+    out.push('}');
+    out
+}
+
+/// The progress line of a long export on a terminal: rows, turbines and the turbine being
+/// read, at most once per [`Progress::EVERY`].
+pub struct Progress {
+    out: Box<dyn Write>,
+    last: Option<Instant>,
+    shown: bool,
+}
+
+impl Progress {
+    pub const EVERY: Duration = Duration::from_secs(1);
+
+    pub fn new(out: Box<dyn Write>) -> Progress {
+        Progress {
+            out,
+            last: None,
+            shown: false,
+        }
+    }
+
+    /// Shows the figures if a second has passed since the last line (the first a second after
+    /// the start). The turbine id is shown escaped: a hostile id's control characters never
+    /// reach the terminal.
+    pub fn tick(&mut self, now: Instant, rows: u64, turbines: u64, current: &str) {
+        let last = *self.last.get_or_insert(now);
+        if now.duration_since(last) < Progress::EVERY {
+            return;
+        }
+        self.last = Some(now);
+        self.shown = true;
+        let s = if turbines == 1 { "" } else { "s" };
+        // Progress is a nicety: a terminal that went away stops nothing.
+        let _ = write!(
+            self.out,
+            "\r\x1b[2Kgalewatch export: {rows} intervals of {turbines} turbine{s}, now {current:?}"
+        );
+        let _ = self.out.flush();
+    }
+
+    /// Clears the line, if one was shown.
+    pub fn done(&mut self) {
+        if self.shown {
+            let _ = write!(self.out, "\r\x1b[2K");
+            let _ = self.out.flush();
+        }
+    }
+}
+
+/// Where the rows go.
+enum Out<W: Write + Send> {
+    Csv { w: W, raw: bool },
+    Jsonl { w: W, keys: Vec<String> },
+    Parquet(Box<parquet::Writer<W>>),
+}
+
+/// Why writing stopped.
+enum Stop {
+    /// The reader of a pipe went away (`| head`): the rows it wanted were written.
+    Gone,
+    Failed(String),
+}
+
+fn io(e: std::io::Error) -> Stop {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        Stop::Gone
+    } else {
+        Stop::Failed(format!("writing the output: {e}"))
+    }
+}
+
+impl<W: Write + Send> Out<W> {
+    /// Starts the output: the CSV's header, the Parquet file's first bytes.
+    fn start(mut w: W, req: &Request, layout: &Layout) -> Result<Out<W>, Stop> {
+        let names = layout.columns().iter().map(|c| c.name.as_str());
+        Ok(match req.format {
+            ExportFormat::Csv => {
+                let header: Vec<&str> = names.collect();
+                writeln!(w, "{}", header.join(",")).map_err(io)?;
+                Out::Csv { w, raw: req.raw }
+            }
+            ExportFormat::Jsonl => Out::Jsonl {
+                w,
+                keys: names
+                    .map(|n| serde_json::Value::from(n).to_string())
+                    .collect(),
+            },
+            ExportFormat::Parquet => Out::Parquet(Box::new(
+                parquet::Writer::new(w, layout.columns(), req.codec).map_err(Stop::Failed)?,
+            )),
+        })
+    }
+
+    fn row(&mut self, cells: &[Cell]) -> Result<(), Stop> {
+        match self {
+            Out::Csv { w, raw } => writeln!(w, "{}", csv_line(cells, *raw)).map_err(io),
+            Out::Jsonl { w, keys } => writeln!(w, "{}", json_line(keys, cells)).map_err(io),
+            Out::Parquet(p) => p.push(cells).map_err(Stop::Failed),
+        }
+    }
+
+    fn finish(self) -> Result<(), Stop> {
+        let mut w = match self {
+            Out::Csv { w, .. } | Out::Jsonl { w, .. } => w,
+            Out::Parquet(p) => p.finish().map_err(Stop::Failed)?,
+        };
+        w.flush().map_err(io)
+    }
+}
+
+/// `galewatch export`: writes the intervals of `req.turbines` starting in `[from, to)`, in
+/// (turbine, interval) order, that pass its filters, to `out`, showing `progress` if given. A
+/// reader that goes away (`| head`) ends a CSV or JSON lines export quietly; a Parquet file cut
+/// short is an error (it is unreadable without its footer).
+pub async fn export<W: Write + Send>(
+    cfg: &Config,
+    req: &Request,
+    out: W,
+    mut progress: Option<Progress>,
+) -> Result<Summary, ReviewError> {
+    let layout = req.check(cfg).map_err(ReviewError::Refused)?;
+    let sql = cfg.stats_sql();
+    let client = cfg.db.open().await?;
+    let mut summary = Summary::default();
+    let failed = |s: Stop, summary: Summary| {
+        match s {
+        Stop::Gone if req.format != ExportFormat::Parquet => Ok(summary),
+        Stop::Gone => Err(ReviewError::Refused(
+            "writing Parquet: the reader went away, so the file is incomplete (unreadable without its footer)".into(),
+        )),
+        Stop::Failed(e) => Err(ReviewError::Refused(e)),
+    }
+    };
+    let mut out = match Out::start(out, req, &layout) {
+        Ok(o) => o,
+        Err(s) => return failed(s, summary),
+    };
     let err = |e| Error::db("reading interval statistics", e);
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&turbine, &from, &to];
+    let like;
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&req.from, &req.to];
+    match &req.turbines {
+        Turbines::One(t) => params.push(t),
+        Turbines::Prefix(p) => {
+            like = like_prefix(p);
+            params.push(&like);
+        }
+        Turbines::All => {}
+    }
     let rows = client
-        .query_raw(&export_sql(&sql), params)
+        .query_raw(&select_sql(&sql, &req.turbines), params)
         .await
         .map_err(err)?;
     let mut rows = pin!(rows);
-    let mut written = 0u64;
+    let mut current: Option<String> = None;
+    let mut read = 0u64;
+    let mut seen = 0u64;
+    // Whether the current turbine is counted among those written.
+    let mut counted = false;
     while let Some(row) = rows.try_next().await.map_err(err)? {
-        let mut fields: Vec<serde_json::Value> = Vec::with_capacity(header.len());
-        fields.push(row.get::<_, String>(0).into());
-        let start: DateTime<Utc> = row.get(1);
-        fields.push(
-            start
-                .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
-                .into(),
-        );
-        fields.push(row.get::<_, i32>(2).into());
-        fields.push(row.get::<_, i64>(3).into());
-        for k in 0..sql.numeric.len() {
-            let base = 4 + 5 * k;
-            fields.push(row.get::<_, i64>(base).into());
-            for j in 1..5 {
-                fields.push(serde_json::json!(row.get::<_, Option<f64>>(base + j)));
+        let s = stored(&row, &layout).map_err(err)?;
+        read += 1;
+        if current.as_deref() != Some(s.turbine_id.as_str()) {
+            seen += 1;
+            current = Some(s.turbine_id.clone());
+            counted = false;
+        }
+        if let (Some(p), Some(t)) = (progress.as_mut(), current.as_deref()) {
+            if read % 256 == 1 {
+                p.tick(Instant::now(), summary.rows, seen, t);
             }
         }
-        let line = match format {
-            ExportFormat::Csv => csv_line(&fields, raw),
-            ExportFormat::Jsonl => {
-                let o: serde_json::Map<String, serde_json::Value> =
-                    header.iter().cloned().zip(fields).collect();
-                serde_json::Value::Object(o).to_string()
-            }
-        };
-        match writeln!(out, "{line}") {
-            Err(e) if gone(&e) => return Ok(written),
-            r => r.map_err(write_err)?,
+        let r = layout.row(s);
+        if !req.filter.keeps(&r) {
+            summary.left_out += 1;
+            continue;
         }
-        written += 1;
+        if !counted {
+            summary.turbines += 1;
+            counted = true;
+        }
+        if let Err(s) = out.row(&r.cells) {
+            if let Some(p) = progress.as_mut() {
+                p.done();
+            }
+            return failed(s, summary);
+        }
+        summary.rows += 1;
     }
-    match out.flush() {
-        Err(e) if gone(&e) => {}
-        r => r.map_err(write_err)?,
+    if let Some(p) = progress.as_mut() {
+        p.done();
     }
-    Ok(written)
+    match out.finish() {
+        Ok(()) => Ok(summary),
+        Err(s) => failed(s, summary),
+    }
+}
+
+/// `galewatch export` as the command runs it: to `output`, written whole or not at all (into a
+/// temporary file beside it, renamed over it once complete; created as any new file, under the
+/// umask), or to stdout; a progress line on stderr if `progress`.
+pub async fn export_to(
+    cfg: &Config,
+    req: &Request,
+    output: Option<&Path>,
+    progress: bool,
+) -> Result<Summary, ReviewError> {
+    let progress = progress.then(|| Progress::new(Box::new(std::io::stderr())));
+    let Some(path) = output else {
+        let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout());
+        return export(cfg, req, out, progress).await;
+    };
+    let refused = |e: &dyn std::fmt::Display| {
+        ReviewError::Refused(format!("--output {}: {e}", path.display()))
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| refused(&"names no file"))?
+        .to_string_lossy();
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".partial")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+        .tempfile_in(dir)
+        .map_err(|e| refused(&e))?;
+    let summary = export(
+        cfg,
+        req,
+        std::io::BufWriter::with_capacity(1 << 16, tmp.as_file_mut()),
+        progress,
+    )
+    .await?;
+    tmp.persist(path).map_err(|e| refused(&e.error))?;
+    Ok(summary)
 }
 
 /// `galewatch stats rebuild`: recomputes the statistics of `[from, to)` (widened to whole
@@ -343,46 +699,112 @@ mod tests {
 
     #[test]
     fn numbers_the_exporter_writes_stay_numbers() {
-        use serde_json::json;
-        let fields = [
-            json!("-3"),
-            json!("2026-11-30T12:00:00Z"),
-            json!(600),
-            json!(-3),
-            json!(-3.5),
-            json!(null),
-            json!(-0.0),
+        let t: DateTime<Utc> = "2026-11-30T12:00:00Z".parse().unwrap();
+        let cells = [
+            Cell::Text("-3".into()),
+            Cell::Time(t),
+            Cell::Int(600),
+            Cell::Int(-3),
+            Cell::Float(-3.5),
+            Cell::Null,
+            Cell::Float(-0.0),
+            Cell::Float(1e300),
+            Cell::Flags("stuck,absent"),
+            Cell::Flags(""),
         ];
         assert_eq!(
-            csv_line(&fields, false),
-            "'-3,2026-11-30T12:00:00Z,600,-3,-3.5,,-0.0"
+            csv_line(&cells, false),
+            "'-3,2026-11-30T12:00:00Z,600,-3,-3.5,,-0.0,1e+300,\"stuck,absent\","
         );
         assert_eq!(
-            csv_line(&fields, true),
-            "-3,2026-11-30T12:00:00Z,600,-3,-3.5,,-0.0"
+            csv_line(&cells, true),
+            "-3,2026-11-30T12:00:00Z,600,-3,-3.5,,-0.0,1e+300,\"stuck,absent\","
         );
+        let keys: Vec<String> = ["a", "b\"", "c", "d", "e", "f", "g", "h", "i", "j"]
+            .iter()
+            .map(|k| serde_json::Value::from(*k).to_string())
+            .collect();
+        let line = json_line(&keys, &cells);
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["a"], "-3");
+        assert_eq!(v["b\""], "2026-11-30T12:00:00Z");
+        assert_eq!(v["e"], -3.5);
+        assert!(v["f"].is_null());
+        assert_eq!(v["h"], 1e300);
+        assert_eq!(v["i"], "stuck,absent");
+        assert!(
+            line.starts_with(r#"{"a":"-3","b\"":"#),
+            "keys in column order: {line}"
+        );
+        // A turbine id is JSON-escaped, never raw.
+        let line = json_line(&keys[..1], &[Cell::Text("a\"\n\u{1b}".into())]);
+        assert_eq!(line, r#"{"a":"a\"\n\u001b"}"#);
     }
 
     #[test]
-    fn the_header_names_five_columns_per_numeric_signal() {
+    fn prefixes_are_literal_in_like() {
+        assert_eq!(like_prefix("north/"), "north/%");
+        assert_eq!(like_prefix("P%_\\x"), "P\\%\\_\\\\x%");
+        assert_eq!(like_prefix(""), "%");
+    }
+
+    #[test]
+    fn the_statement_reads_every_stored_figure_in_turbine_order() {
+        let mut s = crate::core::signals::SignalSetting::defaults();
+        s[2].angle = true;
+        s.push(crate::core::signals::SignalSetting::new(
+            "status",
+            crate::core::signals::Kind::Text,
+        ));
         let sql = Sql::new(
-            &crate::core::signals::Signals::defaults(),
+            &crate::core::signals::Signals::new(&s).unwrap(),
             stats::Width::new(std::time::Duration::from_secs(600)).unwrap(),
             &Default::default(),
         );
-        let h = header(&sql);
-        assert_eq!(h.len(), 4 + 15);
-        assert_eq!(
-            &h[..5],
-            [
-                "turbine_id",
-                "interval_start",
-                "interval_seconds",
-                "readings",
-                "power_kw_n"
-            ]
+        let q = select_sql(&sql, &Turbines::Prefix("x".into()));
+        assert!(
+            q.contains("\"rotor_rpm_sin\", \"rotor_rpm_cos\", \"status_n\" FROM"),
+            "{q}"
         );
-        assert_eq!(h[8], "power_kw_std");
-        assert_eq!(export_sql(&sql).matches("sqrt(greatest(").count(), 3);
+        assert!(q.contains("LIKE $3 ESCAPE '\\'"), "{q}");
+        assert!(q.ends_with("ORDER BY turbine_id, interval_start"), "{q}");
+        // 5 fixed, 6 per numeric signal, 2 more for the angle, 1 for the text.
+        assert_eq!(
+            q.split(" FROM").next().unwrap().matches(", ").count() + 1,
+            5 + 18 + 2 + 1
+        );
+        assert!(!select_sql(&sql, &Turbines::All).contains("$3"));
+    }
+
+    #[test]
+    fn progress_shows_once_a_second_and_escapes_the_turbine() {
+        #[derive(Clone, Default)]
+        struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+        impl Write for Shared {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.borrow_mut().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Shared::default();
+        let mut p = Progress::new(Box::new(buf.clone()));
+        let t0 = Instant::now();
+        p.tick(t0, 0, 1, "A");
+        p.tick(t0 + Duration::from_millis(999), 10, 1, "A");
+        assert!(buf.0.borrow().is_empty(), "nothing in the first second");
+        p.tick(t0 + Duration::from_millis(1000), 5000, 3, "\u{1b}[31mred");
+        p.tick(t0 + Duration::from_millis(1500), 6000, 3, "B");
+        let text = String::from_utf8(buf.0.borrow().clone()).unwrap();
+        assert_eq!(
+            text,
+            "\r\u{1b}[2Kgalewatch export: 5000 intervals of 3 turbines, now \"\\u{1b}[31mred\""
+        );
+        p.done();
+        assert!(String::from_utf8(buf.0.borrow().clone())
+            .unwrap()
+            .ends_with("\r\u{1b}[2K"));
     }
 }

@@ -1,0 +1,660 @@
+//! Figures: the columns `galewatch export` writes and each interval's values in them, derived in
+//! this one place from what `interval_stats` stores (pure): the population standard deviation
+//! from `m2`, an angle's vector mean and Yamartino deviation from its mean sine and cosine, the
+//! interval's completeness, each signal's quality flags, and the filters on them (`--quality`,
+//! `--min-completeness`). CSV, JSON lines and Parquet write the same columns and values.
+//!
+//! An angle signal has no minimum or maximum in an export: on a circle they mean nothing (359°
+//! and 1° are 2° apart, the "minimum" 1° and "maximum" 359° say they span the circle), so they
+//! are left out rather than given wrong, as is its plain arithmetic mean.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+
+use crate::core::circular::{mean_deg, yamartino_deg};
+use crate::core::quality::{self, Figures, Flags};
+use crate::core::signals::Signal;
+use crate::sink::stats::{Partial, Sql};
+
+/// How an export names its columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Names {
+    /// Each signal's own name and the statistic: `power_kw_mean`, `power_kw_std`.
+    #[default]
+    Signal,
+    /// Each signal's IEC 61400-25 name where it declares one (`iec_name`, else its own name),
+    /// with OpenOA's suffixes: `WTUR.W_avg`, `WTUR.W_min`, `WTUR.W_max`, `WTUR.W_std`, `WTUR.W_n`.
+    Iec,
+}
+
+/// Which intervals an export keeps, by their flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Quality {
+    /// Every interval.
+    #[default]
+    All,
+    /// Only intervals with no flag on any signal.
+    Clean,
+    /// Only intervals with at least one flag on some signal.
+    Flagged,
+}
+
+impl Quality {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Quality::All => "all",
+            Quality::Clean => "clean",
+            Quality::Flagged => "flagged",
+        }
+    }
+}
+
+/// A column's type, as every format writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Type {
+    /// UTF-8 text.
+    Text,
+    /// An instant in UTC, to the microsecond.
+    Time,
+    Int32,
+    Int64,
+    /// A double.
+    Float,
+}
+
+/// One column of an export.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    pub name: String,
+    pub ty: Type,
+    /// Whether some row may hold no value (NULL).
+    pub nullable: bool,
+}
+
+/// One value of a row, of its column's [`Type`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    Null,
+    Text(String),
+    Time(DateTime<Utc>),
+    Int(i64),
+    Float(f64),
+    /// A signal's flags ([`flags_text`]): text, from a fixed set.
+    Flags(&'static str),
+}
+
+/// One numeric signal's stored figures in one interval (`interval_stats`' columns).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct StoredNumeric {
+    pub n: i64,
+    pub mean: Option<f64>,
+    pub m2: Option<f64>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+    /// Values outside the soft bounds; None where not counted.
+    pub implausible: Option<i64>,
+    /// An angle's mean sine and cosine; None for another signal, or where not kept.
+    pub sin: Option<f64>,
+    pub cos: Option<f64>,
+}
+
+/// One row of `interval_stats` as an export reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored {
+    pub turbine_id: String,
+    pub start: DateTime<Utc>,
+    pub seconds: i32,
+    pub readings: i64,
+    /// Readings a complete interval holds; None when no sample period was declared.
+    pub expected: Option<f64>,
+    /// Per numeric signal, in [`Sql::numeric`]'s order.
+    pub numeric: Vec<StoredNumeric>,
+    /// Per text or boolean signal, in [`Sql::counted`]'s order: the readings that carried it
+    /// (None: not counted).
+    pub counted: Vec<Option<i64>>,
+}
+
+/// An exported row: its cells, in [`Layout::columns`]' order, and what the filters look at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub cells: Vec<Cell>,
+    /// Some signal has a flag.
+    pub flagged: bool,
+    pub completeness: Option<f64>,
+}
+
+/// The flags as one text: their names in [`Flags::names`]' order, joined by `,`; empty when
+/// none is raised.
+pub fn flags_text(f: Flags) -> &'static str {
+    match (f.stuck, f.implausible, f.absent) {
+        (false, false, false) => "",
+        (true, false, false) => "stuck",
+        (false, true, false) => "implausible",
+        (true, true, false) => "stuck,implausible",
+        (false, false, true) => "absent",
+        (true, false, true) => "stuck,absent",
+        (false, true, true) => "implausible,absent",
+        (true, true, true) => "stuck,implausible,absent",
+    }
+}
+
+/// The statistics a signal's columns hold.
+#[derive(Debug, Clone, Copy)]
+enum Stat {
+    N,
+    Mean,
+    Min,
+    Max,
+    Std,
+    Implausible,
+    Flags,
+}
+
+impl Stat {
+    fn suffix(self, names: Names) -> &'static str {
+        match (self, names) {
+            (Stat::N, _) => "n",
+            (Stat::Mean, Names::Signal) => "mean",
+            (Stat::Mean, Names::Iec) => "avg",
+            (Stat::Min, _) => "min",
+            (Stat::Max, _) => "max",
+            (Stat::Std, _) => "std",
+            (Stat::Implausible, _) => "implausible",
+            (Stat::Flags, _) => "flags",
+        }
+    }
+
+    fn column(self, base: &str, names: Names, ty: Type, nullable: bool) -> Column {
+        Column {
+            name: format!("{base}_{}", self.suffix(names)),
+            ty,
+            nullable,
+        }
+    }
+}
+
+/// The name a signal's columns start with.
+fn base(s: &Signal, names: Names) -> &str {
+    match names {
+        Names::Iec => s.iec_name.as_deref().unwrap_or(&s.name),
+        Names::Signal => &s.name,
+    }
+}
+
+/// The columns of an export of the declared signals, and how each interval fills them.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    columns: Vec<Column>,
+    /// Per numeric signal: whether it is an angle.
+    angle: Vec<bool>,
+    counted: usize,
+    stuck_min_readings: i64,
+}
+
+impl Layout {
+    /// The columns, in order: `turbine_id`, `interval_start`, `interval_seconds`, `readings`,
+    /// `expected`, `completeness`; per numeric signal (declared order) its count, mean, minimum,
+    /// maximum, standard deviation, implausible count and flags, or for an angle its count,
+    /// vector mean, Yamartino deviation and flags; per text or boolean signal its count and
+    /// flags. Err when two signals would give one column name (`--names iec`, where one's
+    /// `iec_name` is another's name), naming both.
+    pub fn new<'s>(sql: &'s Sql, names: Names, stuck_min_readings: i64) -> Result<Layout, String> {
+        let fixed = |name: &str, ty, nullable| Column {
+            name: name.into(),
+            ty,
+            nullable,
+        };
+        let mut columns = vec![
+            fixed("turbine_id", Type::Text, false),
+            fixed("interval_start", Type::Time, false),
+            fixed("interval_seconds", Type::Int32, false),
+            fixed("readings", Type::Int64, false),
+            fixed("expected", Type::Float, true),
+            fixed("completeness", Type::Float, true),
+        ];
+        // Which signal each column name came from, to name both in a clash.
+        let mut owner: HashMap<String, &str> = HashMap::new();
+        let mut add = |columns: &mut Vec<Column>, s: &'s Signal, cols: Vec<Column>| {
+            for c in cols {
+                if let Some(other) = owner.insert(c.name.clone(), &s.name) {
+                    return Err(format!(
+                        "signals {other} and {} would both be exported as column {}: give one of them another iec_name",
+                        s.name, c.name
+                    ));
+                }
+                columns.push(c);
+            }
+            Ok(())
+        };
+        for s in &sql.numeric {
+            let b = base(s, names);
+            let col = |stat: Stat, ty, nullable| stat.column(b, names, ty, nullable);
+            let cols = if s.angle {
+                vec![
+                    col(Stat::N, Type::Int64, false),
+                    col(Stat::Mean, Type::Float, true),
+                    col(Stat::Std, Type::Float, true),
+                    col(Stat::Flags, Type::Text, false),
+                ]
+            } else {
+                vec![
+                    col(Stat::N, Type::Int64, false),
+                    col(Stat::Mean, Type::Float, true),
+                    col(Stat::Min, Type::Float, true),
+                    col(Stat::Max, Type::Float, true),
+                    col(Stat::Std, Type::Float, true),
+                    col(Stat::Implausible, Type::Int64, true),
+                    col(Stat::Flags, Type::Text, false),
+                ]
+            };
+            add(&mut columns, s, cols)?;
+        }
+        for s in &sql.counted {
+            let b = base(s, names);
+            let cols = vec![
+                Stat::N.column(b, names, Type::Int64, true),
+                Stat::Flags.column(b, names, Type::Text, true),
+            ];
+            add(&mut columns, s, cols)?;
+        }
+        Ok(Layout {
+            columns,
+            angle: sql.numeric.iter().map(|s| s.angle).collect(),
+            counted: sql.counted.len(),
+            stuck_min_readings,
+        })
+    }
+
+    pub fn columns(&self) -> &[Column] {
+        &self.columns
+    }
+
+    /// How many numeric and how many text or boolean signals a [`Stored`] row holds.
+    pub fn signals(&self) -> (usize, usize) {
+        (self.angle.len(), self.counted)
+    }
+
+    /// Whether numeric signal `j` ([`Sql::numeric`]'s order) is an angle.
+    pub fn is_angle(&self, j: usize) -> bool {
+        self.angle[j]
+    }
+
+    /// The exported row of a stored one.
+    pub fn row(&self, s: Stored) -> Row {
+        let float = |x: Option<f64>| x.map_or(Cell::Null, Cell::Float);
+        let int = |x: Option<i64>| x.map_or(Cell::Null, Cell::Int);
+        let completeness = quality::completeness(s.readings, s.expected);
+        let mut cells = Vec::with_capacity(self.columns.len());
+        cells.extend([
+            Cell::Text(s.turbine_id),
+            Cell::Time(s.start),
+            Cell::Int(s.seconds.into()),
+            Cell::Int(s.readings),
+            float(s.expected),
+            float(completeness),
+        ]);
+        let mut flagged = false;
+        let mut flags = |figures: Figures| {
+            let f = quality::flags(&figures, self.stuck_min_readings);
+            flagged |= f.any();
+            Cell::Flags(flags_text(f))
+        };
+        for (x, &angle) in s.numeric.iter().zip(&self.angle) {
+            let f = flags(Figures {
+                readings: s.readings,
+                n: x.n,
+                min: x.min,
+                max: x.max,
+                implausible: x.implausible,
+            });
+            cells.push(Cell::Int(x.n));
+            if angle {
+                let (mean, std) = match (x.sin, x.cos) {
+                    (Some(sin), Some(cos)) if x.n > 0 => {
+                        (mean_deg(sin, cos), Some(yamartino_deg(sin, cos)))
+                    }
+                    _ => (None, None),
+                };
+                cells.extend([float(mean), float(std)]);
+            } else {
+                let p = Partial {
+                    n: x.n,
+                    mean: x.mean,
+                    m2: x.m2,
+                    min: x.min,
+                    max: x.max,
+                };
+                cells.extend([
+                    float(x.mean),
+                    float(x.min),
+                    float(x.max),
+                    float(p.std_pop()),
+                    int(x.implausible),
+                ]);
+            }
+            cells.push(f);
+        }
+        for &n in &s.counted {
+            match n {
+                Some(n) => {
+                    let f = flags(Figures {
+                        readings: s.readings,
+                        n,
+                        min: None,
+                        max: None,
+                        implausible: None,
+                    });
+                    cells.extend([Cell::Int(n), f]);
+                }
+                None => cells.extend([Cell::Null, Cell::Null]),
+            }
+        }
+        Row {
+            cells,
+            flagged,
+            completeness,
+        }
+    }
+}
+
+/// Which rows an export keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Filter {
+    pub quality: Quality,
+    /// Keep only intervals at least this complete (readings over expected); an interval whose
+    /// completeness is not known (no sample period when it was written) is then left out.
+    pub min_completeness: Option<f64>,
+}
+
+impl Filter {
+    pub fn keeps(&self, r: &Row) -> bool {
+        let quality = match self.quality {
+            Quality::All => true,
+            Quality::Clean => !r.flagged,
+            Quality::Flagged => r.flagged,
+        };
+        quality
+            && self
+                .min_completeness
+                .is_none_or(|f| r.completeness.is_some_and(|c| c >= f))
+    }
+
+    /// Whether it leaves any row out.
+    pub fn filters(&self) -> bool {
+        self.quality != Quality::All || self.min_completeness.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::signals::{Kind, SignalSetting, Signals};
+    use crate::sink::stats::Width;
+
+    fn sql(f: impl FnOnce(&mut Vec<SignalSetting>)) -> Sql {
+        let mut s = SignalSetting::defaults();
+        f(&mut s);
+        Sql::new(
+            &Signals::new(&s).unwrap(),
+            Width::new(std::time::Duration::from_secs(600)).unwrap(),
+            &Default::default(),
+        )
+    }
+
+    /// Power with an IEC name, rotor speed an angle named WNAC.Dir, and a text status.
+    fn fleet(s: &mut Vec<SignalSetting>) {
+        s[0].iec_name = Some("WTUR.W".into());
+        s[2].angle = true;
+        s[2].iec_name = Some("WNAC.Dir".into());
+        s.push(SignalSetting::new("status", Kind::Text));
+    }
+
+    fn names(l: &Layout) -> Vec<&str> {
+        l.columns().iter().map(|c| c.name.as_str()).collect()
+    }
+
+    #[test]
+    fn every_flag_set_has_one_text_in_the_documented_order() {
+        for bits in 0..8 {
+            let f = Flags {
+                stuck: bits & 1 != 0,
+                implausible: bits & 2 != 0,
+                absent: bits & 4 != 0,
+            };
+            assert_eq!(flags_text(f), f.names().join(","), "{f:?}");
+        }
+    }
+
+    #[test]
+    fn columns_follow_the_naming_and_angles_have_no_min_or_max() {
+        let q = sql(fleet);
+        let l = Layout::new(&q, Names::Signal, 10).unwrap();
+        assert_eq!(
+            names(&l),
+            [
+                "turbine_id",
+                "interval_start",
+                "interval_seconds",
+                "readings",
+                "expected",
+                "completeness",
+                "power_kw_n",
+                "power_kw_mean",
+                "power_kw_min",
+                "power_kw_max",
+                "power_kw_std",
+                "power_kw_implausible",
+                "power_kw_flags",
+                "wind_speed_ms_n",
+                "wind_speed_ms_mean",
+                "wind_speed_ms_min",
+                "wind_speed_ms_max",
+                "wind_speed_ms_std",
+                "wind_speed_ms_implausible",
+                "wind_speed_ms_flags",
+                "rotor_rpm_n",
+                "rotor_rpm_mean",
+                "rotor_rpm_std",
+                "rotor_rpm_flags",
+                "status_n",
+                "status_flags",
+            ]
+        );
+        let iec = Layout::new(&q, Names::Iec, 10).unwrap();
+        let n = names(&iec);
+        assert_eq!(
+            &n[6..13],
+            [
+                "WTUR.W_n",
+                "WTUR.W_avg",
+                "WTUR.W_min",
+                "WTUR.W_max",
+                "WTUR.W_std",
+                "WTUR.W_implausible",
+                "WTUR.W_flags"
+            ]
+        );
+        assert_eq!(n[14], "wind_speed_ms_avg", "no iec_name: its own name");
+        assert_eq!(
+            &n[20..],
+            [
+                "WNAC.Dir_n",
+                "WNAC.Dir_avg",
+                "WNAC.Dir_std",
+                "WNAC.Dir_flags",
+                "status_n",
+                "status_flags"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_iec_name_that_is_another_signals_name_is_refused_naming_both() {
+        let q = sql(|s| s[0].iec_name = Some("rotor_rpm".into()));
+        assert!(Layout::new(&q, Names::Signal, 10).is_ok());
+        let e = Layout::new(&q, Names::Iec, 10).unwrap_err();
+        assert!(
+            e.contains("power_kw and rotor_rpm") && e.contains("rotor_rpm_n"),
+            "{e}"
+        );
+    }
+
+    fn stored(numeric: Vec<StoredNumeric>, counted: Vec<Option<i64>>) -> Stored {
+        Stored {
+            turbine_id: "T-1".into(),
+            start: "2026-11-20T00:00:00Z".parse().unwrap(),
+            seconds: 600,
+            readings: 20,
+            expected: Some(300.0),
+            numeric,
+            counted,
+        }
+    }
+
+    fn of(xs: &[f64]) -> StoredNumeric {
+        let mut p = Partial::EMPTY;
+        let mut c = crate::core::circular::Circular::EMPTY;
+        for &x in xs {
+            p.add(x);
+            c.add(x);
+        }
+        StoredNumeric {
+            n: p.n,
+            mean: p.mean,
+            m2: p.m2,
+            min: p.min,
+            max: p.max,
+            implausible: Some(0),
+            sin: c.sin,
+            cos: c.cos,
+        }
+    }
+
+    #[test]
+    fn a_row_derives_std_the_vector_mean_completeness_and_flags() {
+        let l = Layout::new(&sql(fleet), Names::Signal, 10).unwrap();
+        let power = StoredNumeric {
+            implausible: Some(2),
+            ..of(&[1.0, 3.0].repeat(10))
+        };
+        let wind = of(&[7.5; 20]);
+        let dir = of(&[350.0, 10.0].repeat(5));
+        let r = l.row(stored(vec![power, wind, dir], vec![Some(19)]));
+        let c = &r.cells;
+        assert_eq!(c[0], Cell::Text("T-1".into()));
+        assert_eq!(c[2], Cell::Int(600));
+        assert_eq!(c[5], Cell::Float(20.0 / 300.0), "completeness");
+        assert_eq!(
+            &c[6..10],
+            [
+                Cell::Int(20),
+                Cell::Float(2.0),
+                Cell::Float(1.0),
+                Cell::Float(3.0)
+            ]
+        );
+        assert!(
+            matches!(c[10], Cell::Float(s) if (s - 1.0).abs() < 1e-12),
+            "population std of 1, 3, 1, 3 …: {:?}",
+            c[10]
+        );
+        assert_eq!(c[11], Cell::Int(2));
+        assert_eq!(c[12], Cell::Flags("implausible"));
+        assert_eq!(c[17], Cell::Float(0.0));
+        assert_eq!(c[19], Cell::Flags("stuck"), "20 equal values");
+        assert_eq!(c[20], Cell::Int(10));
+        let Cell::Float(mean) = c[21] else {
+            panic!("{:?}", c[21])
+        };
+        assert!(
+            mean.min(360.0 - mean) < 1e-9,
+            "350° and 10° average to north: {mean}"
+        );
+        let Cell::Float(std) = c[22] else {
+            panic!("{:?}", c[22])
+        };
+        assert!((std - 10.0).abs() < 0.1, "Yamartino: {std}");
+        assert_eq!(c[23], Cell::Flags("absent"), "10 of 20 readings carried it");
+        assert_eq!(&c[24..], [Cell::Int(19), Cell::Flags("absent")]);
+        assert_eq!(c.len(), l.columns().len());
+        assert!(r.flagged);
+        assert_eq!(r.completeness, Some(20.0 / 300.0));
+    }
+
+    #[test]
+    fn unknown_figures_stay_null_and_raise_no_flag() {
+        let l = Layout::new(&sql(fleet), Names::Signal, 10).unwrap();
+        let none = StoredNumeric::default();
+        let full = |xs: &[f64]| StoredNumeric {
+            implausible: None,
+            ..of(xs)
+        };
+        // Directions that cancel: no mean, the largest spread.
+        let dir = full(&[90.0, 270.0].repeat(10));
+        let mut s = stored(vec![full(&[1.0, 2.0].repeat(10)), none, dir], vec![None]);
+        s.expected = None;
+        let r = l.row(s);
+        let c = &r.cells;
+        assert_eq!(&c[4..6], [Cell::Null, Cell::Null], "no sample period");
+        assert_eq!(c[11], Cell::Null, "implausible not counted");
+        assert_eq!(c[12], Cell::Flags(""));
+        assert_eq!(
+            &c[13..20],
+            [
+                Cell::Int(0),
+                Cell::Null,
+                Cell::Null,
+                Cell::Null,
+                Cell::Null,
+                Cell::Null,
+                Cell::Flags("absent")
+            ]
+        );
+        assert_eq!(c[21], Cell::Null, "the directions cancel");
+        assert!(matches!(c[22], Cell::Float(s) if (s - 103.923).abs() < 0.01));
+        assert_eq!(&c[24..], [Cell::Null, Cell::Null], "a count not known");
+        // An angle whose sine and cosine were not kept (written before it was an angle).
+        let old = StoredNumeric {
+            sin: None,
+            cos: None,
+            ..of(&[5.0; 20])
+        };
+        let r = l.row(stored(
+            vec![of(&[1.0, 2.0].repeat(10)), of(&[1.0, 2.0].repeat(10)), old],
+            vec![Some(20)],
+        ));
+        assert_eq!(&r.cells[21..23], [Cell::Null, Cell::Null]);
+        assert_eq!(r.cells[23], Cell::Flags("stuck"));
+    }
+
+    #[test]
+    fn filters_keep_by_flags_and_completeness() {
+        let row = |flagged, completeness| Row {
+            cells: Vec::new(),
+            flagged,
+            completeness,
+        };
+        let f = |quality, min_completeness| Filter {
+            quality,
+            min_completeness,
+        };
+        assert!(f(Quality::All, None).keeps(&row(true, None)));
+        assert!(!f(Quality::All, None).filters());
+        assert!(f(Quality::Clean, None).keeps(&row(false, None)));
+        assert!(!f(Quality::Clean, None).keeps(&row(true, Some(1.0))));
+        assert!(f(Quality::Flagged, None).keeps(&row(true, None)));
+        assert!(!f(Quality::Flagged, None).keeps(&row(false, None)));
+        assert!(f(Quality::All, Some(0.9)).keeps(&row(true, Some(0.9))));
+        assert!(
+            f(Quality::All, Some(0.9)).keeps(&row(true, Some(1.2))),
+            "over 1: faster than declared"
+        );
+        assert!(!f(Quality::All, Some(0.9)).keeps(&row(true, Some(0.89))));
+        assert!(
+            !f(Quality::All, Some(0.0)).keeps(&row(true, None)),
+            "not known is not complete"
+        );
+        assert!(f(Quality::Clean, Some(0.5)).filters());
+    }
+}
