@@ -91,11 +91,10 @@ impl Chart<'_> {
             s,
             r##"<text x="{LEFT}" y="18" font-size="14" font-weight="600" fill="#222">{} <tspan fill="#666" font-weight="400">{}</tspan></text>"##,
             esc(self.title),
-            esc(self.unit)
+            esc(&shortened(self.unit, UNIT_CHARS))
         );
     }
 
-    /// A dashed line and a flag at each quarantined reading inside the chart's time range.
     /// Each flagged interval as a bar along the foot of the plot, its flags in its title.
     fn mark_flags(&self, s: &mut String, scale: &Scale) {
         for (a, b, what) in self
@@ -116,6 +115,7 @@ impl Chart<'_> {
         }
     }
 
+    /// A dashed line and a flag at each quarantined reading inside the chart's time range.
     fn mark_quarantine(&self, s: &mut String, scale: &Scale) {
         for m in self
             .markers
@@ -183,7 +183,7 @@ impl Scale {
 
     /// Value grid and labels.
     fn value_grid(&self, s: &mut String) {
-        for v in &self.ticks {
+        for (v, label) in self.ticks.iter().zip(tick_labels(&self.ticks)) {
             let yy = self.y(*v);
             let _ = write!(
                 s,
@@ -191,7 +191,7 @@ impl Scale {
                 W - RIGHT,
                 LEFT - 6.0,
                 yy + 4.0,
-                fmt_value(*v)
+                label
             );
         }
     }
@@ -353,11 +353,36 @@ pub fn nice_scale(lo: f64, hi: f64) -> (f64, f64, Vec<f64>) {
     (first, last, ticks)
 }
 
+/// The most characters a unit takes in a chart's title (the whole of it is in the chart's label).
+const UNIT_CHARS: usize = 40;
+
+/// `s` cut to `n` characters, an ellipsis for the rest.
+fn shortened(s: &str, n: usize) -> std::borrow::Cow<'_, str> {
+    if s.chars().count() <= n {
+        s.into()
+    } else {
+        format!("{}…", s.chars().take(n - 1).collect::<String>()).into()
+    }
+}
+
+/// The axis's labels: each tick's [`fmt_value`], with as many significant digits as it takes
+/// for neighbouring ticks to read differently (five ticks on 1.5e15 are not all "1.5e15").
+fn tick_labels(ticks: &[f64]) -> Vec<String> {
+    for digits in 3..=16 {
+        let labels: Vec<String> = ticks.iter().map(|v| fmt_value(*v, digits)).collect();
+        if labels.windows(2).all(|w| w[0] != w[1]) {
+            return labels;
+        }
+    }
+    ticks.iter().map(|v| fmt_value(*v, 16)).collect()
+}
+
 /// A tick's label: whole numbers as they are, fractions to two or one decimals, and magnitudes
-/// past a trillion or below a thousandth in exponent form (1.5e300), so a label stays short.
-fn fmt_value(v: f64) -> String {
-    if v != 0.0 && (v.abs() >= 1e12 || v.abs() < 1e-3) {
-        let s = format!("{v:.3e}");
+/// from a million up or below a thousandth in exponent form (1.5e300, with `digits` after the
+/// point at most), so a label stays within the axis's margin.
+fn fmt_value(v: f64, digits: usize) -> String {
+    if v != 0.0 && (v.abs() >= 1e6 || v.abs() < 1e-3) {
+        let s = format!("{v:.digits$e}");
         let (mantissa, exp) = s.split_once('e').unwrap_or((&s, "0"));
         let mantissa = if mantissa.contains('.') {
             mantissa.trim_end_matches('0').trim_end_matches('.')
@@ -536,14 +561,21 @@ mod tests {
         // Unchanged for ordinary values: a flat series gets ±1.
         assert_eq!(nice_scale(1234.5, 1234.5).0, 1233.5);
         let (_, _, ticks) = nice_scale(0.0, f64::MAX);
-        let labels: Vec<String> = ticks.iter().map(|t| fmt_value(*t)).collect();
-        assert_eq!(labels, ["0", "5e307", "1e308", "1.5e308"]);
+        assert_eq!(tick_labels(&ticks), ["0", "5e307", "1e308", "1.5e308"]);
         assert!(
             !ticks.iter().any(|t| t.is_sign_negative()),
             "no -0: {ticks:?}"
         );
-        assert_eq!(fmt_value(-0.0005), "-5e-4");
-        assert_eq!(fmt_value(12.5), "12.5");
+        assert_eq!(fmt_value(-0.0005, 3), "-5e-4");
+        assert_eq!(fmt_value(12.5, 3), "12.5");
+        // Nine digits would run past the axis's margin: from a million up, exponent form.
+        assert_eq!(fmt_value(125_000_000.0, 3), "1.25e8");
+        assert_eq!(fmt_value(999_999.0, 3), "999999");
+        // Close ticks at a large magnitude read differently.
+        let close = [1.5e15, 1.5e15 + 2.0, 1.5e15 + 4.0];
+        let labels = tick_labels(&close);
+        assert!(labels.windows(2).all(|w| w[0] != w[1]), "{labels:?}");
+        assert_eq!(shortened("µε per metre of bar", 5), "µε p…");
         assert_eq!(nice_scale(f64::NAN, 1.0).2, vec![0.0, 0.5, 1.0]);
     }
 
@@ -571,7 +603,7 @@ mod tests {
             prop_assert!((2..=MAX_TICKS).contains(&ticks.len()), "{:?}", ticks);
             prop_assert!(ticks.iter().all(|t| t.is_finite() && *t >= first && *t <= last));
             prop_assert!(ticks.windows(2).all(|w| w[0] < w[1]), "{:?}", ticks);
-            prop_assert!(ticks.iter().all(|t| fmt_value(*t).len() <= 24));
+            prop_assert!(tick_labels(&ticks).iter().all(|l| l.len() <= 24));
         }
 
         /// Any finite values charted: an SVG without NaN or infinity, its size bounded by the

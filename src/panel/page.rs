@@ -76,8 +76,26 @@ fn layout(title: &str, body: Markup) -> String {
     .into_string()
 }
 
+/// A value to `digits` decimals; in exponent form from a billion up, or where the decimals
+/// would show a value that is not 0 as 0 (`-1.2e-300`, never `-0.0`).
 fn opt(v: Option<f64>, digits: usize) -> String {
-    v.map_or_else(|| "–".into(), |v| format!("{v:.digits$}"))
+    v.map_or_else(
+        || "–".into(),
+        |v| {
+            let fixed = format!("{v:.digits$}");
+            let shows_zero = fixed
+                .trim_start_matches('-')
+                .chars()
+                .all(|c| c == '0' || c == '.');
+            if v.abs() >= 1e9 || (v != 0.0 && shows_zero) {
+                format!("{v:.3e}")
+            } else if shows_zero {
+                format!("{:.digits$}", 0.0)
+            } else {
+                fixed
+            }
+        },
+    )
 }
 
 fn when(t: DateTime<Utc>) -> String {
@@ -730,6 +748,23 @@ mod tests {
         assert!(q.contains(">1</td><td class=\"num\">104</td>"), "{q}");
         assert!(html.contains("no readings in this range"), "rotor has none");
         assert!(html.contains("<b>1h</b>"));
+    }
+
+    #[test]
+    fn a_value_never_reads_as_another() {
+        assert_eq!(
+            opt(Some(-1.2345678901234567e-300), 1),
+            "-1.235e-300",
+            "not -0.0"
+        );
+        assert_eq!(
+            opt(Some(1.5e15), 1),
+            "1.500e15",
+            "not 16 digits in a narrow cell"
+        );
+        assert_eq!(opt(Some(-0.0), 1), "0.0");
+        assert_eq!(opt(Some(12.345), 1), "12.3");
+        assert_eq!(opt(None, 1), "–");
     }
 
     #[test]
