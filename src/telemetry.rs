@@ -49,6 +49,9 @@ pub const FLEET_COMPLETENESS: &str = "galewatch_fleet_completeness_ratio";
 pub const TURBINE_COMPLETENESS: &str = "galewatch_turbine_completeness_ratio";
 pub const TURBINES_INCOMPLETE: &str = "galewatch_turbines_incomplete";
 pub const INTERVALS_FLAGGED: &str = "galewatch_intervals_flagged";
+pub const FLEET_AVAILABILITY: &str = "galewatch_fleet_availability_ratio";
+pub const TURBINE_AVAILABILITY: &str = "galewatch_turbine_availability_ratio";
+pub const TURBINES_BELOW_AVAILABILITY: &str = "galewatch_turbines_below_availability";
 pub const SPARKPLUG_SEQ_GAPS: &str = "galewatch_sparkplug_seq_gaps_total";
 pub const SPARKPLUG_REBIRTHS: &str = "galewatch_sparkplug_rebirths_requested_total";
 pub const MAINTENANCE_LAST_SUCCESS: &str = "galewatch_maintenance_last_success_timestamp_seconds";
@@ -138,6 +141,9 @@ const FAMILIES: &[(Kind, &str, Option<Unit>, &str)] = &[
     (Kind::Gauge, TURBINE_COMPLETENESS, None, "A turbine's readings over those expected, over the last hour of whole intervals: the least complete turbines below 1, at most 500, keep a series (0 once they send nothing)."),
     (Kind::Gauge, TURBINES_INCOMPLETE, None, "Turbines whose last hour of whole intervals held under 90 % of the readings expected."),
     (Kind::Gauge, INTERVALS_FLAGGED, None, "Intervals of the last hour flagged, by signal and flag: stuck (a frozen sensor), implausible (a value outside the soft bounds), absent (some reading lacked the signal)."),
+    (Kind::Gauge, FLEET_AVAILABILITY, None, "The fleet's time-based availability (IEC 61400-26-1) over the last day of whole statistics intervals: available time over available and unavailable time (availability_available, availability_unavailable); absent while availability is not kept."),
+    (Kind::Gauge, TURBINE_AVAILABILITY, None, "A turbine's time-based availability over the last day of whole intervals: the least available turbines below 1, at most 500, keep a series."),
+    (Kind::Gauge, TURBINES_BELOW_AVAILABILITY, None, "Turbines whose time-based availability over the last day is under 95 %."),
     (Kind::Counter, SPARKPLUG_METRICS_IGNORED, None, "Sparkplug B metrics that feed no signal (not mapped by sparkplug_metrics, or on a level that names no turbine), counted on arrival."),
     (Kind::Counter, SPARKPLUG_SEQ_GAPS, None, "Sparkplug B messages whose sequence number was not the one expected from their edge node (each asks for a rebirth); never dropped."),
     (Kind::Counter, SPARKPLUG_REBIRTHS, None, "Rebirth requests (NCMD Node Control/Rebirth) sent, by cause: unknown_alias, unproven_birth or seq_gap (at most one per node per sparkplug_rebirth_interval and sparkplug_rebirths_per_second across the fleet)."),

@@ -133,7 +133,7 @@ async fn drifting_and_jumping_clocks_are_flagged_and_the_quarantine_is_settled()
             || table.lines().nth(1).unwrap().starts_with("FAST-1"),
         "{table}"
     );
-    assert!(table.ends_with("2 turbine(s)"), "{table}");
+    assert!(table.lines().any(|l| l == "2 turbine(s)"), "{table}");
     eventually(Duration::from_secs(25), "the suspect gauge", || async {
         d.metric("galewatch_turbines_clock_suspect") == 2.0
     })

@@ -88,34 +88,17 @@ async fn a_signal_no_reading_carries_is_named_per_turbine() {
 
     // The panel shows them too: the fleet page's column, the turbine page's status line, the API.
     {
-        let mut settings = galewatch::daemon::config::Settings {
-            database_url: db.url.clone(),
-            ..Default::default()
-        };
-        settings.signals = galewatch::daemon::config::load(d.config.as_deref())
-            .unwrap()
-            .settings
-            .signals;
-        let cfg = settings.validate().unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let stop = tokio_util::sync::CancellationToken::new();
-        let rx = stop.clone();
-        tokio::spawn(async move { galewatch::panel::serve(&cfg, listener, rx).await });
-        let get = |path: &'static str| {
-            let addr = addr.clone();
-            tokio::task::spawn_blocking(move || http_get(&addr, path))
-        };
-        let (status, fleet) = get("/").await.unwrap();
+        let panel = Panel::serve(&db, d.config.as_deref().unwrap()).await;
+        let (status, fleet) = panel.get("/").await;
         assert_eq!(status, 200, "{fleet}");
         assert!(fleet.contains("lacks rotor_rpm, gen_temp_c"), "{fleet}");
         assert!(fleet.contains("lacks gen_temp_c"), "{fleet}");
-        let (_, page) = get("/turbines/A-1").await.unwrap();
+        let (_, page) = panel.get("/turbines/A-1").await;
         assert!(
             page.contains("signals missing from every reading of the last 24 h: gen_temp_c"),
             "{page}"
         );
-        let (_, api) = get("/api/turbines").await.unwrap();
+        let (_, api) = panel.get("/api/turbines").await;
         let api: serde_json::Value = serde_json::from_str(&api).unwrap();
         let c1 = api["turbines"]
             .as_array()
@@ -127,7 +110,6 @@ async fn a_signal_no_reading_carries_is_named_per_turbine() {
             c1["signals_missing_last_day"],
             serde_json::json!(["rotor_rpm", "gen_temp_c"])
         );
-        stop.cancel();
     }
 
     // A restarted daemon looks at once: the gauge, and one line naming signal and turbines.

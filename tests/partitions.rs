@@ -296,7 +296,9 @@ async fn the_conversion_keeps_every_row_of_an_unpartitioned_table() {
             "V8__quarantine_by_turbine",
             "V9__interval_stats",
             "V10__sparkplug",
-            "V11__sparkplug_birth_history"
+            "V11__sparkplug_birth_history",
+            "V12__interval_completeness",
+            "V13__interval_availability"
         ]
     );
     let after: String = c.query_one(digest, &[]).await.unwrap().get(0);

@@ -165,28 +165,9 @@ async fn completeness_flags_and_directions_are_told_exactly() {
 
     // The panel: the turbine page's completeness and flag marks, the fleet page's day cell, the
     // direction charted as its vector mean.
-    let cfg = galewatch::daemon::config::load(Some(&config)).unwrap();
-    let cfg = galewatch::daemon::config::Settings {
-        database_url: db.url.clone(),
-        ..cfg.settings
-    }
-    .validate()
-    .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let stop = tokio_util::sync::CancellationToken::new();
-    let rx = stop.clone();
-    tokio::spawn(async move { galewatch::panel::serve(&cfg, listener, rx).await });
-    let get = |path: String| {
-        let addr = addr.clone();
-        async move {
-            tokio::task::spawn_blocking(move || http_get(&addr, &path))
-                .await
-                .unwrap()
-        }
-    };
+    let panel = Panel::serve(&db, &config).await;
     let range = format!("from={}&to={}", since.timestamp(), until.timestamp());
-    let (status, page) = get(format!("/turbines/Q-1?{range}")).await;
+    let (status, page) = panel.get(&format!("/turbines/Q-1?{range}")).await;
     assert_eq!(status, 200, "{page}");
     assert!(
         page.contains(
@@ -203,9 +184,9 @@ async fn completeness_flags_and_directions_are_told_exactly() {
         page.contains("stuck") && page.contains("implausible"),
         "{page}"
     );
-    let (_, fleet) = get("/".into()).await;
+    let (_, fleet) = panel.get("/").await;
     assert!(fleet.contains("1 flagged"), "{fleet}");
-    let (_, api) = get("/api/turbines".into()).await;
+    let (_, api) = panel.get("/api/turbines").await;
     let api: serde_json::Value = serde_json::from_str(&api).unwrap();
     let row = |id: &str| {
         api["turbines"]
@@ -218,7 +199,9 @@ async fn completeness_flags_and_directions_are_told_exactly() {
     };
     assert_eq!(row("Q-1")["flagged_intervals_last_day"], 1);
     assert_eq!(row("Q-2")["flagged_intervals_last_day"], 0);
-    let (_, series) = get(format!("/api/turbines/Q-1/readings?{range}&step=600")).await;
+    let (_, series) = panel
+        .get(&format!("/api/turbines/Q-1/readings?{range}&step=600"))
+        .await;
     let series: serde_json::Value = serde_json::from_str(&series).unwrap();
     let dir = &series["points"][0]["nacelle_dir_deg"];
     let avg = dir["avg"].as_f64().unwrap_or_else(|| panic!("{series}"));
@@ -227,5 +210,4 @@ async fn completeness_flags_and_directions_are_told_exactly() {
         "charted as north: {series}"
     );
     assert_eq!(dir["min"], dir["avg"], "a direction has no band");
-    stop.cancel();
 }

@@ -1555,21 +1555,21 @@ fn export_fleet(t0: DateTime<Utc>) -> Vec<Reading> {
     rs
 }
 
-/// The Python that reads Parquet for the tests: GALEWATCH_TEST_PYTHON, else the virtualenv
+/// The Python that reads Parquet for the tests: PYARROW_PYTHON, else the virtualenv
 /// .ci/run makes. Fails (never skips) when it has no pyarrow, saying how to install it.
 fn pyarrow_python() -> String {
     let default = format!(
         "{}/.cache/galewatch/pyarrow-venv/bin/python",
         std::env::var("HOME").unwrap_or_default()
     );
-    let python = std::env::var("GALEWATCH_TEST_PYTHON").unwrap_or(default);
+    let python = std::env::var("PYARROW_PYTHON").unwrap_or(default);
     let ok = Command::new(&python)
         .args(["-c", "import pyarrow.parquet"])
         .output()
         .is_ok_and(|o| o.status.success());
     assert!(
         ok,
-        "no Python with pyarrow at {python} (GALEWATCH_TEST_PYTHON): the Parquet export is read back with pyarrow, a reader nobody here wrote. Install it as .ci/run does:\n  python3 -m venv ~/.cache/galewatch/pyarrow-venv && ~/.cache/galewatch/pyarrow-venv/bin/pip install pyarrow==26.0.1"
+        "no Python with pyarrow at {python} (PYARROW_PYTHON): the Parquet export is read back with pyarrow, a reader nobody here wrote. Install it as .ci/run does:\n  python3 -m venv ~/.cache/galewatch/pyarrow-venv && ~/.cache/galewatch/pyarrow-venv/bin/pip install pyarrow==26.0.1"
     );
     python
 }

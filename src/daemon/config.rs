@@ -22,6 +22,7 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
+use crate::core::availability::Category;
 use crate::core::signals::{LegacyBounds, SignalSetting, Signals};
 use crate::intake::batch::IntakeGroup;
 use crate::intake::broker::{self, BrokerAddr};
@@ -250,6 +251,16 @@ pub struct Settings {
     pub sample_period_overrides: BTreeMap<String, String>,
     /// The least number of readings in an interval, all equal, that flag a frozen sensor.
     pub stats_stuck_min_readings: i64,
+    /// The status signal whose values say what a turbine was doing, for availability
+    /// (IEC 61400-26-1). Empty: availability is not kept.
+    #[serde(deserialize_with = "scalar_string")]
+    pub availability_status_signal: String,
+    /// IEC 61400-26-1 category → the status values that stand for it (`forced_outage = [6]`).
+    pub availability_categories: BTreeMap<String, Vec<StatusValue>>,
+    /// The categories whose time counts as available, and as unavailable; the rest (force
+    /// majeure, information unavailable by default) count for neither.
+    pub availability_available: Vec<String>,
+    pub availability_unavailable: Vec<String>,
     /// The signals a reading carries (`[[signals]]` tables): each one's column, type, bounds,
     /// unit and pointer. Default: `power_kw` (required), `wind_speed_ms`, `rotor_rpm`.
     pub signals: Vec<SignalSetting>,
@@ -358,6 +369,10 @@ impl Default for Settings {
             sample_period: Duration::ZERO,
             sample_period_overrides: BTreeMap::new(),
             stats_stuck_min_readings: 10,
+            availability_status_signal: String::new(),
+            availability_categories: BTreeMap::new(),
+            availability_available: category_names(|c| c.available_by_default()),
+            availability_unavailable: category_names(|c| c.unavailable_by_default()),
             signals: SignalSetting::defaults(),
             sparkplug_group_id: String::new(),
             sparkplug_turbine: TurbineFrom::Device,
@@ -374,6 +389,23 @@ impl Default for Settings {
 }
 
 const DAY: Duration = Duration::from_secs(86_400);
+
+/// The names of the categories `keep` keeps, in the standard's order.
+fn category_names(keep: impl Fn(Category) -> bool) -> Vec<String> {
+    Category::ALL
+        .into_iter()
+        .filter(|c| keep(*c))
+        .map(|c| c.name().to_string())
+        .collect()
+}
+
+/// A status value as settings write it: an integer code (`6`) or a text (`"fault"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum StatusValue {
+    Code(i64),
+    Text(String),
+}
 /// Measured (docs/performance.md): on two cores, 2 connections land 1.5× what one does and 4 no
 /// more than 2.
 const DEFAULT_WRITERS: usize = 2;
@@ -522,11 +554,18 @@ impl Config {
     /// The statements of the interval statistics, for the declared signals, width and sample
     /// periods.
     pub fn stats_sql(&self) -> crate::sink::stats::Sql {
-        crate::sink::stats::Sql::new(
+        crate::sink::stats::Sql::keeping(
             &self.rules.limits.signals,
             self.settings.stats_width(),
             &self.sample_periods(),
+            self.availability()
+                .map(|(status, mapping, _)| crate::sink::stats::Availability { status, mapping }),
         )
+    }
+
+    /// Availability as the settings keep it: None when no status signal is named.
+    pub fn availability(&self) -> Option<crate::core::availability::Checked> {
+        self.settings.availability().expect("checked by validate")
     }
 
     /// How often the turbines sample (the expected readings of an interval).
@@ -958,6 +997,34 @@ impl Settings {
         Ok((metrics_listen, panel_listen))
     }
 
+    /// Availability's settings, checked against the declared signals (`core/availability.rs`).
+    fn availability(&self) -> Result<Option<crate::core::availability::Checked>, ConfigError> {
+        use crate::core::availability::{Settings as A, Status};
+        let categories: Vec<(String, Vec<Status>)> = self
+            .availability_categories
+            .iter()
+            .map(|(k, vs)| {
+                let vs = vs
+                    .iter()
+                    .map(|v| match v {
+                        StatusValue::Code(i) => Status::Code(*i),
+                        StatusValue::Text(t) => Status::Text(t.clone()),
+                    })
+                    .collect();
+                (k.clone(), vs)
+            })
+            .collect();
+        A {
+            status_signal: &self.availability_status_signal,
+            categories: &categories,
+            available: &self.availability_available,
+            unavailable: &self.availability_unavailable,
+            stats_enabled: self.stats_enabled,
+        }
+        .check(&self.checked_signals()?)
+        .map_err(|(setting, problem)| ConfigError::new(&setting, problem))
+    }
+
     /// The declared sample periods (`core/sampling.rs` checks them).
     fn sample_periods(&self) -> Result<crate::core::sampling::SamplePeriods, ConfigError> {
         let mut overrides = Vec::with_capacity(self.sample_period_overrides.len());
@@ -987,6 +1054,7 @@ impl Settings {
         crate::sink::stats::Width::new(self.stats_interval)
             .map_err(|problem| ConfigError::new("stats_interval", problem))?;
         self.sample_periods()?;
+        self.availability()?;
         if !(2..=1_000_000).contains(&self.stats_stuck_min_readings) {
             return Err(ConfigError::new(
                 "stats_stuck_min_readings",

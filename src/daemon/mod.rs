@@ -198,6 +198,7 @@ fn start(
                     cfg.rules.limits.signals.clone(),
                     cfg.stats_sql(),
                     cfg.settings.stats_stuck_min_readings,
+                    cfg.availability().map(|(_, _, view)| view),
                 )),
         );
     }

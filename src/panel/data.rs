@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Datelike, Utc};
 use deadpool::managed::{self, Metrics, RecycleError, RecycleResult};
 use serde::Serialize;
 use tokio_postgres::{Client, Row};
@@ -368,6 +368,21 @@ pub struct Status {
     /// Intervals of the last 24 hours with a flag on some signal; None with statistics off.
     #[serde(rename = "flagged_intervals_last_day")]
     pub flagged: Option<i64>,
+    /// Time-based availability (IEC 61400-26-1) of yesterday (UTC) and of this month so far;
+    /// None when availability is not kept (or nothing counted).
+    pub availability_yesterday: Option<f64>,
+    pub availability_month: Option<f64>,
+}
+
+/// What the fleet page says of its turbines together.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct FleetFigures {
+    /// Whether availability is kept.
+    #[serde(skip)]
+    pub kept: bool,
+    /// The listed turbines' time-based availability, yesterday (UTC) and this month so far.
+    pub availability_yesterday: Option<f64>,
+    pub availability_month: Option<f64>,
 }
 
 /// Fleet page order.
@@ -467,6 +482,8 @@ pub struct Db {
     pub queries: Queries,
     /// The statistics' statements and the stuck rule, when statistics are kept.
     quality: Option<(crate::sink::stats::Sql, i64)>,
+    /// Which categories count as available time, when availability is kept.
+    view: Option<crate::core::availability::View>,
 }
 
 impl Db {
@@ -475,6 +492,7 @@ impl Db {
         thresholds: Thresholds,
         signals: &Signals,
         stats: Option<(crate::sink::stats::Sql, i64)>,
+        view: Option<crate::core::availability::View>,
     ) -> Self {
         let pool = managed::Pool::builder(Manager { cfg })
             .max_size(POOL_SIZE)
@@ -487,8 +505,43 @@ impl Db {
             pool,
             thresholds,
             queries: Queries::new(signals, stats.as_ref().map(|(sql, _)| sql.width)),
+            view: view.filter(|_| {
+                stats
+                    .as_ref()
+                    .is_some_and(|(sql, _)| sql.availability.is_some())
+            }),
             quality: stats,
         }
+    }
+
+    /// Which categories count as available time, when availability is kept.
+    pub fn availability_view(&self) -> Option<&crate::core::availability::View> {
+        self.view.as_ref()
+    }
+
+    /// One turbine's time by availability category over the window (up to now); None when
+    /// availability is not kept.
+    pub async fn time_by_category(
+        &self,
+        id: &str,
+        w: &Window,
+    ) -> Result<Option<crate::sink::quality::TurbineTime>, Error> {
+        let (Some((sql, _)), Some(_)) = (&self.quality, &self.view) else {
+            return Ok(None);
+        };
+        let c = self.client().await?;
+        let window = (sql.width.start_of(w.from), w.to.min(Utc::now()));
+        let found = crate::sink::quality::time_by_category(&*c, sql, window, Some(&[id])).await?;
+        Ok(Some(found.into_iter().next().unwrap_or_else(|| {
+            let secs =
+                i32::try_from((window.1 - window.0).num_seconds().max(0)).unwrap_or(i32::MAX);
+            crate::sink::quality::TurbineTime {
+                turbine_id: id.to_string(),
+                counts: Default::default(),
+                readings: 0,
+                expected: sql.periods.expected(id, secs),
+            }
+        })))
     }
 
     /// One turbine's intervals in the window, with what their completeness and flags are judged
@@ -641,7 +694,7 @@ impl Db {
         prefix: &str,
         sort: Sort,
         desc: bool,
-    ) -> Result<(Vec<Status>, i64), Error> {
+    ) -> Result<(Vec<Status>, i64, FleetFigures), Error> {
         let c = self.client().await?;
         let pattern = format!(
             "{}%",
@@ -680,15 +733,20 @@ impl Db {
         if sort != Sort::Power && !page.is_empty() {
             latest_headlines(&c, &headline, &mut page).await?;
         }
-        self.missing_signals(&c, &mut page).await?;
-        Ok((page, total))
+        let figures = self.missing_signals(&c, &mut page).await?;
+        Ok((page, total, figures))
     }
 
     /// Fills each row's signals missing from every reading of the last 24 hours, for the
     /// page's turbines only (`sink::absent`), when statistics are kept.
-    async fn missing_signals(&self, c: &Client, page: &mut [Status]) -> Result<(), Error> {
+    async fn missing_signals(
+        &self,
+        c: &Client,
+        page: &mut [Status],
+    ) -> Result<FleetFigures, Error> {
+        let mut figures = FleetFigures::default();
         let Some(width) = self.queries.stats_width else {
-            return Ok(());
+            return Ok(figures);
         };
         let signals = &self.queries.signals;
         let owned: Vec<String> = page.iter().map(|s| s.turbine_id.clone()).collect();
@@ -706,7 +764,7 @@ impl Db {
             s.missing = Some(by_id.remove(&s.turbine_id).unwrap_or_default());
         }
         let Some((sql, k)) = &self.quality else {
-            return Ok(());
+            return Ok(figures);
         };
         let now = Utc::now();
         let day = (sql.width.start_of(now - chrono::Duration::days(1)), now);
@@ -721,7 +779,49 @@ impl Db {
             s.completeness = sum.as_ref().and_then(|x| x.completeness());
             s.flagged = Some(sum.map_or(0, |x| x.flagged));
         }
-        Ok(())
+        let Some(view) = &self.view else {
+            return Ok(figures);
+        };
+        let today = now
+            .date_naive()
+            .and_hms_opt(0, 0, 0)
+            .expect("midnight")
+            .and_utc();
+        let yesterday = (today - chrono::Duration::days(1), today);
+        let month_start = chrono::NaiveDate::from_ymd_opt(now.year(), now.month(), 1)
+            .expect("the first of the month")
+            .and_hms_opt(0, 0, 0)
+            .expect("midnight")
+            .and_utc();
+        let month = (month_start, now);
+        for (window, yesterday) in [(yesterday, true), (month, false)] {
+            let times = crate::sink::quality::time_by_category(c, sql, window, Some(&ids)).await?;
+            // The page's turbines together: their time merged, not their figures averaged.
+            let (counts, missing) = times.iter().fold(
+                (crate::core::availability::Counts::default(), 0.0),
+                |(c, m), t| (c.merge(&t.counts), m + t.missing()),
+            );
+            let together = view.time_based(&counts, missing);
+            let found: std::collections::HashMap<String, Option<f64>> = times
+                .into_iter()
+                .map(|t| (t.turbine_id.clone(), t.availability(view)))
+                .collect();
+            for s in page.iter_mut() {
+                let a = found.get(&s.turbine_id).copied().flatten();
+                if yesterday {
+                    s.availability_yesterday = a;
+                } else {
+                    s.availability_month = a;
+                }
+            }
+            if yesterday {
+                figures.availability_yesterday = together;
+            } else {
+                figures.availability_month = together;
+            }
+        }
+        figures.kept = true;
+        Ok(figures)
     }
 }
 
@@ -789,6 +889,8 @@ fn fleet_row(r: &Row) -> Status {
         missing: None,
         completeness: None,
         flagged: None,
+        availability_yesterday: None,
+        availability_month: None,
     }
 }
 

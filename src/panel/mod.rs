@@ -118,7 +118,7 @@ fn refusal(status: StatusCode, message: String, api: bool) -> Response {
 }
 
 /// A page of the fleet and how many turbines match in all.
-type FleetAnswer = Arc<(Vec<data::Status>, i64)>;
+type FleetAnswer = Arc<(Vec<data::Status>, i64, data::FleetFigures)>;
 /// One turbine's points and quarantined readings in a window.
 type TurbineAnswer = Arc<(Vec<data::Point>, Vec<data::Quarantined>)>;
 
@@ -216,6 +216,7 @@ pub async fn serve_with(
         cfg.settings
             .stats_enabled
             .then(|| (cfg.stats_sql(), cfg.settings.stats_stuck_min_readings)),
+        cfg.availability().map(|(_, _, view)| view),
     );
     let mut app = router(db);
     if let Some(auth) = access.auth {
@@ -343,13 +344,13 @@ fn fleet_query(p: FleetQuery) -> Result<FleetParams, Failure> {
 async fn fleet_page(State(db): State<Shared>, p: FleetQuery) -> Result<Html<String>, PageFailure> {
     let p = fleet_params(p)?;
     let fleet = db.fleet(&p).await?;
-    let (rows, total) = (&fleet.0, fleet.1);
+    let (rows, total, figures) = (&fleet.0, fleet.1, &fleet.2);
     let headline = db
         .queries
         .headline()
         .map_or_else(|| "latest".to_string(), |s| s.label());
     Ok(Html(page::fleet(
-        rows, total, &p.prefix, p.sort, p.desc, &headline,
+        rows, total, &p.prefix, p.sort, p.desc, &headline, figures,
     )))
 }
 
@@ -373,7 +374,7 @@ async fn fleet_api(
         })
         .collect();
     Ok(Json(
-        serde_json::json!({"total": fleet.1, "turbines": turbines}),
+        serde_json::json!({"total": fleet.1, "turbines": turbines, "listed": fleet.2}),
     ))
 }
 
@@ -415,12 +416,13 @@ async fn turbine_page(
     p: Result<Query<Params>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Html<String>, PageFailure> {
     let (p, w) = checked(&id, p, db.queries.stats_width)?;
-    let (points, quarantined, (status, _), changes, intervals) = tokio::try_join!(
+    let (points, quarantined, (status, _, _), changes, intervals, time) = tokio::try_join!(
         db.db.series(&id, &w),
         db.db.quarantine(&id, &w),
         db.db.fleet(&id, Sort::Id, false),
         db.db.changes(&id, &w),
-        db.db.intervals(&id, &w)
+        db.db.intervals(&id, &w),
+        db.db.time_by_category(&id, &w)
     )?;
     let status = status.iter().find(|s| s.turbine_id == id);
     if points.is_empty() && quarantined.is_empty() && status.is_none() && !db.known(&id).await? {
@@ -459,5 +461,6 @@ async fn turbine_page(
                     db.db.sample_periods().and_then(|p| p.expected(&id, secs)),
                 )
             }),
+        availability: time.zip(db.db.availability_view().cloned()),
     })))
 }

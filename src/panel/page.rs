@@ -38,6 +38,10 @@ div.text{min-width:16ch;max-width:32ch}
 .presets a,.presets b{margin-right:12px}
 .card{background:#fff;border:1px solid #e5e5e5;border-radius:6px;padding:8px 12px;margin:12px 0}
 .muted{color:#666}
+.availability .bar{display:flex;height:14px;border:1px solid #ccc;border-radius:3px;overflow:hidden;max-width:960px}
+.availability .bar span{display:block;height:100%}
+ul.legend{list-style:none;padding:0;margin:4px 0;display:flex;flex-wrap:wrap;gap:2px 16px;font-size:13px}
+.swatch{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px}
 form{margin:8px 0}
 input{max-width:100%;box-sizing:content-box}
 input.time{font-family:ui-monospace,monospace}
@@ -116,8 +120,10 @@ pub fn fleet(
     sort: Sort,
     desc: bool,
     headline: &str,
+    figures: &super::data::FleetFigures,
 ) -> String {
     let shown = rows.len() as i64;
+    let pct = |a: Option<f64>| a.map_or("—".to_string(), |a| format!("{:.2} %", 100.0 * a));
     let body = html! {
         h1 { "Fleet" }
         form method="get" action="/" {
@@ -133,6 +139,11 @@ pub fn fleet(
             (total) " turbine" @if total != 1 { "s" }
             @if total > shown { ", the first " (FLEET_LIMIT) " shown: filter by prefix for the rest" }
             "; times UTC. Click a column to sort."
+            @if figures.kept {
+                " Availability (IEC 61400-26-1, time-based) of the turbines listed: "
+                span.num { (pct(figures.availability_yesterday)) } " yesterday, "
+                span.num { (pct(figures.availability_month)) } " this month."
+            }
             @if rows.first().is_some_and(|r| r.missing.is_none()) {
                 " Which signals their readings lack is not known: statistics are off."
             } @else {
@@ -155,6 +166,9 @@ pub fn fleet(
                                 (label) (arrow)
                             }
                         }
+                    }
+                    @if figures.kept {
+                        th title="time-based availability, yesterday (UTC) and this month" { "avail." }
                     }
                 }
             }
@@ -182,6 +196,9 @@ pub fn fleet(
                         td.num {
                             @if r.quarantined > 0 { span.suspect { (r.quarantined) } } @else { "0" }
                         }
+                        @if figures.kept {
+                            td.num { (availability_cell(r)) }
+                        }
                     }
                 }
             }
@@ -202,6 +219,12 @@ pub struct TurbineView<'a> {
     pub changes: &'a [Change],
     /// The range's completeness and flagged intervals; None when statistics are off.
     pub quality: Option<Quality>,
+    /// The range's time by availability category, and which categories count as available;
+    /// None when availability is not kept.
+    pub availability: Option<(
+        crate::sink::quality::TurbineTime,
+        crate::core::availability::View,
+    )>,
 }
 
 /// What the statistics say of a turbine's range: its completeness and, per declared signal,
@@ -259,6 +282,9 @@ pub fn turbine(v: &TurbineView<'_>) -> String {
         }
         @if let Some(q) = &v.quality {
             (quality_line(q))
+        }
+        @if let Some((t, view)) = &v.availability {
+            (availability_bar(t, view))
         }
         (range_choice(v))
         @for svg in &charts {
@@ -334,6 +360,79 @@ fn status_line(s: &Status, queries: &Queries) -> Markup {
             @if let Some(m) = s.missing.as_deref().filter(|m| !m.is_empty()) {
                 " · " span.suspect { "signals missing from every reading of the last 24 h: " (m.join(", ")) }
             }
+        }
+    }
+}
+
+/// The colour of each availability category on the turbine page's bar (the standard's order).
+const CATEGORY_COLOURS: [&str; 12] = [
+    "#2ca02c", "#98df8a", "#c5e1a5", "#bcbd22", "#17becf", "#9edae5", "#1f77b4", "#aec7e8",
+    "#d62728", "#ff9896", "#9467bd", "#c7c7c7",
+];
+
+/// The range's time as one bar of the IEC 61400-26-1 categories (the time no reading came counted
+/// as information unavailable), its time-based availability, and a legend with each category's
+/// share.
+fn availability_bar(
+    t: &crate::sink::quality::TurbineTime,
+    view: &crate::core::availability::View,
+) -> Markup {
+    use crate::core::availability::Category;
+    let missing = t.missing();
+    let total: f64 = t.counts.0.iter().map(|n| *n as f64).sum::<f64>() + missing;
+    let share = |n: f64| if total > 0.0 { 100.0 * n / total } else { 0.0 };
+    let parts: Vec<(Category, f64)> = Category::ALL
+        .into_iter()
+        .map(|c| {
+            let extra = if c == Category::InformationUnavailable {
+                missing
+            } else {
+                0.0
+            };
+            (c, t.counts.get(c) as f64 + extra)
+        })
+        .filter(|(_, n)| *n > 0.0)
+        .collect();
+    html! {
+        div.availability {
+            p {
+                "Availability (IEC 61400-26-1, time-based) "
+                @match t.availability(view) {
+                    Some(a) => span.num { (format!("{:.2}", 100.0 * a)) " %" },
+                    None => span.muted { "not known: no time counted" },
+                }
+            }
+            @if total > 0.0 {
+                div.bar role="img" aria-label="time by information category" {
+                    @for (c, n) in &parts {
+                        span style=(format!("width:{:.3}%;background:{}", share(*n), CATEGORY_COLOURS[c.index()])) title=(format!("{}: {:.2} %", c.name(), share(*n))) {}
+                    }
+                }
+                ul.legend {
+                    @for (c, n) in &parts {
+                        li {
+                            span.swatch style=(format!("background:{}", CATEGORY_COLOURS[c.index()])) {}
+                            (c.name().replace('_', " ")) " " span.num { (format!("{:.2}", share(*n))) " %" }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The fleet page's availability cell: yesterday's, and this month's below it.
+fn availability_cell(r: &Status) -> Markup {
+    let pct = |a: f64| format!("{:.1} %", 100.0 * a);
+    html! {
+        @match r.availability_yesterday {
+            Some(a) if a < crate::sink::quality::AVAILABILITY_BELOW => span.suspect { (pct(a)) },
+            Some(a) => (pct(a)),
+            None => span.muted { "—" },
+        }
+        @if let Some(m) = r.availability_month {
+            br;
+            span.muted title="this month so far" { (pct(m)) " month" }
         }
     }
 }
@@ -725,7 +824,32 @@ mod tests {
                     Vec::new(),
                 ],
             }),
+            availability: Some((
+                crate::sink::quality::TurbineTime {
+                    turbine_id: "WTG <1>".into(),
+                    counts: {
+                        use crate::core::availability::{Category, Counts};
+                        let mut c = Counts::default();
+                        c.0[Category::FullPerformance.index()] = 760;
+                        c.0[Category::ForcedOutage.index()] = 40;
+                        c
+                    },
+                    readings: 800,
+                    expected: Some(1000.0),
+                },
+                crate::core::availability::View::default(),
+            )),
         });
+        // 760 available of 760 + 40 forced outage; the 200 readings that never came excluded.
+        assert!(
+            html.contains("time-based) <span class=\"num\">95.00 %</span>"),
+            "{html}"
+        );
+        assert!(html.contains("title=\"forced_outage: 4.00 %\""), "{html}");
+        assert!(
+            html.contains("title=\"information_unavailable: 20.00 %\""),
+            "{html}"
+        );
         assert_eq!(html.matches("<svg class=\"chart\"").count(), 3);
         assert_eq!(
             html.matches("class=\"flag-marker\"").count(),
@@ -782,6 +906,8 @@ mod tests {
             missing: Some(vec!["gen_temp_c".into()]),
             completeness: Some(0.5),
             flagged: Some(3),
+            availability_yesterday: Some(0.5),
+            availability_month: None,
         };
         let w = Window {
             from: t("2026-11-30T00:00:00Z"),
@@ -790,7 +916,15 @@ mod tests {
         };
         let qs = queries();
         for html in [
-            fleet(std::slice::from_ref(&row), 1, evil, Sort::Power, true, evil),
+            fleet(
+                std::slice::from_ref(&row),
+                1,
+                evil,
+                Sort::Power,
+                true,
+                evil,
+                &Default::default(),
+            ),
             turbine(&TurbineView {
                 id: evil,
                 status: Some(&row),
@@ -801,6 +935,7 @@ mod tests {
                 quarantined: &[],
                 changes: &[],
                 quality: None,
+                availability: None,
             }),
             error(400, evil),
         ] {
@@ -810,7 +945,15 @@ mod tests {
                 "the quote that would close an attribute is escaped too: {html}"
             );
         }
-        let page = fleet(&[row], 1, evil, Sort::Power, true, "power_kw (kW)");
+        let page = fleet(
+            &[row],
+            1,
+            evil,
+            Sort::Power,
+            true,
+            "power_kw (kW)",
+            &Default::default(),
+        );
         assert!(
             page.contains("/turbines/%22%3E%3Cscript%3E"),
             "links percent-encode: {page}"

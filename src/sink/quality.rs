@@ -133,6 +133,36 @@ impl Summary {
     }
 }
 
+/// One aggregate per turbine over the intervals starting in `[since, until)` (of `only`, when
+/// given): `turbine_id` then `columns`; with the window's length in seconds.
+async fn per_turbine<C: GenericClient>(
+    c: &C,
+    sql: &Sql,
+    columns: &str,
+    (since, until): (DateTime<Utc>, DateTime<Utc>),
+    only: Option<&[&str]>,
+) -> Result<(Vec<tokio_postgres::Row>, i32), tokio_postgres::Error> {
+    let statement = format!(
+        "SELECT turbine_id, {columns}
+           FROM interval_stats
+          WHERE interval_seconds = {} AND interval_start >= $1 AND interval_start < $2{}
+          GROUP BY turbine_id ORDER BY turbine_id",
+        sql.width.secs(),
+        if only.is_some() {
+            " AND turbine_id = ANY($3)"
+        } else {
+            ""
+        }
+    );
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&since, &until];
+    if let Some(ids) = &only {
+        params.push(ids);
+    }
+    let rows = c.query(&statement, &params).await?;
+    let secs = i32::try_from((until - since).num_seconds()).unwrap_or(i32::MAX);
+    Ok((rows, secs))
+}
+
 /// The SQL test of "some flag on some signal" for one interval row, written from
 /// `core::quality::flags`' rule: at least `k` (and 2) values all equal, an implausible value, or
 /// fewer values than readings.
@@ -162,28 +192,13 @@ pub async fn summaries<C: GenericClient>(
     (since, until): (DateTime<Utc>, DateTime<Utc>),
     only: Option<&[&str]>,
 ) -> Result<Vec<Summary>, Error> {
-    let statement = format!(
-        "SELECT turbine_id, count(*), sum(readings)::int8, count(*) FILTER (WHERE {})
-           FROM interval_stats
-          WHERE interval_seconds = {} AND interval_start >= $1 AND interval_start < $2{}
-          GROUP BY turbine_id ORDER BY turbine_id",
-        any_flag_sql(signals, stuck_min_readings),
-        sql.width.secs(),
-        if only.is_some() {
-            " AND turbine_id = ANY($3)"
-        } else {
-            ""
-        }
+    let columns = format!(
+        "count(*), sum(readings)::int8, count(*) FILTER (WHERE {})",
+        any_flag_sql(signals, stuck_min_readings)
     );
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&since, &until];
-    if let Some(ids) = &only {
-        params.push(ids);
-    }
-    let rows = c
-        .query(&statement, &params)
+    let (rows, secs) = per_turbine(c, sql, &columns, (since, until), only)
         .await
         .map_err(|e| Error::db("summarising the turbines' quality", e))?;
-    let secs = i32::try_from((until - since).num_seconds()).unwrap_or(i32::MAX);
     Ok(rows
         .iter()
         .map(|r| {
@@ -245,9 +260,38 @@ pub const COMPLETENESS_SERIES_MAX: usize = 500;
 /// Below this completeness a turbine counts in `galewatch_turbines_incomplete`.
 pub const INCOMPLETE_BELOW: f64 = 0.9;
 
-/// The turbines the watch keeps a completeness series for.
+/// Below this time-based availability over the last day a turbine counts in
+/// `galewatch_turbines_below_availability`.
+pub const AVAILABILITY_BELOW: f64 = 0.95;
+
+/// The window availability gauges look over: the last day of whole intervals.
+pub const AVAILABILITY_WINDOW: std::time::Duration = std::time::Duration::from_secs(86_400);
+
+/// The turbines the watch keeps a series for (completeness, availability), at most
+/// [`COMPLETENESS_SERIES_MAX`]; once made, a series is kept, at what it is now.
 #[derive(Debug, Default)]
 struct Tracked(std::collections::BTreeSet<String>);
+
+impl Tracked {
+    /// Sets `gauge{turbine}` for the least of `values` below 1 (as many as the cap allows)
+    /// and for every turbine tracked before (0 when it has no value now).
+    fn set(&mut self, gauge: &'static str, values: &[(f64, &str)]) {
+        let mut worst: Vec<&(f64, &str)> = values.iter().filter(|(v, _)| *v < 1.0).collect();
+        worst.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (_, id) in worst {
+            if self.0.len() >= COMPLETENESS_SERIES_MAX && !self.0.contains(*id) {
+                break;
+            }
+            self.0.insert(id.to_string());
+        }
+        let now: std::collections::HashMap<&str, f64> =
+            values.iter().map(|(v, id)| (*id, *v)).collect();
+        for id in &self.0 {
+            let v = now.get(id.as_str()).copied().unwrap_or(0.0);
+            metrics::gauge!(gauge, "turbine" => id.clone()).set(v);
+        }
+    }
+}
 
 /// Every [`WATCH_EVERY`] (and at start), on a connection of its own: which declared signals
 /// the turbines' readings lack ([`crate::sink::absent`]: a gauge and a log line), and over the
@@ -258,6 +302,7 @@ pub async fn watch(
     signals: Signals,
     sql: Sql,
     stuck_min_readings: i64,
+    view: Option<crate::core::availability::View>,
 ) {
     use crate::telemetry;
     for s in &signals {
@@ -271,6 +316,7 @@ pub async fn watch(
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut client: Option<tokio_postgres::Client> = None;
     let mut tracked = Tracked::default();
+    let mut tracked_availability = Tracked::default();
     loop {
         every.tick().await;
         if client.as_ref().is_none_or(|c| c.is_closed()) {
@@ -292,7 +338,50 @@ pub async fn watch(
         {
             tracing::debug!(error = %e, "reading the fleet's completeness and flags");
         }
+        if let Some(view) = &view {
+            let day = (
+                until - chrono::Duration::from_std(AVAILABILITY_WINDOW).expect("a day"),
+                until,
+            );
+            if let Err(e) = availability_gauges(c, &sql, view, day, &mut tracked_availability).await
+            {
+                tracing::debug!(error = %e, "reading the fleet's availability");
+            }
+        }
     }
+}
+
+/// The availability gauges over one window: the fleet's time-based availability, the least
+/// available turbines' (below 1, at most [`COMPLETENESS_SERIES_MAX`]), and how many are below
+/// [`AVAILABILITY_BELOW`].
+async fn availability_gauges(
+    c: &tokio_postgres::Client,
+    sql: &Sql,
+    view: &crate::core::availability::View,
+    window: (DateTime<Utc>, DateTime<Utc>),
+    tracked: &mut Tracked,
+) -> Result<(), Error> {
+    use crate::telemetry;
+    let all = time_by_category(c, sql, window, None).await?;
+    let (counts, missing) = all.iter().fold(
+        (crate::core::availability::Counts::default(), 0.0),
+        |(c, m), t| (c.merge(&t.counts), m + t.missing()),
+    );
+    if let Some(a) = view.time_based(&counts, missing) {
+        metrics::gauge!(telemetry::FLEET_AVAILABILITY).set(a);
+    }
+    let values: Vec<(f64, &str)> = all
+        .iter()
+        .filter_map(|t| t.availability(view).map(|a| (a, t.turbine_id.as_str())))
+        .collect();
+    metrics::gauge!(telemetry::TURBINES_BELOW_AVAILABILITY).set(
+        values
+            .iter()
+            .filter(|(a, _)| *a < AVAILABILITY_BELOW)
+            .count() as f64,
+    );
+    tracked.set(telemetry::TURBINE_AVAILABILITY, &values);
+    Ok(())
 }
 
 /// The completeness and flag gauges over one window.
@@ -313,26 +402,13 @@ async fn gauges(
     if want > 0.0 {
         metrics::gauge!(telemetry::FLEET_COMPLETENESS).set(got as f64 / want);
     }
-    let mut worst: Vec<(f64, &str)> = all
+    let values: Vec<(f64, &str)> = all
         .iter()
         .filter_map(|s| s.completeness().map(|c| (c, s.turbine_id.as_str())))
         .collect();
     metrics::gauge!(telemetry::TURBINES_INCOMPLETE)
-        .set(worst.iter().filter(|(c, _)| *c < INCOMPLETE_BELOW).count() as f64);
-    worst.sort_by(|a, b| a.0.total_cmp(&b.0));
-    for (c, id) in worst.iter().filter(|(c, _)| *c < 1.0) {
-        if tracked.0.len() >= COMPLETENESS_SERIES_MAX && !tracked.0.contains(*id) {
-            break;
-        }
-        tracked.0.insert(id.to_string());
-        metrics::gauge!(telemetry::TURBINE_COMPLETENESS, "turbine" => id.to_string()).set(*c);
-    }
-    // A turbine tracked before keeps its series, at what it is now (0 when it sent nothing).
-    let now: std::collections::HashMap<&str, f64> = worst.iter().map(|(c, id)| (*id, *c)).collect();
-    for id in &tracked.0 {
-        let c = now.get(id.as_str()).copied().unwrap_or(0.0);
-        metrics::gauge!(telemetry::TURBINE_COMPLETENESS, "turbine" => id.clone()).set(c);
-    }
+        .set(values.iter().filter(|(c, _)| *c < INCOMPLETE_BELOW).count() as f64);
+    tracked.set(telemetry::TURBINE_COMPLETENESS, &values);
     let flags = fleet_flags(c, sql, signals, k, window).await?;
     for (s, counts) in signals.iter().zip(flags) {
         for (f, n) in quality::FLAG_NAMES.iter().zip(counts) {
@@ -341,4 +417,67 @@ async fn gauges(
         }
     }
     Ok(())
+}
+
+/// One turbine's time over a window, by availability category.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurbineTime {
+    pub turbine_id: String,
+    /// Readings in each category (intervals written without availability count for none).
+    pub counts: crate::core::availability::Counts,
+    pub readings: i64,
+    /// The readings the whole window should hold under the turbine's sample period.
+    pub expected: Option<f64>,
+}
+
+impl TurbineTime {
+    /// The readings that never came: information unavailable (0 when no period is declared).
+    pub fn missing(&self) -> f64 {
+        self.expected
+            .map_or(0.0, |e| (e - self.readings as f64).max(0.0))
+    }
+
+    /// Time-based availability under `view`.
+    pub fn availability(&self, view: &crate::core::availability::View) -> Option<f64> {
+        view.time_based(&self.counts, self.missing())
+    }
+}
+
+/// Per turbine with intervals starting in `[since, until)` (of `only`, when given): its readings
+/// in each availability category, its readings and the readings the window should hold. One
+/// aggregate; empty when availability is not kept.
+pub async fn time_by_category<C: GenericClient>(
+    c: &C,
+    sql: &Sql,
+    (since, until): (DateTime<Utc>, DateTime<Utc>),
+    only: Option<&[&str]>,
+) -> Result<Vec<TurbineTime>, Error> {
+    use crate::core::availability::{Category, Counts};
+    if sql.availability.is_none() {
+        return Ok(Vec::new());
+    }
+    let sums: Vec<String> = Category::ALL
+        .iter()
+        .map(|k| format!("coalesce(sum(\"{}\"), 0)::int8", stats::category_column(*k)))
+        .collect();
+    let columns = format!("sum(readings)::int8, {}", sums.join(", "));
+    let (rows, secs) = per_turbine(c, sql, &columns, (since, until), only)
+        .await
+        .map_err(|e| Error::db("reading the turbines' time by availability category", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let turbine_id: String = r.get(0);
+            let mut counts = Counts::default();
+            for k in 0..Category::ALL.len() {
+                counts.0[k] = r.get(2 + k);
+            }
+            TurbineTime {
+                expected: sql.periods.expected(&turbine_id, secs),
+                turbine_id,
+                counts,
+                readings: r.get(1),
+            }
+        })
+        .collect())
 }

@@ -27,6 +27,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{GenericClient, Transaction};
 
+use crate::core::availability::{Category, Counts, Mapping, Status};
 use crate::core::circular::Circular;
 use crate::core::reading::Reading;
 use crate::core::sampling::SamplePeriods;
@@ -241,6 +242,8 @@ pub struct Interval {
     pub circular: Vec<Circular>,
     /// Per text or boolean signal ([`Sql::counted`]'s order): the readings that carried it.
     pub carried: Vec<i64>,
+    /// Readings in each availability category, when availability is kept.
+    pub categories: Counts,
 }
 
 /// Folds a batch's inserted readings into one [`Interval`] per turbine and interval start, given
@@ -257,6 +260,8 @@ pub struct Fold<'a> {
     angles: Vec<usize>,
     /// Indexes of the text and boolean signals (counted, no statistics).
     counted: Vec<usize>,
+    /// The status signal and what its values stand for, when availability is kept.
+    availability: Option<Availability>,
     intervals: HashMap<(&'a str, DateTime<Utc>), Interval>,
 }
 
@@ -270,7 +275,16 @@ impl<'a> Fold<'a> {
             numeric,
             angles,
             counted: counted(signals),
+            availability: None,
             intervals: HashMap::new(),
+        }
+    }
+
+    /// A fold for `sql`'s statements: its width, and its availability when it keeps it.
+    pub fn for_sql(sql: &Sql, signals: &Signals) -> Fold<'a> {
+        Fold {
+            availability: sql.availability.clone(),
+            ..Fold::new(sql.width, signals)
         }
     }
 
@@ -284,8 +298,13 @@ impl<'a> Fold<'a> {
             implausible: vec![0; k],
             circular: vec![Circular::EMPTY; a],
             carried: vec![0; c],
+            categories: Counts::default(),
         });
         i.readings += 1;
+        if let Some(av) = &self.availability {
+            let status = Status::of(r.values.get(av.status));
+            i.categories.add(av.mapping.category(status.as_ref()));
+        }
         for (j, &s) in self.numeric.iter().enumerate() {
             if let Some(x) = r.values.get(s).as_f64() {
                 i.signals[j].add(x);
@@ -364,6 +383,52 @@ pub fn circular_columns(s: &Signal) -> [String; 2] {
     [format!("{}_sin", s.name), format!("{}_cos", s.name)]
 }
 
+/// What the statistics count of availability (IEC 61400-26-1): the status signal (its position
+/// among the declared ones) and the category each of its values stands for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Availability {
+    pub status: usize,
+    pub mapping: Mapping,
+}
+
+/// The column counting an interval's readings in availability category `c`: `avail_{name}`
+/// (V13). NULL where availability was not kept when the interval was written.
+pub fn category_column(c: Category) -> String {
+    format!("avail_{}", c.name())
+}
+
+/// The SQL test that status column `col` (of signal `s`) stands for category `c` under
+/// `mapping`: one of its values; for information unavailable, none of any category's (or no
+/// status at all).
+fn category_sql(s: &Signal, col: &str, mapping: &Mapping, c: Category) -> String {
+    let lit = |v: &Status| match v {
+        Status::Code(i) if s.kind == crate::core::signals::Kind::Float => format!("{i}::float8"),
+        Status::Code(i) => i.to_string(),
+        Status::Text(t) => format!("'{}'", t.replace('\'', "''")),
+    };
+    let list = |values: Vec<&Status>| values.into_iter().map(lit).collect::<Vec<_>>().join(", ");
+    if c == Category::InformationUnavailable {
+        let all: Vec<&Status> = Category::ALL
+            .iter()
+            .filter(|k| **k != c)
+            .flat_map(|k| mapping.values_of(*k))
+            .collect();
+        let mapped = mapping.values_of(c);
+        let mut cond = format!("{col} IS NULL");
+        if !all.is_empty() {
+            cond = format!("{cond} OR {col} NOT IN ({})", list(all));
+        }
+        if !mapped.is_empty() {
+            cond = format!("{cond} OR {col} IN ({})", list(mapped));
+        }
+        return format!("({cond})");
+    }
+    match mapping.values_of(c) {
+        v if v.is_empty() => "false".into(),
+        v => format!("{col} IN ({})", list(v)),
+    }
+}
+
 /// Where [`record`] takes a column's values from.
 #[derive(Debug, Clone, Copy)]
 enum Source {
@@ -375,6 +440,8 @@ enum Source {
     /// Angle signal `m`'s mean sine (false) or cosine (true).
     Circular(usize, bool),
     Carried(usize),
+    /// The readings in availability category `k` (`Category::ALL`'s order).
+    Category(usize),
 }
 
 /// One column of `interval_stats` the statements write, with how each writes it. Every
@@ -403,6 +470,7 @@ fn layout(
     angles: &[usize],
     counted: &[usize],
     expected: &str,
+    availability: Option<&Availability>,
 ) -> Vec<Col> {
     let q = |c: &str| format!("\"{c}\"");
     let mut cols = vec![
@@ -507,6 +575,22 @@ fn layout(
             from: Source::Carried(k),
         });
     }
+    if let Some(av) = availability {
+        let s = signals.get(av.status);
+        let col = s.column();
+        for (k, c) in Category::ALL.into_iter().enumerate() {
+            let name = category_column(c);
+            let test = category_sql(s, &col, &av.mapping, c);
+            cols.push(Col {
+                merge: format!("{0} = t.{0} + EXCLUDED.{0}", q(&name)),
+                agg: format!("count(*) FILTER (WHERE {test})"),
+                one: format!("CASE WHEN {test} THEN 1 ELSE 0 END"),
+                name,
+                ty: "int8",
+                from: Source::Category(k),
+            });
+        }
+    }
     cols
 }
 
@@ -561,6 +645,8 @@ pub struct Sql {
     pub counted: Vec<Signal>,
     /// How many readings a complete interval holds, per turbine.
     pub periods: SamplePeriods,
+    /// The status signal and its categories, when availability is kept.
+    pub availability: Option<Availability>,
     cols: Vec<Col>,
     upsert: String,
     /// The upsert's `DO UPDATE SET` onwards (shared by the VALUES form).
@@ -581,12 +667,29 @@ const FIXED: usize = 2;
 
 impl Sql {
     pub fn new(signals: &Signals, width: Width, periods: &SamplePeriods) -> Sql {
+        Sql::keeping(signals, width, periods, None)
+    }
+
+    /// As [`Sql::new`], keeping availability too when `availability` is given.
+    pub fn keeping(
+        signals: &Signals,
+        width: Width,
+        periods: &SamplePeriods,
+        availability: Option<Availability>,
+    ) -> Sql {
         let (num, cnt) = (numeric(signals), counted(signals));
         let ang = angles(signals, &num);
         let pick =
             |ix: &[usize]| -> Vec<Signal> { ix.iter().map(|&i| signals.get(i).clone()).collect() };
         let w = width.secs();
-        let cols = layout(signals, &num, &ang, &cnt, &expected_sql(periods, w));
+        let cols = layout(
+            signals,
+            &num,
+            &ang,
+            &cnt,
+            &expected_sql(periods, w),
+            availability.as_ref(),
+        );
         let names: Vec<String> = cols.iter().map(|c| format!("\"{}\"", c.name)).collect();
         let target = format!(
             "interval_stats AS t (turbine_id, interval_seconds, interval_start, {})",
@@ -628,6 +731,7 @@ ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}
             angles: ang.iter().map(|&j| signals.get(num[j]).clone()).collect(),
             counted: pick(&cnt),
             periods: periods.clone(),
+            availability,
             recompute_all: recompute(""),
             recompute_one: recompute(" AND turbine_id = $3"),
             count_all: Sql::count_sql(w, ""),
@@ -884,6 +988,7 @@ pub async fn record(
                     v.push(if cos { c.cos } else { c.sin });
                 }
                 (Source::Carried(k), Values::Int(v)) => v.push(Some(i.carried[k])),
+                (Source::Category(k), Values::Int(v)) => v.push(Some(i.categories.0[k])),
                 (from, _) => unreachable!("column {} from {from:?} has the wrong type", c.name),
             }
         }

@@ -654,7 +654,7 @@ impl<'a> Offered<'a> {
             intervals: st
                 .stats
                 .as_ref()
-                .map(|sql| crate::sink::stats::Fold::new(sql.width, &st.signals)),
+                .map(|sql| crate::sink::stats::Fold::for_sql(sql, &st.signals)),
         };
         for (i, fate) in fates.iter().enumerate() {
             match fate {

@@ -142,10 +142,11 @@ impl Request {
                 return Err("--min-completeness needs to know how many readings a complete interval holds: declare sample_period (how often a turbine takes a reading, e.g. 2s), then `galewatch stats rebuild` the range for the intervals written before".into());
             }
         }
-        Layout::new(
+        Layout::with_availability(
             &cfg.stats_sql(),
             self.names,
             cfg.settings.stats_stuck_min_readings,
+            cfg.availability().map(|(_, _, view)| view),
         )
         .map_err(|e| format!("--names iec: {e}"))
     }
@@ -196,6 +197,13 @@ fn select_sql(sql: &Sql, turbines: &Turbines) -> String {
         }
     }
     cols.extend(sql.counted.iter().map(|s| q(stats::count_column(s))));
+    if sql.availability.is_some() {
+        cols.extend(
+            crate::core::availability::Category::ALL
+                .iter()
+                .map(|c| q(stats::category_column(*c))),
+        );
+    }
     let which = match turbines {
         Turbines::One(_) => " AND turbine_id = $3",
         Turbines::Prefix(_) => " AND turbine_id LIKE $3 ESCAPE '\\'",
@@ -222,6 +230,7 @@ fn stored(row: &tokio_postgres::Row, layout: &Layout) -> Result<Stored, tokio_po
         expected: row.try_get(4)?,
         numeric: Vec::with_capacity(numeric),
         counted: Vec::with_capacity(counted),
+        categories: None,
     };
     for j in 0..numeric {
         let mut x = StoredNumeric {
@@ -244,6 +253,14 @@ fn stored(row: &tokio_postgres::Row, layout: &Layout) -> Result<Stored, tokio_po
     }
     for k in 0..counted {
         s.counted.push(row.try_get(i + k)?);
+    }
+    if layout.has_availability() {
+        let at = i + counted;
+        let mut cats = [None; 12];
+        for (k, c) in cats.iter_mut().enumerate() {
+            *c = row.try_get(at + k)?;
+        }
+        s.categories = Some(cats);
     }
     Ok(s)
 }

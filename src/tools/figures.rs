@@ -113,6 +113,9 @@ pub struct Stored {
     /// Per text or boolean signal, in [`Sql::counted`]'s order: the readings that carried it
     /// (None: not counted).
     pub counted: Vec<Option<i64>>,
+    /// When availability is kept: the readings in each category (`Category::ALL`'s order;
+    /// None: not counted when the interval was written).
+    pub categories: Option<[Option<i64>; 12]>,
 }
 
 /// An exported row: its cells, in [`Layout::columns`]' order, and what the filters look at.
@@ -190,6 +193,8 @@ pub struct Layout {
     angle: Vec<bool>,
     counted: usize,
     stuck_min_readings: i64,
+    /// Which categories count as available, when availability is kept.
+    view: Option<crate::core::availability::View>,
 }
 
 impl Layout {
@@ -199,7 +204,19 @@ impl Layout {
     /// vector mean, Yamartino deviation and flags; per text or boolean signal its count and
     /// flags. Err when two signals would give one column name (`--names iec`, where one's
     /// `iec_name` is another's name), naming both.
-    pub fn new<'s>(sql: &'s Sql, names: Names, stuck_min_readings: i64) -> Result<Layout, String> {
+    pub fn new(sql: &Sql, names: Names, stuck_min_readings: i64) -> Result<Layout, String> {
+        Layout::with_availability(sql, names, stuck_min_readings, None)
+    }
+
+    /// As [`Layout::new`], and, with `view` (availability kept), the interval's time-based
+    /// availability and its readings in each IEC 61400-26-1 category at the end:
+    /// `availability`, `avail_full_performance`, … `avail_information_unavailable`.
+    pub fn with_availability<'s>(
+        sql: &'s Sql,
+        names: Names,
+        stuck_min_readings: i64,
+        view: Option<crate::core::availability::View>,
+    ) -> Result<Layout, String> {
         let fixed = |name: &str, ty, nullable| Column {
             name: name.into(),
             ty,
@@ -258,11 +275,23 @@ impl Layout {
             ];
             add(&mut columns, s, cols)?;
         }
+        let view = view.filter(|_| sql.availability.is_some());
+        if view.is_some() {
+            columns.push(fixed("availability", Type::Float, true));
+            for c in crate::core::availability::Category::ALL {
+                columns.push(fixed(
+                    &crate::sink::stats::category_column(c),
+                    Type::Int64,
+                    true,
+                ));
+            }
+        }
         Ok(Layout {
             columns,
             angle: sql.numeric.iter().map(|s| s.angle).collect(),
             counted: sql.counted.len(),
             stuck_min_readings,
+            view,
         })
     }
 
@@ -273,6 +302,11 @@ impl Layout {
     /// How many numeric and how many text or boolean signals a [`Stored`] row holds.
     pub fn signals(&self) -> (usize, usize) {
         (self.angle.len(), self.counted)
+    }
+
+    /// Whether the rows carry availability (its columns, and [`Stored::categories`]).
+    pub fn has_availability(&self) -> bool {
+        self.view.is_some()
     }
 
     /// Whether numeric signal `j` ([`Sql::numeric`]'s order) is an angle.
@@ -349,6 +383,22 @@ impl Layout {
                 }
                 None => cells.extend([Cell::Null, Cell::Null]),
             }
+        }
+        if let Some(view) = &self.view {
+            let cats = s.categories.unwrap_or([None; 12]);
+            let counted = cats.iter().all(Option::is_some);
+            let availability = counted
+                .then(|| {
+                    let mut c = crate::core::availability::Counts::default();
+                    for (k, n) in cats.iter().enumerate() {
+                        c.0[k] = n.unwrap_or(0);
+                    }
+                    let missing = s.expected.map_or(0.0, |e| (e - s.readings as f64).max(0.0));
+                    view.time_based(&c, missing)
+                })
+                .flatten();
+            cells.push(float(availability));
+            cells.extend(cats.iter().map(|n| int(*n)));
         }
         Row {
             cells,
@@ -509,6 +559,7 @@ mod tests {
             expected: Some(300.0),
             numeric,
             counted,
+            categories: None,
         }
     }
 

@@ -634,6 +634,43 @@ impl Drop for Daemon {
     }
 }
 
+/// The panel, served in-process on a free port until dropped, with the settings of `file` (a
+/// daemon's TOML) on the database `db`.
+pub struct Panel {
+    pub addr: String,
+    _stop: tokio_util::sync::DropGuard,
+}
+
+impl Panel {
+    pub async fn serve(db: &TestDb, file: &std::path::Path) -> Panel {
+        let cfg = galewatch::daemon::config::Settings {
+            database_url: db.url.clone(),
+            ..galewatch::daemon::config::load(Some(file))
+                .expect("the daemon's settings")
+                .settings
+        }
+        .validate()
+        .expect("valid settings");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let rx = stop.clone();
+        tokio::spawn(async move { galewatch::panel::serve(&cfg, listener, rx).await });
+        Panel {
+            addr,
+            _stop: stop.drop_guard(),
+        }
+    }
+
+    /// GET `path`: the status and the body.
+    pub async fn get(&self, path: &str) -> (u16, String) {
+        let (addr, path) = (self.addr.clone(), path.to_string());
+        tokio::task::spawn_blocking(move || http_get(&addr, &path))
+            .await
+            .unwrap()
+    }
+}
+
 /// How many migrations the schema has (`migrations/`): what `refinery_schema_history` holds once
 /// a database is migrated.
 pub fn migration_count() -> i64 {

@@ -1,0 +1,425 @@
+//! Availability: IEC 61400-26-1's information categories, how a status signal's values map to
+//! them (with the standard's priority where two apply), and time-based availability from the
+//! time in each — counted per interval like every other statistic, so it merges exactly.
+
+use std::collections::HashMap;
+
+use crate::core::signals::Datum;
+
+/// IEC 61400-26-1:2019's information categories, in its priority order: where two apply to one
+/// moment, the one listed first is the moment's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Category {
+    FullPerformance,
+    PartialPerformance,
+    TechnicalStandby,
+    OutOfElectricalSpecification,
+    RequestedShutdown,
+    OutOfEnvironmentalSpecification,
+    ScheduledMaintenance,
+    PlannedCorrectiveAction,
+    ForcedOutage,
+    Suspended,
+    ForceMajeure,
+    InformationUnavailable,
+}
+
+impl Category {
+    /// Every category, in priority order.
+    pub const ALL: [Category; 12] = [
+        Category::FullPerformance,
+        Category::PartialPerformance,
+        Category::TechnicalStandby,
+        Category::OutOfElectricalSpecification,
+        Category::RequestedShutdown,
+        Category::OutOfEnvironmentalSpecification,
+        Category::ScheduledMaintenance,
+        Category::PlannedCorrectiveAction,
+        Category::ForcedOutage,
+        Category::Suspended,
+        Category::ForceMajeure,
+        Category::InformationUnavailable,
+    ];
+
+    /// Its name in settings, columns and exports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Category::FullPerformance => "full_performance",
+            Category::PartialPerformance => "partial_performance",
+            Category::TechnicalStandby => "technical_standby",
+            Category::OutOfElectricalSpecification => "out_of_electrical_specification",
+            Category::RequestedShutdown => "requested_shutdown",
+            Category::OutOfEnvironmentalSpecification => "out_of_environmental_specification",
+            Category::ScheduledMaintenance => "scheduled_maintenance",
+            Category::PlannedCorrectiveAction => "planned_corrective_action",
+            Category::ForcedOutage => "forced_outage",
+            Category::Suspended => "suspended",
+            Category::ForceMajeure => "force_majeure",
+            Category::InformationUnavailable => "information_unavailable",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Category> {
+        Category::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// Its place in [`Category::ALL`].
+    pub fn index(self) -> usize {
+        Category::ALL
+            .iter()
+            .position(|c| *c == self)
+            .expect("every category is listed")
+    }
+
+    /// The time-based availability's default view (IEC 61400-26-1, its operative and
+    /// non-operative categories): time the turbine was available (operative: generating, or
+    /// able to and held back by the wind, the grid or its owner)…
+    pub fn available_by_default(self) -> bool {
+        self <= Category::OutOfEnvironmentalSpecification
+    }
+
+    /// …or not (non-operative: maintenance, repair, a fault, suspended). Force majeure and
+    /// information unavailable count for neither.
+    pub fn unavailable_by_default(self) -> bool {
+        (Category::ScheduledMaintenance..=Category::Suspended).contains(&self)
+    }
+}
+
+/// A status value as settings name it: an integer code or a text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Status {
+    Code(i64),
+    Text(String),
+}
+
+impl Status {
+    /// A reading's status value, if it has one of a kind a status can be.
+    pub fn of(d: &Datum) -> Option<Status> {
+        match d {
+            Datum::Int(i) => Some(Status::Code(*i)),
+            Datum::Float(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => {
+                Some(Status::Code(*f as i64))
+            }
+            Datum::Text(t) => Some(Status::Text(t.to_string())),
+            Datum::Bool(b) => Some(Status::Code(i64::from(*b))),
+            _ => None,
+        }
+    }
+}
+
+/// Which category each status value stands for.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Mapping {
+    by_value: HashMap<Status, Category>,
+}
+
+impl Mapping {
+    /// The mapping of `categories` (each with the values that stand for it). A value listed
+    /// under two categories stands for the one of higher priority.
+    pub fn new(categories: &[(Category, Vec<Status>)]) -> Mapping {
+        let mut by_value: HashMap<Status, Category> = HashMap::new();
+        for (c, values) in categories {
+            for v in values {
+                let e = by_value.entry(v.clone()).or_insert(*c);
+                *e = (*e).min(*c);
+            }
+        }
+        Mapping { by_value }
+    }
+
+    /// The category of a reading whose status is `status`: its mapped one; a value no setting
+    /// names, or no status at all, is information unavailable (the state is not known).
+    pub fn category(&self, status: Option<&Status>) -> Category {
+        status
+            .and_then(|s| self.by_value.get(s))
+            .copied()
+            .unwrap_or(Category::InformationUnavailable)
+    }
+
+    /// The values that stand for `c`.
+    pub fn values_of(&self, c: Category) -> Vec<&Status> {
+        let mut v: Vec<&Status> = self
+            .by_value
+            .iter()
+            .filter(|(_, k)| **k == c)
+            .map(|(s, _)| s)
+            .collect();
+        v.sort_by_key(|s| match s {
+            Status::Code(i) => (0, *i, String::new()),
+            Status::Text(t) => (1, 0, t.clone()),
+        });
+        v
+    }
+}
+
+/// Readings in each category ([`Category::ALL`]'s order): each reading stands for its sample
+/// period. Merged by addition.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts(pub [i64; 12]);
+
+impl Counts {
+    pub fn add(&mut self, c: Category) {
+        self.0[c.index()] += 1;
+    }
+
+    pub fn merge(&self, o: &Counts) -> Counts {
+        let mut out = *self;
+        for (a, b) in out.0.iter_mut().zip(o.0) {
+            *a += b;
+        }
+        out
+    }
+
+    pub fn get(&self, c: Category) -> i64 {
+        self.0[c.index()]
+    }
+}
+
+/// Which categories count as available, as unavailable, or for neither (excluded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct View {
+    pub available: Vec<Category>,
+    pub unavailable: Vec<Category>,
+}
+
+impl Default for View {
+    /// IEC 61400-26-1's operative against non-operative time; force majeure and information
+    /// unavailable excluded.
+    fn default() -> Self {
+        View {
+            available: Category::ALL
+                .into_iter()
+                .filter(|c| c.available_by_default())
+                .collect(),
+            unavailable: Category::ALL
+                .into_iter()
+                .filter(|c| c.unavailable_by_default())
+                .collect(),
+        }
+    }
+}
+
+impl View {
+    /// Time-based availability: available time over available and unavailable time. `counts`
+    /// the readings in each category; `missing` the readings expected that never came (time
+    /// with no data, information unavailable). None when no time counts either way.
+    pub fn time_based(&self, counts: &Counts, missing: f64) -> Option<f64> {
+        let sum = |cs: &[Category]| -> f64 {
+            cs.iter()
+                .map(|c| {
+                    let n = counts.get(*c) as f64;
+                    if *c == Category::InformationUnavailable {
+                        n + missing.max(0.0)
+                    } else {
+                        n
+                    }
+                })
+                .sum()
+        };
+        let (a, u) = (sum(&self.available), sum(&self.unavailable));
+        (a + u > 0.0).then(|| a / (a + u))
+    }
+}
+
+/// Availability's settings as an operator writes them (`availability_*`), to be checked.
+pub struct Settings<'a> {
+    pub status_signal: &'a str,
+    /// Category name → the status values that stand for it.
+    pub categories: &'a [(String, Vec<Status>)],
+    pub available: &'a [String],
+    pub unavailable: &'a [String],
+    pub stats_enabled: bool,
+}
+
+/// Availability as the checked settings keep it: the status signal's position, its mapping
+/// and the view of time.
+pub type Checked = (usize, Mapping, View);
+
+impl Settings<'_> {
+    /// The settings checked against the declared signals: None when availability is not kept;
+    /// else the setting to blame and what is wrong.
+    pub fn check(
+        &self,
+        signals: &crate::core::signals::Signals,
+    ) -> Result<Option<Checked>, (String, String)> {
+        use crate::core::signals::Kind;
+        let bad = |s: &str, p: String| Err((s.to_string(), p));
+        let names = || {
+            Category::ALL
+                .iter()
+                .map(|c| c.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let category = |setting: String, n: &str| -> Result<Category, (String, String)> {
+            Category::from_name(n).ok_or_else(|| {
+                (
+                    setting,
+                    format!(
+                        "{n:?} is not one of IEC 61400-26-1's categories: {}",
+                        names()
+                    ),
+                )
+            })
+        };
+        if self.status_signal.is_empty() {
+            if !self.categories.is_empty() {
+                return bad(
+                    "availability_categories",
+                    "is set but availability_status_signal is empty: name the signal whose values the categories map".into(),
+                );
+            }
+            return Ok(None);
+        }
+        if !self.stats_enabled {
+            return bad(
+                "availability_status_signal",
+                "availability is kept in the interval statistics, which stats_enabled = false turns off".into(),
+            );
+        }
+        let Some(status) = signals.position(self.status_signal) else {
+            return bad(
+                "availability_status_signal",
+                format!("{:?} is not a declared signal", self.status_signal),
+            );
+        };
+        let kind = signals.get(status).kind;
+        if kind == Kind::Boolean {
+            return bad(
+                "availability_status_signal",
+                format!(
+                    "{} is a boolean: a status is a code or a text",
+                    self.status_signal
+                ),
+            );
+        }
+        let mut mapped = Vec::with_capacity(self.categories.len());
+        for (name, values) in self.categories {
+            let setting = format!("availability_categories.{name}");
+            let c = category(setting.clone(), name)?;
+            for v in values {
+                let fits = matches!(
+                    (kind, v),
+                    (Kind::Text, Status::Text(_)) | (Kind::Integer | Kind::Float, Status::Code(_))
+                );
+                if !fits {
+                    return bad(
+                        &setting,
+                        format!(
+                            "{v:?} cannot be a value of {} ({})",
+                            self.status_signal,
+                            kind.as_str()
+                        ),
+                    );
+                }
+            }
+            mapped.push((c, values.clone()));
+        }
+        let view_of = |setting: &str, list: &[String]| -> Result<Vec<Category>, (String, String)> {
+            list.iter()
+                .map(|n| category(setting.to_string(), n))
+                .collect()
+        };
+        let view = View {
+            available: view_of("availability_available", self.available)?,
+            unavailable: view_of("availability_unavailable", self.unavailable)?,
+        };
+        if let Some(c) = view.available.iter().find(|c| view.unavailable.contains(c)) {
+            return bad(
+                "availability_unavailable",
+                format!(
+                    "{} is also in availability_available: time is one or the other",
+                    c.name()
+                ),
+            );
+        }
+        Ok(Some((status, Mapping::new(&mapped), view)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_in_two_categories_takes_the_higher_priority() {
+        let m = Mapping::new(&[
+            (
+                Category::ForcedOutage,
+                vec![Status::Code(7), Status::Code(9)],
+            ),
+            (Category::FullPerformance, vec![Status::Code(1)]),
+            (Category::ScheduledMaintenance, vec![Status::Code(9)]),
+        ]);
+        assert_eq!(
+            m.category(Some(&Status::Code(1))),
+            Category::FullPerformance
+        );
+        assert_eq!(
+            m.category(Some(&Status::Code(9))),
+            Category::ScheduledMaintenance
+        );
+        assert_eq!(
+            m.category(Some(&Status::Code(8))),
+            Category::InformationUnavailable
+        );
+        assert_eq!(m.category(None), Category::InformationUnavailable);
+        assert_eq!(m.values_of(Category::ForcedOutage), [&Status::Code(7)]);
+    }
+
+    #[test]
+    fn statuses_are_read_from_any_value_that_can_be_one() {
+        assert_eq!(Status::of(&Datum::Int(3)), Some(Status::Code(3)));
+        assert_eq!(Status::of(&Datum::Float(3.0)), Some(Status::Code(3)));
+        assert_eq!(Status::of(&Datum::Float(3.5)), None);
+        assert_eq!(
+            Status::of(&Datum::Text("run".into())),
+            Some(Status::Text("run".into()))
+        );
+        assert_eq!(Status::of(&Datum::Null), None);
+    }
+
+    #[test]
+    fn time_based_availability_counts_operative_against_non_operative_time() {
+        let mut c = Counts::default();
+        for _ in 0..90 {
+            c.add(Category::FullPerformance);
+        }
+        for _ in 0..5 {
+            c.add(Category::OutOfEnvironmentalSpecification);
+        }
+        for _ in 0..5 {
+            c.add(Category::ForcedOutage);
+        }
+        for _ in 0..20 {
+            c.add(Category::ForceMajeure);
+        }
+        let v = View::default();
+        assert_eq!(
+            v.time_based(&c, 30.0),
+            Some(0.95),
+            "force majeure and missing time excluded"
+        );
+        let strict = View {
+            available: vec![Category::FullPerformance],
+            unavailable: Category::ALL[1..].to_vec(),
+        };
+        // 90 of 90 + 5 + 5 + 20 + 30 (the missing time is information unavailable).
+        assert_eq!(strict.time_based(&c, 30.0), Some(0.6));
+        assert_eq!(v.time_based(&Counts::default(), 0.0), None);
+        assert_eq!(c.merge(&c).get(Category::ForcedOutage), 10);
+    }
+
+    #[test]
+    fn the_order_is_the_standards() {
+        assert!(Category::FullPerformance.available_by_default());
+        assert!(Category::OutOfEnvironmentalSpecification.available_by_default());
+        assert!(!Category::ScheduledMaintenance.available_by_default());
+        assert!(Category::Suspended.unavailable_by_default());
+        assert!(!Category::ForceMajeure.unavailable_by_default());
+        assert!(!Category::InformationUnavailable.available_by_default());
+        for c in Category::ALL {
+            assert_eq!(Category::from_name(c.name()), Some(c));
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! Availability (IEC 61400-26-1, time-based), end to end against a real broker and database: a
+//! turbine's status codes mapped to the standard's categories, counted per interval as readings
+//! land, exact through resends, a collision resolved by keeping the incoming reading (its status
+//! differs) and `galewatch stats rebuild`; the daemon's gauges, the panel and the export say it.
+
+mod common;
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use common::*;
+
+const SETTINGS: &str = r#"
+sample_period = "2s"
+availability_status_signal = "status_code"
+availability_categories = { full_performance = [1], scheduled_maintenance = [5], forced_outage = [6], requested_shutdown = [7] }
+[[signals]]
+name = "power_kw"
+required = true
+[[signals]]
+name = "wind_speed_ms"
+[[signals]]
+name = "status_code"
+type = "integer"
+"#;
+
+fn reading(t: DateTime<Utc>, power: f64, status: i64) -> String {
+    format!(
+        r#"{{"recorded_at":"{}","power_kw":{power},"wind_speed_ms":8.0,"status_code":{status}}}"#,
+        t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    )
+}
+
+fn messages(turbine: &str, readings: &[String]) -> Vec<(String, Vec<u8>)> {
+    readings
+        .chunks(50)
+        .map(|c| {
+            json(
+                &format!("turbines/{turbine}/readings"),
+                &format!("[{}]", c.join(",")),
+            )
+        })
+        .collect()
+}
+
+/// The readings in each category per the table, summed over the turbine's intervals.
+async fn counts(db: &TestDb) -> Vec<i64> {
+    let cats = galewatch::core::availability::Category::ALL;
+    let sums: Vec<String> = cats
+        .iter()
+        .map(|c| format!("coalesce(sum(avail_{}), 0)::int8", c.name()))
+        .collect();
+    let c = db.client().await;
+    let r = c
+        .query_one(
+            &format!(
+                "SELECT {} FROM interval_stats WHERE turbine_id = 'A-1'",
+                sums.join(", ")
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    (0..cats.len()).map(|i| r.get(i)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn availability_is_counted_exactly_and_told_everywhere() {
+    use galewatch::core::availability::Category as C;
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("galewatch.toml");
+    std::fs::write(&config, SETTINGS).unwrap();
+    let mut d = Daemon::new(&broker, &db, "gw-availability");
+    d.config = Some(config.clone());
+    d.start_ready();
+
+    // The last hour of whole intervals: 1,800 readings expected at 2 s. A-1 sends 1,500: 1,200
+    // running (1), 100 in maintenance (5), 100 in a fault (6), 100 with a code no category
+    // names (99: information unavailable); 300 never come.
+    let width = galewatch::sink::stats::Width::new(Duration::from_secs(600)).unwrap();
+    let until = width.start_of(Utc::now());
+    let since = until - chrono::Duration::hours(1);
+    let at = |k: i64| since + chrono::Duration::seconds(2 * k);
+    let status = |k: i64| match k {
+        0..1200 => 1,
+        1200..1300 => 5,
+        1300..1400 => 6,
+        _ => 99,
+    };
+    let all: Vec<String> = (0..1500)
+        .map(|k| reading(at(k), 1000.0 + k as f64, status(k)))
+        .collect();
+    let mut msgs = messages("A-1", &all);
+    // Resends of the first 100: duplicates, no second count.
+    msgs.extend(messages("A-1", &all[..100]));
+    // A collision: reading 1,350 (a fault) again with other values and status 1 (running).
+    msgs.extend(messages("A-1", &[reading(at(1350), 1.0, 1)]));
+    publish(&broker, msgs).await;
+    eventually(
+        Duration::from_secs(30),
+        "every reading received",
+        || async { d.metric("galewatch_readings_received_total") == 1601.0 },
+    )
+    .await;
+    assert_eq!(db.rows().await, 1500);
+    let mut want = vec![0i64; 12];
+    want[C::FullPerformance.index()] = 1200;
+    want[C::ScheduledMaintenance.index()] = 100;
+    want[C::ForcedOutage.index()] = 100;
+    want[C::InformationUnavailable.index()] = 100;
+    assert_eq!(
+        counts(&db).await,
+        want,
+        "resends and the collision counted nowhere"
+    );
+
+    // Keeping the incoming reading moves it from forced outage to full performance.
+    let id: i64 = db
+        .client()
+        .await
+        .query_one("SELECT id FROM quarantine", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let out = d.command(&[
+        "quarantine",
+        "resolve",
+        &id.to_string(),
+        "--keep",
+        "incoming",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    want[C::FullPerformance.index()] += 1;
+    want[C::ForcedOutage.index()] -= 1;
+    assert_eq!(
+        counts(&db).await,
+        want,
+        "the replaced reading's interval recomputed"
+    );
+    // A rebuild from the readings gives the same.
+    let out = d.command(&[
+        "stats",
+        "rebuild",
+        "--from",
+        &since.to_rfc3339(),
+        "--to",
+        &until.to_rfc3339(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(counts(&db).await, want, "rebuilt from readings");
+
+    // The day's availability: available 1,201 over 1,201 + 100 + 99 (maintenance and the fault);
+    // the 100 unmapped and the 300 missing are information unavailable, excluded.
+    let expected = 1201.0 / (1201.0 + 100.0 + 99.0);
+    d.terminate();
+    d.start_ready();
+    eventually(
+        Duration::from_secs(20),
+        "the availability gauges",
+        || async { d.metric("galewatch_turbines_below_availability") == 1.0 },
+    )
+    .await;
+    let m = d.scrape();
+    let near = |x: f64, y: f64| (x - y).abs() < 1e-12;
+    assert!(
+        near(sample(&m, "galewatch_fleet_availability_ratio"), expected),
+        "{m}"
+    );
+    assert!(
+        near(
+            sample(&m, r#"galewatch_turbine_availability_ratio{turbine="A-1"}"#),
+            expected
+        ),
+        "{m}"
+    );
+    d.terminate();
+
+    // The panel: the turbine page's bar and figure, the fleet page's column.
+    let panel = Panel::serve(&db, &config).await;
+    let range = format!("from={}&to={}", since.timestamp(), until.timestamp());
+    let (status, page) = panel.get(&format!("/turbines/A-1?{range}")).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains(&format!(
+            "time-based) <span class=\"num\">{:.2} %</span>",
+            100.0 * expected
+        )),
+        "{page}"
+    );
+    // 300 missing + 100 unmapped of 1,800.
+    assert!(
+        page.contains("title=\"information_unavailable: 22.22 %\""),
+        "{page}"
+    );
+    assert!(
+        page.contains("title=\"scheduled_maintenance: 5.56 %\""),
+        "{page}"
+    );
+    let (_, fleet) = panel.get("/").await;
+    assert!(fleet.contains("avail."), "{fleet}");
+    // Yesterday's or this month's cell, whichever the last hour falls in.
+    assert!(
+        fleet.contains(&format!("{:.1} %", 100.0 * expected)),
+        "{fleet}"
+    );
+    drop(panel);
+
+    // The export: the interval's availability and its readings by category.
+    let out = d.command(&[
+        "export",
+        "--turbine",
+        "A-1",
+        "--from",
+        &since.to_rfc3339(),
+        "--to",
+        &until.to_rfc3339(),
+        "--format",
+        "jsonl",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let sum = |k: &str| rows.iter().map(|r| r[k].as_i64().unwrap_or(0)).sum::<i64>();
+    assert_eq!(sum("avail_full_performance"), 1201);
+    assert_eq!(sum("avail_forced_outage"), 99);
+    // The first interval: 300 readings, all running.
+    assert_eq!(rows[0]["availability"], 1.0);
+}
