@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
@@ -127,32 +126,7 @@ async fn fleet_lands(db: &TestDb) {
         30
     );
     // Every reading as the fleet made it: same turbine, instant (to the millisecond) and values.
-    let mut want = BTreeSet::new();
-    for i in 0..30 {
-        for j in 0..20 {
-            let (p, w, r) = (
-                e.fleet.stamp(i, j).timestamp_millis(),
-                e.fleet.values(i, j),
-                e.fleet.turbine_id(i),
-            );
-            want.insert((r, p, format!("{:?}", w)));
-        }
-    }
-    let c = db.client().await;
-    let got: BTreeSet<_> = c
-        .query(
-            "SELECT turbine_id, (extract(epoch FROM recorded_at) * 1000)::int8, power_kw, wind_speed_ms, rotor_rpm FROM readings",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| {
-            let v: (f64, f64, f64) = (row.get(2), row.get(3), row.get(4));
-            (row.get::<_, String>(0), row.get::<_, i64>(1), format!("{v:?}"))
-        })
-        .collect();
-    assert_eq!(got, want);
+    assert_eq!(stored_rows(db).await, fleet_rows(&e.fleet));
     assert_eq!(d.metric("galewatch_sparkplug_seq_gaps_total"), 0.0);
     assert_eq!(
         d.metric(r#"galewatch_sparkplug_messages_total{type="DBIRTH"}"#),

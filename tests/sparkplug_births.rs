@@ -7,7 +7,9 @@
 //!   with that birth committed, is never decoded with the newer birth: neither a wrong value nor
 //!   a false collision; it is refused `unproven_birth` and a rebirth is asked. Two ways: a batch
 //!   held by a row lock while a later batch (with the birth) commits (pipelined writers), and
-//!   acknowledgements that never reach the broker (a proxy drops the PUBACKs: any writers).
+//!   acknowledgements that never reach the broker (a proxy drops the PUBACKs: any writers);
+//! - a birth whose batch is still open, dropped from the cache, is waited for by the next DATA
+//!   of its device, never replaced by the older birth stored before it.
 
 mod common;
 
@@ -414,6 +416,59 @@ async fn an_ack_that_never_reached_the_broker_is_no_false_collision_1_writer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ack_that_never_reached_the_broker_is_no_false_collision_4_writers() {
     an_ack_that_never_reached_the_broker(4).await;
+}
+
+/// A birth not yet committed whose entry the cache already dropped (`sparkplug_births_cached`
+/// 1, a batch held open by `batch_max_wait`): the next DATA of its device waits for it to commit
+/// before it reads the database, never decoded with the older birth stored before it. (The
+/// wait is for that node's births only, not for every message handed on: a restart does not
+/// wait one batch per device, `tests/sparkplug_bounds.rs`.)
+async fn a_birth_still_being_written_is_waited_for(writers: usize) {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let settings = |d: Daemon| {
+        let mut d = with_writers(d, writers);
+        d.env
+            .insert("GALEWATCH_SPARKPLUG_BIRTHS_CACHED".into(), "1".into());
+        d.env.insert("GALEWATCH_BATCH_MAX_WAIT".into(), "2s".into());
+        d
+    };
+    // A session the broker keeps, so stored births apply (a fresh one trusts none).
+    let mut d = settings(daemon(&broker, &db, "gw-sp-unwritten"));
+    d.start_ready();
+    d.terminate();
+    let mut d = settings(daemon(&broker, &db, "gw-sp-unwritten"));
+    d.start_ready();
+    first_birth(&d, &broker, &db).await;
+    // T1 rebirths swapped; T2's birth pushes T1's out of the cache while its batch is open.
+    publish(
+        &broker,
+        vec![
+            birth(2, T0 + 3000, true),
+            dbirth(NODE, "T2", 3, T0 + 3000, 5.0),
+            data(4, T0 + 4000, 10.0, 20.0),
+        ],
+    )
+    .await;
+    wait_row(&db, T0 + 4000).await;
+    wait_acked(&d).await;
+    assert_eq!(
+        stored(&db).await.get(&ms(T0 + 4000)),
+        Some(&(20.0, 10.0)),
+        "decoded with the swapped birth, which arrived before it"
+    );
+    assert_eq!(db.count("SELECT count(*) FROM rejected").await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM quarantine").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_birth_still_being_written_is_waited_for_1_writer() {
+    a_birth_still_being_written_is_waited_for(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_birth_still_being_written_is_waited_for_4_writers() {
+    a_birth_still_being_written_is_waited_for(4).await;
 }
 
 /// A node alternating between two births for ever, on one connection (nothing proven

@@ -88,8 +88,9 @@ pub struct Custody {
     pub ack: AckToken,
     /// Monotonic clock at receipt, for arrival-to-ack timing.
     pub arrived: Instant,
-    /// What its format holds until the batch is done (Sparkplug B reads births and sequence
-    /// numbers from the database only once none is held: `sparkplug/intake.rs`).
+    /// What its format holds until the batch is done (Sparkplug B reads a node's births and
+    /// sequence number from the database only once none of that node's is held:
+    /// `sparkplug/host.rs`, `Unwritten`).
     pub hold: Option<crate::intake::format::Hold>,
     /// This message's share of the unacked budget, given back when the message is dropped.
     pub permit: Option<Held>,

@@ -185,3 +185,39 @@ pub fn text_metric(name: &str, alias: u64, text: &str, at: u64, named: bool) -> 
         m
     }
 }
+
+/// A reading as stored: turbine, recorded_at in milliseconds, (power, wind, rotor) as text.
+pub type Row = (String, i64, String);
+
+/// Every reading a simulated fleet sends, as [`stored_rows`] reads it back.
+pub fn fleet_rows(fleet: &galewatch::tools::simulate::Fleet) -> std::collections::BTreeSet<Row> {
+    (0..fleet.turbines)
+        .flat_map(|i| (0..fleet.readings).map(move |j| (i, j)))
+        .map(|(i, j)| {
+            let v = fleet.values(i, j);
+            (
+                fleet.turbine_id(i),
+                fleet.stamp(i, j).timestamp_millis(),
+                format!("{v:?}"),
+            )
+        })
+        .collect()
+}
+
+/// Every reading stored: same turbine, instant (to the millisecond) and values.
+pub async fn stored_rows(db: &TestDb) -> std::collections::BTreeSet<Row> {
+    db.client()
+        .await
+        .query(
+            "SELECT turbine_id, (extract(epoch FROM recorded_at) * 1000)::int8, power_kw, wind_speed_ms, rotor_rpm FROM readings",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let v: (f64, f64, f64) = (row.get(2), row.get(3), row.get(4));
+            (row.get::<_, String>(0), row.get::<_, i64>(1), format!("{v:?}"))
+        })
+        .collect()
+}

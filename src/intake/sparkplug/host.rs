@@ -10,7 +10,8 @@
 //! - a message delivered for the first time (`dup` false) follows every birth that arrived
 //!   before it, on this connection or an earlier one: any such birth not yet acknowledged would
 //!   have been delivered again first. The newest known one applies (the subscriber waits until
-//!   every birth it handed on has committed before it reads the database);
+//!   every birth of the node it handed on has committed before it reads the database:
+//!   [`Unwritten`]);
 //! - a redelivered message (`dup` true) may be older than births stored after it: it is decoded
 //!   only with what all the births it may follow agree on (`Known::agreed`), those from the
 //!   newest proven one on (`sink/births.rs`);
@@ -456,6 +457,64 @@ impl Host {
     }
 }
 
+/// What the messages handed on and not yet committed still have to write that a database read
+/// of the subscriber needs: births (withdrawals too) by birth key, sequence numbers by edge node.
+/// A read waits only for what it reads: a device's births need its own and its node's (a node's
+/// withdrawal ends its devices' births, `sink/births.rs`), a node's births its own, a node's
+/// sequence number the node's marks. Waiting for every message handed on instead made each
+/// device's first message after a restart wait for a batch to fill or time out and commit, one
+/// device after another (100 devices at `batch_max_wait` 300 ms: 30 s before the subscription).
+/// Bounded: a key is kept only while a message in custody holds it.
+#[derive(Debug, Default)]
+pub struct Unwritten {
+    births: HashMap<String, usize>,
+    seqs: HashMap<String, usize>,
+}
+
+/// The birth key of the node a birth key (`Topic::birth_key`) belongs to: `group/node/`.
+fn node_birth_key(key: &str) -> &str {
+    key.rfind('/').map_or(key, |i| &key[..=i])
+}
+
+impl Unwritten {
+    /// A message handed on that writes a birth of `birth` (a birth key) and/or the sequence
+    /// number of `node` (`Topic::node_key`).
+    pub fn enter(&mut self, birth: Option<&str>, node: Option<&str>) {
+        for (map, key) in [(&mut self.births, birth), (&mut self.seqs, node)] {
+            if let Some(k) = key {
+                *map.entry(k.to_string()).or_default() += 1;
+            }
+        }
+    }
+
+    /// That message committed, or was abandoned.
+    pub fn leave(&mut self, birth: Option<&str>, node: Option<&str>) {
+        for (map, key) in [(&mut self.births, birth), (&mut self.seqs, node)] {
+            if let Some(n) = key.and_then(|k| map.get_mut(k)) {
+                *n -= 1;
+                if *n == 0 {
+                    map.remove(key.expect("found by it"));
+                }
+            }
+        }
+    }
+
+    /// Whether a read of the births of `key` (`Topic::birth_key`) must wait.
+    pub fn births_of(&self, key: &str) -> bool {
+        self.births.contains_key(key) || self.births.contains_key(node_birth_key(key))
+    }
+
+    /// Whether a read of the sequence number of `node` (`Topic::node_key`) must wait.
+    pub fn seq_of(&self, node: &str) -> bool {
+        self.seqs.contains_key(node)
+    }
+
+    /// Whether nothing is left to write.
+    pub fn is_empty(&self) -> bool {
+        self.births.is_empty() && self.seqs.is_empty()
+    }
+}
+
 /// Whether two alias tables are the same one.
 fn same(a: &Option<Arc<Known>>, b: &Option<Arc<Known>>) -> bool {
     match (a, b) {
@@ -733,6 +792,43 @@ mod tests {
         assert_eq!(s.held_back, 1 + 999 + (1000 - sent as u64));
         assert_eq!(s.examples.len(), Summary::EXAMPLES);
         assert!(h.take_summary().is_empty(), "taken");
+    }
+
+    #[test]
+    fn a_read_waits_only_for_what_it_reads() {
+        let mut u = Unwritten::default();
+        assert!(!u.births_of("g/n/d") && !u.seq_of("g/n"));
+        // DATA of other devices and nodes handed on (sequence marks only) hold no births read.
+        u.enter(None, Some("g/n"));
+        u.enter(None, Some("g/m"));
+        assert!(!u.births_of("g/n/d") && !u.births_of("g/n/"));
+        assert!(u.seq_of("g/n") && u.seq_of("g/m") && !u.seq_of("g/o"));
+        // A device's birth holds that device's read, not its siblings' nor its node's.
+        u.enter(Some("g/n/d"), Some("g/n"));
+        assert!(u.births_of("g/n/d"));
+        assert!(!u.births_of("g/n/e") && !u.births_of("g/n/"));
+        // The node's own birth (or withdrawal) holds every read of the node and its devices.
+        u.enter(Some("g/n/"), Some("g/n"));
+        assert!(u.births_of("g/n/e") && u.births_of("g/n/"));
+        assert!(!u.births_of("g/m/e"), "another node's are free");
+        assert!(
+            !u.births_of("g/nn/d") && !u.births_of("h/n/d"),
+            "no prefix confusion"
+        );
+        // Counted: a key stays held until its last message is done.
+        u.enter(Some("g/n/"), None);
+        u.leave(Some("g/n/"), Some("g/n"));
+        assert!(u.births_of("g/n/e"));
+        u.leave(Some("g/n/"), None);
+        assert!(!u.births_of("g/n/e") && u.births_of("g/n/d"));
+        u.leave(Some("g/n/d"), Some("g/n"));
+        u.leave(None, Some("g/n"));
+        assert!(!u.seq_of("g/n"));
+        u.leave(None, Some("g/m"));
+        assert!(u.is_empty(), "nothing kept once done: {u:?}");
+        // Done twice (never happens) does not underflow.
+        u.leave(Some("g/n/d"), Some("g/n"));
+        assert!(u.is_empty());
     }
 
     #[test]

@@ -4,14 +4,13 @@
 //! STATE). The decisions are `host.rs`'s and `mod.rs`'s; this file does the I/O they ask for.
 //!
 //! It runs inside the subscriber's task, so it never awaits anything that waits on polling:
-//! publishes are queued with `try_publish`; the waits, for the births handed on to commit and for
-//! a database read, are like the wait for budget (the broker keeps what is not read meanwhile),
-//! and the writers never wait on polling.
+//! publishes are queued with `try_publish`; the waits, for the births (or sequence numbers) of
+//! the node it reads to commit and for a database read, are like the wait for budget (the broker
+//! keeps what is not read meanwhile), and the writers never wait on polling.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -20,7 +19,7 @@ use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::AsyncClient;
 use tokio_util::sync::CancellationToken;
 
-use super::host::{Decision, Host, Seq};
+use super::host::{Decision, Host, Seq, Unwritten};
 use super::{
     judge, judge_at, parse_topic, rebirth_request, rebirth_topic, state, Birth, Judged, Kind,
     Known, Mapping,
@@ -95,14 +94,29 @@ impl Stored {
     }
 }
 
-/// A birth handed on and not yet committed (or abandoned): held by its message, so the
-/// subscriber can wait until the database holds every birth that arrived before it reads one.
+/// What the messages handed on still have to write, shared with the writers (who drop holds).
+type Shared = Arc<Mutex<Unwritten>>;
+
+fn lock(u: &Shared) -> MutexGuard<'_, Unwritten> {
+    // Nothing is left half-done under this lock: a panic elsewhere leaves the counts whole.
+    u.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A birth or sequence number handed on and not yet committed (or abandoned): held by its
+/// message, so the subscriber can wait until the database holds every one that arrived before
+/// it of the node it reads (`Unwritten`).
 #[derive(Debug)]
-pub struct Pending(Arc<AtomicUsize>);
+pub struct Pending {
+    unwritten: Shared,
+    /// The birth key of the birth (or withdrawal) it writes.
+    birth: Option<String>,
+    /// The edge node whose sequence number it writes.
+    node: Option<String>,
+}
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        lock(&self.unwritten).leave(self.birth.as_deref(), self.node.as_deref());
     }
 }
 
@@ -129,8 +143,14 @@ impl Format for Intake {
                 cx.shutdown,
             )
             .await?;
-            let hold = (judged.birth.is_some() || judged.mark.is_some())
-                .then(|| Box::new(self.hold()) as Hold);
+            let hold = (judged.birth.is_some() || judged.mark.is_some()).then(|| {
+                let birth = judged.birth.as_ref().map(Birth::key);
+                let node = judged
+                    .mark
+                    .as_ref()
+                    .map(|m| format!("{}/{}", m.group, m.node));
+                Box::new(self.hold(birth, node)) as Hold
+            });
             Some(Judgement {
                 items: judged.items,
                 birth: judged.birth.map(Box::new),
@@ -166,8 +186,8 @@ pub struct Intake {
     /// The filters subscribed with.
     filters: Vec<String>,
     store: Box<dyn BirthBook>,
-    /// Births handed on, not yet committed.
-    pending: Arc<AtomicUsize>,
+    /// Births and sequence numbers handed on, not yet committed.
+    unwritten: Shared,
     /// Publish STATE under this id.
     host_id: Option<String>,
     /// The STATE timestamp: the same in the will and in every "online", as Sparkplug 3.0 asks,
@@ -216,7 +236,7 @@ impl Intake {
             mapping: g.mapping.clone(),
             filters: g.filters.clone(),
             store,
-            pending: Arc::default(),
+            unwritten: Arc::default(),
             host_id: g.host_id.clone(),
             state_at: now_ms(),
             // The first event after a quiet spell is written at once.
@@ -260,10 +280,15 @@ impl Intake {
         }
     }
 
-    /// A birth's hold until its batch commits.
-    pub fn hold(&self) -> Pending {
-        self.pending.fetch_add(1, Ordering::AcqRel);
-        Pending(self.pending.clone())
+    /// A message's hold until its batch commits: it writes a birth of `birth` (a birth key)
+    /// and/or the sequence number of `node` (an edge node's key).
+    pub fn hold(&self, birth: Option<String>, node: Option<String>) -> Pending {
+        lock(&self.unwritten).enter(birth.as_deref(), node.as_deref());
+        Pending {
+            unwritten: self.unwritten.clone(),
+            birth,
+            node,
+        }
     }
 
     /// Judges one message. None when shutdown began while waiting on the database (the message
@@ -524,10 +549,15 @@ impl Intake {
         }
     }
 
-    /// Reads what `ask` names from the database, once every Sparkplug B message handed on is
-    /// done (so what it stored is there), waiting out an outage (or until shutdown: None).
+    /// Reads what `ask` names from the database, once every message handed on that writes what
+    /// it reads is done (so what it stored is there: `Unwritten`), waiting out an outage (or
+    /// until shutdown: None).
     async fn read(&mut self, ask: Ask<'_, '_>, shutdown: &CancellationToken) -> Option<Answer> {
-        while self.pending.load(Ordering::Acquire) > 0 {
+        let held = |u: &Unwritten| match ask {
+            Ask::Births(t) => u.births_of(&t.birth_key()),
+            Ask::Seq(t) => u.seq_of(&t.node_key()),
+        };
+        while held(&lock(&self.unwritten)) {
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(5)) => {}
                 _ = shutdown.cancelled() => return None,
