@@ -227,15 +227,7 @@ async fn availability_is_counted_exactly_and_told_everywhere() {
         "--format",
         "jsonl",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let rows = stdout_jsonl(&out);
     let sum = |k: &str| rows.iter().map(|r| r[k].as_i64().unwrap_or(0)).sum::<i64>();
     assert_eq!(sum("avail_full_performance"), 1201);
     assert_eq!(sum("avail_forced_outage"), 99);

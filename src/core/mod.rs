@@ -8,6 +8,7 @@ pub mod birth;
 pub mod circular;
 pub mod classify;
 pub mod outcome;
+pub mod power_curve;
 pub mod quality;
 pub mod reading;
 pub mod sampling;

@@ -261,6 +261,23 @@ pub struct Settings {
     /// majeure, information unavailable by default) count for neither.
     pub availability_available: Vec<String>,
     pub availability_unavailable: Vec<String>,
+    /// The power curve (IEC 61400-12-1, method of bins): which signals are the wind speed and
+    /// the power (a fleet without both has no curve)...
+    #[serde(deserialize_with = "scalar_string")]
+    pub power_curve_wind_signal: String,
+    #[serde(deserialize_with = "scalar_string")]
+    pub power_curve_power_signal: String,
+    /// ...the bins' width in m/s...
+    pub power_curve_bin_width: f64,
+    /// ...the least completeness an interval needs to count...
+    pub power_curve_min_completeness: f64,
+    /// ...whether, with availability kept, only intervals wholly in full performance count...
+    pub power_curve_full_performance_only: bool,
+    /// ...a declared (warranted) curve, `[[wind, power], ...]`; empty: the fleet's own...
+    pub power_curve_reference: Vec<(f64, f64)>,
+    /// ...and the bin filter: intervals further than this many standard deviations from their
+    /// bin's mean are listed as outliers.
+    pub power_curve_outlier_std: f64,
     /// The signals a reading carries (`[[signals]]` tables): each one's column, type, bounds,
     /// unit and pointer. Default: `power_kw` (required), `wind_speed_ms`, `rotor_rpm`.
     pub signals: Vec<SignalSetting>,
@@ -369,6 +386,13 @@ impl Default for Settings {
             sample_period: Duration::ZERO,
             sample_period_overrides: BTreeMap::new(),
             stats_stuck_min_readings: 10,
+            power_curve_wind_signal: "wind_speed_ms".into(),
+            power_curve_power_signal: "power_kw".into(),
+            power_curve_bin_width: 0.5,
+            power_curve_min_completeness: 0.9,
+            power_curve_full_performance_only: true,
+            power_curve_reference: Vec::new(),
+            power_curve_outlier_std: 3.0,
             availability_status_signal: String::new(),
             availability_categories: BTreeMap::new(),
             availability_available: category_names(|c| c.available_by_default()),
@@ -561,6 +585,11 @@ impl Config {
             self.availability()
                 .map(|(status, mapping, _)| crate::sink::stats::Availability { status, mapping }),
         )
+    }
+
+    /// The power curve's policy: None when the wind or the power signal is not declared.
+    pub fn power_curve(&self) -> Option<crate::core::power_curve::Policy> {
+        self.settings.power_curve().expect("checked by validate")
     }
 
     /// Availability as the settings keep it: None when no status signal is named.
@@ -997,6 +1026,25 @@ impl Settings {
         Ok((metrics_listen, panel_listen))
     }
 
+    /// The power curve's settings, checked against the declared signals (`core/power_curve.rs`).
+    fn power_curve(&self) -> Result<Option<crate::core::power_curve::Policy>, ConfigError> {
+        let d = Settings::default();
+        crate::core::power_curve::Settings {
+            wind_signal: &self.power_curve_wind_signal,
+            power_signal: &self.power_curve_power_signal,
+            bin_width: self.power_curve_bin_width,
+            min_completeness: self.power_curve_min_completeness,
+            full_performance_only: self.power_curve_full_performance_only,
+            reference: &self.power_curve_reference,
+            outlier_std: self.power_curve_outlier_std,
+        }
+        .check(
+            &self.checked_signals()?,
+            (&d.power_curve_wind_signal, &d.power_curve_power_signal),
+        )
+        .map_err(|(setting, problem)| ConfigError::new(&setting, problem))
+    }
+
     /// Availability's settings, checked against the declared signals (`core/availability.rs`).
     fn availability(&self) -> Result<Option<crate::core::availability::Checked>, ConfigError> {
         use crate::core::availability::{Settings as A, Status};
@@ -1055,6 +1103,7 @@ impl Settings {
             .map_err(|problem| ConfigError::new("stats_interval", problem))?;
         self.sample_periods()?;
         self.availability()?;
+        self.power_curve()?;
         if !(2..=1_000_000).contains(&self.stats_stuck_min_readings) {
             return Err(ConfigError::new(
                 "stats_stuck_min_readings",

@@ -259,6 +259,108 @@ fn frame(s: &mut String) {
     );
 }
 
+/// A power curve: the 10-minute means as points (power against wind speed), the binned curve
+/// (each bin's mean wind and mean power, joined), the reference it is held against (dashed),
+/// and the intervals the bin filter found (orange).
+pub struct CurveChart<'a> {
+    pub title: &'a str,
+    /// (wind, power) of each interval drawn.
+    pub points: &'a [(f64, f64)],
+    pub bins: &'a [(f64, f64)],
+    pub reference: &'a [(f64, f64)],
+    pub outliers: &'a [(f64, f64)],
+}
+
+/// The colours of a power curve: its bins and the bin filter's intervals.
+pub const CURVE_COLOUR: &str = "#1f77b4";
+
+impl CurveChart<'_> {
+    pub fn svg(&self) -> String {
+        let all = || {
+            self.points
+                .iter()
+                .chain(self.bins)
+                .chain(self.reference)
+                .chain(self.outliers)
+                .filter(|(w, p)| w.is_finite() && p.is_finite())
+        };
+        let wmax = all().map(|(w, _)| *w).fold(0.0f64, f64::max).max(1.0);
+        let (plo, phi) = all().fold((0.0f64, 1.0f64), |(lo, hi), (_, p)| {
+            (lo.min(*p), hi.max(*p))
+        });
+        let (x0, x1, xticks) = nice_scale(0.0, wmax);
+        let (y0, y1, yticks) = nice_scale(plo, phi);
+        let x = |w: f64| LEFT + (w - x0) / (x1 - x0).max(f64::MIN_POSITIVE) * (W - LEFT - RIGHT);
+        let y = |p: f64| TOP + (y1 - p) / (y1 - y0).max(f64::MIN_POSITIVE) * (H - TOP - BOTTOM);
+        let mut s = String::with_capacity(8 * 1024 + self.points.len() * 48);
+        let _ = write!(
+            s,
+            r##"<svg class="chart curve" viewBox="0 0 {W} {H}" width="100%" role="img" aria-label="{t}" xmlns="http://www.w3.org/2000/svg" font-family="system-ui, sans-serif" font-size="12"><text x="{LEFT}" y="18" font-size="14" font-weight="600" fill="#222">{t}</text>"##,
+            t = esc(self.title)
+        );
+        for (v, label) in yticks.iter().zip(tick_labels(&yticks)) {
+            let yy = y(*v);
+            let _ = write!(
+                s,
+                r##"<line x1="{LEFT}" x2="{}" y1="{yy:.1}" y2="{yy:.1}" stroke="#e5e5e5"/><text x="{}" y="{:.1}" text-anchor="end" fill="#555">{label}</text>"##,
+                W - RIGHT,
+                LEFT - 6.0,
+                yy + 4.0
+            );
+        }
+        for (v, label) in xticks.iter().zip(tick_labels(&xticks)) {
+            let xx = x(*v);
+            let _ = write!(
+                s,
+                r##"<text x="{xx:.1}" y="{:.1}" text-anchor="middle" fill="#555">{label}</text>"##,
+                H - BOTTOM + 16.0
+            );
+        }
+        frame(&mut s);
+        for (w, p) in self.points {
+            let _ = write!(
+                s,
+                r##"<circle class="point" cx="{:.1}" cy="{:.1}" r="1.6" fill="#888" fill-opacity="0.35"/>"##,
+                x(*w),
+                y(*p)
+            );
+        }
+        let line = |pts: &[(f64, f64)]| -> String {
+            pts.iter()
+                .map(|(w, p)| format!("{:.1},{:.1}", x(*w), y(*p)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        if self.reference.len() >= 2 {
+            let _ = write!(
+                s,
+                r##"<polyline class="reference" points="{}" fill="none" stroke="#222" stroke-width="1.5" stroke-dasharray="6 4"/>"##,
+                line(self.reference)
+            );
+        }
+        if !self.bins.is_empty() {
+            let _ = write!(
+                s,
+                r##"<polyline class="bins" points="{}" fill="none" stroke="{CURVE_COLOUR}" stroke-width="2.5"/>"##,
+                line(self.bins)
+            );
+        }
+        for (w, p) in self.outliers {
+            let _ = write!(
+                s,
+                r##"<circle class="outlier" cx="{:.1}" cy="{:.1}" r="3" fill="{FLAG_COLOUR}"/>"##,
+                x(*w),
+                y(*p)
+            );
+        }
+        if self.points.is_empty() {
+            no_readings(&mut s);
+        }
+        s.push_str("</svg>");
+        s
+    }
+}
+
 /// The note of a chart with no values.
 fn no_readings(s: &mut String) {
     let _ = write!(

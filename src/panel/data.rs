@@ -372,6 +372,10 @@ pub struct Status {
     /// None when availability is not kept (or nothing counted).
     pub availability_yesterday: Option<f64>,
     pub availability_month: Option<f64>,
+    /// Yesterday's energy against the reference's expectation at the wind it had, less 1
+    /// (−0.05: 5 % below); None without a curve or a reference.
+    #[serde(rename = "power_curve_deviation_yesterday")]
+    pub deviation: Option<f64>,
 }
 
 /// What the fleet page says of its turbines together.
@@ -380,6 +384,9 @@ pub struct FleetFigures {
     /// Whether availability is kept.
     #[serde(skip)]
     pub kept: bool,
+    /// Whether the fleet has a power curve (the deviation column).
+    #[serde(skip)]
+    pub curve: bool,
     /// The listed turbines' time-based availability, yesterday (UTC) and this month so far.
     pub availability_yesterday: Option<f64>,
     pub availability_month: Option<f64>,
@@ -395,6 +402,8 @@ pub enum Sort {
     Power,
     Clock,
     Quarantined,
+    /// The power curve's deviation of yesterday, the worst (the most below the reference) first.
+    Deviation,
 }
 
 impl Sort {
@@ -413,6 +422,7 @@ impl Sort {
             Sort::Power => "power",
             Sort::Clock => "clock",
             Sort::Quarantined => "quarantined",
+            Sort::Deviation => "deviation",
         }
     }
 
@@ -423,6 +433,8 @@ impl Sort {
             Sort::Power => "power_kw",
             Sort::Clock => "suspect",
             Sort::Quarantined => "quarantined",
+            // Ordered by the panel itself (Db::fleet); the statement lists the page's ids.
+            Sort::Deviation => "turbine_id",
         };
         let dir = if desc {
             "DESC NULLS LAST"
@@ -484,7 +496,40 @@ pub struct Db {
     quality: Option<(crate::sink::stats::Sql, i64)>,
     /// Which categories count as available time, when availability is kept.
     view: Option<crate::core::availability::View>,
+    /// The power curve's policy, when the fleet has one.
+    curve: Option<crate::core::power_curve::Policy>,
+    /// The fleet's own reference curve (its last 30 days), kept for ten minutes.
+    fleet_curve: tokio::sync::Mutex<
+        Option<(
+            std::time::Instant,
+            Option<crate::core::power_curve::Reference>,
+        )>,
+    >,
 }
+
+/// How long the fleet's reference curve is kept before it is made again, and the period it is
+/// made of.
+const FLEET_CURVE_FOR: Duration = Duration::from_secs(600);
+const FLEET_CURVE_DAYS: i64 = 30;
+
+/// A turbine's power curve over a range, as the turbine page and the API show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Curve {
+    pub bins: Vec<crate::core::power_curve::Bin>,
+    pub reference: Option<crate::core::power_curve::Reference>,
+    /// Whether the reference is a declared curve (else the fleet's).
+    pub declared: bool,
+    pub deviation: crate::core::power_curve::Deviation,
+    /// The intervals that made it (at most [`CURVE_POINTS`], evenly thinned), and those beyond
+    /// the bin filter (all of them).
+    pub points: Vec<crate::sink::power_curve::Interval>,
+    pub outliers: Vec<crate::sink::power_curve::Interval>,
+    pub intervals: usize,
+    pub bin_width: f64,
+}
+
+/// The most 10-minute points a power-curve chart draws (a year is 52,560).
+pub const CURVE_POINTS: usize = 4000;
 
 impl Db {
     pub fn new(
@@ -493,6 +538,7 @@ impl Db {
         signals: &Signals,
         stats: Option<(crate::sink::stats::Sql, i64)>,
         view: Option<crate::core::availability::View>,
+        curve: Option<crate::core::power_curve::Policy>,
     ) -> Self {
         let pool = managed::Pool::builder(Manager { cfg })
             .max_size(POOL_SIZE)
@@ -510,8 +556,171 @@ impl Db {
                     .as_ref()
                     .is_some_and(|(sql, _)| sql.availability.is_some())
             }),
+            curve: curve.filter(|_| stats.is_some()),
+            fleet_curve: tokio::sync::Mutex::new(None),
             quality: stats,
         }
+    }
+
+    /// Whether the fleet has a power curve.
+    pub fn has_curve(&self) -> bool {
+        self.curve.is_some()
+    }
+
+    /// The reference turbines are held against: the declared curve, else the fleet's own over
+    /// its last 30 days (kept for ten minutes).
+    async fn reference(
+        &self,
+        c: &Client,
+    ) -> Result<Option<crate::core::power_curve::Reference>, Error> {
+        let (Some(policy), Some((sql, k))) = (&self.curve, &self.quality) else {
+            return Ok(None);
+        };
+        if policy.reference.is_some() {
+            return Ok(policy.reference.clone());
+        }
+        let mut kept = self.fleet_curve.lock().await;
+        if let Some((_, r)) = kept
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < FLEET_CURVE_FOR)
+        {
+            return Ok(r.clone());
+        }
+        let until = sql.width.start_of(Utc::now());
+        let window = (until - chrono::Duration::days(FLEET_CURVE_DAYS), until);
+        let all = crate::sink::power_curve::turbine_bins(
+            c,
+            sql,
+            &self.queries.signals,
+            policy,
+            *k,
+            window,
+            None,
+        )
+        .await?;
+        let r = crate::sink::power_curve::reference(
+            policy,
+            &crate::sink::power_curve::fleet_bins(&all),
+        );
+        *kept = Some((std::time::Instant::now(), r.clone()));
+        Ok(r)
+    }
+
+    /// One turbine's power curve over the window; None when the fleet has none.
+    pub async fn curve(&self, id: &str, w: &Window) -> Result<Option<Curve>, Error> {
+        let (Some(policy), Some((sql, k))) = (&self.curve, &self.quality) else {
+            return Ok(None);
+        };
+        let c = self.client().await?;
+        let signals = &self.queries.signals;
+        let mut points =
+            crate::sink::power_curve::points(&*c, sql, signals, policy, *k, id, (w.from, w.to))
+                .await?;
+        let pts: Vec<crate::core::power_curve::Point> = points.iter().map(|p| p.point).collect();
+        let bins = crate::core::power_curve::bins(&pts, policy.bin_width);
+        let outliers: Vec<crate::sink::power_curve::Interval> = crate::core::power_curve::outliers(
+            &pts,
+            &bins,
+            policy.bin_width,
+            policy.outlier_std,
+            crate::core::power_curve::MIN_BIN_INTERVALS,
+        )
+        .into_iter()
+        .map(|i| points[i])
+        .collect();
+        let reference = self.reference(&c).await?;
+        let deviation = reference
+            .as_ref()
+            .map(|r| crate::core::power_curve::deviation(&pts, r))
+            .unwrap_or(crate::core::power_curve::Deviation {
+                intervals: 0,
+                produced: 0.0,
+                expected: 0.0,
+            });
+        let intervals = points.len();
+        if points.len() > CURVE_POINTS {
+            let step = points.len().div_ceil(CURVE_POINTS);
+            points = points.into_iter().step_by(step).collect();
+        }
+        Ok(Some(Curve {
+            bins,
+            declared: policy.reference.is_some(),
+            reference,
+            deviation,
+            points,
+            outliers,
+            intervals,
+            bin_width: policy.bin_width,
+        }))
+    }
+
+    /// Yesterday's deviation from the reference of each turbine of `ids` (all when None), by
+    /// the method of bins.
+    async fn deviations(
+        &self,
+        c: &Client,
+        ids: Option<&[&str]>,
+    ) -> Result<std::collections::HashMap<String, Option<f64>>, Error> {
+        let (Some(policy), Some((sql, k))) = (&self.curve, &self.quality) else {
+            return Ok(Default::default());
+        };
+        let Some(reference) = self.reference(c).await? else {
+            return Ok(Default::default());
+        };
+        let today = Utc::now()
+            .date_naive()
+            .and_hms_opt(0, 0, 0)
+            .expect("midnight")
+            .and_utc();
+        let yesterday = (today - chrono::Duration::days(1), today);
+        let found = crate::sink::power_curve::turbine_bins(
+            c,
+            sql,
+            &self.queries.signals,
+            policy,
+            *k,
+            yesterday,
+            ids,
+        )
+        .await?;
+        Ok(found
+            .into_iter()
+            .map(|t| {
+                let d = crate::sink::power_curve::deviation(&t.bins, &reference);
+                (t.turbine_id, d.ratio())
+            })
+            .collect())
+    }
+
+    /// Sorted by deviation: the page's ids, worst first (most below the reference; `desc`:
+    /// best first), of the turbines whose id starts with `prefix`. None for another order.
+    async fn ranked_by_deviation(
+        &self,
+        c: &Client,
+        prefix: &str,
+        sort: Sort,
+        desc: bool,
+    ) -> Result<Option<Vec<String>>, Error> {
+        if sort != Sort::Deviation || !self.has_curve() {
+            return Ok(None);
+        }
+        let all = self.deviations(c, None).await?;
+        let mut ranked: Vec<(&String, f64)> = all
+            .iter()
+            .filter(|(id, _)| id.starts_with(prefix))
+            .filter_map(|(id, d)| d.map(|d| (id, d)))
+            .collect();
+        ranked.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(b.0)));
+        if desc {
+            ranked.reverse();
+        }
+        Ok(Some(
+            ranked
+                .into_iter()
+                .take(FLEET_LIMIT as usize)
+                .map(|(id, _)| id.clone())
+                .collect(),
+        ))
     }
 
     /// Which categories count as available time, when availability is kept.
@@ -716,6 +925,7 @@ impl Db {
                 format!("{}::float8", s.column())
             });
         let th = &self.thresholds;
+        let by_deviation = self.ranked_by_deviation(&c, prefix, sort, desc).await?;
         let rows = c
             .query(
                 &fleet_sql(&headline, sort, desc),
@@ -724,16 +934,33 @@ impl Db {
                     &th.max_drift_per_day,
                     &th.max_collisions_per_day,
                     &pattern,
+                    &by_deviation,
                 ],
             )
             .await
             .map_err(|e| Error::db("reading the fleet", e))?;
         let total = rows.first().map_or(0, |r| r.get(8));
         let mut page: Vec<Status> = rows.iter().map(fleet_row).collect();
+        if let Some(order) = &by_deviation {
+            let at: std::collections::HashMap<&str, usize> = order
+                .iter()
+                .enumerate()
+                .map(|(i, id)| (id.as_str(), i))
+                .collect();
+            page.sort_by_key(|s| at.get(s.turbine_id.as_str()).copied().unwrap_or(usize::MAX));
+        }
         if sort != Sort::Power && !page.is_empty() {
             latest_headlines(&c, &headline, &mut page).await?;
         }
-        let figures = self.missing_signals(&c, &mut page).await?;
+        let mut figures = self.missing_signals(&c, &mut page).await?;
+        if self.has_curve() {
+            let ids: Vec<&str> = page.iter().map(|s| s.turbine_id.as_str()).collect();
+            let found = self.deviations(&c, Some(&ids)).await?;
+            for s in page.iter_mut() {
+                s.deviation = found.get(&s.turbine_id).copied().flatten();
+            }
+            figures.curve = true;
+        }
         Ok((page, total, figures))
     }
 
@@ -865,6 +1092,7 @@ fn fleet_sql(headline: &str, sort: Sort, desc: bool) -> String {
                             LEFT JOIN open_q o ON o.turbine_id = s.turbine_id
                             {power_all}
                            WHERE s.turbine_id LIKE $4
+                             AND ($5::text[] IS NULL OR s.turbine_id = ANY($5))
                            ORDER BY {order} LIMIT {FLEET_LIMIT})
              SELECT s.turbine_id, s.last_seen, s.last_recorded_at,
                     {}, s.suspect, s.offset_seconds, s.drift_seconds_per_day, s.quarantined,
@@ -891,6 +1119,7 @@ fn fleet_row(r: &Row) -> Status {
         flagged: None,
         availability_yesterday: None,
         availability_month: None,
+        deviation: None,
     }
 }
 

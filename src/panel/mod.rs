@@ -173,6 +173,7 @@ pub fn router(db: Db) -> Router {
         .route("/turbines/{*id}", get(turbine_page))
         .route("/api/turbines", get(fleet_api))
         .route("/api/turbines/{id}/readings", get(readings_api))
+        .route("/api/turbines/{id}/power-curve", get(power_curve_api))
         .route("/healthz", get(healthz))
         .fallback(|| async {
             PageFailure(Failure {
@@ -217,6 +218,7 @@ pub async fn serve_with(
             .stats_enabled
             .then(|| (cfg.stats_sql(), cfg.settings.stats_stuck_min_readings)),
         cfg.availability().map(|(_, _, view)| view),
+        cfg.power_curve(),
     );
     let mut app = router(db);
     if let Some(auth) = access.auth {
@@ -410,19 +412,42 @@ async fn readings_api(
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
 }
 
+/// `/api/turbines/{id}/power-curve?from=&to=`: the range's bins, the reference, the deviation
+/// and the bin filter's intervals (404 without a curve: the fleet declares no wind or power).
+async fn power_curve_api(
+    State(db): State<Shared>,
+    Path(id): Path<String>,
+    p: Result<Query<Params>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiFailure> {
+    let (_, w) = checked(&id, p, db.queries.stats_width)?;
+    let Some(c) = db.curve(&id, &w).await? else {
+        return Err(Failure {
+            status: StatusCode::NOT_FOUND,
+            message: "no power curve: the settings name no wind speed and power signal the fleet declares (power_curve_wind_signal, power_curve_power_signal), or statistics are off".into(),
+        }
+        .into());
+    };
+    Ok((
+        [(header::CACHE_CONTROL, "no-store")],
+        Json(page::curve_json(&id, &w, &c)),
+    )
+        .into_response())
+}
+
 async fn turbine_page(
     State(db): State<Shared>,
     Path(id): Path<String>,
     p: Result<Query<Params>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Html<String>, PageFailure> {
     let (p, w) = checked(&id, p, db.queries.stats_width)?;
-    let (points, quarantined, (status, _, _), changes, intervals, time) = tokio::try_join!(
+    let (points, quarantined, (status, _, _), changes, intervals, time, curve) = tokio::try_join!(
         db.db.series(&id, &w),
         db.db.quarantine(&id, &w),
         db.db.fleet(&id, Sort::Id, false),
         db.db.changes(&id, &w),
         db.db.intervals(&id, &w),
-        db.db.time_by_category(&id, &w)
+        db.db.time_by_category(&id, &w),
+        db.db.curve(&id, &w)
     )?;
     let status = status.iter().find(|s| s.turbine_id == id);
     if points.is_empty() && quarantined.is_empty() && status.is_none() && !db.known(&id).await? {
@@ -462,5 +487,6 @@ async fn turbine_page(
                 )
             }),
         availability: time.zip(db.db.availability_view().cloned()),
+        curve,
     })))
 }

@@ -170,6 +170,15 @@ pub fn fleet(
                     @if figures.kept {
                         th title="time-based availability, yesterday (UTC) and this month" { "avail." }
                     }
+                    @if figures.curve {
+                        @let next_desc = sort == Sort::Deviation && !desc;
+                        th title="yesterday's energy against the reference power curve at the wind it had" {
+                            a href=(format!("/?prefix={}&sort=deviation&desc={next_desc}", url_escape(prefix))) {
+                                "curve"
+                                @if sort == Sort::Deviation { @if desc { " ▼" } @else { " ▲" } }
+                            }
+                        }
+                    }
                 }
             }
             tbody {
@@ -199,6 +208,15 @@ pub fn fleet(
                         @if figures.kept {
                             td.num { (availability_cell(r)) }
                         }
+                        @if figures.curve {
+                            td.num {
+                                @match r.deviation {
+                                    Some(d) if d < -0.02 => span.suspect { (format!("{:+.1} %", 100.0 * d)) },
+                                    Some(d) => (format!("{:+.1} %", 100.0 * d)),
+                                    None => span.muted { "—" },
+                                }
+                            }
+                        }
                     }
                 }
             }
@@ -225,6 +243,8 @@ pub struct TurbineView<'a> {
         crate::sink::quality::TurbineTime,
         crate::core::availability::View,
     )>,
+    /// The range's power curve; None when the fleet has none.
+    pub curve: Option<super::data::Curve>,
 }
 
 /// What the statistics say of a turbine's range: its completeness and, per declared signal,
@@ -289,6 +309,9 @@ pub fn turbine(v: &TurbineView<'_>) -> String {
         (range_choice(v))
         @for svg in &charts {
             div.card { (PreEscaped(svg)) }
+        }
+        @if let Some(c) = &v.curve {
+            (power_curve(c))
         }
         @if !v.queries.listed.is_empty() {
             (status_changes(v))
@@ -359,6 +382,105 @@ fn status_line(s: &Status, queries: &Queries) -> Markup {
             " · " (s.quarantined) " unresolved in quarantine"
             @if let Some(m) = s.missing.as_deref().filter(|m| !m.is_empty()) {
                 " · " span.suspect { "signals missing from every reading of the last 24 h: " (m.join(", ")) }
+            }
+        }
+    }
+}
+
+/// The power curve as the API gives it.
+pub fn curve_json(id: &str, w: &Window, c: &super::data::Curve) -> Value {
+    let bins: Vec<Value> = c
+        .bins
+        .iter()
+        .map(|b| {
+            json!({
+                "wind_from": b.index as f64 * c.bin_width,
+                "wind_to": (b.index + 1) as f64 * c.bin_width,
+                "n": b.n,
+                "mean_wind": b.mean_wind,
+                "mean_power": b.mean_power,
+                "std_power": b.std_power,
+            })
+        })
+        .collect();
+    let at = |p: &crate::sink::power_curve::Interval| json!({"interval_start": p.start, "wind": p.point.wind, "power": p.point.power});
+    json!({
+        "turbine_id": id,
+        "from": w.from,
+        "to": w.to,
+        "bin_width": c.bin_width,
+        "intervals": c.intervals,
+        "bins": bins,
+        "reference": {
+            "declared": c.declared,
+            "points": c.reference.as_ref().map(|r| r.points().to_vec()),
+        },
+        "deviation": {
+            "intervals": c.deviation.intervals,
+            "produced": c.deviation.produced,
+            "expected": c.deviation.expected,
+            "ratio": c.deviation.ratio(),
+        },
+        "outliers": c.outliers.iter().map(at).collect::<Vec<_>>(),
+    })
+}
+
+/// The range's power curve: the chart, the energy against the reference, the bin filter's
+/// intervals (the first 20).
+fn power_curve(c: &super::data::Curve) -> Markup {
+    let pts: Vec<(f64, f64)> = c
+        .points
+        .iter()
+        .map(|p| (p.point.wind, p.point.power))
+        .collect();
+    let bins: Vec<(f64, f64)> = c.bins.iter().map(|b| (b.mean_wind, b.mean_power)).collect();
+    let reference: Vec<(f64, f64)> = c
+        .reference
+        .as_ref()
+        .map_or(Vec::new(), |r| r.points().to_vec());
+    let outliers: Vec<(f64, f64)> = c
+        .outliers
+        .iter()
+        .map(|p| (p.point.wind, p.point.power))
+        .collect();
+    let svg = super::chart::CurveChart {
+        title: "Power curve (IEC 61400-12-1, method of bins)",
+        points: &pts,
+        bins: &bins,
+        reference: &reference,
+        outliers: &outliers,
+    }
+    .svg();
+    let against = if c.declared {
+        "the declared curve"
+    } else {
+        "the fleet's curve of its last 30 days"
+    };
+    html! {
+        h2 { "Power curve" }
+        p.curve {
+            (c.intervals) " intervals count (complete, not flagged, in full performance where availability is kept), in "
+            (c.bins.len()) " bins of " (c.bin_width) " m/s"
+            @match c.deviation.ratio() {
+                Some(d) => {
+                    " · energy against " (against) ": "
+                    @if d < -0.02 { span.suspect { (format!("{:+.1} %", 100.0 * d)) } } @else { span.num { (format!("{:+.1} %", 100.0 * d)) } }
+                    " over " (c.deviation.intervals) " intervals"
+                }
+                None => { " · no reference to hold it against yet" }
+            }
+        }
+        div.card { (PreEscaped(svg)) }
+        @if !c.outliers.is_empty() {
+            p {
+                (c.outliers.len()) " interval" @if c.outliers.len() != 1 { "s" }
+                " far from their bin (the bin filter, OpenOA's): "
+                @for (i, o) in c.outliers.iter().take(20).enumerate() {
+                    @if i > 0 { ", " }
+                    span.t { (o.start.format("%Y-%m-%d %H:%M")) }
+                    " (" (format!("{:.1}", o.point.wind)) " m/s, " (format!("{:.0}", o.point.power)) ")"
+                }
+                @if c.outliers.len() > 20 { " …" }
             }
         }
     }
@@ -839,6 +961,7 @@ mod tests {
                 },
                 crate::core::availability::View::default(),
             )),
+            curve: None,
         });
         // 760 available of 760 + 40 forced outage; the 200 readings that never came excluded.
         assert!(
@@ -908,6 +1031,7 @@ mod tests {
             flagged: Some(3),
             availability_yesterday: Some(0.5),
             availability_month: None,
+            deviation: Some(-0.05),
         };
         let w = Window {
             from: t("2026-11-30T00:00:00Z"),
@@ -936,6 +1060,7 @@ mod tests {
                 changes: &[],
                 quality: None,
                 availability: None,
+                curve: None,
             }),
             error(400, evil),
         ] {

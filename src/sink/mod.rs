@@ -19,6 +19,7 @@ pub mod migrate;
 pub mod overlap;
 pub mod partition;
 pub mod pg;
+pub mod power_curve;
 pub mod quality;
 pub mod stats;
 pub mod transaction;

@@ -655,6 +655,95 @@ pub async fn rebuild_as_of(
     Ok(out)
 }
 
+/// `galewatch export --power-curve`: per turbine (of `turbines`) and bin of wind speed over the
+/// clean intervals starting in `[from, to)`: the bin, its count, mean wind, mean power and the
+/// spread of the means, the reference's power at the bin's mean wind, and the turbine's
+/// deviation over the period (the same on each of its rows). CSV (a turbine id kept from being
+/// read as a formula unless `raw`) or JSON lines. Returns the rows written.
+pub async fn power_curve(
+    cfg: &Config,
+    turbines: &Turbines,
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+    format: ExportFormat,
+    raw: bool,
+    out: &mut impl Write,
+) -> Result<u64, ReviewError> {
+    use crate::sink::power_curve as pc;
+    let Some(policy) = cfg.power_curve().filter(|_| cfg.settings.stats_enabled) else {
+        return Err(ReviewError::Refused(
+            "no power curve: the settings name no wind speed and power signal the fleet declares (power_curve_wind_signal, power_curve_power_signal), or statistics are off".into(),
+        ));
+    };
+    if format == ExportFormat::Parquet {
+        return Err(ReviewError::Refused(
+            "--power-curve writes CSV or JSON lines (a few rows a turbine)".into(),
+        ));
+    }
+    let client = cfg.db.open().await?;
+    let sql = cfg.stats_sql();
+    let k = cfg.settings.stats_stuck_min_readings;
+    let signals = &cfg.rules.limits.signals;
+    let all = pc::turbine_bins(&client, &sql, signals, &policy, k, (from, to), None).await?;
+    let reference = pc::reference(&policy, &pc::fleet_bins(&all));
+    let keep = |id: &str| match turbines {
+        Turbines::One(t) => id == t,
+        Turbines::Prefix(p) => id.starts_with(p.as_str()),
+        Turbines::All => true,
+    };
+    let header = [
+        "turbine_id",
+        "wind_from",
+        "wind_to",
+        "n",
+        "mean_wind",
+        "mean_power",
+        "std_power",
+        "reference_power",
+        "deviation",
+    ];
+    let write_err = |e: std::io::Error| ReviewError::Refused(format!("writing the output: {e}"));
+    // JSON lines' keys, quoted once.
+    let keys: Vec<String> = header
+        .iter()
+        .map(|h| serde_json::Value::from(*h).to_string())
+        .collect();
+    if format == ExportFormat::Csv {
+        writeln!(out, "{}", header.join(",")).map_err(write_err)?;
+    }
+    let mut rows = 0;
+    for t in all.iter().filter(|t| keep(&t.turbine_id)) {
+        let deviation = reference
+            .as_ref()
+            .and_then(|r| pc::deviation(&t.bins, r).ratio());
+        for b in &t.bins {
+            let w = policy.bin_width;
+            let float = |x: Option<f64>| x.map_or(Cell::Null, Cell::Float);
+            let cells = [
+                Cell::Text(t.turbine_id.clone()),
+                Cell::Float(b.index as f64 * w),
+                Cell::Float((b.index + 1) as f64 * w),
+                Cell::Int(b.n),
+                Cell::Float(b.mean_wind),
+                Cell::Float(b.mean_power),
+                Cell::Float(b.std_power),
+                float(reference.as_ref().and_then(|r| r.at(b.mean_wind))),
+                float(deviation),
+            ];
+            let line = match format {
+                ExportFormat::Csv => csv_line(&cells, raw),
+                _ => json_line(&keys, &cells),
+            };
+            match writeln!(out, "{line}") {
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(rows),
+                r => r.map_err(write_err)?,
+            }
+            rows += 1;
+        }
+    }
+    out.flush().map_err(write_err)?;
+    Ok(rows)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -679,6 +679,14 @@ pub fn migration_count() -> i64 {
         .count() as i64
 }
 
+/// The JSON lines a command printed; it must have succeeded.
+pub fn stdout_jsonl(o: &std::process::Output) -> Vec<serde_json::Value> {
+    stdout_of(o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
 /// The three default signals as `[[signals]]` tables, for settings that declare more.
 pub const DEFAULT_SIGNALS: &str = r#"
 [[signals]]

@@ -1,0 +1,364 @@
+//! Power curve: IEC 61400-12-1's method of bins over 10-minute means (each interval's mean wind
+//! speed puts its mean power in a bin of the wind; per bin the count, the mean power and the
+//! spread of the means), a reference curve to hold a turbine against (a fleet's bins, or a
+//! declared warranted curve), the energy it produced against the energy the reference expected
+//! at the wind it had, and the intervals far from their bin (OpenOA's bin filter).
+
+/// One interval's figures the curve is made of: its mean wind speed and mean power.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    pub wind: f64,
+    pub power: f64,
+}
+
+/// One bin of the curve.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bin {
+    /// The bin's index: it holds winds in `[index × width, (index + 1) × width)`.
+    pub index: i64,
+    pub n: i64,
+    pub mean_wind: f64,
+    pub mean_power: f64,
+    /// Population standard deviation of the intervals' mean powers.
+    pub std_power: f64,
+}
+
+impl Bin {
+    /// The bin's centre wind speed.
+    pub fn centre(&self, width: f64) -> f64 {
+        (self.index as f64 + 0.5) * width
+    }
+}
+
+/// The bin index of wind speed `wind` for bins `width` wide (floor, so 0.5-wide bins start on
+/// 0, 0.5, 1.0 …); None for a wind that is not a finite non-negative speed.
+pub fn bin_of(wind: f64, width: f64) -> Option<i64> {
+    (wind.is_finite() && wind >= 0.0 && width > 0.0).then(|| (wind / width).floor() as i64)
+}
+
+/// The method of bins over `points`, bins `width` wide, in wind order.
+pub fn bins(points: &[Point], width: f64) -> Vec<Bin> {
+    use std::collections::BTreeMap;
+    // (n, sum wind, mean power, m2 of power) by bin: Welford's update, exact to rounding.
+    let mut by: BTreeMap<i64, (i64, f64, f64, f64)> = BTreeMap::new();
+    for p in points {
+        let (Some(i), true) = (bin_of(p.wind, width), p.power.is_finite()) else {
+            continue;
+        };
+        let e = by.entry(i).or_insert((0, 0.0, 0.0, 0.0));
+        e.0 += 1;
+        e.1 += p.wind;
+        let d = p.power - e.2;
+        e.2 += d / e.0 as f64;
+        e.3 += d * (p.power - e.2);
+    }
+    by.into_iter()
+        .map(|(index, (n, sw, mean, m2))| Bin {
+            index,
+            n,
+            mean_wind: sw / n as f64,
+            mean_power: mean,
+            std_power: (m2.max(0.0) / n as f64).sqrt(),
+        })
+        .collect()
+}
+
+/// What a turbine is held against: a curve of (wind speed, power) points.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reference {
+    /// (wind, power), in wind order, at least two points.
+    points: Vec<(f64, f64)>,
+}
+
+impl Reference {
+    /// A declared curve (a warranted one): at least two points with distinct, finite, non-negative
+    /// winds; sorted by wind. Else what is wrong.
+    pub fn declared(points: &[(f64, f64)]) -> Result<Reference, String> {
+        let mut p: Vec<(f64, f64)> = points.to_vec();
+        if p.len() < 2 {
+            return Err("needs at least two points [wind, power]".into());
+        }
+        if p.iter()
+            .any(|(w, k)| !w.is_finite() || *w < 0.0 || !k.is_finite())
+        {
+            return Err(
+                "every point's wind must be a finite speed ≥ 0 and its power finite".into(),
+            );
+        }
+        p.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if p.windows(2).any(|w| w[0].0 == w[1].0) {
+            return Err("two points give one wind speed".into());
+        }
+        Ok(Reference { points: p })
+    }
+
+    /// A fleet's curve: its bins' mean wind and mean power (bins of fewer than `min_n`
+    /// intervals left out); None when fewer than two bins remain.
+    pub fn of_bins(bins: &[Bin], min_n: i64) -> Option<Reference> {
+        let points: Vec<(f64, f64)> = bins
+            .iter()
+            .filter(|b| b.n >= min_n)
+            .map(|b| (b.mean_wind, b.mean_power))
+            .collect();
+        (points.len() >= 2).then_some(Reference { points })
+    }
+
+    pub fn points(&self) -> &[(f64, f64)] {
+        &self.points
+    }
+
+    /// The reference's power at wind `w`: linear between its points; None outside them (no
+    /// reference there: the wind the curve was never seen at says nothing).
+    pub fn at(&self, w: f64) -> Option<f64> {
+        let p = &self.points;
+        if !w.is_finite() || w < p[0].0 || w > p[p.len() - 1].0 {
+            return None;
+        }
+        let i = p.partition_point(|(x, _)| *x <= w).clamp(1, p.len() - 1);
+        let ((x0, y0), (x1, y1)) = (p[i - 1], p[i]);
+        Some(if x1 == x0 {
+            y0
+        } else {
+            y0 + (y1 - y0) * (w - x0) / (x1 - x0)
+        })
+    }
+}
+
+/// A turbine's energy against the reference's expectation over the same intervals.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Deviation {
+    /// Intervals the reference covers (their wind within it).
+    pub intervals: i64,
+    /// Sum of the intervals' mean powers (× the interval's length: energy).
+    pub produced: f64,
+    pub expected: f64,
+}
+
+impl Deviation {
+    /// Produced over expected, less 1: −0.05 is 5 % below the reference. None when nothing was
+    /// expected.
+    pub fn ratio(&self) -> Option<f64> {
+        (self.expected > 0.0).then(|| self.produced / self.expected - 1.0)
+    }
+}
+
+/// The deviation of `points` from `reference`.
+pub fn deviation(points: &[Point], reference: &Reference) -> Deviation {
+    let mut d = Deviation {
+        intervals: 0,
+        produced: 0.0,
+        expected: 0.0,
+    };
+    for p in points {
+        if let (Some(e), true) = (reference.at(p.wind), p.power.is_finite()) {
+            d.intervals += 1;
+            d.produced += p.power;
+            d.expected += e;
+        }
+    }
+    d
+}
+
+/// The points further than `k` standard deviations from their bin's mean power (OpenOA's bin
+/// filter), bins of at least `min_n` intervals: their positions in `points`.
+pub fn outliers(points: &[Point], bins: &[Bin], width: f64, k: f64, min_n: i64) -> Vec<usize> {
+    let by: std::collections::HashMap<i64, &Bin> = bins.iter().map(|b| (b.index, b)).collect();
+    points
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| {
+            bin_of(p.wind, width)
+                .and_then(|i| by.get(&i))
+                .is_some_and(|b| {
+                    b.n >= min_n
+                        && b.std_power > 0.0
+                        && (p.power - b.mean_power).abs() > k * b.std_power
+                })
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn p(wind: f64, power: f64) -> Point {
+        Point { wind, power }
+    }
+
+    #[test]
+    fn the_method_of_bins_counts_and_averages_per_half_metre() {
+        let pts = [
+            p(3.1, 100.0),
+            p(3.4, 140.0),
+            p(3.5, 200.0),
+            p(-1.0, 5.0),
+            p(f64::NAN, 1.0),
+        ];
+        let b = bins(&pts, 0.5);
+        assert_eq!(b.len(), 2);
+        assert_eq!((b[0].index, b[0].n, b[0].mean_power), (6, 2, 120.0));
+        assert!((b[0].std_power - 20.0).abs() < 1e-12);
+        assert!((b[0].mean_wind - 3.25).abs() < 1e-12);
+        assert_eq!((b[1].index, b[1].n), (7, 1));
+        assert_eq!(b[1].centre(0.5), 3.75);
+    }
+
+    #[test]
+    fn a_turbine_five_percent_low_reads_minus_five_percent() {
+        let r = Reference::declared(&[(3.0, 0.0), (12.0, 3000.0), (25.0, 3000.0)]).unwrap();
+        assert_eq!(r.at(7.5), Some(1500.0));
+        assert_eq!(r.at(2.9), None, "below the curve: no reference");
+        let pts: Vec<Point> = (0..90)
+            .map(|i| {
+                let w = 3.0 + i as f64 * 0.1;
+                p(w, 0.95 * r.at(w).unwrap())
+            })
+            .collect();
+        let d = deviation(&pts, &r);
+        assert_eq!(d.intervals, 90);
+        assert!((d.ratio().unwrap() + 0.05).abs() < 1e-12, "{:?}", d.ratio());
+        assert!(Reference::declared(&[(1.0, 2.0)]).is_err());
+        assert!(Reference::declared(&[(1.0, 2.0), (1.0, 3.0)]).is_err());
+        assert!(Reference::declared(&[(f64::NAN, 2.0), (1.0, 3.0)]).is_err());
+    }
+
+    #[test]
+    fn the_bin_filter_finds_what_lies_far_from_its_bin() {
+        let mut pts: Vec<Point> = (0..20).map(|i| p(8.2, 1000.0 + (i % 5) as f64)).collect();
+        pts.push(p(8.3, 400.0));
+        let b = bins(&pts, 0.5);
+        assert_eq!(outliers(&pts, &b, 0.5, 3.0, 10), [20]);
+        assert!(
+            outliers(&pts, &b, 0.5, 3.0, 100).is_empty(),
+            "too few in the bin to tell"
+        );
+    }
+
+    proptest! {
+        /// Whatever the points: the bins hold every usable point once, their means lie within
+        /// their points' range, and a fleet curve from them gives each bin's mean at its mean wind.
+        #[test]
+        fn bins_hold_every_point_once(ws in proptest::collection::vec((0.0f64..30.0, -100.0f64..3500.0), 1..200)) {
+            let pts: Vec<Point> = ws.iter().map(|(w, k)| p(*w, *k)).collect();
+            let b = bins(&pts, 0.5);
+            prop_assert_eq!(b.iter().map(|b| b.n).sum::<i64>(), pts.len() as i64);
+            for bin in &b {
+                let inside: Vec<f64> = pts.iter().filter(|q| bin_of(q.wind, 0.5) == Some(bin.index)).map(|q| q.power).collect();
+                let lo = inside.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = inside.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                prop_assert!(bin.mean_power >= lo - 1e-9 && bin.mean_power <= hi + 1e-9);
+            }
+            if let Some(r) = Reference::of_bins(&b, 1) {
+                for bin in &b {
+                    let at = r.at(bin.mean_wind).unwrap();
+                    prop_assert!((at - bin.mean_power).abs() <= 1e-9 * bin.mean_power.abs().max(1.0));
+                }
+            }
+        }
+    }
+}
+
+/// Which intervals a curve takes (IEC 61400-12-1 keeps only valid, complete 10-minute data with
+/// the turbine in normal operation): the checked `power_curve_*` settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    /// Positions of the wind speed and power signals among the declared ones.
+    pub wind: usize,
+    pub power: usize,
+    pub bin_width: f64,
+    /// Intervals under this completeness are left out (when a sample period is declared).
+    pub min_completeness: f64,
+    /// With availability kept: only intervals whose every reading was in full performance.
+    pub full_performance_only: bool,
+    /// A declared (warranted) curve; None: the fleet's own bins over the same period.
+    pub reference: Option<Reference>,
+    /// OpenOA's bin filter: intervals beyond this many standard deviations from their bin.
+    pub outlier_std: f64,
+}
+
+/// The least intervals a bin needs to stand in a fleet's reference curve or to judge outliers.
+pub const MIN_BIN_INTERVALS: i64 = 3;
+
+/// The `power_curve_*` settings as an operator writes them.
+pub struct Settings<'a> {
+    pub wind_signal: &'a str,
+    pub power_signal: &'a str,
+    pub bin_width: f64,
+    pub min_completeness: f64,
+    pub full_performance_only: bool,
+    pub reference: &'a [(f64, f64)],
+    pub outlier_std: f64,
+}
+
+impl Settings<'_> {
+    /// The policy, checked against the declared signals: None when either signal is not
+    /// declared (no curve: a fleet without a power or wind signal), unless it was named on
+    /// purpose (not the default), which is an error; else the setting to blame.
+    pub fn check(
+        &self,
+        signals: &crate::core::signals::Signals,
+        defaults: (&str, &str),
+    ) -> Result<Option<Policy>, (String, String)> {
+        let bad = |s: &str, p: String| Err((s.to_string(), p));
+        let find = |setting: &str,
+                    name: &str,
+                    default: &str|
+         -> Result<Option<usize>, (String, String)> {
+            match signals.position(name) {
+                Some(i) if signals.get(i).kind.is_numeric() && !signals.get(i).angle => Ok(Some(i)),
+                Some(_) => Err((
+                    setting.to_string(),
+                    format!("{name} is not a numeric signal (nor may it be an angle)"),
+                )),
+                None if name == default => Ok(None),
+                None => Err((
+                    setting.to_string(),
+                    format!("{name:?} is not a declared signal"),
+                )),
+            }
+        };
+        let wind = find("power_curve_wind_signal", self.wind_signal, defaults.0)?;
+        let power = find("power_curve_power_signal", self.power_signal, defaults.1)?;
+        if !(self.bin_width.is_finite() && (0.01..=5.0).contains(&self.bin_width)) {
+            return bad(
+                "power_curve_bin_width",
+                "must be from 0.01 to 5 (m/s; IEC 61400-12-1 uses 0.5)".into(),
+            );
+        }
+        if !(0.0..=1.0).contains(&self.min_completeness) {
+            return bad(
+                "power_curve_min_completeness",
+                "must be a fraction from 0 to 1".into(),
+            );
+        }
+        if !(self.outlier_std.is_finite() && self.outlier_std > 0.0) {
+            return bad(
+                "power_curve_outlier_std",
+                "must be a positive number of standard deviations".into(),
+            );
+        }
+        let reference = if self.reference.is_empty() {
+            None
+        } else {
+            Some(
+                Reference::declared(self.reference)
+                    .map_err(|p| ("power_curve_reference".to_string(), p))?,
+            )
+        };
+        let (Some(wind), Some(power)) = (wind, power) else {
+            return Ok(None);
+        };
+        Ok(Some(Policy {
+            wind,
+            power,
+            bin_width: self.bin_width,
+            min_completeness: self.min_completeness,
+            full_performance_only: self.full_performance_only,
+            reference,
+            outlier_std: self.outlier_std,
+        }))
+    }
+}

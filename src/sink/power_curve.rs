@@ -1,0 +1,206 @@
+//! Power curve: reads, from the interval statistics, the intervals a curve may take (complete,
+//! not flagged, in full performance where availability is kept: `core::power_curve::Policy`)
+//! binned by wind speed per turbine, and one turbine's intervals as points; the curve, the
+//! reference and the deviation are `core::power_curve`'s.
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::GenericClient;
+
+use crate::core::availability::Category;
+use crate::core::power_curve::{Bin, Deviation, Point, Policy, Reference, MIN_BIN_INTERVALS};
+use crate::core::signals::Signals;
+use crate::error::Error;
+use crate::sink::stats::{self, Sql};
+
+/// The SQL test that an interval row may stand in a curve, and its mean wind and power.
+fn clean(sql: &Sql, signals: &Signals, policy: &Policy, k: i64) -> (String, String, String) {
+    let cols = |i: usize| stats::column_names(signals.get(i)).map(|c| format!("\"{c}\""));
+    let [wn, wmean, _, wmin, wmax] = cols(policy.wind);
+    let [pn, pmean, _, pmin, pmax] = cols(policy.power);
+    let imp = |i: usize| format!("\"{}\"", stats::implausible_column(signals.get(i)));
+    let k = k.max(2);
+    let mut tests = vec![
+        format!("{wn} > 0 AND {pn} > 0 AND {wmean} >= 0"),
+        // Every reading carried both, neither frozen nor implausible.
+        format!("{wn} = readings AND {pn} = readings"),
+        format!("NOT ({wn} >= {k} AND {wmin} = {wmax}) AND NOT ({pn} >= {k} AND {pmin} = {pmax})"),
+        format!(
+            "coalesce({}, 0) = 0 AND coalesce({}, 0) = 0",
+            imp(policy.wind),
+            imp(policy.power)
+        ),
+        format!(
+            "(expected IS NULL OR readings >= {} * expected)",
+            stats::lit(policy.min_completeness)
+        ),
+    ];
+    if policy.full_performance_only && sql.availability.is_some() {
+        tests.push(format!(
+            "\"{}\" = readings",
+            stats::category_column(Category::FullPerformance)
+        ));
+    }
+    (tests.join(" AND "), wmean, pmean)
+}
+
+/// One turbine's bins.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurbineBins {
+    pub turbine_id: String,
+    pub bins: Vec<Bin>,
+}
+
+/// Per turbine (of `only`, or whose id starts with `prefix`, or all), its clean intervals
+/// starting in `[since, until)` binned by mean wind: count, mean wind, mean power and the
+/// population spread of the mean powers. One aggregate.
+pub async fn turbine_bins<C: GenericClient>(
+    c: &C,
+    sql: &Sql,
+    signals: &Signals,
+    policy: &Policy,
+    stuck_min_readings: i64,
+    (since, until): (DateTime<Utc>, DateTime<Utc>),
+    only: Option<&[&str]>,
+) -> Result<Vec<TurbineBins>, Error> {
+    let (test, wind, power) = clean(sql, signals, policy, stuck_min_readings);
+    let statement =
+        format!(
+        "SELECT turbine_id, floor({wind} / {w})::int8 AS b, count(*), avg({wind}), avg({power}),
+                coalesce(stddev_pop({power}), 0)
+           FROM interval_stats
+          WHERE interval_seconds = {secs} AND interval_start >= $1 AND interval_start < $2
+            AND {test}{which}
+          GROUP BY 1, 2 ORDER BY 1, 2",
+        w = stats::lit(policy.bin_width),
+        secs = sql.width.secs(),
+        which = if only.is_some() { " AND turbine_id = ANY($3)" } else { "" },
+    );
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&since, &until];
+    if let Some(ids) = &only {
+        params.push(ids);
+    }
+    let rows = c
+        .query(&statement, &params)
+        .await
+        .map_err(|e| Error::db("binning the power curve", e))?;
+    let mut out: Vec<TurbineBins> = Vec::new();
+    for r in &rows {
+        let id: String = r.get(0);
+        let bin = Bin {
+            index: r.get(1),
+            n: r.get(2),
+            mean_wind: r.get(3),
+            mean_power: r.get(4),
+            std_power: r.get(5),
+        };
+        match out.last_mut() {
+            Some(t) if t.turbine_id == id => t.bins.push(bin),
+            _ => out.push(TurbineBins {
+                turbine_id: id,
+                bins: vec![bin],
+            }),
+        }
+    }
+    Ok(out)
+}
+
+/// The fleet's bins from its turbines': per bin the intervals of all, their mean wind and power
+/// weighted by count, the spread merged (Chan et al.).
+pub fn fleet_bins(turbines: &[TurbineBins]) -> Vec<Bin> {
+    use std::collections::BTreeMap;
+    let mut by: BTreeMap<i64, (i64, f64, stats::Partial)> = BTreeMap::new();
+    for t in turbines {
+        for b in &t.bins {
+            let e = by.entry(b.index).or_insert((0, 0.0, stats::Partial::EMPTY));
+            e.0 += b.n;
+            e.1 += b.mean_wind * b.n as f64;
+            let p = stats::Partial {
+                n: b.n,
+                mean: Some(b.mean_power),
+                m2: Some(b.std_power * b.std_power * b.n as f64),
+                min: Some(b.mean_power),
+                max: Some(b.mean_power),
+            };
+            e.2 = e.2.merge(&p);
+        }
+    }
+    by.into_iter()
+        .map(|(index, (n, sw, p))| Bin {
+            index,
+            n,
+            mean_wind: sw / n as f64,
+            mean_power: p.mean.unwrap_or(0.0),
+            std_power: p.std_pop().unwrap_or(0.0),
+        })
+        .collect()
+}
+
+/// A turbine's deviation from `reference`, by the method of bins: the produced energy is its
+/// bins' count × mean power, the expected one their count × the reference at the bin's mean wind
+/// (bins the reference does not reach left out of both).
+pub fn deviation(bins: &[Bin], reference: &Reference) -> Deviation {
+    let mut d = Deviation {
+        intervals: 0,
+        produced: 0.0,
+        expected: 0.0,
+    };
+    for b in bins {
+        if let Some(e) = reference.at(b.mean_wind) {
+            d.intervals += b.n;
+            d.produced += b.mean_power * b.n as f64;
+            d.expected += e * b.n as f64;
+        }
+    }
+    d
+}
+
+/// The reference a period is judged by: the declared curve, else the fleet's bins of at least
+/// [`MIN_BIN_INTERVALS`] intervals.
+pub fn reference(policy: &Policy, fleet: &[Bin]) -> Option<Reference> {
+    policy
+        .reference
+        .clone()
+        .or_else(|| Reference::of_bins(fleet, MIN_BIN_INTERVALS))
+}
+
+/// One interval a curve takes, as a point of one turbine's chart.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Interval {
+    pub start: DateTime<Utc>,
+    pub point: Point,
+}
+
+/// One turbine's clean intervals starting in `[since, until)`, in time order.
+pub async fn points<C: GenericClient>(
+    c: &C,
+    sql: &Sql,
+    signals: &Signals,
+    policy: &Policy,
+    stuck_min_readings: i64,
+    turbine: &str,
+    (since, until): (DateTime<Utc>, DateTime<Utc>),
+) -> Result<Vec<Interval>, Error> {
+    let (test, wind, power) = clean(sql, signals, policy, stuck_min_readings);
+    let statement = format!(
+        "SELECT interval_start, {wind}, {power} FROM interval_stats
+          WHERE turbine_id = $1 AND interval_seconds = {} AND interval_start >= $2
+            AND interval_start < $3 AND {test}
+          ORDER BY interval_start",
+        sql.width.secs()
+    );
+    let rows = c
+        .query(&statement, &[&turbine, &since, &until])
+        .await
+        .map_err(|e| Error::db("reading the power curve's intervals", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| Interval {
+            start: r.get(0),
+            point: Point {
+                wind: r.get(1),
+                power: r.get(2),
+            },
+        })
+        .collect())
+}

@@ -1,0 +1,182 @@
+//! The power curve (IEC 61400-12-1, method of bins), end to end against a real broker and
+//! database: a turbine 5 % below a declared warranted curve beside one on it, a frozen interval
+//! left out, an interval far from its bin found by the bin filter; the turbine page, the fleet
+//! page sorted worst first, the API, and `galewatch export --power-curve` agree.
+
+mod common;
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use common::*;
+
+/// A warranted curve: 0 at 3 m/s, 3,000 kW at 12 m/s and up.
+const SETTINGS: &str = r#"
+sample_period = "2s"
+power_curve_reference = [[3.0, 0.0], [12.0, 3000.0], [25.0, 3000.0]]
+power_curve_outlier_std = 1.4
+"#;
+
+fn warranted(w: f64) -> f64 {
+    if w <= 3.0 {
+        0.0
+    } else if w >= 12.0 {
+        3000.0
+    } else {
+        (w - 3.0) / 9.0 * 3000.0
+    }
+}
+
+fn reading(t: DateTime<Utc>, power: f64, wind: f64) -> String {
+    format!(
+        r#"{{"recorded_at":"{}","power_kw":{power},"wind_speed_ms":{wind},"rotor_rpm":10}}"#,
+        t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    )
+}
+
+/// One turbine's 16 intervals from `start`: twelve at winds 4.05 … 9.55 m/s (each in a bin of
+/// its own), four at 10.05 m/s of which the last at half power (the bin filter's find), each a
+/// full 300 readings whose wind varies by a hundredth (no frozen sensor), power `factor` × the
+/// warranted curve. And, for `frozen`, a 17th interval whose power never changes.
+fn turbine(id: &str, start: DateTime<Utc>, factor: f64, frozen: bool) -> Vec<(String, Vec<u8>)> {
+    let mut all = Vec::new();
+    let intervals = if frozen { 17 } else { 16 };
+    for i in 0..intervals {
+        let w0 = if i < 12 { 4.05 + 0.5 * i as f64 } else { 10.05 };
+        let f = if i == 15 { factor * 0.5 } else { factor };
+        for k in 0..300 {
+            let t = start + chrono::Duration::seconds(600 * i + 2 * k);
+            let w = w0 + (k % 3) as f64 * 0.01;
+            let p = if i == 16 { 777.0 } else { f * warranted(w) };
+            all.push(reading(t, p, w));
+        }
+    }
+    all.chunks(100)
+        .map(|c| {
+            json(
+                &format!("turbines/{id}/readings"),
+                &format!("[{}]", c.join(",")),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turbine_five_percent_low_reads_minus_five_percent_everywhere() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("galewatch.toml");
+    std::fs::write(&config, SETTINGS).unwrap();
+    let mut d = Daemon::new(&broker, &db, "gw-curve");
+    d.config = Some(config.clone());
+    d.start_ready();
+
+    let today = Utc::now()
+        .date_naive()
+        .and_hms_opt(0, 0, 0)
+        .unwrap()
+        .and_utc();
+    let start = today - chrono::Duration::hours(14);
+    let mut msgs = turbine("U-1", start, 0.95, true);
+    msgs.extend(turbine("N-1", start, 1.0, false));
+    publish(&broker, msgs).await;
+    eventually(Duration::from_secs(40), "every reading stored", || async {
+        db.rows().await == 300 * 33
+    })
+    .await;
+    d.terminate();
+
+    let panel = Panel::serve(&db, &config).await;
+    let range = format!(
+        "from={}&to={}",
+        start.timestamp(),
+        (start + chrono::Duration::hours(3)).timestamp()
+    );
+    let (status, api) = panel
+        .get(&format!("/api/turbines/U-1/power-curve?{range}"))
+        .await;
+    assert_eq!(status, 200, "{api}");
+    let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+    // The frozen interval is left out; the other 16 make 13 bins.
+    assert_eq!(api["intervals"], 16, "{api}");
+    assert_eq!(api["bins"].as_array().unwrap().len(), 13, "{api}");
+    let bin = &api["bins"][0];
+    assert_eq!(
+        (bin["wind_from"].as_f64(), bin["n"].as_i64()),
+        (Some(4.0), Some(1))
+    );
+    // By the method of bins: 0.95 × the warranted power everywhere but the half-power interval.
+    let expected: f64 = (0..12)
+        .map(|i| warranted(4.06 + 0.5 * i as f64))
+        .sum::<f64>()
+        + 4.0 * warranted(10.06);
+    let produced: f64 = 0.95 * (expected - warranted(10.06)) + 0.475 * warranted(10.06);
+    let ratio = api["deviation"]["ratio"].as_f64().unwrap();
+    assert!(
+        (ratio - (produced / expected - 1.0)).abs() < 1e-9,
+        "{ratio} vs {}",
+        produced / expected - 1.0
+    );
+    let outliers = api["outliers"].as_array().unwrap();
+    assert_eq!(outliers.len(), 1, "{api}");
+    assert_eq!(
+        outliers[0]["interval_start"],
+        serde_json::json!(start + chrono::Duration::minutes(150))
+    );
+    assert_eq!(api["reference"]["declared"], true);
+
+    let (_, page) = panel.get(&format!("/turbines/U-1?{range}")).await;
+    assert!(
+        page.contains("class=\"bins\"") && page.contains("class=\"reference\""),
+        "{page}"
+    );
+    assert_eq!(page.matches("class=\"outlier\"").count(), 1, "{page}");
+    assert!(
+        page.contains(&format!("{:+.1} %", 100.0 * ratio)),
+        "the deviation on the page: {page}"
+    );
+    let (_, n1) = panel
+        .get(&format!("/api/turbines/N-1/power-curve?{range}"))
+        .await;
+    let n1: serde_json::Value = serde_json::from_str(&n1).unwrap();
+    let n1_ratio = n1["deviation"]["ratio"].as_f64().unwrap();
+    assert!(n1_ratio > ratio, "{n1_ratio} {ratio}");
+
+    // The fleet page, sorted by the deviation: the worst first.
+    let (_, fleet) = panel.get("/?sort=deviation").await;
+    let (u, n) = (fleet.find(">U-1<").unwrap(), fleet.find(">N-1<").unwrap());
+    assert!(u < n, "U-1 first: {fleet}");
+    let (_, fleet) = panel.get("/?sort=deviation&desc=true").await;
+    assert!(fleet.find(">N-1<").unwrap() < fleet.find(">U-1<").unwrap());
+    let (_, api) = panel.get("/api/turbines").await;
+    let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+    let u1 = api["turbines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["turbine_id"] == "U-1")
+        .unwrap()
+        .clone();
+    assert!((u1["power_curve_deviation_yesterday"].as_f64().unwrap() - ratio).abs() < 1e-9);
+
+    // The export: one row per turbine and bin.
+    let out = d.command(&[
+        "export",
+        "--power-curve",
+        "--from",
+        &start.to_rfc3339(),
+        "--to",
+        &today.to_rfc3339(),
+        "--format",
+        "jsonl",
+    ]);
+    let rows = stdout_jsonl(&out);
+    assert_eq!(rows.len(), 26, "13 bins each");
+    let u_bins: i64 = rows
+        .iter()
+        .filter(|r| r["turbine_id"] == "U-1")
+        .map(|r| r["n"].as_i64().unwrap())
+        .sum();
+    assert_eq!(u_bins, 16);
+}
