@@ -14,10 +14,11 @@ use super::window::{Window, PRESETS};
 /// The style sheet. It keeps every page inside its window, at 1,280 px and on a phone
 /// (tests/panel.rs measures both in Chromium): cells wrap at spaces, ids and text values also
 /// inside a word (a turbine id may be 128 characters with no space); numbers stay on one line,
-/// and times too above 720 px (signal names break after a `_`); below it the quarantine table becomes one block
-/// per entry, each value labelled.
-/// The from/to boxes are monospace and as many `ch` wide as their value, so it shows whole in
-/// any font.
+/// and times too above 720 px (signal names break after a `_`); below it the quarantine and
+/// fleet tables become one block per entry, each value labelled (the fleet's sort links a row
+/// of their own).
+/// The from/to boxes and the fleet's prefix box are monospace and as many `ch` wide as their
+/// value, so it shows whole in any font (up to the window's width, past which it scrolls inside).
 const STYLE: &str = "
 body{font-family:system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
 header{background:#14324a;color:#fff;padding:10px 24px;display:flex;flex-wrap:wrap;gap:0 24px;align-items:baseline}
@@ -44,7 +45,7 @@ ul.legend{list-style:none;padding:0;margin:4px 0;display:flex;flex-wrap:wrap;gap
 .swatch{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px}
 form{margin:8px 0}
 input{max-width:100%;box-sizing:content-box}
-input.time{font-family:ui-monospace,monospace}
+input.time,input.mono{font-family:ui-monospace,monospace}
 @media (max-width:720px){
 main{padding:12px}
 .t{white-space:normal}
@@ -54,6 +55,12 @@ table.pairs th{overflow-wrap:anywhere}
 #quarantine>tbody>tr{border-bottom:2px solid #ccc;padding:4px 0}
 #quarantine>tbody>tr>td{border:0;padding:2px 8px;text-align:left}
 #quarantine>tbody>tr>td::before{content:attr(data-label) ': ';color:#666}
+#fleet,#fleet>thead,#fleet>tbody,#fleet>tbody>tr,#fleet>tbody>tr>td{display:block}
+#fleet>thead>tr{display:flex;flex-wrap:wrap}
+#fleet>thead>tr>th{border:0;padding:2px 12px 2px 0}
+#fleet>tbody>tr{border-bottom:2px solid #ccc;padding:4px 0}
+#fleet>tbody>tr>td{border:0;padding:2px 8px;text-align:left}
+#fleet>tbody>tr>td[data-label]::before{content:attr(data-label) ': ';color:#666}
 }
 ";
 
@@ -129,7 +136,7 @@ pub fn fleet(
         form method="get" action="/" {
             label {
                 "Turbine id starts with "
-                input name="prefix" value=(prefix) size=(prefix.chars().count().max(20) + 2) autofocus;
+                input.mono name="prefix" value=(prefix) style=(format!("width:{}ch", prefix.chars().count().max(20) + 1)) autofocus;
             }
             input type="hidden" name="sort" value=(sort.as_str());
             " "
@@ -150,7 +157,7 @@ pub fn fleet(
                 " Under an id, its last 24 h: the declared signals none of its readings carried, completeness under 90 %, intervals flagged."
             }
         }
-        table {
+        table #fleet {
             thead {
                 tr {
                     @for (s, label) in Sort::ALL.iter().zip(["turbine", "last seen", headline, "clock", "quarantined"]) {
@@ -194,22 +201,22 @@ pub fn fleet(
                             }
                             (day_quality(r))
                         }
-                        td.t { (when(r.last_seen)) }
-                        td.num { (opt(r.headline, 1)) }
-                        td {
+                        td.t data-label="last seen" { (when(r.last_seen)) }
+                        td.num data-label=(headline) { (opt(r.headline, 1)) }
+                        td data-label="clock" {
                             (clock_word(r.clock_suspect)) " "
                             span.muted.t {
                                 @if let Some(o) = r.clock_offset_seconds { "offset " (format!("{o:.1}")) "s" }
                             }
                         }
-                        td.num {
+                        td.num data-label="quarantined" {
                             @if r.quarantined > 0 { span.suspect { (r.quarantined) } } @else { "0" }
                         }
                         @if figures.kept {
-                            td.num { (availability_cell(r)) }
+                            td.num data-label="availability" { (availability_cell(r)) }
                         }
                         @if figures.curve {
-                            td.num {
+                            td.num data-label="curve" {
                                 @match r.deviation {
                                     Some(d) if d < -0.02 => span.suspect { (format!("{:+.1} %", 100.0 * d)) },
                                     Some(d) => (format!("{:+.1} %", 100.0 * d)),
