@@ -189,5 +189,6 @@ pub fn bench_fleet(per_turbine: usize) -> Fleet {
         interval: Duration::from_secs(2),
         start: Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
         prefix: "B-".into(),
+        site: galewatch::tools::site::Site::default(),
     }
 }

@@ -213,6 +213,14 @@ async fn main() {
             "24 h page (HTML, three SVG charts)",
             format!("/turbines/{id}?from=2026-11-23T00:00:00Z&to=2026-11-24T00:00:00Z"),
         ),
+        (
+            "365 d power curve (API: bins, reference, deviation, outliers)",
+            format!("/api/turbines/{id}/power-curve?from=2025-11-27T00:00:00Z&to=2026-11-27T00:00:00Z"),
+        ),
+        (
+            "fleet page sorted by power-curve deviation",
+            "/?sort=deviation".to_string(),
+        ),
     ];
     println!("\n| request | points | p50 | p95 | max |\n|---|---|---|---|---|");
     for (name, path) in &cases {

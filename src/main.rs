@@ -371,9 +371,37 @@ struct SimulateArgs {
     /// or with --flood as far in the past as the run is long).
     #[arg(long)]
     start: Option<chrono::DateTime<chrono::Utc>>,
-    /// Seed for the resend, drift and bad-message choices.
+    /// Seed for the resend, drift and bad-message choices, and for the wind.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// The site's mean wind speed (m/s): the wind swings around it with the weather, gusts and
+    /// turbulence, and power follows a 3 MW curve (cut-in 3 m/s, rated at 12, cut-out 25).
+    #[arg(long, default_value_t = 8.0)]
+    mean_wind: f64,
+    /// Turbulence intensity: the wind's standard deviation over a few seconds, over its mean.
+    #[arg(long, default_value_t = 0.1)]
+    turbulence: f64,
+    /// Fraction of each turbine's 10-minute slots spent stopped (a third for maintenance, the
+    /// rest by faults).
+    #[arg(long, default_value_t = 0.02)]
+    stop_rate: f64,
+    /// TURBINE:PERCENT: that turbine (0 is the first) produces PERCENT below its curve, as a
+    /// soiled or mis-pitched one does. Repeatable.
+    #[arg(long, value_name = "TURBINE:PERCENT", value_parser = galewatch::tools::site::parse_underperform)]
+    underperform: Vec<(usize, f64)>,
+    /// TURBINE[@AFTER[+FOR]]: that turbine's anemometer reads one value from AFTER into the run
+    /// (default: the start), for FOR (default: to the end), while its power follows the wind
+    /// (`2@10m+30m`). Repeatable.
+    #[arg(long, value_name = "TURBINE[@AFTER[+FOR]]", value_parser = galewatch::tools::site::parse_stuck)]
+    stuck_anemometer: Vec<(usize, galewatch::tools::site::Span)>,
+    /// KW[@AFTER[+FOR]]: every turbine held at most KW over that span of the run (status
+    /// partial performance; 0: a requested shutdown), as a grid operator asks (`1500@1h+20m`).
+    #[arg(long, value_name = "KW[@AFTER[+FOR]]", value_parser = galewatch::tools::site::parse_curtail)]
+    curtail: Option<(f64, galewatch::tools::site::Span)>,
+    /// Leave out `status_code`, each reading's status (1 running, 2 curtailed, 4 no wind, 5
+    /// maintenance, 6 fault, 7 shutdown: docs/simulator.md).
+    #[arg(long)]
+    no_status: bool,
     /// Publish as Sparkplug B edge nodes (births, aliases, sequence numbers, rebirth on
     /// request) instead of JSON; each node gateways --devices-per-node turbines.
     #[arg(long)]
@@ -926,7 +954,22 @@ async fn publish_fleet(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
             chrono::Utc::now()
         },
         prefix: a.prefix.clone(),
+        site: galewatch::tools::site::Site {
+            seed: a.seed,
+            mean_wind: a.mean_wind,
+            turbulence: a.turbulence,
+            stop_rate: a.stop_rate,
+            underperforming: a.underperform.clone(),
+            stuck_anemometer: a.stuck_anemometer.clone(),
+            curtailment: a.curtail,
+            status: !a.no_status,
+            ..Default::default()
+        },
     };
+    if let Err(e) = fleet.site.check(fleet.turbines) {
+        eprintln!("galewatch simulate: {e}");
+        return ExitCode::from(2);
+    }
     let knobs = Knobs {
         resend_rate: a.resend_rate,
         resend_delay: a.resend_delay,

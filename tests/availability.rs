@@ -69,12 +69,8 @@ async fn availability_is_counted_exactly_and_told_everywhere() {
     use galewatch::core::availability::Category as C;
     let broker = Broker::start();
     let db = TestDb::create().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("galewatch.toml");
-    std::fs::write(&config, SETTINGS).unwrap();
-    let mut d = Daemon::new(&broker, &db, "gw-availability");
-    d.config = Some(config.clone());
-    d.start_ready();
+    let (mut d, settings) = Daemon::ready_with(&broker, &db, "gw-availability", SETTINGS);
+    let config = settings.path.clone();
 
     // The last hour of whole intervals: 1,800 readings expected at 2 s. A-1 sends 1,500: 1,200
     // running (1), 100 in maintenance (5), 100 in a fault (6), 100 with a code no category

@@ -65,12 +65,8 @@ fn turbine(id: &str, start: DateTime<Utc>, factor: f64, frozen: bool) -> Vec<(St
 async fn a_turbine_five_percent_low_reads_minus_five_percent_everywhere() {
     let broker = Broker::start();
     let db = TestDb::create().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("galewatch.toml");
-    std::fs::write(&config, SETTINGS).unwrap();
-    let mut d = Daemon::new(&broker, &db, "gw-curve");
-    d.config = Some(config.clone());
-    d.start_ready();
+    let (mut d, settings) = Daemon::ready_with(&broker, &db, "gw-curve", SETTINGS);
+    let config = settings.path.clone();
 
     let today = Utc::now()
         .date_naive()

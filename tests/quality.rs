@@ -51,12 +51,8 @@ fn messages(turbine: &str, readings: &[String]) -> Vec<(String, Vec<u8>)> {
 async fn completeness_flags_and_directions_are_told_exactly() {
     let broker = Broker::start();
     let db = TestDb::create().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("galewatch.toml");
-    std::fs::write(&config, SETTINGS).unwrap();
-    let mut d = Daemon::new(&broker, &db, "gw-quality");
-    d.config = Some(config.clone());
-    d.start_ready();
+    let (mut d, settings) = Daemon::ready_with(&broker, &db, "gw-quality", SETTINGS);
+    let config = settings.path.clone();
 
     // The last hour of whole 10-minute intervals, as the daemon's watch reads it.
     let width = galewatch::sink::stats::Width::new(Duration::from_secs(600)).unwrap();

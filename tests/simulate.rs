@@ -130,3 +130,246 @@ async fn real_time_mode_keeps_the_fleet_s_pace() {
     })
     .await;
 }
+
+/// The simulated site (issue 36): 6 turbines for 12 hours, turbine 3 producing 5 % under its
+/// curve, turbine 2's anemometer frozen for the 4th hour, every turbine curtailed to 1.5 MW in
+/// the 9th. What the daemon keeps is what the simulator's own account says, exactly where it can
+/// be (the time in each status category, per turbine; the frozen intervals; the curtailed ones)
+/// and by the method of bins where it is a measurement (the underperformer reads about 5 % under
+/// the fleet's curve and is the worst of the fleet page).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulated_site_reads_as_its_curve_its_stops_and_its_faults() {
+    use galewatch::tools::simulate::Fleet;
+    use galewatch::tools::site::{Site, Span, Status};
+    let settings = format!(
+        r#"
+sample_period = "2s"
+availability_status_signal = "status_code"
+availability_categories = {{ full_performance = [1], partial_performance = [2], out_of_environmental_specification = [4], scheduled_maintenance = [5], forced_outage = [6], requested_shutdown = [7] }}
+{DEFAULT_SIGNALS}
+[[signals]]
+name = "status_code"
+type = "integer"
+"#
+    );
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let (mut d, settings) = Daemon::ready_with(&broker, &db, "gw-site", &settings);
+    let config = settings.path.clone();
+    // Yesterday from 06:00 to 18:00 (UTC): the fleet page's deviation is yesterday's.
+    let start = (chrono::Utc::now().date_naive() - chrono::Days::new(1))
+        .and_hms_opt(6, 0, 0)
+        .unwrap()
+        .and_utc();
+    let hour = |h: u64| Duration::from_secs(3600 * h);
+    let fleet = Fleet {
+        turbines: 6,
+        readings: 21_600,
+        batch: 50,
+        interval: Duration::from_secs(2),
+        start,
+        prefix: "S-".into(),
+        site: Site {
+            underperforming: vec![(3, 5.0)],
+            stuck_anemometer: vec![(
+                2,
+                Span {
+                    after: hour(3),
+                    lasting: Some(hour(1)),
+                },
+            )],
+            curtailment: Some((
+                1500.0,
+                Span {
+                    after: hour(8),
+                    lasting: Some(hour(1)),
+                },
+            )),
+            status: true,
+            ..Site::default()
+        },
+    };
+    let report = simulate(
+        &broker,
+        &[
+            "--flood",
+            "--turbines",
+            "6",
+            "--readings",
+            "21600",
+            "--batch",
+            "50",
+            "--prefix",
+            "S-",
+            "--start",
+            &start.to_rfc3339(),
+            "--underperform",
+            "3:5",
+            "--stuck-anemometer",
+            "2@3h+1h",
+            "--curtail",
+            "1500@8h+1h",
+        ],
+    );
+    assert_eq!(expected(&report)[..2], [129_600.0, 129_600.0], "{report}");
+    eventually(Duration::from_secs(60), "every reading stored", || async {
+        db.rows().await == 129_600
+    })
+    .await;
+    d.terminate();
+
+    // The simulator's own account of each turbine's time by status, against the statistics.
+    let c = db.client().await;
+    for i in 0..6 {
+        let mut want = std::collections::BTreeMap::new();
+        for j in 0..21_600 {
+            *want
+                .entry(fleet.sample(i, j).status.category())
+                .or_insert(0i64) += 1;
+        }
+        for s in Status::ALL {
+            let got: i64 = c
+                .query_one(
+                    &format!(
+                        "SELECT coalesce(sum(avail_{}), 0)::int8 FROM interval_stats
+                          WHERE turbine_id = $1 AND interval_seconds = 600",
+                        s.category()
+                    ),
+                    &[&fleet.turbine_id(i)],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            assert_eq!(
+                got,
+                want.get(s.category()).copied().unwrap_or(0),
+                "turbine {i}, {s:?}"
+            );
+        }
+        assert!(want[Status::Running.category()] > 15_000, "{want:?}");
+    }
+    // The frozen anemometer: the six intervals of the 4th hour, on turbine 2 only.
+    let stuck = c
+        .query(
+            "SELECT turbine_id, interval_start FROM interval_stats
+              WHERE interval_seconds = 600 AND wind_speed_ms_n >= 10
+                AND wind_speed_ms_min = wind_speed_ms_max ORDER BY 1, 2",
+            &[],
+        )
+        .await
+        .unwrap();
+    let stuck: Vec<(String, chrono::DateTime<chrono::Utc>)> =
+        stuck.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let frozen: Vec<_> = (18..24)
+        .map(|k| {
+            (
+                "S-00002".to_string(),
+                start + chrono::Duration::minutes(10 * k),
+            )
+        })
+        .collect();
+    assert_eq!(stuck, frozen);
+    // The curtailed hour: partial performance there and nowhere else, under 1.5 MW.
+    let curtailed = c
+        .query(
+            "SELECT DISTINCT interval_start FROM interval_stats
+              WHERE interval_seconds = 600 AND avail_partial_performance > 0 ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap();
+    let curtailed: Vec<chrono::DateTime<chrono::Utc>> =
+        curtailed.iter().map(|r| r.get(0)).collect();
+    let ninth: Vec<_> = (48..54)
+        .map(|k| start + chrono::Duration::minutes(10 * k))
+        .collect();
+    assert!(
+        !curtailed.is_empty() && curtailed.iter().all(|t| ninth.contains(t)),
+        "{curtailed:?}"
+    );
+    let over: i64 = c
+        .query_one(
+            "SELECT count(*) FROM readings WHERE power_kw > 1500
+               AND recorded_at >= $1 AND recorded_at < $2",
+            &[
+                &(start + chrono::Duration::hours(8)),
+                &(start + chrono::Duration::hours(9)),
+            ],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(over, 0, "no reading over the limit in the curtailed hour");
+    // By the method of bins, against the fleet's own curve (of which it is a sixth).
+    let panel = Panel::serve(&db, &config).await;
+    let range = format!(
+        "from={}&to={}",
+        start.timestamp(),
+        (start + chrono::Duration::hours(12)).timestamp()
+    );
+    let mut ratios = Vec::new();
+    for i in 0..6 {
+        let (status, api) = panel
+            .get(&format!(
+                "/api/turbines/{}/power-curve?{range}",
+                fleet.turbine_id(i)
+            ))
+            .await;
+        assert_eq!(status, 200, "{api}");
+        let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+        assert!(
+            api["bins"].as_array().unwrap().len() >= 8,
+            "turbine {i}: {api}"
+        );
+        ratios.push(api["deviation"]["ratio"].as_f64().unwrap());
+    }
+    eprintln!("deviations against the fleet's curve: {ratios:?}");
+    assert!((-0.065..-0.025).contains(&ratios[3]), "{ratios:?}");
+    for (i, r) in ratios.iter().enumerate().filter(|(i, _)| *i != 3) {
+        assert!(r.abs() < 0.025, "turbine {i}: {ratios:?}");
+    }
+    let (_, page) = panel.get("/?sort=deviation").await;
+    let first = page.find("/turbines/S-").map(|p| &page[p..p + 17]);
+    assert_eq!(
+        first,
+        Some("/turbines/S-00003"),
+        "the worst turbine first: {page}"
+    );
+}
+
+/// A knob that cannot apply is refused before anything is sent, naming the flag (exit 2).
+#[test]
+fn a_fault_knob_that_cannot_apply_is_refused_by_name() {
+    for (args, says) in [
+        (
+            &["--underperform", "3:5"][..],
+            "--underperform 3: the fleet's turbines are 0 to 2",
+        ),
+        (&["--stuck-anemometer", "7@1m"][..], "--stuck-anemometer 7"),
+        (&["--underperform", "1:150"][..], "between 0 and 100"),
+        (&["--curtail=-5"][..], "0 or more"),
+        (&["--curtail", "100@soon"][..], "not a duration"),
+        (
+            &["--stop-rate", "2"][..],
+            "--stop-rate 2: a fraction is 0 to 1",
+        ),
+        (&["--mean-wind", "NaN"][..], "--mean-wind NaN"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_galewatch"))
+            .args([
+                "simulate",
+                "--mqtt-url",
+                "mqtt://127.0.0.1:9",
+                "--turbines",
+                "3",
+                "--readings",
+                "1",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

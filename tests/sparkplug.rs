@@ -25,6 +25,7 @@ fn edge(prefix: &str, turbines: usize, readings: usize, batch: usize) -> Edge {
             interval: Duration::from_secs(2),
             start: Utc.with_ymd_and_hms(2026, 11, 30, 0, 0, 0).unwrap(),
             prefix: prefix.into(),
+            site: galewatch::tools::site::Site::default(),
         },
         group: GROUP.into(),
         devices_per_node: 5,
@@ -316,6 +317,7 @@ async fn json_and_sparkplug_share_one_daemon_with_exact_counts() {
         interval: Duration::from_secs(2),
         start: Utc.with_ymd_and_hms(2026, 11, 30, 0, 0, 0).unwrap(),
         prefix: "J-".into(),
+        site: galewatch::tools::site::Site::default(),
     };
     let (addr_a, addr_b) = (broker.addr(), broker.addr());
     let json = tokio::spawn(async move {

@@ -192,6 +192,7 @@ async fn a_restart_after_kill_9_under_a_flood_is_ready_within_seconds() {
             interval: Duration::from_secs(2),
             start: Utc.with_ymd_and_hms(2026, 11, 30, 0, 0, 0).unwrap(),
             prefix: "K-".into(),
+            site: galewatch::tools::site::Site::default(),
         },
         group: GROUP.into(),
         devices_per_node: 20,

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::daemon::config::Settings;
 use crate::tools::simulate::{self, Fleet, Knobs, Sent, Traffic};
+use crate::tools::site::{Site, Span, Status};
 use crate::tools::view::{self, Snapshot};
 
 /// Set once stdout's reader has gone (`galewatch demo | head`): the demo then winds down as on
@@ -546,7 +547,7 @@ impl InProcess {
             mqtt_url: mqtt_url.to_string(),
             mqtt_client_id: format!("galewatch-demo-{}", std::process::id()),
             metrics_listen: format!("127.0.0.1:{metrics_port}"),
-            ..Settings::default()
+            ..demo_settings()
         };
         let cfg = settings.validate().map_err(|e| Missing(e.to_string()))?;
         let broker = cfg.broker.clone();
@@ -669,14 +670,70 @@ fn banner(opts: &Options, notes: &[String], mqtt_url: &str, inside: &InProcess, 
     say!();
 }
 
+/// The settings the demo's daemon runs on: the embedded defaults, with the fleet's sample period
+/// (so completeness is known) and its status code declared and mapped to IEC 61400-26-1
+/// categories (so availability is kept), as docs/stats.md's example maps them.
+fn demo_settings() -> Settings {
+    let mut signals = crate::core::signals::SignalSetting::defaults();
+    signals.push(crate::core::signals::SignalSetting::new(
+        "status_code",
+        crate::core::signals::Kind::Integer,
+    ));
+    let mut categories = std::collections::BTreeMap::new();
+    for s in Status::ALL {
+        categories
+            .entry(s.category().to_string())
+            .or_insert_with(Vec::new)
+            .push(crate::daemon::config::StatusValue::Code(s.code()));
+    }
+    Settings {
+        sample_period: FLEET_INTERVAL,
+        signals,
+        availability_status_signal: "status_code".into(),
+        availability_categories: categories,
+        ..Settings::default()
+    }
+}
+
+/// The demo fleet's interval between a turbine's readings.
+const FLEET_INTERVAL: Duration = Duration::from_secs(2);
+
+/// The faults the demo's fleet shows an engineer (with 4 turbines or more): turbine 3 produces
+/// 6 % under its curve, turbine 2's anemometer freezes from the second minute for 20 minutes,
+/// and from the 15th minute the grid holds every turbine under 2 MW for 10 minutes.
+fn demo_site(turbines: usize, seed: u64) -> Site {
+    let span = |after: u64, lasting: u64| Span {
+        after: Duration::from_secs(after),
+        lasting: Some(Duration::from_secs(lasting)),
+    };
+    Site {
+        seed,
+        underperforming: if turbines > 3 {
+            vec![(3, 6.0)]
+        } else {
+            Vec::new()
+        },
+        stuck_anemometer: if turbines > 2 {
+            vec![(2, span(60, 1200))]
+        } else {
+            Vec::new()
+        },
+        curtailment: Some((2000.0, span(900, 600))),
+        status: true,
+        ..Site::default()
+    }
+}
+
 /// Starts the simulated fleet: a reading every 2 s per turbine (until `opts.duration`, or until
-/// `stop`), with resends, two drifting clocks and a few malformed messages.
+/// `stop`), with resends, two drifting clocks, a few malformed messages, and the wind, stops and
+/// faults of [`demo_site`].
 fn start_fleet(
     opts: &Options,
     broker: &crate::intake::broker::BrokerAddr,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<Result<Sent, crate::error::Error>> {
-    let interval = Duration::from_secs(2);
+    let interval = FLEET_INTERVAL;
+    let seed = u64::from(std::process::id());
     let fleet = Fleet {
         turbines: opts.turbines,
         readings: opts.duration.map_or(usize::MAX, |d| {
@@ -686,6 +743,7 @@ fn start_fleet(
         interval,
         start: chrono::Utc::now(),
         prefix: "WTG-".into(),
+        site: demo_site(opts.turbines, seed),
     };
     let knobs = Knobs {
         resend_rate: 0.03,
@@ -693,7 +751,7 @@ fn start_fleet(
         drift_rate: 0.25,
         drifting_turbines: Some(2.min(opts.turbines)),
         bad_rate: 0.002,
-        seed: u64::from(std::process::id()),
+        seed,
     };
     let broker = broker.clone();
     let id = format!("galewatch-demo-fleet-{}", std::process::id());

@@ -517,6 +517,7 @@ mod tests {
                 interval: Duration::from_secs(2),
                 start: Utc.with_ymd_and_hms(2026, 11, 30, 0, 0, 0).unwrap(),
                 prefix: "S-".into(),
+                site: crate::tools::site::Site::default(),
             },
             group: "wind".into(),
             devices_per_node: 2,

@@ -3,7 +3,8 @@
 //!
 //! The traffic is planned by a pure, seeded [`Traffic`] generator (tested without a broker) and
 //! sent by [`run`], in real time or as fast as the broker takes it. Turbine `i`'s reading `j` is
-//! stamped `start + j × interval` with values derived from `(i, j)`, so a resend is byte-for-byte
+//! stamped `start + j × interval` with values [`Site`] derives from `(i, j)` (wind, power
+//! following a curve, stops, the faults an engineer must catch), so a resend is byte-for-byte
 //! the same reading; [`Sent`] says what was sent by kind and what the daemon should count.
 
 use std::collections::VecDeque;
@@ -21,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
 use crate::intake::broker::BrokerAddr;
+use crate::tools::site::{Sample, Site};
 
 /// The fleet: who publishes, how often, how much.
 #[derive(Debug, Clone)]
@@ -34,6 +36,8 @@ pub struct Fleet {
     pub start: DateTime<Utc>,
     /// Turbine ids are `{prefix}{i:05}`.
     pub prefix: String,
+    /// The wind, the turbines and their faults.
+    pub site: Site,
 }
 
 impl Fleet {
@@ -52,23 +56,35 @@ impl Fleet {
     }
 
     /// The JSON of turbine `i`'s reading `j`, stamped as reading `stamp_j` (a drifting clock
-    /// stamps a reading with an earlier one's time) and with values offset by `skew`.
+    /// stamps a reading with an earlier one's time) and with power offset by `skew`.
     fn json(&self, i: usize, j: usize, stamp_j: usize, skew: f64) -> String {
-        let (power, wind, rotor) = self.values(i, j);
-        let power = power + skew;
+        let s = self.sample(i, j);
+        let status = if self.site.status {
+            format!(r#","status_code":{}"#, s.status.code())
+        } else {
+            String::new()
+        };
         format!(
-            r#"{{"turbine_id":"{}","recorded_at":"{}","power_kw":{power},"wind_speed_ms":{wind},"rotor_rpm":{rotor}}}"#,
+            r#"{{"turbine_id":"{}","recorded_at":"{}","power_kw":{},"wind_speed_ms":{},"rotor_rpm":{}{status}}}"#,
             self.turbine_id(i),
             self.stamp(i, stamp_j)
                 .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            s.power_kw + skew,
+            s.wind_ms,
+            s.rotor_rpm,
         )
+    }
+
+    /// Turbine `i`'s reading `j` as the site makes it (its time from the start of the run).
+    pub fn sample(&self, i: usize, j: usize) -> Sample {
+        let at = (self.stamp(i, j) - self.start).to_std().unwrap_or_default();
+        self.site.sample(i, j, at)
     }
 
     /// Turbine `i`'s reading `j`: power (kW), wind speed (m/s), rotor speed (rpm).
     pub fn values(&self, i: usize, j: usize) -> (f64, f64, f64) {
-        let power = ((i * 7919 + j * 104_729) % 30_000) as f64 / 10.0;
-        let wind = ((i * 31 + j * 17) % 250) as f64 / 10.0;
-        (power, wind, (j % 20) as f64)
+        let s = self.sample(i, j);
+        (s.power_kw, s.wind_ms, s.rotor_rpm)
     }
 
     /// The JSON of turbine `i`'s reading `j`.
@@ -486,6 +502,7 @@ mod tests {
             interval: Duration::from_secs(2),
             start: Utc.with_ymd_and_hms(2026, 11, 30, 0, 0, 0).unwrap(),
             prefix: "WTG-".into(),
+            site: Site::default(),
         }
     }
 

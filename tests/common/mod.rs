@@ -422,7 +422,37 @@ pub struct Daemon {
     _logdir: tempfile::TempDir,
 }
 
+/// A settings file in a directory of its own (removed when dropped).
+pub struct SettingsFile {
+    _dir: tempfile::TempDir,
+    pub path: PathBuf,
+}
+
+impl SettingsFile {
+    pub fn new(text: &str) -> SettingsFile {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("galewatch.toml");
+        std::fs::write(&path, text).unwrap();
+        SettingsFile { _dir: dir, path }
+    }
+}
+
 impl Daemon {
+    /// A daemon reading `settings` from a file, started and ready; the file lives as long as
+    /// the returned guard.
+    pub fn ready_with(
+        broker: &Broker,
+        db: &TestDb,
+        client_id: &str,
+        settings: &str,
+    ) -> (Daemon, SettingsFile) {
+        let file = SettingsFile::new(settings);
+        let mut d = Daemon::new(broker, db, client_id);
+        d.config = Some(file.path.clone());
+        d.start_ready();
+        (d, file)
+    }
+
     /// Settings for a daemon against this broker and database; change `env` before `start`.
     pub fn new(broker: &Broker, db: &TestDb, client_id: &str) -> Daemon {
         let metrics_port = free_port();
@@ -764,6 +794,7 @@ pub fn fleet(
             .with_ymd_and_hms(2026, 11, 29, 12, 0, 0)
             .unwrap(),
         prefix: prefix.into(),
+        site: galewatch::tools::site::Site::default(),
     }
     .messages()
     .map(|(t, p)| (t, p.into_bytes()))
