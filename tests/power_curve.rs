@@ -176,3 +176,99 @@ async fn a_turbine_five_percent_low_reads_minus_five_percent_everywhere() {
         .sum();
     assert_eq!(u_bins, 16);
 }
+
+/// Production-based availability (IEC 61400-26-2) against the declared curve, exactly: four
+/// intervals of 300 readings at 2 s — one running at 6 m/s (1,000 kW), one at 9 m/s running half
+/// of it (2,000 kW) and in a forced outage the other half, one in maintenance at 6 m/s, and one
+/// in maintenance whose anemometer is frozen (its wind not known: left out). Produced 1,000 kW
+/// for 600 s twice, lost 2,000 kW for 300 s and 1,000 kW for 600 s: 50 %.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn production_based_availability_counts_the_energy_lost_exactly() {
+    let settings = format!(
+        r#"{SETTINGS}
+availability_status_signal = "status_code"
+availability_categories = {{ full_performance = [1], scheduled_maintenance = [5], forced_outage = [6] }}
+[[signals]]
+name = "power_kw"
+required = true
+[[signals]]
+name = "wind_speed_ms"
+[[signals]]
+name = "status_code"
+type = "integer"
+"#
+    );
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let (mut d, file) = Daemon::ready_with(&broker, &db, "gw-production", &settings);
+    let start = (Utc::now().date_naive() - chrono::Days::new(1))
+        .and_hms_opt(8, 0, 0)
+        .unwrap()
+        .and_utc();
+    // (wind, power while running, readings running of 300, status of the others)
+    let intervals = [
+        (6.0, 1000.0, 300, 5, false),
+        (9.0, 2000.0, 150, 6, false),
+        (6.0, 0.0, 0, 5, false),
+        (8.0, 0.0, 0, 5, true),
+    ];
+    let mut all = Vec::new();
+    for (i, (wind, power, running, other, frozen)) in intervals.into_iter().enumerate() {
+        for k in 0..300 {
+            let t = start + chrono::Duration::seconds(600 * i as i64 + 2 * k);
+            // ±0.1 m/s and ±100 kW about the mean, so nothing else is frozen.
+            let s = if k % 2 == 0 { -1.0 } else { 1.0 };
+            let w = if frozen { wind } else { wind + 0.1 * s };
+            let (p, status) = if k < running {
+                (power + 100.0 * s, 1)
+            } else {
+                (0.0, other)
+            };
+            all.push(format!(
+                r#"{{"recorded_at":"{}","power_kw":{p},"wind_speed_ms":{w},"status_code":{status}}}"#,
+                t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+            ));
+        }
+    }
+    let msgs: Vec<(String, Vec<u8>)> = all
+        .chunks(100)
+        .map(|c| json("turbines/P-1/readings", &format!("[{}]", c.join(","))))
+        .collect();
+    publish(&broker, msgs).await;
+    eventually(Duration::from_secs(30), "every reading stored", || async {
+        db.rows().await == 1200
+    })
+    .await;
+    d.terminate();
+
+    let panel = Panel::serve(&db, &file.path).await;
+    let range = format!(
+        "from={}&to={}",
+        start.timestamp(),
+        (start + chrono::Duration::hours(1)).timestamp()
+    );
+    let (status, api) = panel
+        .get(&format!("/api/turbines/P-1/power-curve?{range}"))
+        .await;
+    assert_eq!(status, 200, "{api}");
+    let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+    let p = &api["production_based_availability"];
+    assert_eq!(p["intervals"], 3, "{api}");
+    let close = |v: &serde_json::Value, want: f64| (v.as_f64().unwrap() - want).abs() < 1e-6;
+    assert!(close(&p["produced_kwh"], 1000.0 / 3.0), "{p}");
+    assert!(close(&p["lost_kwh"], 1000.0 / 3.0), "{p}");
+    assert!(close(&p["ratio"], 0.5), "{p}");
+    let (_, page) = panel.get(&format!("/turbines/P-1?{range}")).await;
+    assert!(
+        page.contains("Production-based availability: <span class=\"num\">50.00 %</span>"),
+        "{page}"
+    );
+    // Without availability kept, there is none to tell.
+    let plain = SettingsFile::new(SETTINGS);
+    let panel = Panel::serve(&db, &plain.path).await;
+    let (_, api) = panel
+        .get(&format!("/api/turbines/P-1/power-curve?{range}"))
+        .await;
+    let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+    assert!(api["production_based_availability"].is_null(), "{api}");
+}

@@ -526,6 +526,9 @@ pub struct Curve {
     pub outliers: Vec<crate::sink::power_curve::Interval>,
     pub intervals: usize,
     pub bin_width: f64,
+    /// Production-based availability over the range, when availability is kept and there is a
+    /// reference.
+    pub production: Option<crate::core::power_curve::Production>,
 }
 
 /// The most 10-minute points a power-curve chart draws (a year is 52,560).
@@ -637,6 +640,23 @@ impl Db {
                 produced: 0.0,
                 expected: 0.0,
             });
+        let production = match (&self.view, &reference) {
+            (Some(view), Some(r)) => {
+                let periods = crate::sink::power_curve::periods(
+                    &*c,
+                    sql,
+                    signals,
+                    policy,
+                    *k,
+                    view,
+                    id,
+                    (w.from, w.to),
+                )
+                .await?;
+                Some(crate::core::power_curve::production(&periods, r))
+            }
+            _ => None,
+        };
         let intervals = points.len();
         if points.len() > CURVE_POINTS {
             let step = points.len().div_ceil(CURVE_POINTS);
@@ -651,6 +671,7 @@ impl Db {
             outliers,
             intervals,
             bin_width: policy.bin_width,
+            production,
         }))
     }
 

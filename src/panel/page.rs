@@ -429,6 +429,12 @@ pub fn curve_json(id: &str, w: &Window, c: &super::data::Curve) -> Value {
             "ratio": c.deviation.ratio(),
         },
         "outliers": c.outliers.iter().map(at).collect::<Vec<_>>(),
+        "production_based_availability": c.production.map(|p| json!({
+            "intervals": p.intervals,
+            "produced_kwh": p.produced_kwh,
+            "lost_kwh": p.lost_kwh,
+            "ratio": p.ratio(),
+        })),
     })
 }
 
@@ -478,6 +484,17 @@ fn power_curve(c: &super::data::Curve) -> Markup {
             }
         }
         div.card { (PreEscaped(svg)) }
+        @if let Some(p) = c.production.filter(|p| p.intervals > 0) {
+            p.production title="IEC 61400-26-2: the energy produced over that produced and lost, the lost energy of unavailable time being the reference's power at the interval's wind" {
+                "Production-based availability: "
+                @match p.ratio() {
+                    Some(a) => span.num { (format!("{:.2} %", 100.0 * a)) },
+                    None => span.muted { "—" },
+                }
+                " (" (format!("{:.0}", p.produced_kwh)) " kWh produced, " (format!("{:.0}", p.lost_kwh))
+                " kWh lost in unavailable time against " (against) ", over " (p.intervals) " intervals whose wind is known)"
+            }
+        }
         @if !c.outliers.is_empty() {
             p {
                 (c.outliers.len()) " interval" @if c.outliers.len() != 1 { "s" }

@@ -1,14 +1,17 @@
 //! Power curve: reads, from the interval statistics, the intervals a curve may take (complete,
 //! not flagged, in full performance where availability is kept: `core::power_curve::Policy`)
-//! binned by wind speed per turbine, and one turbine's intervals as points; the curve, the
-//! reference and the deviation are `core::power_curve`'s.
+//! binned by wind speed per turbine, one turbine's intervals as points, and its intervals as
+//! production-based availability reads them; the curve, the reference, the deviation and the
+//! availability are `core::power_curve`'s.
 
 use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::GenericClient;
 
-use crate::core::availability::Category;
-use crate::core::power_curve::{Bin, Deviation, Point, Policy, Reference, MIN_BIN_INTERVALS};
+use crate::core::availability::{Category, View};
+use crate::core::power_curve::{
+    Bin, Deviation, Period, Point, Policy, Reference, MIN_BIN_INTERVALS,
+};
 use crate::core::signals::Signals;
 use crate::error::Error;
 use crate::sink::stats::{self, Sql};
@@ -201,6 +204,66 @@ pub async fn points<C: GenericClient>(
                 wind: r.get(1),
                 power: r.get(2),
             },
+        })
+        .collect())
+}
+
+/// One turbine's intervals starting in `[since, until)` as production-based availability reads
+/// them, where availability was kept and the wind is known (read, not frozen, plausible): its
+/// mean wind and power, the readings in `view`'s unavailable categories, the time a reading
+/// stands for (the interval over its expected readings, else over those it holds).
+#[allow(clippy::too_many_arguments)]
+pub async fn periods<C: GenericClient>(
+    c: &C,
+    sql: &Sql,
+    signals: &Signals,
+    policy: &Policy,
+    stuck_min_readings: i64,
+    view: &View,
+    turbine: &str,
+    (since, until): (DateTime<Utc>, DateTime<Utc>),
+) -> Result<Vec<Period>, Error> {
+    let cols = |i: usize| stats::column_names(signals.get(i)).map(|c| format!("\"{c}\""));
+    let [wn, wmean, _, wmin, wmax] = cols(policy.wind);
+    let [pn, pmean, ..] = cols(policy.power);
+    let imp = format!(
+        "\"{}\"",
+        stats::implausible_column(signals.get(policy.wind))
+    );
+    let unavailable = if view.unavailable.is_empty() {
+        "0".to_string()
+    } else {
+        view.unavailable
+            .iter()
+            .map(|c| format!("coalesce(\"{}\", 0)", stats::category_column(*c)))
+            .collect::<Vec<_>>()
+            .join(" + ")
+    };
+    let kept = stats::category_column(Category::FullPerformance);
+    let statement = format!(
+        "SELECT {wmean}, {pmean}, {pn}, ({unavailable})::int8,
+                interval_seconds::float8 / coalesce(nullif(expected, 0), readings)
+           FROM interval_stats
+          WHERE turbine_id = $1 AND interval_seconds = {secs} AND interval_start >= $2
+            AND interval_start < $3 AND readings > 0 AND \"{kept}\" IS NOT NULL
+            AND {wn} > 0 AND {pn} > 0 AND {wmean} >= 0 AND coalesce({imp}, 0) = 0
+            AND NOT ({wn} >= {k} AND {wmin} = {wmax})
+          ORDER BY interval_start",
+        secs = sql.width.secs(),
+        k = stuck_min_readings.max(2),
+    );
+    let rows = c
+        .query(&statement, &[&turbine, &since, &until])
+        .await
+        .map_err(|e| Error::db("reading the intervals of production-based availability", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| Period {
+            wind: r.get(0),
+            power: r.get(1),
+            power_readings: r.get(2),
+            unavailable: r.get(3),
+            seconds_per_reading: r.get(4),
         })
         .collect())
 }
