@@ -10,19 +10,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use common::*;
 
-const SETTINGS: &str = r#"
-sample_period = "2s"
-availability_status_signal = "status_code"
-availability_categories = { full_performance = [1], scheduled_maintenance = [5], forced_outage = [6], requested_shutdown = [7] }
-[[signals]]
-name = "power_kw"
-required = true
-[[signals]]
-name = "wind_speed_ms"
-[[signals]]
-name = "status_code"
-type = "integer"
-"#;
+const SETTINGS: &str = STATUS_FLEET;
 
 fn reading(t: DateTime<Utc>, power: f64, status: i64) -> String {
     format!(

@@ -185,18 +185,7 @@ async fn a_turbine_five_percent_low_reads_minus_five_percent_everywhere() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn production_based_availability_counts_the_energy_lost_exactly() {
     let settings = format!(
-        r#"{SETTINGS}
-availability_status_signal = "status_code"
-availability_categories = {{ full_performance = [1], scheduled_maintenance = [5], forced_outage = [6] }}
-[[signals]]
-name = "power_kw"
-required = true
-[[signals]]
-name = "wind_speed_ms"
-[[signals]]
-name = "status_code"
-type = "integer"
-"#
+        "power_curve_reference = [[3.0, 0.0], [12.0, 3000.0], [25.0, 3000.0]]\n{STATUS_FLEET}"
     );
     let broker = Broker::start();
     let db = TestDb::create().await;

@@ -717,16 +717,12 @@ pub fn stdout_jsonl(o: &std::process::Output) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// The three default signals as `[[signals]]` tables, for settings that declare more.
-pub const DEFAULT_SIGNALS: &str = r#"
-[[signals]]
-name = "power_kw"
-required = true
-[[signals]]
-name = "wind_speed_ms"
-[[signals]]
-name = "rotor_rpm"
-"#;
+/// `power_kw` (required) and `wind_speed_ms` as `[[signals]]` tables.
+macro_rules! power_and_wind {
+    () => {
+        "\n[[signals]]\nname = \"power_kw\"\nrequired = true\n[[signals]]\nname = \"wind_speed_ms\"\n"
+    };
+}
 
 /// What a command printed on stdout; it must have succeeded (else its output is the panic).
 pub fn stdout_of(o: &std::process::Output) -> String {
@@ -738,6 +734,24 @@ pub fn stdout_of(o: &std::process::Output) -> String {
     );
     String::from_utf8_lossy(&o.stdout).to_string()
 }
+
+/// A fleet at one reading every 2 s whose `status_code` maps to four IEC 61400-26-1 categories
+/// (1 full performance, 5 scheduled maintenance, 6 forced outage, 7 requested shutdown), with
+/// power and wind: availability is kept.
+pub const STATUS_FLEET: &str = concat!(
+    r#"
+sample_period = "2s"
+availability_status_signal = "status_code"
+availability_categories = { full_performance = [1], scheduled_maintenance = [5], forced_outage = [6], requested_shutdown = [7] }"#,
+    power_and_wind!(),
+    r#"[[signals]]
+name = "status_code"
+type = "integer"
+"#
+);
+
+/// The three default signals as `[[signals]]` tables, for settings that declare more.
+pub const DEFAULT_SIGNALS: &str = concat!(power_and_wind!(), "[[signals]]\nname = \"rotor_rpm\"\n");
 
 /// One sample of an exposition by its exact series name (0 when absent), read with the same
 /// parser the demo uses; the metrics test parses the exposition with prometheus-parse.
