@@ -1,4 +1,4 @@
-//! What bench-panel and bench-fleet share: the panel served in-process, a plain HTTP GET, and a
+//! What bench-panel, bench-fleet and bench-curve share: the panel served in-process, a plain HTTP GET, and a
 //! request timed the way both report it. (Examples cannot use tests/common; both include this
 //! file with `#[path]`.)
 
@@ -30,12 +30,16 @@ pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
 
 /// Serves the panel on the database at `url`, on a free port, until the token is cancelled.
 pub async fn serve(url: &str) -> (SocketAddr, CancellationToken) {
-    let cfg = Settings {
+    serve_with(Settings {
         database_url: url.to_string(),
         ..Settings::default()
-    }
-    .validate()
-    .unwrap();
+    })
+    .await
+}
+
+/// Serves the panel with `settings`, on a free port, until the token is cancelled.
+pub async fn serve_with(settings: Settings) -> (SocketAddr, CancellationToken) {
+    let cfg = settings.validate().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let stop = CancellationToken::new();

@@ -139,12 +139,48 @@ async fn a_turbine_five_percent_low_reads_minus_five_percent_everywhere() {
     let n1_ratio = n1["deviation"]["ratio"].as_f64().unwrap();
     assert!(n1_ratio > ratio, "{n1_ratio} {ratio}");
 
-    // The fleet page, sorted by the deviation: the worst first.
+    // The fleet page, sorted by the deviation: the worst first, and a turbine with no clean
+    // interval yesterday (A-0, heard of today only) listed after those with one, either way.
+    db.client()
+        .await
+        .execute(
+            "INSERT INTO turbine_status (turbine_id, first_seen, last_seen, last_recorded_at, readings)
+             VALUES ('A-0', now(), now(), now(), 1)",
+            &[],
+        )
+        .await
+        .unwrap();
+    let order = |page: &str| -> Vec<usize> {
+        [">U-1<", ">N-1<", ">A-0<"]
+            .iter()
+            .map(|id| {
+                page.find(id)
+                    .unwrap_or_else(|| panic!("{id} listed: {page}"))
+            })
+            .collect()
+    };
     let (_, fleet) = panel.get("/?sort=deviation").await;
-    let (u, n) = (fleet.find(">U-1<").unwrap(), fleet.find(">N-1<").unwrap());
-    assert!(u < n, "U-1 first: {fleet}");
-    let (_, fleet) = panel.get("/?sort=deviation&desc=true").await;
-    assert!(fleet.find(">N-1<").unwrap() < fleet.find(">U-1<").unwrap());
+    let o = order(&fleet);
+    assert!(o[0] < o[1] && o[1] < o[2], "U-1, N-1, then A-0: {fleet}");
+    assert!(fleet.contains("3 turbines"), "{fleet}");
+    let (_, fleet) = panel.get("/?sort=curve&desc=true").await;
+    let o = order(&fleet);
+    assert!(o[1] < o[0] && o[0] < o[2], "N-1, U-1, then A-0: {fleet}");
+    let (_, api) = panel.get("/api/turbines?sort=deviation&desc=true").await;
+    let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+    assert_eq!(
+        (
+            api["total"].as_i64(),
+            api["turbines"].as_array().map(Vec::len)
+        ),
+        (Some(3), Some(3)),
+        "{api}"
+    );
+    let (_, only) = panel.get("/?sort=deviation&prefix=A-").await;
+    assert!(
+        only.contains(">A-0<") && only.contains("1 turbine;"),
+        "{only}"
+    );
     let (_, api) = panel.get("/api/turbines").await;
     let api: serde_json::Value = serde_json::from_str(&api).unwrap();
     let u1 = api["turbines"]

@@ -402,7 +402,9 @@ pub enum Sort {
     Power,
     Clock,
     Quarantined,
-    /// The power curve's deviation of yesterday, the worst (the most below the reference) first.
+    /// The power curve's deviation of yesterday, the worst (the most below the reference) first
+    /// (`curve`, the column's name, says the same).
+    #[serde(alias = "curve")]
     Deviation,
 }
 
@@ -714,11 +716,12 @@ impl Db {
     }
 
     /// Sorted by deviation: the page's ids, worst first (most below the reference; `desc`:
-    /// best first), of the turbines whose id starts with `prefix`. None for another order.
+    /// best first), of the turbines whose id starts with `prefix` (`pattern` in LIKE's terms),
+    /// then those with no deviation (no clean interval yesterday) by id. None for another order.
     async fn ranked_by_deviation(
         &self,
         c: &Client,
-        prefix: &str,
+        (prefix, pattern): (&str, &str),
         sort: Sort,
         desc: bool,
     ) -> Result<Option<Vec<String>>, Error> {
@@ -735,13 +738,25 @@ impl Db {
         if desc {
             ranked.reverse();
         }
-        Ok(Some(
-            ranked
-                .into_iter()
-                .take(FLEET_LIMIT as usize)
-                .map(|(id, _)| id.clone())
-                .collect(),
-        ))
+        let mut ids: Vec<String> = ranked
+            .into_iter()
+            .take(FLEET_LIMIT as usize)
+            .map(|(id, _)| id.clone())
+            .collect();
+        let room = FLEET_LIMIT - ids.len() as i64;
+        if room > 0 {
+            let rest = c
+                .query(
+                    "SELECT turbine_id FROM turbine_status
+                      WHERE turbine_id LIKE $1 AND NOT (turbine_id = ANY($2))
+                      ORDER BY turbine_id LIMIT $3",
+                    &[&pattern, &ids, &room],
+                )
+                .await
+                .map_err(|e| Error::db("listing the turbines with no deviation", e))?;
+            ids.extend(rest.iter().map(|r| r.get::<_, String>(0)));
+        }
+        Ok(Some(ids))
     }
 
     /// Which categories count as available time, when availability is kept.
@@ -946,7 +961,9 @@ impl Db {
                 format!("{}::float8", s.column())
             });
         let th = &self.thresholds;
-        let by_deviation = self.ranked_by_deviation(&c, prefix, sort, desc).await?;
+        let by_deviation = self
+            .ranked_by_deviation(&c, (prefix, &pattern), sort, desc)
+            .await?;
         let rows = c
             .query(
                 &fleet_sql(&headline, sort, desc),

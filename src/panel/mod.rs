@@ -336,7 +336,7 @@ fn fleet_query(p: FleetQuery) -> Result<FleetParams, Failure> {
     p.map(|Query(p)| p).map_err(|e| Failure {
         status: StatusCode::BAD_REQUEST,
         message: format!(
-            "bad query string: {} (sort: {}; desc: true or false)",
+            "bad query string: {} (sort: {}, deviation; desc: true or false)",
             e.body_text(),
             Sort::ALL.map(Sort::as_str).join(", ")
         ),
