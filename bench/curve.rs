@@ -40,7 +40,20 @@ async fn main() {
     }
     let (mut c, conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
     tokio::spawn(conn);
-    galewatch::sink::migrate::run(&mut c).await.unwrap();
+    let signals = {
+        let mut s = galewatch::core::signals::SignalSetting::defaults();
+        s.push(galewatch::core::signals::SignalSetting::new(
+            "status_code",
+            galewatch::core::signals::Kind::Integer,
+        ));
+        s
+    };
+    galewatch::sink::migrate::apply(
+        &mut c,
+        &galewatch::core::signals::Signals::new(&signals).unwrap(),
+    )
+    .await
+    .unwrap();
     let t = Instant::now();
     // Interval i before this hour: wind swinging 2–16 m/s with each turbine's phase, power on a
     // 3 MW curve (every 20th turbine 5 % low), 300 readings of 300 expected; one interval in 40
@@ -113,14 +126,7 @@ async fn main() {
                 )
             })
             .collect(),
-        signals: {
-            let mut s = galewatch::core::signals::SignalSetting::defaults();
-            s.push(galewatch::core::signals::SignalSetting::new(
-                "status_code",
-                galewatch::core::signals::Kind::Integer,
-            ));
-            s
-        },
+        signals,
         ..Default::default()
     };
     let (addr, _stop) = panel_http::serve_with(settings).await;

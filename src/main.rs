@@ -783,27 +783,50 @@ fn rejected_cmd(runtime: &tokio::runtime::Runtime, command: RejectedCommand) -> 
 
 /// `galewatch export`: interval statistics in `[from, to)` to stdout or `--output`. Mistakes
 /// in the command line, or settings it cannot be used with, exit 2 before anything is written.
-/// `galewatch export --power-curve`, to stdout.
+/// `galewatch export --power-curve`, to stdout or `--output` (written whole).
 fn power_curve_export(
     runtime: &tokio::runtime::Runtime,
     cfg: &config::Config,
     turbines: &galewatch::tools::export::Turbines,
     range: (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>),
     format: galewatch::tools::export::ExportFormat,
-    raw: bool,
+    (raw, output): (bool, Option<&std::path::Path>),
 ) -> ExitCode {
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    match runtime.block_on(galewatch::tools::export::power_curve(
-        cfg, turbines, range, format, raw, &mut out,
-    )) {
+    use galewatch::tools::export::{power_curve, Partial};
+    let written = runtime.block_on(async {
+        match output {
+            None => {
+                let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+                power_curve(cfg, turbines, range, format, raw, &mut out).await
+            }
+            Some(path) => {
+                let mut tmp = Partial::beside(path)?;
+                let n = power_curve(cfg, turbines, range, format, raw, &mut tmp.writer()).await?;
+                tmp.persist()?;
+                Ok(n)
+            }
+        }
+    });
+    let to = output.map_or(String::new(), |p| format!(" to {}", p.display()));
+    match written {
         Ok(0) => {
             eprintln!(
-                "galewatch export: no clean interval for {} in that range",
-                turbines.describe()
+                "galewatch export: no clean interval for {} in that range{}",
+                turbines.describe(),
+                if to.is_empty() {
+                    String::new()
+                } else {
+                    format!("; written with no row{to}")
+                }
             );
             ExitCode::SUCCESS
         }
-        Ok(_) => ExitCode::SUCCESS,
+        Ok(n) => {
+            if !to.is_empty() {
+                eprintln!("galewatch export: {n} rows of the power curve written{to}");
+            }
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("galewatch: {e}");
             ExitCode::from(e.exit_status())
@@ -821,6 +844,16 @@ fn export_cmd(runtime: &tokio::runtime::Runtime, a: ExportArgs) -> ExitCode {
     if a.format != ExportFormat::Parquet && a.compression.is_some() {
         return usage("--compression is for --format parquet");
     }
+    if a.power_curve && a.format == ExportFormat::Parquet {
+        return usage("--power-curve writes CSV or JSON lines (a few rows a turbine), not Parquet");
+    }
+    if let Some(why) = a
+        .output
+        .as_deref()
+        .and_then(galewatch::tools::export::bad_output)
+    {
+        return usage(&why);
+    }
     if a.format == ExportFormat::Parquet && a.output.is_none() && std::io::stdout().is_terminal() {
         return usage("Parquet is binary, not for a terminal: give --output FILE (or redirect stdout to a file or a pipe)");
     }
@@ -834,7 +867,14 @@ fn export_cmd(runtime: &tokio::runtime::Runtime, a: ExportArgs) -> ExitCode {
         (None, None) => Turbines::All,
     };
     if a.power_curve {
-        return power_curve_export(runtime, &cfg, &turbines, (from, to), a.format, a.raw);
+        return power_curve_export(
+            runtime,
+            &cfg,
+            &turbines,
+            (from, to),
+            a.format,
+            (a.raw, a.output.as_deref()),
+        );
     }
     let req = Request {
         turbines,

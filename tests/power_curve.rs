@@ -211,6 +211,47 @@ async fn a_turbine_five_percent_low_reads_minus_five_percent_everywhere() {
         .map(|r| r["n"].as_i64().unwrap())
         .sum();
     assert_eq!(u_bins, 16);
+    // To a file, written whole: the same rows, nothing on stdout; a directory or Parquet is a
+    // mistake of the command line (exit 2) and writes nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("curve.jsonl");
+    let range = ["--from", &start.to_rfc3339(), "--to", &today.to_rfc3339()];
+    let mut args = vec!["export", "--power-curve", "--format", "jsonl", "--output"];
+    let path = file.to_str().unwrap().to_string();
+    args.push(&path);
+    args.extend(range);
+    let out = d.command(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+    let written: Vec<serde_json::Value> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(written, rows);
+    for (bad, says) in [
+        (
+            vec!["--output", dir.path().to_str().unwrap()],
+            "is a directory",
+        ),
+        (vec!["--output", "/nonexistent-dir/x.csv"], "does not exist"),
+        (
+            vec!["--format", "parquet", "--output", &path],
+            "not Parquet",
+        ),
+    ] {
+        let mut args = vec!["export", "--power-curve"];
+        args.extend(bad.iter().copied());
+        args.extend(range);
+        let out = d.command(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {err}");
+        assert!(err.contains(says), "{bad:?}: {err}");
+    }
 }
 
 /// Production-based availability (IEC 61400-26-2) against the declared curve, exactly: four

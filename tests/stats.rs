@@ -2173,8 +2173,22 @@ async fn export_gives_the_figures_engineers_sign_off_in_every_format() {
         "{text}"
     );
     assert_eq!(out.status.code(), Some(2), "{text}");
-    // A directory that does not exist: exit 1, named.
-    let out = run(&["-o", "/nonexistent/dir/x.csv"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--output /nonexistent/dir/x.csv"));
+    // A directory that does not exist, or a directory for a file: a mistake of the command
+    // line (exit 2), named, before anything is read.
+    for (path, says) in [
+        (
+            "/nonexistent/dir/x.csv",
+            "the directory /nonexistent/dir does not exist",
+        ),
+        ("/tmp/", "is a directory: name a file"),
+        ("/tmp", "is a directory: name a file"),
+    ] {
+        let out = run(&["-o", path]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{path}: {err}");
+        assert!(
+            err.contains(&format!("--output {path}")) && err.contains(says),
+            "{err}"
+        );
+    }
 }
