@@ -346,20 +346,20 @@ struct SimulateArgs {
     #[arg(long, default_value_t = 1)]
     batch: usize,
     /// Fraction of messages sent again after --resend-delay (a turbine whose write timed out).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     resend_rate: f64,
     /// How long after the first copy a resend goes out (in a flood: how much fleet time later).
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     resend_delay: Duration,
     /// Fraction of a drifting turbine's readings stamped with its previous reading's time but
     /// other values (a collision).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     drift_rate: f64,
     /// Only the first N turbines have drifting clocks (default: any).
     #[arg(long)]
     drifting_turbines: Option<usize>,
     /// Malformed messages, as a fraction of good ones, sent besides them.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     bad_rate: f64,
     /// As fast as the broker takes them (throughput runs); otherwise in real time.
     #[arg(long)]
@@ -376,14 +376,14 @@ struct SimulateArgs {
     seed: u64,
     /// The site's mean wind speed (m/s): the wind swings around it with the weather, gusts and
     /// turbulence, and power follows a 3 MW curve (cut-in 3 m/s, rated at 12, cut-out 25).
-    #[arg(long, default_value_t = 8.0)]
+    #[arg(long, default_value_t = 8.0, allow_negative_numbers = true)]
     mean_wind: f64,
     /// Turbulence intensity: the wind's standard deviation over a few seconds, over its mean.
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
     turbulence: f64,
     /// Fraction of each turbine's 10-minute slots spent stopped (a third for maintenance, the
     /// rest by faults).
-    #[arg(long, default_value_t = 0.02)]
+    #[arg(long, default_value_t = 0.02, allow_negative_numbers = true)]
     stop_rate: f64,
     /// TURBINE:PERCENT: that turbine (0 is the first) produces PERCENT below its curve, as a
     /// soiled or mis-pitched one does. Repeatable.
@@ -396,7 +396,7 @@ struct SimulateArgs {
     stuck_anemometer: Vec<(usize, galewatch::tools::site::Span)>,
     /// KW[@AFTER[+FOR]]: every turbine held at most KW over that span of the run (status
     /// partial performance; 0: a requested shutdown), as a grid operator asks (`1500@1h+20m`).
-    #[arg(long, value_name = "KW[@AFTER[+FOR]]", value_parser = galewatch::tools::site::parse_curtail)]
+    #[arg(long, value_name = "KW[@AFTER[+FOR]]", allow_hyphen_values = true, value_parser = galewatch::tools::site::parse_curtail)]
     curtail: Option<(f64, galewatch::tools::site::Span)>,
     /// Leave out `status_code`, each reading's status (1 running, 2 curtailed, 4 no wind, 5
     /// maintenance, 6 fault, 7 shutdown: docs/simulator.md).
@@ -981,15 +981,19 @@ async fn publish_fleet(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
     let fleet = Fleet {
         turbines: a.turbines,
         readings,
-        batch: a.batch.max(1),
+        batch: a.batch,
         interval: a.interval,
         // Flood: stamp the past, so the whole run is history; real time: stamp from now.
         start: if let Some(start) = a.start {
             start
         } else if a.flood {
-            chrono::Utc::now()
-                - chrono::Duration::from_std(a.interval * readings.min(1 << 20) as u32)
-                    .unwrap_or_default()
+            // As far in the past as the run is long, when that is a time at all (check below
+            // refuses an interval that is not).
+            a.interval
+                .checked_mul(readings.min(1 << 20) as u32)
+                .and_then(|d| chrono::Duration::from_std(d).ok())
+                .and_then(|d| chrono::Utc::now().checked_sub_signed(d))
+                .unwrap_or_else(chrono::Utc::now)
         } else {
             chrono::Utc::now()
         },
@@ -1006,10 +1010,6 @@ async fn publish_fleet(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
             ..Default::default()
         },
     };
-    if let Err(e) = fleet.site.check(fleet.turbines) {
-        eprintln!("galewatch simulate: {e}");
-        return ExitCode::from(2);
-    }
     let knobs = Knobs {
         resend_rate: a.resend_rate,
         resend_delay: a.resend_delay,
@@ -1018,6 +1018,20 @@ async fn publish_fleet(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
         bad_rate: a.bad_rate,
         seed: a.seed,
     };
+    if let Err(e) = simulate::check(&fleet, &knobs) {
+        eprintln!("galewatch simulate: {e}");
+        return ExitCode::from(2);
+    }
+    let most = galewatch::intake::format::judge::Limits::new(
+        galewatch::core::signals::Signals::defaults(),
+    )
+    .max_readings_per_message;
+    if fleet.batch > most {
+        eprintln!(
+            "galewatch simulate: --batch {} is over the daemon's default max_readings_per_message ({}): unless it is raised, each such message is rejected too_large and the expect line does not hold",
+            fleet.batch, most
+        );
+    }
     let stop = galewatch::daemon::shutdown_on_signal();
     let client_id = format!("galewatch-simulate-{}", std::process::id());
     let started = std::time::Instant::now();

@@ -347,7 +347,43 @@ fn a_fault_knob_that_cannot_apply_is_refused_by_name() {
         ),
         (&["--stuck-anemometer", "7@1m"][..], "--stuck-anemometer 7"),
         (&["--underperform", "1:150"][..], "between 0 and 100"),
-        (&["--curtail=-5"][..], "0 or more"),
+        (&["--curtail", "-5"][..], "0 or more"),
+        (
+            &["--mean-wind", "-5"][..],
+            "--mean-wind -5: a site's mean wind speed is 0 to 30",
+        ),
+        (&["--mean-wind", "31"][..], "0 to 30 m/s"),
+        (&["--interval", "0s"][..], "--interval 0s: more than 0"),
+        (&["--interval", "99999999999h"][..], "--interval"),
+        (
+            &["--resend-rate", "NaN"][..],
+            "--resend-rate NaN: a fraction is 0 to 1",
+        ),
+        (&["--bad-rate", "1e9"][..], "--bad-rate 1000000000"),
+        (&["--drift-rate", "inf"][..], "--drift-rate inf"),
+        (&["--batch", "0"][..], "--batch 0: 1 to"),
+        (
+            &["--turbines", "4294967296"][..],
+            "--turbines 4294967296: 1 to 1000000",
+        ),
+        (&["--stuck-anemometer", "0@"][..], "after '@' a span"),
+        (
+            &["--stuck-anemometer", "0@10m+0s"][..],
+            "a span of no length",
+        ),
+        (
+            &["--curtail", "1500@99999999999h+1h"][..],
+            "within 100 years",
+        ),
+        (
+            &["--underperform", "0:5", "--underperform", "0:6"][..],
+            "--underperform 0 given twice",
+        ),
+        (
+            &["--start", "9999-12-31T23:59:55Z", "--readings", "10"][..],
+            "past the year 9999",
+        ),
+        (&["--resend-delay", "30days"][..], "--resend-delay"),
         (&["--curtail", "100@soon"][..], "not a duration"),
         (
             &["--stop-rate", "2"][..],
@@ -356,15 +392,14 @@ fn a_fault_knob_that_cannot_apply_is_refused_by_name() {
         (&["--mean-wind", "NaN"][..], "--mean-wind NaN"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_galewatch"))
-            .args([
-                "simulate",
-                "--mqtt-url",
-                "mqtt://127.0.0.1:9",
-                "--turbines",
-                "3",
-                "--readings",
-                "1",
-            ])
+            .args(["simulate", "--mqtt-url", "mqtt://127.0.0.1:9"])
+            // Three turbines, one reading each, unless the case says otherwise.
+            .args(
+                [["--turbines", "3"], ["--readings", "1"]]
+                    .iter()
+                    .filter(|[flag, _]| !args.contains(flag))
+                    .flatten(),
+            )
             .args(args)
             .output()
             .unwrap();

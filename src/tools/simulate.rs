@@ -135,6 +135,68 @@ impl Default for Knobs {
     }
 }
 
+/// The most turbines a simulated fleet has (each is a few bytes of state; 1,000 × the reference).
+pub const MAX_TURBINES: usize = 1_000_000;
+/// The most readings a message carries.
+pub const MAX_BATCH: usize = 100_000;
+/// The longest interval between a turbine's readings, and the longest resend delay.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(7 * 86_400);
+
+/// Whether a fleet and its faults can be simulated as asked; else what is wrong, naming the flag.
+/// Every reading's stamp must be a time RFC 3339 can write (before the year 10000): a run
+/// without end is checked for its first 10 years.
+pub fn check(fleet: &Fleet, knobs: &Knobs) -> Result<(), String> {
+    if !(1..=MAX_TURBINES).contains(&fleet.turbines) {
+        return Err(format!(
+            "--turbines {}: 1 to {MAX_TURBINES}",
+            fleet.turbines
+        ));
+    }
+    if !(1..=MAX_BATCH).contains(&fleet.batch) {
+        return Err(format!(
+            "--batch {}: 1 to {MAX_BATCH} readings a message",
+            fleet.batch
+        ));
+    }
+    if fleet.interval.is_zero() || fleet.interval > MAX_INTERVAL {
+        return Err(format!(
+            "--interval {}: more than 0 and at most 7 days (readings 0 s apart share their stamp: every one after the first would collide)",
+            humantime::format_duration(fleet.interval)
+        ));
+    }
+    if knobs.resend_delay > MAX_INTERVAL {
+        return Err(format!(
+            "--resend-delay {}: at most 7 days",
+            humantime::format_duration(knobs.resend_delay)
+        ));
+    }
+    for (flag, rate) in [
+        ("--resend-rate", knobs.resend_rate),
+        ("--drift-rate", knobs.drift_rate),
+        ("--bad-rate", knobs.bad_rate),
+    ] {
+        if !(0.0..=1.0).contains(&rate) {
+            return Err(format!("{flag} {rate}: a fraction is 0 to 1"));
+        }
+    }
+    let ten_years = (10 * 365 * 86_400 / fleet.interval.as_secs().max(1)) as usize;
+    let n = fleet.readings.min(ten_years.max(1)) as u64;
+    let last = u32::try_from(n)
+        .ok()
+        .and_then(|n| fleet.interval.checked_mul(n))
+        .and_then(|d| chrono::Duration::from_std(d).ok())
+        .and_then(|d| fleet.start.checked_add_signed(d))
+        .filter(|t| chrono::Datelike::year(t) < 10_000);
+    if last.is_none() {
+        return Err(format!(
+            "--start {} with {n} readings {} apart runs past the year 9999",
+            fleet.start.to_rfc3339(),
+            humantime::format_duration(fleet.interval)
+        ));
+    }
+    fleet.site.check(fleet.turbines)
+}
+
 /// One message to publish, `due` after the start of the run (real time only).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Planned {

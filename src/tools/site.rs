@@ -99,7 +99,10 @@ pub struct Span {
 
 impl Span {
     pub fn holds(&self, t: Duration) -> bool {
-        t >= self.after && self.lasting.is_none_or(|l| t < self.after + l)
+        t >= self.after
+            && self
+                .lasting
+                .is_none_or(|l| self.after.checked_add(l).is_none_or(|end| t < end))
     }
 
     /// `AFTER[+FOR]` (`10m+30m`: from 10 minutes in, for 30 minutes), or nothing: the whole run.
@@ -110,20 +113,28 @@ impl Span {
         if s.trim().is_empty() {
             return Ok(Span::default());
         }
-        match s.split_once('+') {
-            Some((a, l)) => Ok(Span {
+        let span: Span = match s.split_once('+') {
+            Some((a, l)) => Span {
                 after: if a.trim().is_empty() {
                     Duration::ZERO
                 } else {
                     d(a)?
                 },
                 lasting: Some(d(l)?),
-            }),
-            None => Ok(Span {
+            },
+            None => Span {
                 after: d(s)?,
                 lasting: None,
-            }),
+            },
+        };
+        const CENTURY: Duration = Duration::from_secs(100 * 365 * 86_400);
+        if span.after > CENTURY || span.lasting.is_some_and(|l| l > CENTURY) {
+            return Err(format!("'{s}': a span lies within 100 years of the start"));
         }
+        if span.lasting.is_some_and(|l| l.is_zero()) {
+            return Err(format!("'{s}': a span of no length"));
+        }
+        Ok(span)
     }
 }
 
@@ -146,13 +157,25 @@ pub fn parse_underperform(s: &str) -> Result<(usize, f64), String> {
 
 /// `N[@AFTER[+FOR]]`: turbine N's anemometer frozen over the span (`--stuck-anemometer 2@10m+30m`).
 pub fn parse_stuck(s: &str) -> Result<(usize, Span), String> {
-    let (n, span) = s.split_once('@').unwrap_or((s, ""));
+    let (n, span) = at(s)?;
     Ok((turbine_index(n)?, Span::parse(span)?))
+}
+
+/// `X[@SPAN]` split at the `@`; an `@` with nothing after it is a mistake (the whole run is
+/// written without it).
+fn at(s: &str) -> Result<(&str, &str), String> {
+    match s.split_once('@') {
+        Some((_, span)) if span.trim().is_empty() => Err(format!(
+            "'{s}': after '@' a span AFTER[+FOR] (the whole run: leave out the '@')"
+        )),
+        Some(x) => Ok(x),
+        None => Ok((s, "")),
+    }
 }
 
 /// `KW[@AFTER[+FOR]]`: every turbine held at most KW over the span (`--curtail 1500@1h+20m`).
 pub fn parse_curtail(s: &str) -> Result<(f64, Span), String> {
-    let (kw, span) = s.split_once('@').unwrap_or((s, ""));
+    let (kw, span) = at(s)?;
     let kw: f64 = kw
         .trim()
         .parse()
@@ -211,9 +234,9 @@ impl Site {
     /// Whether the knobs make sense for a fleet of `turbines`; else what is wrong, naming the
     /// flag.
     pub fn check(&self, turbines: usize) -> Result<(), String> {
-        if !(0.0..=50.0).contains(&self.mean_wind) {
+        if !(0.0..=MAX_MEAN_WIND).contains(&self.mean_wind) {
             return Err(format!(
-                "--mean-wind {}: a mean wind speed is 0 to 50 m/s",
+                "--mean-wind {}: a site's mean wind speed is 0 to {MAX_MEAN_WIND} m/s",
                 self.mean_wind
             ));
         }
@@ -241,6 +264,21 @@ impl Site {
         if let Some((n, _)) = self.stuck_anemometer.iter().find(|(n, _)| *n >= turbines) {
             return Err(beyond("--stuck-anemometer", *n));
         }
+        for (flag, ns) in [
+            (
+                "--underperform",
+                self.underperforming.iter().map(|x| x.0).collect::<Vec<_>>(),
+            ),
+            (
+                "--stuck-anemometer",
+                self.stuck_anemometer.iter().map(|x| x.0).collect(),
+            ),
+        ] {
+            let mut seen = std::collections::HashSet::new();
+            if let Some(n) = ns.into_iter().find(|n| !seen.insert(*n)) {
+                return Err(format!("{flag} {n} given twice: one each turbine"));
+            }
+        }
         Ok(())
     }
 }
@@ -256,6 +294,12 @@ pub struct Sample {
     /// The wind the turbine had (what it read, unless its anemometer is stuck).
     pub true_wind: f64,
 }
+
+/// The highest `--mean-wind`: a site's mean wind speed (the windiest sites average about 12 m/s).
+pub const MAX_MEAN_WIND: f64 = 30.0;
+/// The highest wind reading sent (m/s), under the default `wind_speed_ms` bound of 120: gusts
+/// and turbulence at the highest mean stay a reading the daemon takes.
+pub const MAX_WIND: f64 = 100.0;
 
 /// A stop lasts a slot of 10 minutes.
 const SLOT_SECS: f64 = 600.0;
@@ -322,7 +366,7 @@ impl Site {
     fn wind(&self, i: usize, j: usize, t: f64) -> f64 {
         let smooth = self.smooth_wind(i, t);
         let noise = normalish(key(self.seed, 5, i as u64, j as u64));
-        (smooth + self.turbulence * self.mean_wind * noise).max(0.0)
+        (smooth + self.turbulence * self.mean_wind * noise).clamp(0.0, MAX_WIND)
     }
 
     fn stopped(&self, i: usize, t: f64) -> Option<Status> {
