@@ -300,6 +300,34 @@ type = "integer"
         .unwrap()
         .get(0);
     assert_eq!(over, 0, "no reading over the limit in the curtailed hour");
+    // A status code holding one value all interval is a turbine running, not a frozen sensor:
+    // never flagged stuck, in the export or the panel's counts.
+    let steady = db
+        .count(
+            "SELECT count(*) FROM interval_stats WHERE turbine_id = 'S-00000'
+                AND status_code_n >= 10 AND status_code_min = status_code_max",
+        )
+        .await;
+    assert!(steady > 30, "{steady} intervals of one status");
+    let out = d.command(&[
+        "export",
+        "--format",
+        "jsonl",
+        "--turbine",
+        "S-00000",
+        "--from",
+        &start.to_rfc3339(),
+        "--to",
+        &(start + chrono::Duration::hours(12)).to_rfc3339(),
+    ]);
+    let rows = stdout_jsonl(&out);
+    assert_eq!(rows.len(), 72);
+    for r in &rows {
+        assert!(r.get("status_code_flags").is_some(), "{r}");
+        let f = r["status_code_flags"].as_str().unwrap_or("");
+        assert!(!f.contains("stuck"), "{r}");
+    }
+
     // By the method of bins, against the fleet's own curve (of which it is a sixth).
     let panel = Panel::serve(&db, &config).await;
     let range = format!(

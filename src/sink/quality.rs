@@ -41,7 +41,8 @@ impl IntervalFigures {
 }
 
 /// Per declared signal, its count, minimum, maximum and implausible count as SQL (NULLs where
-/// the signal has none), in declared order.
+/// the signal has none, and the minimum and maximum where it cannot be stuck:
+/// `quality::may_freeze`), in declared order.
 fn signal_columns(signals: &Signals) -> Vec<[String; 4]> {
     signals
         .iter()
@@ -49,7 +50,13 @@ fn signal_columns(signals: &Signals) -> Vec<[String; 4]> {
             let q = |c: String| format!("\"{c}\"");
             if s.kind.is_numeric() {
                 let [n, _, _, min, max] = stats::column_names(s);
-                [q(n), q(min), q(max), q(stats::implausible_column(s))]
+                let (min, max) = if quality::may_freeze(s.kind) {
+                    (q(min), q(max))
+                } else {
+                    // Never stuck: its minimum and maximum say nothing of the sensor.
+                    ("NULL::float8".into(), "NULL::float8".into())
+                };
+                [q(n), min, max, q(stats::implausible_column(s))]
             } else {
                 // Not counted (an interval an older release wrote): not known to lack it.
                 [

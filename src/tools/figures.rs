@@ -191,6 +191,8 @@ pub struct Layout {
     columns: Vec<Column>,
     /// Per numeric signal: whether it is an angle.
     angle: Vec<bool>,
+    /// Per numeric signal: whether it can be flagged stuck (`quality::may_freeze`).
+    freezes: Vec<bool>,
     counted: usize,
     stuck_min_readings: i64,
     /// Which categories count as available, when availability is kept.
@@ -289,6 +291,11 @@ impl Layout {
         Ok(Layout {
             columns,
             angle: sql.numeric.iter().map(|s| s.angle).collect(),
+            freezes: sql
+                .numeric
+                .iter()
+                .map(|s| quality::may_freeze(s.kind))
+                .collect(),
             counted: sql.counted.len(),
             stuck_min_readings,
             view,
@@ -334,12 +341,12 @@ impl Layout {
             flagged |= f.any();
             Cell::Flags(flags_text(f))
         };
-        for (x, &angle) in s.numeric.iter().zip(&self.angle) {
+        for ((x, &angle), &freezes) in s.numeric.iter().zip(&self.angle).zip(&self.freezes) {
             let f = flags(Figures {
                 readings: s.readings,
                 n: x.n,
-                min: x.min,
-                max: x.max,
+                min: x.min.filter(|_| freezes),
+                max: x.max.filter(|_| freezes),
                 implausible: x.implausible,
             });
             cells.push(Cell::Int(x.n));
