@@ -207,3 +207,34 @@ async fn completeness_flags_and_directions_are_told_exactly() {
     );
     assert_eq!(dir["min"], dir["avg"], "a direction has no band");
 }
+
+/// The SQL mean direction lies in [0, 360) as `core::circular::mean_deg` does, at the edges: a
+/// hair west of north is 0, not 360 (the panel once answered 360 where the export said 0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sql_mean_direction_is_in_0_to_360_at_north() {
+    use galewatch::core::circular::mean_deg;
+    let db = TestDb::create().await;
+    let c = db.client().await;
+    for (sin, cos) in [
+        (-1e-17, 1.0),
+        (-1e-300, 0.5),
+        (0.0, 1.0),
+        (1e-17, 1.0),
+        (-0.5, 0.5),
+        (-1.0, 0.0),
+        (0.0, -1.0),
+    ] {
+        let sql = galewatch::sink::stats::angle_mean_sql(
+            &format!("{sin:e}::float8"),
+            &format!("{cos:e}::float8"),
+        );
+        let got: Option<f64> = c
+            .query_one(&format!("SELECT {sql}"), &[])
+            .await
+            .unwrap()
+            .get(0);
+        let want = mean_deg(sin, cos);
+        assert_eq!(got, want, "sin {sin}, cos {cos}");
+        assert!(got.is_some_and(|m| (0.0..360.0).contains(&m)), "{got:?}");
+    }
+}

@@ -882,20 +882,33 @@ pub fn mean_sql(c: &str) -> String {
 }
 
 /// The mean direction in degrees, [0, 360), from SQL expressions of the mean sine and cosine
-/// (`core::circular::mean_deg`): NULL where they are or where the directions cancel.
+/// (`core::circular::mean_deg`): NULL where they are or where the directions cancel. A hair
+/// west of north (−1e-15°) is 0, not 360: adding 360 to it rounds to 360.
 pub fn angle_mean_sql(sin: &str, cos: &str) -> String {
     let d = format!("degrees(atan2({sin}, {cos}))");
     format!(
-        "CASE WHEN sqrt(({sin}) * ({sin}) + ({cos}) * ({cos})) >= {} THEN
-        CASE WHEN {d} < 0 THEN {d} + 360 ELSE {d} END END",
+        "CASE WHEN sqrt({} + {}) >= {} THEN
+        CASE WHEN {d} >= 0 THEN {d} WHEN {d} + 360 < 360 THEN {d} + 360 ELSE 0 END END",
+        square_sql(sin),
+        square_sql(cos),
         lit(crate::core::circular::UNDEFINED_BELOW)
     )
+}
+
+/// `x²` in SQL, 0 where it would underflow (PostgreSQL refuses a product that rounds to 0 from
+/// values that are not: 1e-300 squared is an error there, 0 here).
+fn square_sql(x: &str) -> String {
+    format!("(CASE WHEN abs({x}) < 1e-150 THEN 0::float8 ELSE ({x}) * ({x}) END)")
 }
 
 /// Yamartino's standard deviation of directions in degrees from SQL expressions of the mean sine
 /// and cosine (`core::circular::yamartino_deg`), for hand queries and Grafana.
 pub fn angle_std_sql(sin: &str, cos: &str) -> String {
-    let e = format!("sqrt(greatest(1 - least(({sin}) * ({sin}) + ({cos}) * ({cos}), 1), 0))");
+    let e = format!(
+        "sqrt(greatest(1 - least({} + {}, 1), 0))",
+        square_sql(sin),
+        square_sql(cos)
+    );
     format!(
         "degrees(asin({e}) * (1 + {} * {e} * {e} * {e}))",
         lit(2.0 / 3f64.sqrt() - 1.0)
