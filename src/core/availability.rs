@@ -284,12 +284,17 @@ impl Settings<'_> {
             );
         };
         let kind = signals.get(status).kind;
-        if kind == Kind::Boolean {
+        if kind == Kind::Boolean || signals.get(status).angle {
             return bad(
                 "availability_status_signal",
                 format!(
-                    "{} is a boolean: a status is a code or a text",
-                    self.status_signal
+                    "{} is a {}: a status is a code or a text",
+                    self.status_signal,
+                    if kind == Kind::Boolean {
+                        "boolean"
+                    } else {
+                        "direction (angle = true)"
+                    }
                 ),
             );
         }
@@ -306,7 +311,11 @@ impl Settings<'_> {
                     return bad(
                         &setting,
                         format!(
-                            "{v:?} cannot be a value of {} ({})",
+                            "{} cannot be a value of {} ({})",
+                            match v {
+                                Status::Code(c) => format!("the code {c}"),
+                                Status::Text(t) => format!("the text {t:?}"),
+                            },
                             self.status_signal,
                             kind.as_str()
                         ),
@@ -333,6 +342,25 @@ impl Settings<'_> {
                 ),
             );
         }
+        for (setting, list) in [
+            ("availability_available", &view.available),
+            ("availability_unavailable", &view.unavailable),
+        ] {
+            if let Some(c) = list
+                .iter()
+                .enumerate()
+                .find(|(i, c)| list[..*i].contains(c))
+            {
+                return bad(setting, format!("lists {} twice", c.1.name()));
+            }
+        }
+        if view.available.is_empty() && view.unavailable.is_empty() {
+            return bad(
+                "availability_available",
+                "and availability_unavailable are both empty: no time would count either way"
+                    .into(),
+            );
+        }
         Ok(Some((status, Mapping::new(&mapped), view)))
     }
 }
@@ -340,6 +368,77 @@ impl Settings<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each mistake names the setting to blame: a status that is a boolean, an angle or not
+    /// declared, an unknown category, a value of the wrong type, a category in both lists or
+    /// twice in one, and both lists empty.
+    #[test]
+    fn availability_settings_name_what_is_wrong() {
+        use crate::core::signals::{Kind, SignalSetting, Signals};
+        let mut list = SignalSetting::defaults();
+        list.push(SignalSetting::new("status_code", Kind::Integer));
+        list.push(SignalSetting::new("running", Kind::Boolean));
+        let mut dir = SignalSetting::new("wind_dir", Kind::Float);
+        dir.angle = true;
+        list.push(dir);
+        let signals = Signals::new(&list).unwrap();
+        let names = |c: &[&str]| c.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let (avail, unavail) = (names(&["full_performance"]), names(&["forced_outage"]));
+        let cats = vec![("full_performance".to_string(), vec![Status::Code(1)])];
+        let check = |status: &str, cats: &[(String, Vec<Status>)], a: &[String], u: &[String]| {
+            Settings {
+                status_signal: status,
+                categories: cats,
+                available: a,
+                unavailable: u,
+                stats_enabled: true,
+            }
+            .check(&signals)
+        };
+        assert!(check("status_code", &cats, &avail, &unavail)
+            .unwrap()
+            .is_some());
+        let err = |r: Result<Option<Checked>, (String, String)>| r.unwrap_err();
+        for (status, setting, says) in [
+            ("running", "availability_status_signal", "is a boolean"),
+            ("wind_dir", "availability_status_signal", "direction"),
+            (
+                "nope",
+                "availability_status_signal",
+                "not a declared signal",
+            ),
+        ] {
+            let (s, p) = err(check(status, &cats, &avail, &unavail));
+            assert_eq!(s, setting);
+            assert!(p.contains(says), "{p}");
+        }
+        let text = vec![(
+            "full_performance".to_string(),
+            vec![Status::Text("run".into())],
+        )];
+        assert!(err(check("status_code", &text, &avail, &unavail))
+            .1
+            .contains("cannot be a value"));
+        let unknown = vec![("running_fine".to_string(), vec![Status::Code(1)])];
+        assert!(err(check("status_code", &unknown, &avail, &unavail))
+            .1
+            .contains("not one of"));
+        assert!(err(check("status_code", &cats, &avail, &avail))
+            .1
+            .contains("also in"));
+        let twice = names(&["forced_outage", "forced_outage"]);
+        assert_eq!(
+            err(check("status_code", &cats, &avail, &twice)),
+            (
+                "availability_unavailable".into(),
+                "lists forced_outage twice".into()
+            )
+        );
+        assert_eq!(
+            err(check("status_code", &cats, &[], &[])).0,
+            "availability_available"
+        );
+    }
 
     #[test]
     fn a_value_in_two_categories_takes_the_higher_priority() {

@@ -320,6 +320,30 @@ mod tests {
         assert_eq!((idle.intervals, idle.ratio()), (0, None));
     }
 
+    #[test]
+    fn a_curve_of_one_signal_against_itself_is_refused() {
+        let signals = crate::core::signals::Signals::defaults();
+        let settings = |power: &'static str| Settings {
+            wind_signal: "wind_speed_ms",
+            power_signal: power,
+            bin_width: 0.5,
+            min_completeness: 0.9,
+            full_performance_only: true,
+            reference: &[],
+            outlier_std: 3.0,
+        };
+        let defaults = ("wind_speed_ms", "power_kw");
+        assert!(settings("power_kw")
+            .check(&signals, defaults)
+            .unwrap()
+            .is_some());
+        let (s, p) = settings("wind_speed_ms")
+            .check(&signals, defaults)
+            .unwrap_err();
+        assert_eq!(s, "power_curve_power_signal");
+        assert!(p.contains("is the wind speed signal too"), "{p}");
+    }
+
     proptest! {
         /// Production-based availability lies in [0, 1] whatever the intervals, and is 1 with no
         /// unavailable time.
@@ -371,7 +395,8 @@ pub struct Policy {
     pub min_completeness: f64,
     /// With availability kept: only intervals whose every reading was in full performance.
     pub full_performance_only: bool,
-    /// A declared (warranted) curve; None: the fleet's own bins over the same period.
+    /// A declared (warranted) curve; None: the fleet's own bins (the panel's of its last 30 days,
+    /// the export's of its range).
     pub reference: Option<Reference>,
     /// OpenOA's bin filter: intervals beyond this many standard deviations from their bin.
     pub outlier_std: f64,
@@ -449,6 +474,15 @@ impl Settings<'_> {
         let (Some(wind), Some(power)) = (wind, power) else {
             return Ok(None);
         };
+        if wind == power {
+            return bad(
+                "power_curve_power_signal",
+                format!(
+                    "{} is the wind speed signal too: a curve is power against wind",
+                    self.power_signal
+                ),
+            );
+        }
         Ok(Some(Policy {
             wind,
             power,

@@ -424,11 +424,47 @@ fn category_names(keep: impl Fn(Category) -> bool) -> Vec<String> {
 }
 
 /// A status value as settings write it: an integer code (`6`) or a text (`"fault"`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum StatusValue {
     Code(i64),
     Text(String),
+}
+
+/// Read by hand so a value that is neither says so (`1.5 is not a status value: …`), where an
+/// untagged enum says only that no variant matched.
+impl<'de> Deserialize<'de> for StatusValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        const WHAT: &str = "a status value: an integer code (6) or a text (\"fault\")";
+        impl serde::de::Visitor<'_> for V {
+            type Value = StatusValue;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(WHAT)
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<StatusValue, E> {
+                Ok(StatusValue::Code(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<StatusValue, E> {
+                i64::try_from(v).map(StatusValue::Code).map_err(|_| {
+                    E::custom(format!(
+                        "{v} is too large for a status code (at most {})",
+                        i64::MAX
+                    ))
+                })
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<StatusValue, E> {
+                Err(E::custom(format!("{v} is not {WHAT}")))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<StatusValue, E> {
+                Err(E::custom(format!("{v} is not {WHAT}")))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<StatusValue, E> {
+                Ok(StatusValue::Text(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 /// Measured (docs/performance.md): on two cores, 2 connections land 1.5× what one does and 4 no
 /// more than 2.
