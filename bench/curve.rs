@@ -4,8 +4,9 @@
 //! and production-based availability (issue 36's targets: the fleet page ≤ 300 ms p95, a
 //! turbine's year ≤ 100 ms).
 //!
-//!   cargo run --release --example bench-curve
+//!   cargo run --release --example bench-curve [-- --keep]
 //!
+//! (`--keep` leaves the database for EXPLAIN; a run after it builds it again.)
 //! Builds `interval_stats` as a fleet of 1,000 turbines leaves it after 30 days (4.32 million
 //! 10-minute intervals, with availability kept; ten turbines a whole year: 0.48 million more),
 //! with a `turbine_status` row each, serves the panel in-process and times its answers (p50/p95
@@ -186,8 +187,10 @@ async fn main() {
         );
     }
     drop(c);
-    admin
-        .batch_execute(&format!("DROP DATABASE IF EXISTS {DB} WITH (FORCE)"))
-        .await
-        .unwrap();
+    if !std::env::args().any(|a| a == "--keep") {
+        admin
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {DB} WITH (FORCE)"))
+            .await
+            .unwrap();
+    }
 }

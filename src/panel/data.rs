@@ -533,6 +533,9 @@ pub struct Curve {
     pub production: Option<crate::core::power_curve::Production>,
 }
 
+/// The fleet page's ids in deviation order, and every turbine's deviation they were ranked by.
+type Ranked = (Vec<String>, std::collections::HashMap<String, Option<f64>>);
+
 /// The most 10-minute points a power-curve chart draws (a year is 52,560).
 pub const CURVE_POINTS: usize = 4000;
 
@@ -618,9 +621,17 @@ impl Db {
         };
         let c = self.client().await?;
         let signals = &self.queries.signals;
-        let mut points =
-            crate::sink::power_curve::points(&*c, sql, signals, policy, *k, id, (w.from, w.to))
-                .await?;
+        let (mut points, periods) = crate::sink::power_curve::turbine_intervals(
+            &*c,
+            sql,
+            signals,
+            policy,
+            *k,
+            self.view.as_ref(),
+            id,
+            (w.from, w.to),
+        )
+        .await?;
         let pts: Vec<crate::core::power_curve::Point> = points.iter().map(|p| p.point).collect();
         let bins = crate::core::power_curve::bins(&pts, policy.bin_width);
         let outliers: Vec<crate::sink::power_curve::Interval> = crate::core::power_curve::outliers(
@@ -643,20 +654,7 @@ impl Db {
                 expected: 0.0,
             });
         let production = match (&self.view, &reference) {
-            (Some(view), Some(r)) => {
-                let periods = crate::sink::power_curve::periods(
-                    &*c,
-                    sql,
-                    signals,
-                    policy,
-                    *k,
-                    view,
-                    id,
-                    (w.from, w.to),
-                )
-                .await?;
-                Some(crate::core::power_curve::production(&periods, r))
-            }
+            (Some(_), Some(r)) => Some(crate::core::power_curve::production(&periods, r)),
             _ => None,
         };
         let intervals = points.len();
@@ -724,7 +722,7 @@ impl Db {
         (prefix, pattern): (&str, &str),
         sort: Sort,
         desc: bool,
-    ) -> Result<Option<Vec<String>>, Error> {
+    ) -> Result<Option<Ranked>, Error> {
         if sort != Sort::Deviation || !self.has_curve() {
             return Ok(None);
         }
@@ -756,7 +754,7 @@ impl Db {
                 .map_err(|e| Error::db("listing the turbines with no deviation", e))?;
             ids.extend(rest.iter().map(|r| r.get::<_, String>(0)));
         }
-        Ok(Some(ids))
+        Ok(Some((ids, all)))
     }
 
     /// Which categories count as available time, when availability is kept.
@@ -961,9 +959,13 @@ impl Db {
                 format!("{}::float8", s.column())
             });
         let th = &self.thresholds;
-        let by_deviation = self
+        let ranked = self
             .ranked_by_deviation(&c, (prefix, &pattern), sort, desc)
             .await?;
+        let (by_deviation, known) = match ranked {
+            Some((ids, all)) => (Some(ids), Some(all)),
+            None => (None, None),
+        };
         let rows = c
             .query(
                 &fleet_sql(&headline, sort, desc),
@@ -993,7 +995,11 @@ impl Db {
         let mut figures = self.missing_signals(&c, &mut page).await?;
         if self.has_curve() {
             let ids: Vec<&str> = page.iter().map(|s| s.turbine_id.as_str()).collect();
-            let found = self.deviations(&c, Some(&ids)).await?;
+            // Sorted by deviation, every turbine's is known already.
+            let found = match known {
+                Some(all) => all,
+                None => self.deviations(&c, Some(&ids)).await?,
+            };
             for s in page.iter_mut() {
                 s.deviation = found.get(&s.turbine_id).copied().flatten();
             }

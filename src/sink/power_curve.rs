@@ -1,7 +1,7 @@
 //! Power curve: reads, from the interval statistics, the intervals a curve may take (complete,
 //! not flagged, in full performance where availability is kept: `core::power_curve::Policy`)
-//! binned by wind speed per turbine, one turbine's intervals as points, and its intervals as
-//! production-based availability reads them; the curve, the reference, the deviation and the
+//! binned by wind speed per turbine, and one turbine's intervals as points and as
+//! production-based availability reads them (one statement); the curve, the reference, the deviation and the
 //! availability are `core::power_curve`'s.
 
 use chrono::{DateTime, Utc};
@@ -174,21 +174,55 @@ pub struct Interval {
     pub point: Point,
 }
 
-/// One turbine's clean intervals starting in `[since, until)`, in time order.
-pub async fn points<C: GenericClient>(
+/// One turbine's intervals starting in `[since, until)`, in time order, read once for the
+/// turbine page: those a curve takes (as points), and — with `view`, availability being kept —
+/// those production-based availability reads, where the wind is known (read, not frozen,
+/// plausible): mean wind and power, the readings in `view`'s unavailable categories, and the
+/// time a reading stands for (the interval over its expected readings, else over those it holds).
+#[allow(clippy::too_many_arguments)]
+pub async fn turbine_intervals<C: GenericClient>(
     c: &C,
     sql: &Sql,
     signals: &Signals,
     policy: &Policy,
     stuck_min_readings: i64,
+    view: Option<&View>,
     turbine: &str,
     (since, until): (DateTime<Utc>, DateTime<Utc>),
-) -> Result<Vec<Interval>, Error> {
+) -> Result<(Vec<Interval>, Vec<Period>), Error> {
     let (test, wind, power) = clean(sql, signals, policy, stuck_min_readings);
+    let cols = |i: usize| stats::column_names(signals.get(i)).map(|c| format!("\"{c}\""));
+    let [wn, _, _, wmin, wmax] = cols(policy.wind);
+    let [pn, ..] = cols(policy.power);
+    let imp = format!(
+        "\"{}\"",
+        stats::implausible_column(signals.get(policy.wind))
+    );
+    let known = match view {
+        Some(_) => format!(
+            "readings > 0 AND \"{}\" IS NOT NULL AND {wn} > 0 AND {pn} > 0 AND {wind} >= 0
+             AND coalesce({imp}, 0) = 0 AND NOT ({wn} >= {k} AND {wmin} = {wmax})",
+            stats::category_column(Category::FullPerformance),
+            k = stuck_min_readings.max(2),
+        ),
+        None => "false".into(),
+    };
+    let unavailable = match view {
+        Some(v) if !v.unavailable.is_empty() => v
+            .unavailable
+            .iter()
+            .map(|c| format!("coalesce(\"{}\", 0)", stats::category_column(*c)))
+            .collect::<Vec<_>>()
+            .join(" + "),
+        _ => "0".into(),
+    };
     let statement = format!(
-        "SELECT interval_start, {wind}, {power} FROM interval_stats
+        "SELECT interval_start, {wind}, {power}, {pn}, ({unavailable})::int8,
+                interval_seconds::float8 / coalesce(nullif(expected, 0), nullif(readings, 0), 1),
+                coalesce({test}, false), coalesce({known}, false)
+           FROM interval_stats
           WHERE turbine_id = $1 AND interval_seconds = {} AND interval_start >= $2
-            AND interval_start < $3 AND {test}
+            AND interval_start < $3 AND (({test}) OR ({known}))
           ORDER BY interval_start",
         sql.width.secs()
     );
@@ -196,74 +230,24 @@ pub async fn points<C: GenericClient>(
         .query(&statement, &[&turbine, &since, &until])
         .await
         .map_err(|e| Error::db("reading the power curve's intervals", e))?;
-    Ok(rows
-        .iter()
-        .map(|r| Interval {
-            start: r.get(0),
-            point: Point {
-                wind: r.get(1),
-                power: r.get(2),
-            },
-        })
-        .collect())
-}
-
-/// One turbine's intervals starting in `[since, until)` as production-based availability reads
-/// them, where availability was kept and the wind is known (read, not frozen, plausible): its
-/// mean wind and power, the readings in `view`'s unavailable categories, the time a reading
-/// stands for (the interval over its expected readings, else over those it holds).
-#[allow(clippy::too_many_arguments)]
-pub async fn periods<C: GenericClient>(
-    c: &C,
-    sql: &Sql,
-    signals: &Signals,
-    policy: &Policy,
-    stuck_min_readings: i64,
-    view: &View,
-    turbine: &str,
-    (since, until): (DateTime<Utc>, DateTime<Utc>),
-) -> Result<Vec<Period>, Error> {
-    let cols = |i: usize| stats::column_names(signals.get(i)).map(|c| format!("\"{c}\""));
-    let [wn, wmean, _, wmin, wmax] = cols(policy.wind);
-    let [pn, pmean, ..] = cols(policy.power);
-    let imp = format!(
-        "\"{}\"",
-        stats::implausible_column(signals.get(policy.wind))
-    );
-    let unavailable = if view.unavailable.is_empty() {
-        "0".to_string()
-    } else {
-        view.unavailable
-            .iter()
-            .map(|c| format!("coalesce(\"{}\", 0)", stats::category_column(*c)))
-            .collect::<Vec<_>>()
-            .join(" + ")
-    };
-    let kept = stats::category_column(Category::FullPerformance);
-    let statement = format!(
-        "SELECT {wmean}, {pmean}, {pn}, ({unavailable})::int8,
-                interval_seconds::float8 / coalesce(nullif(expected, 0), readings)
-           FROM interval_stats
-          WHERE turbine_id = $1 AND interval_seconds = {secs} AND interval_start >= $2
-            AND interval_start < $3 AND readings > 0 AND \"{kept}\" IS NOT NULL
-            AND {wn} > 0 AND {pn} > 0 AND {wmean} >= 0 AND coalesce({imp}, 0) = 0
-            AND NOT ({wn} >= {k} AND {wmin} = {wmax})
-          ORDER BY interval_start",
-        secs = sql.width.secs(),
-        k = stuck_min_readings.max(2),
-    );
-    let rows = c
-        .query(&statement, &[&turbine, &since, &until])
-        .await
-        .map_err(|e| Error::db("reading the intervals of production-based availability", e))?;
-    Ok(rows
-        .iter()
-        .map(|r| Period {
-            wind: r.get(0),
-            power: r.get(1),
-            power_readings: r.get(2),
-            unavailable: r.get(3),
-            seconds_per_reading: r.get(4),
-        })
-        .collect())
+    let (mut points, mut periods) = (Vec::new(), Vec::new());
+    for r in &rows {
+        let (wind, power): (f64, f64) = (r.get(1), r.get(2));
+        if r.get::<_, bool>(6) {
+            points.push(Interval {
+                start: r.get(0),
+                point: Point { wind, power },
+            });
+        }
+        if r.get::<_, bool>(7) {
+            periods.push(Period {
+                wind,
+                power,
+                power_readings: r.get(3),
+                unavailable: r.get(4),
+                seconds_per_reading: r.get(5),
+            });
+        }
+    }
+    Ok((points, periods))
 }
