@@ -88,11 +88,15 @@ pub fn check_id(id: &str) -> Result<(), BadRequest> {
     Ok(())
 }
 
-/// An instant written as RFC 3339 (any offset) or Unix seconds; None for anything else. The
-/// panel's `from`/`to` and `galewatch export`'s (which also takes a date) read times with it.
+/// An instant written as RFC 3339 (any offset), a UTC date (`2026-11-30`: its midnight) or Unix
+/// seconds; None for anything else. The panel's `from`/`to` and `galewatch export`'s read times
+/// with it, so one time is written the same way in both.
 pub fn parse_instant(s: &str) -> Option<DateTime<Utc>> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         return Some(t.with_timezone(&Utc));
+    }
+    if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        return d.and_hms_opt(0, 0, 0).map(|t| t.and_utc());
     }
     s.parse::<i64>()
         .ok()
@@ -102,7 +106,7 @@ pub fn parse_instant(s: &str) -> Option<DateTime<Utc>> {
 fn parse_time(name: &str, s: &str) -> Result<DateTime<Utc>, BadRequest> {
     parse_instant(s).ok_or_else(|| {
         bad(format!(
-            "bad {name}: {s:?} is neither RFC 3339 (2026-11-30T12:00:00Z) nor Unix seconds"
+            "bad {name}: {s:?} is neither RFC 3339 (2026-11-30T12:00:00Z), a date (2026-11-30) nor Unix seconds"
         ))
     })
 }
@@ -224,6 +228,25 @@ pub fn auto_step(width: Duration) -> Duration {
 #[cfg(test)]
 mod huge_step_tests {
     use super::*;
+
+    /// A time is written the same way in the panel and the export: RFC 3339, a UTC date, or
+    /// Unix seconds; anything else is None.
+    #[test]
+    fn an_instant_is_rfc_3339_a_date_or_unix_seconds() {
+        let want: DateTime<Utc> = "2026-12-03T00:00:00Z".parse().unwrap();
+        assert_eq!(parse_instant("2026-12-03"), Some(want));
+        assert_eq!(parse_instant("2026-12-03T01:00:00+01:00"), Some(want));
+        assert_eq!(parse_instant(&want.timestamp().to_string()), Some(want));
+        for bad in [
+            "2026-13-01",
+            "2026-12-03 00:00",
+            "yesterday",
+            "",
+            "+262143-01-01",
+        ] {
+            assert_eq!(parse_instant(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn a_step_past_the_widest_range_is_a_400() {

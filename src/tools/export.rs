@@ -16,7 +16,7 @@ use std::path::Path;
 use std::pin::pin;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 use futures_util::TryStreamExt;
 use tokio_postgres::types::ToSql;
 
@@ -43,9 +43,6 @@ pub enum ExportFormat {
 pub fn parse_time(name: &str, s: &str) -> Result<DateTime<Utc>, String> {
     if let Some(t) = crate::panel::window::parse_instant(s) {
         return Ok(t);
-    }
-    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
-        return Ok(d.and_hms_opt(0, 0, 0).expect("midnight").and_utc());
     }
     Err(format!(
         "bad --{name}: {s:?} is neither RFC 3339 (2026-11-30T12:00:00Z), a date (2026-11-30) nor Unix seconds"
