@@ -14,8 +14,6 @@
 
 use std::time::Instant;
 
-use tokio_postgres::NoTls;
-
 // Shared with bench-panel and bench-fleet, which use the parts this one does not.
 #[allow(dead_code)]
 #[path = "panel_http.rs"]
@@ -27,20 +25,9 @@ const TURBINES: i64 = 1000;
 
 #[tokio::main]
 async fn main() {
-    let admin_url = "postgresql://postgres@127.0.0.1:5432/postgres";
     let url = format!("postgresql://postgres@127.0.0.1:5432/{DB}");
-    let (admin, conn) = tokio_postgres::connect(admin_url, NoTls)
-        .await
-        .expect("PostgreSQL");
-    tokio::spawn(conn);
-    for sql in [
-        format!("DROP DATABASE IF EXISTS {DB} WITH (FORCE)"),
-        format!("CREATE DATABASE {DB}"),
-    ] {
-        admin.batch_execute(&sql).await.unwrap();
-    }
-    let (mut c, conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
-    tokio::spawn(conn);
+    let admin = panel_http::admin().await;
+    let mut c = panel_http::fresh_db(&admin, DB, &url).await;
     let signals = {
         let mut s = galewatch::core::signals::SignalSetting::defaults();
         s.push(galewatch::core::signals::SignalSetting::new(

@@ -11,8 +11,6 @@
 
 use std::time::{Duration, Instant};
 
-use tokio_postgres::NoTls;
-
 #[path = "panel_http.rs"]
 mod panel_http;
 use panel_http::{http_get, ms};
@@ -22,20 +20,9 @@ const TURBINES: i64 = 100_000;
 
 #[tokio::main]
 async fn main() {
-    let admin_url = "postgresql://postgres@127.0.0.1:5432/postgres";
     let url = format!("postgresql://postgres@127.0.0.1:5432/{DB}");
-    let (admin, conn) = tokio_postgres::connect(admin_url, NoTls)
-        .await
-        .expect("PostgreSQL");
-    tokio::spawn(conn);
-    for sql in [
-        format!("DROP DATABASE IF EXISTS {DB} WITH (FORCE)"),
-        format!("CREATE DATABASE {DB}"),
-    ] {
-        admin.batch_execute(&sql).await.unwrap();
-    }
-    let (mut c, conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
-    tokio::spawn(conn);
+    let admin = panel_http::admin().await;
+    let mut c = panel_http::fresh_db(&admin, DB, &url).await;
     galewatch::sink::migrate::run(&mut c).await.unwrap();
     let t = Instant::now();
     c.batch_execute(&format!(

@@ -29,12 +29,8 @@ const START: &str = "2026-11-20 00:00:00+00";
 #[tokio::main]
 async fn main() {
     let reuse = std::env::args().any(|a| a == "--reuse");
-    let admin_url = "postgresql://postgres@127.0.0.1:5432/postgres";
     let url = format!("postgresql://postgres@127.0.0.1:5432/{DB}");
-    let (admin, conn) = tokio_postgres::connect(admin_url, NoTls)
-        .await
-        .expect("PostgreSQL");
-    tokio::spawn(conn);
+    let admin = panel_http::admin().await;
     let want = TURBINES * DAYS * PER_DAY;
     let have = match tokio_postgres::connect(&url, NoTls).await {
         Ok((c, conn)) => {
@@ -47,14 +43,7 @@ async fn main() {
         Err(_) => 0,
     };
     if !(reuse && have == want) {
-        for sql in [
-            format!("DROP DATABASE IF EXISTS {DB} WITH (FORCE)"),
-            format!("CREATE DATABASE {DB}"),
-        ] {
-            admin.batch_execute(&sql).await.unwrap();
-        }
-        let (mut c, conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
-        tokio::spawn(conn);
+        let mut c = panel_http::fresh_db(&admin, DB, &url).await;
         galewatch::sink::migrate::run_to(&mut c, Some(3))
             .await
             .unwrap();

@@ -7,6 +7,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use galewatch::daemon::config::Settings;
+use tokio_postgres::{Client, NoTls};
 use tokio_util::sync::CancellationToken;
 
 /// A plain HTTP/1.1 GET: status and body.
@@ -99,4 +100,26 @@ pub async fn time(addr: SocketAddr, path: &str, runs: usize, warmup: usize) -> T
 
 pub fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+/// The local server's `postgres` database, for creating and dropping a bench's own.
+pub async fn admin() -> Client {
+    let (c, conn) = tokio_postgres::connect("postgresql://postgres@127.0.0.1:5432/postgres", NoTls)
+        .await
+        .expect("PostgreSQL");
+    tokio::spawn(conn);
+    c
+}
+
+/// Database `db` dropped if it was there, made anew, and a connection to it (at `url`).
+pub async fn fresh_db(admin: &Client, db: &str, url: &str) -> Client {
+    for sql in [
+        format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
+        format!("CREATE DATABASE {db}"),
+    ] {
+        admin.batch_execute(&sql).await.unwrap();
+    }
+    let (c, conn) = tokio_postgres::connect(url, NoTls).await.unwrap();
+    tokio::spawn(conn);
+    c
 }
