@@ -610,7 +610,11 @@ impl Db {
             policy,
             &crate::sink::power_curve::fleet_bins(&all),
         );
-        *kept = Some((std::time::Instant::now(), r.clone()));
+        // A fleet with no curve yet (a new database, the first intervals still to come) is
+        // asked again next time rather than for ten minutes.
+        if r.is_some() {
+            *kept = Some((std::time::Instant::now(), r.clone()));
+        }
         Ok(r)
     }
 
