@@ -81,6 +81,11 @@ enum Command {
         /// Keep the demo's database at the end (on a server the demo did not start).
         #[arg(long)]
         keep_database: bool,
+        /// Send the fleet's last DURATION first, as fast as the daemon takes it, then go live:
+        /// days of statistics for the panel's power curves, deviations and availability (`2d`
+        /// with `--turbines 20`: 1.7 million readings, about a minute). At most 30 days.
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
+        history: Duration,
     },
     /// Serve the engineers' read-only panel: the fleet, per-turbine charts and a JSON API. Needs
     /// only SELECT rights (docs/panel.md). Who may use it: the panel_* settings (docs/panel.md,
@@ -482,6 +487,7 @@ fn run(command: Command, runtime: &tokio::runtime::Runtime) -> ExitCode {
             duration,
             throwaway_db,
             keep_database,
+            history,
         } => demo_cmd(
             runtime,
             galewatch::tools::demo::Options {
@@ -489,6 +495,7 @@ fn run(command: Command, runtime: &tokio::runtime::Runtime) -> ExitCode {
                 duration,
                 throwaway_db,
                 keep_database,
+                history,
             },
         ),
         Command::Panel {
@@ -589,6 +596,10 @@ fn migrate_cmd(runtime: &tokio::runtime::Runtime, config: Option<PathBuf>) -> Ex
 fn demo_cmd(runtime: &tokio::runtime::Runtime, opts: galewatch::tools::demo::Options) -> ExitCode {
     if let Err(e) = config::check_environment() {
         return config_error(e);
+    }
+    if let Err(e) = opts.check() {
+        eprintln!("galewatch demo: {e}");
+        return ExitCode::from(2);
     }
     match runtime.block_on(galewatch::tools::demo::run(opts)) {
         Ok(true) => ExitCode::SUCCESS,
@@ -1042,7 +1053,11 @@ async fn publish_fleet(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
         &broker,
         &client_id,
         Traffic::new(fleet, knobs),
-        a.flood,
+        if a.flood {
+            simulate::Pace::Flood
+        } else {
+            simulate::Pace::RealTime
+        },
         stop,
     )
     .await

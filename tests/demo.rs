@@ -66,6 +66,69 @@ async fn demo_database_exists(out: &str) -> bool {
         == 1
 }
 
+/// A demo running in the background, its output read as it comes.
+struct Running {
+    child: std::process::Child,
+    lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+    seen: String,
+}
+
+impl Running {
+    /// Starts `galewatch demo ARGS` and reads its banner (up to its `stop` line).
+    fn start(args: &[&str]) -> Running {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_galewatch"))
+            .arg("demo")
+            .args(args)
+            .env_remove("GALEWATCH_DATABASE_URL")
+            .env_remove("GALEWATCH_MQTT_URL")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("run galewatch demo");
+        let lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut r = Running {
+            child,
+            lines,
+            seen: String::new(),
+        };
+        while !r.seen.contains("  stop     ") {
+            let line = r
+                .lines
+                .next()
+                .unwrap_or_else(|| panic!("no banner in:\n{}", r.seen))
+                .unwrap();
+            r.seen.push_str(&line);
+            r.seen.push('\n');
+        }
+        r
+    }
+
+    /// What the banner's line `label` says, up to `end`.
+    fn banner(&self, label: &str, end: char) -> String {
+        let line = self
+            .seen
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(label))
+            .unwrap_or_else(|| panic!("no {label:?} in:\n{}", self.seen));
+        line.split(end).next().unwrap().to_string()
+    }
+
+    /// The panel's address.
+    fn panel(&self) -> String {
+        self.banner("panel    http://", '/')
+    }
+
+    /// Reads the rest, waits for the exit, which must be 0; all it printed.
+    fn finish(mut self) -> String {
+        for line in self.lines {
+            self.seen.push_str(&line.unwrap());
+            self.seen.push('\n');
+        }
+        assert!(self.child.wait().unwrap().success(), "{}", self.seen);
+        self.seen
+    }
+}
+
 fn assert_accounted(out: &str) {
     assert!(out.contains("the invariant holds"), "{out}");
     assert!(out.contains("it matches"), "{out}");
@@ -114,27 +177,8 @@ async fn the_demo_with_a_throwaway_cluster_adds_up_and_cleans_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_serves_the_panel_and_prints_its_address() {
-    use std::io::{BufRead, BufReader};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_galewatch"))
-        .args(["demo", "--duration", "8s", "--turbines", "50"])
-        .env_remove("GALEWATCH_DATABASE_URL")
-        .env_remove("GALEWATCH_MQTT_URL")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("run galewatch demo");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut seen = String::new();
-    let addr = loop {
-        let line = lines
-            .next()
-            .unwrap_or_else(|| panic!("no panel line in:\n{seen}"))
-            .unwrap();
-        seen.push_str(&line);
-        seen.push('\n');
-        if let Some(rest) = line.trim().strip_prefix("panel    http://") {
-            break rest.split('/').next().unwrap().to_string();
-        }
-    };
+    let demo = Running::start(&["--duration", "8s", "--turbines", "50"]);
+    let addr = demo.panel();
     // The fleet's turbines appear in the panel once the daemon has landed their first readings.
     let (mut status, mut body) = (0, String::new());
     for _ in 0..100 {
@@ -146,10 +190,94 @@ async fn the_demo_serves_the_panel_and_prints_its_address() {
     }
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("\"turbine_id\":\"WTG-"), "{body}");
-    for line in lines {
-        seen.push_str(&line.unwrap());
-        seen.push('\n');
-    }
-    assert!(child.wait().unwrap().success(), "{seen}");
+    let seen = demo.finish();
     assert_accounted(&seen);
+}
+
+/// `--history`: the fleet's past goes first, as fast as the daemon takes it, so the panel has a
+/// power curve at once; turbine 3 (6 % low) reads below the fleet's curve, turbine 4 does not;
+/// and the account holds over the past and the live part together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_with_history_shows_the_power_curve_at_once() {
+    let demo = Running::start(&["--duration", "40s", "--turbines", "6", "--history", "3h"]);
+    let (addr, db) = (demo.panel(), demo.banner("tables   psql '", '\''));
+    assert!(
+        demo.seen
+            .contains("history  the fleet's last 3h first (32400 readings"),
+        "{}",
+        demo.seen
+    );
+    let from = (chrono::Utc::now() - chrono::Duration::hours(4)).timestamp();
+    let to = (chrono::Utc::now() + chrono::Duration::hours(1)).timestamp();
+    let deviation = |id: &str| -> Option<(i64, f64)> {
+        let (status, body) = http_get(
+            &addr,
+            &format!("/api/turbines/{id}/power-curve?from={from}&to={to}"),
+        );
+        if status != 200 {
+            return None;
+        }
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        Some((
+            v["deviation"]["intervals"].as_i64()?,
+            v["deviation"]["ratio"].as_f64()?,
+        ))
+    };
+    // The past has landed when every turbine's last reading is of the last minute.
+    let (client, conn) = tokio_postgres::connect(&db, tokio_postgres::NoTls)
+        .await
+        .expect("the demo's database");
+    tokio::spawn(conn);
+    let mut current = 0;
+    for _ in 0..600 {
+        current = client
+            .query_one(
+                "SELECT count(*) FROM turbine_status
+                  WHERE last_recorded_at > now() - interval '1 minute'",
+                &[],
+            )
+            .await
+            .map_or(0, |r| r.get::<_, i64>(0));
+        if current == 6 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(current, 6, "the past landed within a minute: {}", demo.seen);
+    let mut last = None;
+    for _ in 0..300 {
+        last = deviation("WTG-00003");
+        if last.is_some_and(|(n, _)| n >= 12) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let (n, low) = last.unwrap_or_else(|| panic!("no power curve for WTG-00003: {}", demo.seen));
+    assert!(n >= 12, "intervals of the past 3 h in the curve: {n}");
+    assert!(low < -0.02, "turbine 3 is 6 % low: {low}");
+    let (_, normal) = deviation("WTG-00004").expect("WTG-00004's curve");
+    assert!(normal > -0.01, "turbine 4 is on the curve: {normal}");
+    let seen = demo.finish();
+    assert_accounted(&seen);
+    // 6 turbines × (3 h + 40 s) / 2 s, the past and the live part in one account.
+    assert!(seen.contains(": 32520 readings"), "{seen}");
+}
+
+#[test]
+fn a_history_the_demo_would_not_send_is_refused_by_name() {
+    for (history, says) in [
+        ("31d", "longer than the demo sends"),
+        ("3s", "not a whole number of the fleet's 2 s intervals"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_galewatch"))
+            .args(["demo", "--history", history])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{history}: {stderr}");
+        assert!(
+            stderr.contains(&format!("--history {history}")) && stderr.contains(says),
+            "{history}: {stderr}"
+        );
+    }
 }

@@ -325,7 +325,7 @@ async fn json_and_sparkplug_share_one_daemon_with_exact_counts() {
             &addr_a,
             "mixed-json-pub",
             Traffic::new(json_fleet, faults(5)),
-            true,
+            galewatch::tools::simulate::Pace::Flood,
             CancellationToken::new(),
         )
         .await

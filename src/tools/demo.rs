@@ -51,6 +51,47 @@ pub struct Options {
     pub throwaway_db: bool,
     /// Keep the demo's database at the end (on a server the demo did not start).
     pub keep_database: bool,
+    /// The fleet's past sent first, as fast as the daemon takes it (zero: none), so the panel
+    /// has days of statistics to show: power curves, deviations, availability.
+    pub history: Duration,
+}
+
+/// A span as a person writes it: whole days as days (`2d`), else as humantime does (`3h 20m`).
+fn span_text(d: Duration) -> String {
+    match d.as_secs() {
+        s if s > 0 && s % 86_400 == 0 && d.subsec_nanos() == 0 => format!("{}d", s / 86_400),
+        _ => humantime::format_duration(d).to_string(),
+    }
+}
+
+/// The most history the demo sends: the panel's fleet reference curve reads 30 days.
+pub const MAX_HISTORY: Duration = Duration::from_secs(30 * 86_400);
+
+impl Options {
+    /// Refuses a history the demo would not send: longer than [`MAX_HISTORY`], or not a whole
+    /// number of the fleet's intervals.
+    pub fn check(&self) -> Result<(), String> {
+        if self.history > MAX_HISTORY {
+            return Err(format!(
+                "--history {} is longer than the demo sends ({}: the panel's reference curve reads 30 days)",
+                span_text(self.history),
+                span_text(MAX_HISTORY)
+            ));
+        }
+        if self.history.as_millis() % FLEET_INTERVAL.as_millis() != 0 {
+            return Err(format!(
+                "--history {} is not a whole number of the fleet's {} s intervals",
+                span_text(self.history),
+                FLEET_INTERVAL.as_secs()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Readings the history holds.
+    pub fn history_readings(&self) -> u64 {
+        (self.history.as_millis() / FLEET_INTERVAL.as_millis()) as u64 * self.turbines as u64
+    }
 }
 
 /// Why the demo could not run: the message says what to install or set. Exit status 2.
@@ -654,6 +695,15 @@ fn banner(opts: &Options, notes: &[String], mqtt_url: &str, inside: &InProcess, 
     for n in notes {
         say!("  {n}");
     }
+    if !opts.history.is_zero() {
+        say!(
+            "  history  the fleet's last {} first ({} readings, stamped from {}), as fast as the daemon takes them; then live",
+            span_text(opts.history),
+            opts.history_readings(),
+            (chrono::Utc::now() - chrono::Duration::from_std(opts.history).unwrap_or_default())
+                .format("%Y-%m-%d %H:%M UTC")
+        );
+    }
     say!("  broker   {mqtt_url}");
     say!("  metrics  http://{}/metrics", inside.metrics_addr);
     say!(
@@ -737,11 +787,11 @@ fn start_fleet(
     let fleet = Fleet {
         turbines: opts.turbines,
         readings: opts.duration.map_or(usize::MAX, |d| {
-            (d.as_secs_f64() / interval.as_secs_f64()).ceil() as usize
+            ((d + opts.history).as_secs_f64() / interval.as_secs_f64()).ceil() as usize
         }),
         batch: 1,
         interval,
-        start: chrono::Utc::now(),
+        start: chrono::Utc::now() - chrono::Duration::from_std(opts.history).unwrap_or_default(),
         prefix: "WTG-".into(),
         site: demo_site(opts.turbines, seed),
     };
@@ -753,10 +803,15 @@ fn start_fleet(
         bad_rate: 0.002,
         seed,
     };
+    let pace = if opts.history.is_zero() {
+        simulate::Pace::RealTime
+    } else {
+        simulate::Pace::CatchUp(opts.history)
+    };
     let broker = broker.clone();
     let id = format!("galewatch-demo-fleet-{}", std::process::id());
     tokio::spawn(async move {
-        simulate::run(&broker, &id, Traffic::new(fleet, knobs), false, stop).await
+        simulate::run(&broker, &id, Traffic::new(fleet, knobs), pace, stop).await
     })
 }
 

@@ -408,27 +408,44 @@ impl Traffic {
     }
 }
 
-/// Publishes the planned traffic: in real time (each message at its due time) or, with `flood`,
-/// as fast as the broker acknowledges. Stops early when `stop` turns true. Returns what was sent.
+/// How fast the planned traffic goes out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// Each message at its due time.
+    RealTime,
+    /// As fast as the broker acknowledges.
+    Flood,
+    /// The messages due in the first this much of the run as fast as the broker acknowledges
+    /// (a fleet's past, stamped before now), then the rest at their due time.
+    CatchUp(Duration),
+}
+
+/// Publishes the planned traffic at `pace`. Stops early when `stop` turns true. Returns what
+/// was sent.
 pub async fn run(
     broker: &BrokerAddr,
     client_id: &str,
     mut traffic: Traffic,
-    flood: bool,
+    pace: Pace,
     stop: CancellationToken,
 ) -> Result<Sent, Error> {
     let (client, poller, mut acked) = connect(broker, client_id);
     let started = Instant::now();
+    let ahead = match pace {
+        Pace::RealTime => Some(Duration::ZERO),
+        Pace::Flood => None,
+        Pace::CatchUp(d) => Some(d),
+    };
     let mut sent = Sent::default();
     'rounds: while let Some(round) = traffic.next_round() {
         for m in round {
-            if !flood {
-                tokio::select! {
-                    _ = tokio::time::sleep_until(started + m.due) => {}
+            match ahead.and_then(|a| m.due.checked_sub(a)) {
+                Some(wait) => tokio::select! {
+                    _ = tokio::time::sleep_until(started + wait) => {}
                     _ = stop.cancelled() => break 'rounds,
-                }
-            } else if stop.is_cancelled() {
-                break 'rounds;
+                },
+                None if stop.is_cancelled() => break 'rounds,
+                None => {}
             }
             client
                 .publish(m.topic, QoS::AtLeastOnce, false, m.payload.into_bytes())
