@@ -195,6 +195,12 @@ async fn completeness_flags_and_directions_are_told_exactly() {
     };
     assert_eq!(row("Q-1")["flagged_intervals_last_day"], 1);
     assert_eq!(row("Q-2")["flagged_intervals_last_day"], 0);
+    // Over the last 24 hours of whole intervals: Q-2's hour is 1,800 of 43,200 readings, exactly.
+    assert_eq!(
+        row("Q-2")["completeness_last_day"].as_f64(),
+        Some(1800.0 / 43_200.0),
+        "{api}"
+    );
     let (_, series) = panel
         .get(&format!("/api/turbines/Q-1/readings?{range}&step=600"))
         .await;

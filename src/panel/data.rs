@@ -1041,8 +1041,11 @@ impl Db {
         let Some((sql, k)) = &self.quality else {
             return Ok(figures);
         };
+        // The last 24 hours of whole intervals, as the gauges read them: the current interval
+        // still filling would put the window's edge between two readings (101 % complete).
         let now = Utc::now();
-        let day = (sql.width.start_of(now - chrono::Duration::days(1)), now);
+        let whole = sql.width.start_of(now);
+        let day = (whole - chrono::Duration::days(1), whole);
         let mut sums: std::collections::HashMap<String, crate::sink::quality::Summary> =
             crate::sink::quality::summaries(c, sql, signals, *k, day, Some(&ids))
                 .await?
