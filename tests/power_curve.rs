@@ -329,6 +329,28 @@ async fn production_based_availability_counts_the_energy_lost_exactly() {
         page.contains("Production-based availability: <span class=\"num\">50.00 %</span>"),
         "{page}"
     );
+    // The export gives the same figure on the turbine's rows (its one clean interval: one bin).
+    let out = d.command(&[
+        "export",
+        "--power-curve",
+        "--format",
+        "jsonl",
+        "--from",
+        &start.to_rfc3339(),
+        "--to",
+        &(start + chrono::Duration::hours(1)).to_rfc3339(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = stdout_jsonl(&out);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(
+        close(&rows[0]["production_based_availability"], 0.5),
+        "{rows:?}"
+    );
     // Without availability kept, there is none to tell.
     let plain = SettingsFile::new(SETTINGS);
     let panel = Panel::serve(&db, &plain.path).await;

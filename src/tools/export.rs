@@ -694,7 +694,8 @@ pub async fn rebuild_as_of(
 /// `galewatch export --power-curve`: per turbine (of `turbines`) and bin of wind speed over the
 /// clean intervals starting in `[from, to)`: the bin, its count, mean wind, mean power and the
 /// spread of the means, the reference's power at the bin's mean wind, and the turbine's
-/// deviation over the period (the same on each of its rows). CSV (a turbine id kept from being
+/// deviation and production-based availability (IEC 61400-26-2, with availability kept) over the
+/// period (the same on each of its rows). CSV (a turbine id kept from being
 /// read as a formula unless `raw`) or JSON lines. Returns the rows written.
 pub async fn power_curve(
     cfg: &Config,
@@ -736,6 +737,7 @@ pub async fn power_curve(
         "std_power",
         "reference_power",
         "deviation",
+        "production_based_availability",
     ];
     let write_err = |e: std::io::Error| ReviewError::Refused(format!("writing the output: {e}"));
     // JSON lines' keys, quoted once.
@@ -747,10 +749,29 @@ pub async fn power_curve(
         writeln!(out, "{}", header.join(",")).map_err(write_err)?;
     }
     let mut rows = 0;
+    let view = cfg.availability().map(|(_, _, view)| view);
     for t in all.iter().filter(|t| keep(&t.turbine_id)) {
         let deviation = reference
             .as_ref()
             .and_then(|r| pc::deviation(&t.bins, r).ratio());
+        // As the turbine page makes it: one read of the turbine's intervals.
+        let production = match (&view, &reference) {
+            (Some(v), Some(r)) => {
+                let (_, periods) = pc::turbine_intervals(
+                    &client,
+                    &sql,
+                    signals,
+                    &policy,
+                    k,
+                    Some(v),
+                    &t.turbine_id,
+                    (from, to),
+                )
+                .await?;
+                crate::core::power_curve::production(&periods, r).ratio()
+            }
+            _ => None,
+        };
         for b in &t.bins {
             let w = policy.bin_width;
             let float = |x: Option<f64>| x.map_or(Cell::Null, Cell::Float);
@@ -764,6 +785,7 @@ pub async fn power_curve(
                 Cell::Float(b.std_power),
                 float(reference.as_ref().and_then(|r| r.at(b.mean_wind))),
                 float(deviation),
+                float(production),
             ];
             let line = match format {
                 ExportFormat::Csv => csv_line(&cells, raw),
