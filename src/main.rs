@@ -81,7 +81,8 @@ enum Command {
         /// Keep the demo's database at the end (on a server the demo did not start).
         #[arg(long)]
         keep_database: bool,
-        /// Send the fleet's last DURATION first, as fast as the daemon takes it, then go live:
+        /// Send the fleet's last DURATION first, as fast as the daemon takes it, then go live
+        /// for --duration (the past is sent whole however long it takes):
         /// days of statistics for the panel's power curves, deviations and availability (`2d`
         /// with `--turbines 20`: 1.7 million readings, about a minute). At most 30 days.
         #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
@@ -491,7 +492,7 @@ fn run(command: Command, runtime: &tokio::runtime::Runtime) -> ExitCode {
         } => demo_cmd(
             runtime,
             galewatch::tools::demo::Options {
-                turbines: turbines.max(1),
+                turbines,
                 duration,
                 throwaway_db,
                 keep_database,

@@ -199,15 +199,15 @@ async fn the_demo_serves_the_panel_and_prints_its_address() {
 /// and the account holds over the past and the live part together.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_with_history_shows_the_power_curve_at_once() {
-    let demo = Running::start(&["--duration", "40s", "--turbines", "6", "--history", "3h"]);
+    let demo = Running::start(&["--duration", "40s", "--turbines", "6", "--history", "6h"]);
     let (addr, db) = (demo.panel(), demo.banner("tables   psql '", '\''));
     assert!(
         demo.seen
-            .contains("history  the fleet's last 3h first (32400 readings"),
+            .contains("history  the fleet's last 6h first (64800 readings"),
         "{}",
         demo.seen
     );
-    let from = (chrono::Utc::now() - chrono::Duration::hours(4)).timestamp();
+    let from = (chrono::Utc::now() - chrono::Duration::hours(7)).timestamp();
     let to = (chrono::Utc::now() + chrono::Duration::hours(1)).timestamp();
     let deviation = |id: &str| -> Option<(i64, f64)> {
         let (status, body) = http_get(
@@ -247,20 +247,30 @@ async fn the_demo_with_history_shows_the_power_curve_at_once() {
     let mut last = None;
     for _ in 0..300 {
         last = deviation("WTG-00003");
-        if last.is_some_and(|(n, _)| n >= 12) {
+        if last.is_some_and(|(n, _)| n >= 6) {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let (n, low) = last.unwrap_or_else(|| panic!("no power curve for WTG-00003: {}", demo.seen));
-    assert!(n >= 12, "intervals of the past 3 h in the curve: {n}");
+    // Of 36 intervals, those the curve takes: the random wind's calms and stops are left out.
+    assert!(n >= 6, "intervals of the past 6 h in the curve: {n}");
     assert!(low < -0.02, "turbine 3 is 6 % low: {low}");
     let (_, normal) = deviation("WTG-00004").expect("WTG-00004's curve");
     assert!(normal > -0.01, "turbine 4 is on the curve: {normal}");
     let seen = demo.finish();
     assert_accounted(&seen);
-    // 6 turbines × (3 h + 40 s) / 2 s, the past and the live part in one account.
-    assert!(seen.contains(": 32520 readings"), "{seen}");
+    // 6 turbines × (6 h + 40 s) / 2 s, the past and the live part in one account.
+    assert!(seen.contains(": 64920 readings"), "{seen}");
+}
+
+/// A live part shorter than the past takes to land: the past is sent whole all the same (4
+/// turbines × (6 h + 1 s) / 2 s), not cut at `--duration`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_sends_its_history_whole_whatever_the_duration() {
+    let (out, _) = demo(&["--duration", "1s", "--turbines", "4", "--history", "6h"]);
+    assert_accounted(&out);
+    assert!(out.contains(": 43204 readings"), "{out}");
 }
 
 #[test]
@@ -280,4 +290,11 @@ fn a_history_the_demo_would_not_send_is_refused_by_name() {
             "{history}: {stderr}"
         );
     }
+    let out = Command::new(env!("CARGO_BIN_EXE_galewatch"))
+        .args(["demo", "--turbines", "0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--turbines 0"), "{stderr}");
 }

@@ -68,9 +68,12 @@ fn span_text(d: Duration) -> String {
 pub const MAX_HISTORY: Duration = Duration::from_secs(30 * 86_400);
 
 impl Options {
-    /// Refuses a history the demo would not send: longer than [`MAX_HISTORY`], or not a whole
-    /// number of the fleet's intervals.
+    /// Refuses a fleet of no turbines, and a history the demo would not send: longer than
+    /// [`MAX_HISTORY`], or not a whole number of the fleet's intervals.
     pub fn check(&self) -> Result<(), String> {
+        if self.turbines == 0 {
+            return Err("--turbines 0: the fleet needs at least 1 turbine".into());
+        }
         if self.history > MAX_HISTORY {
             return Err(format!(
                 "--history {} is longer than the demo sends ({}: the panel's reference curve reads 30 days)",
@@ -448,7 +451,7 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
     let publisher = start_fleet(&opts, &inside.broker, fleet_stop.clone());
 
     let db = admin(&demo_db.url).await.ok();
-    live_view(&opts, &inside, db.as_ref(), started).await;
+    live_view(&opts, &inside, db.as_ref(), started, &publisher).await;
 
     // Wind down: the fleet stops, the daemon takes in what was sent, then shuts down cleanly.
     say!("\nstopping: the fleet first, then the daemon once it has taken in what was sent");
@@ -816,12 +819,14 @@ fn start_fleet(
 }
 
 /// The live view, once a second: redrawn in place on a terminal, else a line every 5 s. Until
-/// the time is up, Ctrl-C, or stdout's reader has gone.
+/// the time is up (with a history: until the fleet has sent it all and the live part, however
+/// long the past took), Ctrl-C, or stdout's reader has gone.
 async fn live_view(
     opts: &Options,
     inside: &InProcess,
     db: Option<&tokio_postgres::Client>,
     started: Instant,
+    fleet: &tokio::task::JoinHandle<Result<Sent, crate::error::Error>>,
 ) {
     let tty = std::io::stdout().is_terminal();
     let header = format!(
@@ -836,7 +841,12 @@ async fn live_view(
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = inside.signal.cancelled() => break,
         }
-        if end.is_some_and(|e| Instant::now() >= e) || stdout_gone() {
+        let up = if opts.history.is_zero() {
+            end.is_some_and(|e| Instant::now() >= e)
+        } else {
+            end.is_some() && fleet.is_finished()
+        };
+        if up || stdout_gone() {
             break;
         }
         let mut snap = inside.snapshot(started.elapsed());
