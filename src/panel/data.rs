@@ -512,6 +512,19 @@ pub struct Db {
 /// How long the fleet's reference curve is kept before it is made again, and the period it is
 /// made of.
 const FLEET_CURVE_FOR: Duration = Duration::from_secs(600);
+/// How long a fleet with no curve yet (a new database, its first intervals still to come) is
+/// taken to have none: asked again soon, but not on every request (a large fleet whose intervals
+/// all fail the curve's test would bin 30 days each time).
+const FLEET_NO_CURVE_FOR: Duration = Duration::from_secs(30);
+
+/// How long the fleet's reference curve is kept: ten minutes, or while it has none, 30 s.
+fn kept_for(has_curve: bool) -> Duration {
+    if has_curve {
+        FLEET_CURVE_FOR
+    } else {
+        FLEET_NO_CURVE_FOR
+    }
+}
 const FLEET_CURVE_DAYS: i64 = 30;
 
 /// A turbine's power curve over a range, as the turbine page and the API show it.
@@ -590,7 +603,7 @@ impl Db {
         let mut kept = self.fleet_curve.lock().await;
         if let Some((_, r)) = kept
             .as_ref()
-            .filter(|(at, _)| at.elapsed() < FLEET_CURVE_FOR)
+            .filter(|(at, r)| at.elapsed() < kept_for(r.is_some()))
         {
             return Ok(r.clone());
         }
@@ -610,11 +623,7 @@ impl Db {
             policy,
             &crate::sink::power_curve::fleet_bins(&all),
         );
-        // A fleet with no curve yet (a new database, the first intervals still to come) is
-        // asked again next time rather than for ten minutes.
-        if r.is_some() {
-            *kept = Some((std::time::Instant::now(), r.clone()));
-        }
+        *kept = Some((std::time::Instant::now(), r.clone()));
         Ok(r)
     }
 
