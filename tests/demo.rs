@@ -7,14 +7,18 @@ use std::process::Command;
 
 use common::*;
 
-fn demo(args: &[&str]) -> (String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_galewatch"))
-        .arg("demo")
+/// `galewatch demo ARGS` on its own services (none named by the environment).
+fn demo_command(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_galewatch"));
+    c.arg("demo")
         .args(args)
         .env_remove("GALEWATCH_DATABASE_URL")
-        .env_remove("GALEWATCH_MQTT_URL")
-        .output()
-        .expect("run galewatch demo");
+        .env_remove("GALEWATCH_MQTT_URL");
+    c
+}
+
+fn demo(args: &[&str]) -> (String, String) {
+    let out = demo_command(args).output().expect("run galewatch demo");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
@@ -77,11 +81,7 @@ impl Running {
     /// Starts `galewatch demo ARGS` and reads its banner (up to its `stop` line).
     fn start(args: &[&str]) -> Running {
         use std::io::BufRead;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_galewatch"))
-            .arg("demo")
-            .args(args)
-            .env_remove("GALEWATCH_DATABASE_URL")
-            .env_remove("GALEWATCH_MQTT_URL")
+        let mut child = demo_command(args)
             .stdout(std::process::Stdio::piped())
             .spawn()
             .expect("run galewatch demo");
@@ -279,10 +279,7 @@ fn a_history_the_demo_would_not_send_is_refused_by_name() {
         ("31d", "longer than the demo sends"),
         ("3s", "not a whole number of the fleet's 2 s intervals"),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_galewatch"))
-            .args(["demo", "--history", history])
-            .output()
-            .unwrap();
+        let out = demo_command(&["--history", history]).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{history}: {stderr}");
         assert!(
@@ -297,4 +294,38 @@ fn a_history_the_demo_would_not_send_is_refused_by_name() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--turbines 0"), "{stderr}");
+}
+
+/// The largest `--duration` with a history: the two spans add up without overflowing (they
+/// panicked the demo), and the history still goes first; Ctrl-C's stand-in is SIGINT.
+#[test]
+fn the_largest_duration_with_a_history_does_not_overflow() {
+    let mut child = demo_command(&[
+        "--turbines",
+        "1",
+        "--history",
+        "2s",
+        "--duration",
+        "18446744073709551615s",
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the demo still runs after 5 s"
+    );
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_accounted(&stdout);
 }

@@ -93,7 +93,8 @@ impl Options {
 
     /// Readings the history holds.
     pub fn history_readings(&self) -> u64 {
-        (self.history.as_millis() / FLEET_INTERVAL.as_millis()) as u64 * self.turbines as u64
+        ((self.history.as_millis() / FLEET_INTERVAL.as_millis()) as u64)
+            .saturating_mul(self.turbines as u64)
     }
 }
 
@@ -790,7 +791,7 @@ fn start_fleet(
     let fleet = Fleet {
         turbines: opts.turbines,
         readings: opts.duration.map_or(usize::MAX, |d| {
-            ((d + opts.history).as_secs_f64() / interval.as_secs_f64()).ceil() as usize
+            (d.saturating_add(opts.history).as_secs_f64() / interval.as_secs_f64()).ceil() as usize
         }),
         batch: 1,
         interval,
@@ -833,7 +834,10 @@ async fn live_view(
         "galewatch demo · {} turbines · Ctrl-C to stop",
         opts.turbines
     );
-    let end = opts.duration.map(|d| Instant::now() + d);
+    // A duration past what the clock can count (`--duration 18446744073709551615s`) runs until
+    // Ctrl-C.
+    let timed = opts.duration.is_some();
+    let end = opts.duration.and_then(|d| Instant::now().checked_add(d));
     let mut prev = Snapshot::default();
     let mut last_plain = Instant::now();
     loop {
@@ -844,7 +848,7 @@ async fn live_view(
         let up = if opts.history.is_zero() {
             end.is_some_and(|e| Instant::now() >= e)
         } else {
-            end.is_some() && fleet.is_finished()
+            timed && fleet.is_finished()
         };
         if up || stdout_gone() {
             break;
