@@ -4,9 +4,11 @@
 //! and production-based availability (issue 36's targets: the fleet page ≤ 300 ms p95, a
 //! turbine's year ≤ 100 ms).
 //!
-//!   cargo run --release --example bench-curve [-- --keep]
+//!   cargo run --release --example bench-curve [-- --keep] [-- --reuse]
 //!
-//! (`--keep` leaves the database for EXPLAIN; a run after it builds it again.)
+//! (`--keep` leaves the database for EXPLAIN; `--reuse` times the one a `--keep` run left, its
+//! intervals as they were, instead of building it again: their times then lag the clock by the
+//! time since.)
 //! Builds `interval_stats` as a fleet of 1,000 turbines leaves it after 30 days (4.32 million
 //! 10-minute intervals, with availability kept; ten turbines a whole year: 0.48 million more),
 //! with a `turbine_status` row each, serves the panel in-process and times its answers (p50/p95
@@ -27,7 +29,16 @@ const TURBINES: i64 = 1000;
 async fn main() {
     let url = format!("postgresql://postgres@127.0.0.1:5432/{DB}");
     let admin = panel_http::admin().await;
-    let mut c = panel_http::fresh_db(&admin, DB, &url).await;
+    let reuse = std::env::args().any(|a| a == "--reuse");
+    let mut c = if reuse {
+        let (c, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .expect("--reuse: the database a --keep run left");
+        tokio::spawn(conn);
+        c
+    } else {
+        panel_http::fresh_db(&admin, DB, &url).await
+    };
     let signals = {
         let mut s = galewatch::core::signals::SignalSetting::defaults();
         s.push(galewatch::core::signals::SignalSetting::new(
@@ -43,54 +54,9 @@ async fn main() {
     .await
     .unwrap();
     let t = Instant::now();
-    // Interval i before this hour: wind swinging 2–16 m/s with each turbine's phase, power on a
-    // 3 MW curve (every 20th turbine 5 % low), 300 readings of 300 expected; one interval in 40
-    // in a forced outage.
-    let interval = |turbines: i64, intervals: i64, skip: i64| {
-        format!(
-            "WITH g AS (
-               SELECT k, i, greatest(0, 9 + 6 * sin(i / 37.0 + k) + ((i * 7919 + k * 31) % 100) / 50.0 - 1) AS w
-                 FROM generate_series(0, {turbines} - 1) k, generate_series({skip}, {skip} + {intervals} - 1) i)
-             INSERT INTO interval_stats (turbine_id, interval_seconds, interval_start, readings, expected,
-                    avail_full_performance, avail_partial_performance, avail_technical_standby,
-                    avail_out_of_electrical_specification, avail_requested_shutdown,
-                    avail_out_of_environmental_specification, avail_scheduled_maintenance,
-                    avail_planned_corrective_action, avail_forced_outage, avail_suspended,
-                    avail_force_majeure, avail_information_unavailable,
-                    power_kw_n, power_kw_mean, power_kw_m2, power_kw_min, power_kw_max, power_kw_implausible,
-                    wind_speed_ms_n, wind_speed_ms_mean, wind_speed_ms_m2, wind_speed_ms_min, wind_speed_ms_max,
-                    wind_speed_ms_implausible)
-             SELECT 'WTG-' || lpad(k::text, 5, '0'), 600, date_trunc('hour', now()) - (i + 1) * interval '10 min',
-                    300, 300,
-                    CASE WHEN (i + k) % 40 = 0 THEN 0 ELSE 300 END, 0, 0, 0, 0, 0, 0, 0,
-                    CASE WHEN (i + k) % 40 = 0 THEN 300 ELSE 0 END, 0, 0, 0,
-                    300, p, 300 * 2500, p - 80, p + 80, 0,
-                    300, w, 300 * 0.64, w - 1.5, w + 1.5, 0
-               FROM (SELECT k, i, w,
-                            CASE WHEN (i + k) % 40 = 0 THEN 0
-                                 WHEN w < 3 OR w >= 25 THEN 0
-                                 WHEN w >= 12 THEN 3000
-                                 ELSE 3000 * (w ^ 3 - 27) / (1728 - 27) END
-                            * CASE WHEN k % 20 = 0 THEN 0.95 ELSE 1 END AS p
-                       FROM g) x"
-        )
-    };
-    c.batch_execute(&interval(TURBINES, 30 * 144, 0))
-        .await
-        .unwrap();
-    c.batch_execute(&interval(10, 335 * 144, 30 * 144))
-        .await
-        .unwrap();
-    c.batch_execute(&format!(
-        "INSERT INTO turbine_status (turbine_id, first_seen, last_seen, last_recorded_at, readings,
-                                     offset_seconds, drift_seconds_per_day)
-         SELECT 'WTG-' || lpad(k::text, 5, '0'), now() - interval '365 days', now(), now(),
-                1296000, 0.1, 0
-           FROM generate_series(0, {TURBINES} - 1) k;
-         ANALYZE;"
-    ))
-    .await
-    .unwrap();
+    if !reuse {
+        build(&c).await;
+    }
     let rows: i64 = c
         .query_one("SELECT count(*) FROM interval_stats", &[])
         .await
@@ -180,4 +146,57 @@ async fn main() {
             .await
             .unwrap();
     }
+}
+
+/// Builds `interval_stats` and `turbine_status` as the module's head says.
+async fn build(c: &tokio_postgres::Client) {
+    let turbines = TURBINES;
+    // Interval i before this hour: wind swinging 2–16 m/s with each turbine's phase, power on a
+    // 3 MW curve (every 20th turbine 5 % low), 300 readings of 300 expected; one interval in 40
+    // in a forced outage.
+    let interval = |turbines: i64, intervals: i64, skip: i64| {
+        format!(
+            "WITH g AS (
+               SELECT k, i, greatest(0, 9 + 6 * sin(i / 37.0 + k) + ((i * 7919 + k * 31) % 100) / 50.0 - 1) AS w
+                 FROM generate_series(0, {turbines} - 1) k, generate_series({skip}, {skip} + {intervals} - 1) i)
+             INSERT INTO interval_stats (turbine_id, interval_seconds, interval_start, readings, expected,
+                    avail_full_performance, avail_partial_performance, avail_technical_standby,
+                    avail_out_of_electrical_specification, avail_requested_shutdown,
+                    avail_out_of_environmental_specification, avail_scheduled_maintenance,
+                    avail_planned_corrective_action, avail_forced_outage, avail_suspended,
+                    avail_force_majeure, avail_information_unavailable,
+                    power_kw_n, power_kw_mean, power_kw_m2, power_kw_min, power_kw_max, power_kw_implausible,
+                    wind_speed_ms_n, wind_speed_ms_mean, wind_speed_ms_m2, wind_speed_ms_min, wind_speed_ms_max,
+                    wind_speed_ms_implausible)
+             SELECT 'WTG-' || lpad(k::text, 5, '0'), 600, date_trunc('hour', now()) - (i + 1) * interval '10 min',
+                    300, 300,
+                    CASE WHEN (i + k) % 40 = 0 THEN 0 ELSE 300 END, 0, 0, 0, 0, 0, 0, 0,
+                    CASE WHEN (i + k) % 40 = 0 THEN 300 ELSE 0 END, 0, 0, 0,
+                    300, p, 300 * 2500, p - 80, p + 80, 0,
+                    300, w, 300 * 0.64, w - 1.5, w + 1.5, 0
+               FROM (SELECT k, i, w,
+                            CASE WHEN (i + k) % 40 = 0 THEN 0
+                                 WHEN w < 3 OR w >= 25 THEN 0
+                                 WHEN w >= 12 THEN 3000
+                                 ELSE 3000 * (w ^ 3 - 27) / (1728 - 27) END
+                            * CASE WHEN k % 20 = 0 THEN 0.95 ELSE 1 END AS p
+                       FROM g) x"
+        )
+    };
+    c.batch_execute(&interval(turbines, 30 * 144, 0))
+        .await
+        .unwrap();
+    c.batch_execute(&interval(10, 335 * 144, 30 * 144))
+        .await
+        .unwrap();
+    c.batch_execute(&format!(
+        "INSERT INTO turbine_status (turbine_id, first_seen, last_seen, last_recorded_at, readings,
+                                     offset_seconds, drift_seconds_per_day)
+         SELECT 'WTG-' || lpad(k::text, 5, '0'), now() - interval '365 days', now(), now(),
+                1296000, 0.1, 0
+           FROM generate_series(0, {turbines} - 1) k;
+         ANALYZE;"
+    ))
+    .await
+    .unwrap();
 }
