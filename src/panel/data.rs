@@ -507,7 +507,17 @@ pub struct Db {
             Option<crate::core::power_curve::Reference>,
         )>,
     >,
+    /// Every turbine's deviation of yesterday, made with the reference and kept as long
+    /// (ten minutes; a new day makes it again): the day the fleet page sorts by.
+    fleet_deviations: tokio::sync::Mutex<Option<KeptDeviations>>,
 }
+
+/// Every turbine's deviation of one day (by its start), and when it was made.
+type KeptDeviations = (
+    std::time::Instant,
+    DateTime<Utc>,
+    std::sync::Arc<std::collections::HashMap<String, Option<f64>>>,
+);
 
 /// How long the fleet's reference curve is kept before it is made again, and the period it is
 /// made of.
@@ -547,7 +557,10 @@ pub struct Curve {
 }
 
 /// The fleet page's ids in deviation order, and every turbine's deviation they were ranked by.
-type Ranked = (Vec<String>, std::collections::HashMap<String, Option<f64>>);
+type Ranked = (
+    Vec<String>,
+    std::sync::Arc<std::collections::HashMap<String, Option<f64>>>,
+);
 
 /// The most 10-minute points a power-curve chart draws (a year is 52,560).
 pub const CURVE_POINTS: usize = 4000;
@@ -579,6 +592,7 @@ impl Db {
             }),
             curve: curve.filter(|_| stats.is_some()),
             fleet_curve: tokio::sync::Mutex::new(None),
+            fleet_deviations: tokio::sync::Mutex::new(None),
             quality: stats,
         }
     }
@@ -689,16 +703,16 @@ impl Db {
     }
 
     /// Yesterday's deviation from the reference of each turbine of `ids` (all when None), by
-    /// the method of bins.
+    /// the method of bins. Every turbine's is made at most once every ten minutes (and again on a
+    /// new day), as the fleet's reference is, and kept: binning a day of a large fleet is the
+    /// fleet page's dearest read (docs/panel.md). Asked for a page's turbines while none is kept,
+    /// only theirs are binned, and not kept.
     async fn deviations(
         &self,
         c: &Client,
         ids: Option<&[&str]>,
-    ) -> Result<std::collections::HashMap<String, Option<f64>>, Error> {
+    ) -> Result<std::sync::Arc<std::collections::HashMap<String, Option<f64>>>, Error> {
         let (Some(policy), Some((sql, k))) = (&self.curve, &self.quality) else {
-            return Ok(Default::default());
-        };
-        let Some(reference) = self.reference(c).await? else {
             return Ok(Default::default());
         };
         let today = Utc::now()
@@ -707,6 +721,34 @@ impl Db {
             .expect("midnight")
             .and_utc();
         let yesterday = (today - chrono::Duration::days(1), today);
+        let fresh = |k: &Option<KeptDeviations>| {
+            k.as_ref()
+                .filter(|(at, day, _)| *day == yesterday.0 && at.elapsed() < FLEET_CURVE_FOR)
+                .map(|(_, _, d)| d.clone())
+        };
+        let mut kept = match ids {
+            None => Some(self.fleet_deviations.lock().await),
+            Some(_) => None,
+        };
+        let found = match &kept {
+            Some(k) => fresh(k),
+            None => fresh(&*self.fleet_deviations.lock().await),
+        };
+        if let Some(all) = found {
+            return Ok(match ids {
+                None => all,
+                Some(ids) => std::sync::Arc::new(
+                    ids.iter()
+                        .filter_map(|id| all.get_key_value(*id))
+                        .map(|(id, d)| (id.clone(), *d))
+                        .collect(),
+                ),
+            });
+        }
+        let Some(reference) = self.reference(c).await? else {
+            return Ok(Default::default());
+        };
+        let made = std::time::Instant::now();
         let found = crate::sink::power_curve::turbine_bins(
             c,
             sql,
@@ -717,13 +759,20 @@ impl Db {
             ids,
         )
         .await?;
-        Ok(found
-            .into_iter()
-            .map(|t| {
-                let d = crate::sink::power_curve::deviation(&t.bins, &reference);
-                (t.turbine_id, d.ratio())
-            })
-            .collect())
+        let all: std::sync::Arc<std::collections::HashMap<String, Option<f64>>> =
+            std::sync::Arc::new(
+                found
+                    .into_iter()
+                    .map(|t| {
+                        let d = crate::sink::power_curve::deviation(&t.bins, &reference);
+                        (t.turbine_id, d.ratio())
+                    })
+                    .collect(),
+            );
+        if let Some(k) = kept.as_mut() {
+            **k = Some((made, yesterday.0, all.clone()));
+        }
+        Ok(all)
     }
 
     /// Sorted by deviation: the page's ids, worst first (most below the reference; `desc`:
