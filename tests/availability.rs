@@ -218,3 +218,84 @@ async fn availability_is_counted_exactly_and_told_everywhere() {
     // The first interval: 300 readings, all running.
     assert_eq!(rows[0]["availability"], 1.0);
 }
+
+/// The fleet page's yesterday and this month: the closed days kept ten minutes per turbine, today
+/// read live, so the month is the kept days and today merged (its missing time from the whole
+/// month), exactly what one statement over the month gives when nothing came late.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleet_page_keeps_closed_days_and_reads_today_live() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let (mut d, settings) = Daemon::ready_with(&broker, &db, "gw-avail-kept", SETTINGS);
+    let today = Utc::now()
+        .date_naive()
+        .and_hms_opt(0, 0, 0)
+        .unwrap()
+        .and_utc();
+    // Today's readings are the first 400 s after midnight: wait for them to be past.
+    let ready = today + chrono::Duration::seconds(420);
+    if let Ok(wait) = (ready - Utc::now()).to_std() {
+        tokio::time::sleep(wait).await;
+    }
+    let yesterday = today - chrono::Duration::days(1);
+    let at = |from: DateTime<Utc>, k: i64| from + chrono::Duration::seconds(2 * k);
+    let noon = yesterday + chrono::Duration::hours(12);
+    // Yesterday: 100 running, 100 in a fault. Today: 100 running.
+    let mut first: Vec<String> = (0..200)
+        .map(|k| reading(at(noon, k), 1000.0, if k < 100 { 1 } else { 6 }))
+        .collect();
+    first.extend((0..100).map(|k| reading(at(today, k), 1000.0, 1)));
+    publish(&broker, messages("A-1", &first)).await;
+    eventually(Duration::from_secs(30), "the first readings", || async {
+        d.metric("galewatch_readings_inserted_total") == 300.0
+    })
+    .await;
+    let first_of_month = today.date_naive().format("%d").to_string() == "01";
+    let panel = Panel::serve(&db, &settings.path).await;
+    let figures = |body: &str| {
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        let t = &v["turbines"][0];
+        assert_eq!(t["turbine_id"], "A-1", "{v}");
+        (
+            t["availability_yesterday"].as_f64(),
+            t["availability_month"].as_f64(),
+            v["listed"]["availability_month"].as_f64(),
+        )
+    };
+    let (status, body) = panel.get("/api/turbines").await;
+    assert_eq!(status, 200, "{body}");
+    let (y, m, fleet) = figures(&body);
+    assert_eq!(y, Some(0.5), "{body}");
+    // The month is yesterday and today, or today alone on the 1st.
+    let month = if first_of_month { 1.0 } else { 200.0 / 300.0 };
+    assert_eq!(m, Some(month), "{body}");
+    assert_eq!(fleet, Some(month), "{body}");
+
+    // Late: 100 more faults yesterday (kept: not shown for ten minutes) and 100 faults today
+    // (live: shown at once).
+    let mut late: Vec<String> = (200..300)
+        .map(|k| reading(at(noon, k), 1000.0, 6))
+        .collect();
+    late.extend((100..200).map(|k| reading(at(today, k), 1000.0, 6)));
+    publish(&broker, messages("A-1", &late)).await;
+    eventually(Duration::from_secs(30), "the late readings", || async {
+        d.metric("galewatch_readings_inserted_total") == 500.0
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (_, body) = panel.get("/api/turbines").await;
+    let (y, m, _) = figures(&body);
+    assert_eq!(y, Some(0.5), "yesterday is kept: {body}");
+    // On the 1st, today's 100 running and 100 faults; else the kept 200 of 300 and today's 100
+    // faults: 200 of 400. Either way one half.
+    assert_eq!(m, Some(0.5), "today's faults shown at once: {body}");
+    // A fresh panel reads every closed day again: now exactly one statement's figures.
+    drop(panel);
+    let panel = Panel::serve(&db, &settings.path).await;
+    let (_, body) = panel.get("/api/turbines").await;
+    let (y, m, _) = figures(&body);
+    assert_eq!(y, Some(100.0 / 300.0), "{body}");
+    let month = if first_of_month { 0.5 } else { 200.0 / 500.0 };
+    assert_eq!(m, Some(month), "{body}");
+    d.terminate();
+}

@@ -510,6 +510,26 @@ pub struct Db {
     /// Every turbine's deviation of yesterday, made with the reference and kept as long
     /// (ten minutes; a new day makes it again): the day the fleet page sorts by.
     fleet_deviations: tokio::sync::Mutex<Option<KeptDeviations>>,
+    /// The fleet page's turbines' time by availability category on closed days (yesterday, and
+    /// this month before today), each kept ten minutes and none past its day: this month's is
+    /// the page's dearest read (docs/panel.md). Holds only the turbines shown in the last ten
+    /// minutes.
+    closed_times: std::sync::Mutex<ClosedTimes>,
+}
+
+/// The kept closed-day times of [`Db::closed_times`]: the day (its midnight) they were made on,
+/// and per turbine when they were made and what they are.
+#[derive(Default)]
+struct ClosedTimes {
+    today: Option<DateTime<Utc>>,
+    by_id: std::collections::HashMap<String, (std::time::Instant, Closed)>,
+}
+
+/// One turbine's time by category yesterday and this month before today (None: no interval).
+#[derive(Debug, Clone, Default)]
+struct Closed {
+    yesterday: Option<crate::sink::quality::TurbineTime>,
+    month: Option<crate::sink::quality::TurbineTime>,
 }
 
 /// Every turbine's deviation of one day (by its start), and when it was made.
@@ -593,6 +613,7 @@ impl Db {
             curve: curve.filter(|_| stats.is_some()),
             fleet_curve: tokio::sync::Mutex::new(None),
             fleet_deviations: tokio::sync::Mutex::new(None),
+            closed_times: Default::default(),
             quality: stats,
         }
     }
@@ -715,11 +736,7 @@ impl Db {
         let (Some(policy), Some((sql, k))) = (&self.curve, &self.quality) else {
             return Ok(Default::default());
         };
-        let today = Utc::now()
-            .date_naive()
-            .and_hms_opt(0, 0, 0)
-            .expect("midnight")
-            .and_utc();
+        let today = midnight(Utc::now());
         let yesterday = (today - chrono::Duration::days(1), today);
         let fresh = |k: &Option<KeptDeviations>| {
             k.as_ref()
@@ -773,6 +790,73 @@ impl Db {
             **k = Some((made, yesterday.0, all.clone()));
         }
         Ok(all)
+    }
+
+    /// The time by availability category of each of `ids` yesterday and this month before
+    /// `today` (from `month_start`): kept ten minutes per turbine and never past its day, the
+    /// turbines with none kept (or too old) read in two statements. A late reading for a closed
+    /// day shows within ten minutes; today's are read live by the caller.
+    async fn closed_times(
+        &self,
+        c: &Client,
+        sql: &crate::sink::stats::Sql,
+        today: DateTime<Utc>,
+        month_start: DateTime<Utc>,
+        ids: &[&str],
+    ) -> Result<std::collections::HashMap<String, Closed>, Error> {
+        let mut out = std::collections::HashMap::with_capacity(ids.len());
+        let stale: Vec<&str> = {
+            let mut kept = self.closed_times.lock().expect("not poisoned");
+            if kept.today != Some(today) {
+                *kept = ClosedTimes {
+                    today: Some(today),
+                    by_id: Default::default(),
+                };
+            }
+            kept.by_id
+                .retain(|_, (at, _)| at.elapsed() < FLEET_CURVE_FOR);
+            ids.iter()
+                .copied()
+                .filter(|id| match kept.by_id.get(*id) {
+                    Some((_, k)) => {
+                        out.insert(id.to_string(), k.clone());
+                        false
+                    }
+                    None => true,
+                })
+                .collect()
+        };
+        if stale.is_empty() {
+            return Ok(out);
+        }
+        let made = std::time::Instant::now();
+        let mut fresh: std::collections::HashMap<String, Closed> = stale
+            .iter()
+            .map(|id| (id.to_string(), Closed::default()))
+            .collect();
+        let day = (today - chrono::Duration::days(1), today);
+        for t in crate::sink::quality::time_by_category(c, sql, day, Some(&stale)).await? {
+            if let Some(k) = fresh.get_mut(&t.turbine_id) {
+                k.yesterday = Some(t);
+            }
+        }
+        if month_start < today {
+            let month = (month_start, today);
+            for t in crate::sink::quality::time_by_category(c, sql, month, Some(&stale)).await? {
+                if let Some(k) = fresh.get_mut(&t.turbine_id) {
+                    k.month = Some(t);
+                }
+            }
+        }
+        let mut kept = self.closed_times.lock().expect("not poisoned");
+        if kept.today == Some(today) {
+            for (id, k) in &fresh {
+                kept.by_id.insert(id.clone(), (made, k.clone()));
+            }
+        }
+        drop(kept);
+        out.extend(fresh);
+        Ok(out)
     }
 
     /// Sorted by deviation: the page's ids, worst first (most below the reference; `desc`:
@@ -1118,20 +1202,39 @@ impl Db {
         let Some(view) = &self.view else {
             return Ok(figures);
         };
-        let today = now
-            .date_naive()
-            .and_hms_opt(0, 0, 0)
-            .expect("midnight")
-            .and_utc();
-        let yesterday = (today - chrono::Duration::days(1), today);
+        let today = midnight(now);
         let month_start = chrono::NaiveDate::from_ymd_opt(now.year(), now.month(), 1)
             .expect("the first of the month")
             .and_hms_opt(0, 0, 0)
             .expect("midnight")
             .and_utc();
-        let month = (month_start, now);
-        for (window, yesterday) in [(yesterday, true), (month, false)] {
-            let times = crate::sink::quality::time_by_category(c, sql, window, Some(&ids)).await?;
+        // Yesterday and this month's days before today are kept ten minutes; today is read live.
+        let closed = self.closed_times(c, sql, today, month_start, &ids).await?;
+        let live: std::collections::HashMap<String, crate::sink::quality::TurbineTime> =
+            crate::sink::quality::time_by_category(c, sql, (today, now), Some(&ids))
+                .await?
+                .into_iter()
+                .map(|t| (t.turbine_id.clone(), t))
+                .collect();
+        let month_secs = i32::try_from((now - month_start).num_seconds()).unwrap_or(i32::MAX);
+        // In id order, as one statement over the window gave them (the missing time is a sum).
+        let mut owned = owned;
+        owned.sort();
+        let yesterday_times: Vec<_> = owned
+            .iter()
+            .filter_map(|id| closed.get(id).and_then(|k| k.yesterday.clone()))
+            .collect();
+        let month_times: Vec<_> = owned
+            .iter()
+            .filter_map(|id| {
+                let before = closed.get(id).and_then(|k| k.month.as_ref());
+                joined(before, live.get(id)).map(|t| crate::sink::quality::TurbineTime {
+                    expected: sql.periods.expected(id, month_secs),
+                    ..t
+                })
+            })
+            .collect();
+        for (times, yesterday) in [(yesterday_times, true), (month_times, false)] {
             // The page's turbines together: their time merged, not their figures averaged.
             let (counts, missing) = times.iter().fold(
                 (crate::core::availability::Counts::default(), 0.0),
@@ -1158,6 +1261,31 @@ impl Db {
         }
         figures.kept = true;
         Ok(figures)
+    }
+}
+
+/// Midnight (UTC) of `t`'s day.
+fn midnight(t: DateTime<Utc>) -> DateTime<Utc> {
+    t.date_naive()
+        .and_hms_opt(0, 0, 0)
+        .expect("midnight")
+        .and_utc()
+}
+
+/// One turbine's time over two adjoining windows, from its time over each (None over a window
+/// with no interval); `expected` is left as the earlier's and must be set for the whole.
+fn joined(
+    earlier: Option<&crate::sink::quality::TurbineTime>,
+    later: Option<&crate::sink::quality::TurbineTime>,
+) -> Option<crate::sink::quality::TurbineTime> {
+    match (earlier, later) {
+        (None, None) => None,
+        (Some(t), None) | (None, Some(t)) => Some(t.clone()),
+        (Some(a), Some(b)) => Some(crate::sink::quality::TurbineTime {
+            counts: a.counts.merge(&b.counts),
+            readings: a.readings + b.readings,
+            ..a.clone()
+        }),
     }
 }
 
@@ -1284,5 +1412,44 @@ fn point(q: &Queries, r: &Row, raw: bool) -> Point {
         } else {
             Vec::new()
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::availability::Counts;
+    use crate::sink::quality::TurbineTime;
+
+    fn time(readings: i64, first: i64) -> TurbineTime {
+        let mut counts = Counts::default();
+        counts.0[0] = first;
+        counts.0[1] = readings - first;
+        TurbineTime {
+            turbine_id: "A-1".into(),
+            counts,
+            readings,
+            expected: Some(1.0),
+        }
+    }
+
+    #[test]
+    fn two_windows_join_as_one() {
+        assert_eq!(joined(None, None), None);
+        assert_eq!(joined(Some(&time(5, 2)), None), Some(time(5, 2)));
+        assert_eq!(joined(None, Some(&time(5, 2))), Some(time(5, 2)));
+        let both = joined(Some(&time(5, 2)), Some(&time(7, 7))).unwrap();
+        assert_eq!(both.readings, 12);
+        assert_eq!(both.counts.0[0], 9);
+        assert_eq!(both.counts.0[1], 3);
+    }
+
+    #[test]
+    fn midnight_is_the_start_of_the_utc_day() {
+        let t = DateTime::parse_from_rfc3339("2026-12-04T23:59:59.999Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(midnight(t).to_rfc3339(), "2026-12-04T00:00:00+00:00");
+        assert_eq!(midnight(midnight(t)), midnight(t));
     }
 }
