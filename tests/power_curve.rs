@@ -329,6 +329,41 @@ async fn production_based_availability_counts_the_energy_lost_exactly() {
         page.contains("Production-based availability: <span class=\"num\">50.00 %</span>"),
         "{page}"
     );
+    // The fleet page says the same of yesterday (all of these intervals), to the bit the turbine
+    // page's over yesterday is, and the listed turbines' figure is it too.
+    let day = format!(
+        "from={}&to={}",
+        (start - chrono::Duration::hours(8)).timestamp(),
+        (start + chrono::Duration::hours(16)).timestamp()
+    );
+    let (_, day_api) = panel
+        .get(&format!("/api/turbines/P-1/power-curve?{day}"))
+        .await;
+    let day_api: serde_json::Value = serde_json::from_str(&day_api).unwrap();
+    let (status, fleet) = panel.get("/api/turbines").await;
+    assert_eq!(status, 200, "{fleet}");
+    let fleet: serde_json::Value = serde_json::from_str(&fleet).unwrap();
+    assert_eq!(
+        fleet["turbines"][0]["production_based_availability_yesterday"],
+        day_api["production_based_availability"]["ratio"],
+        "{fleet}"
+    );
+    assert!(
+        close(
+            &fleet["turbines"][0]["production_based_availability_yesterday"],
+            0.5
+        ),
+        "{fleet}"
+    );
+    assert!(
+        close(
+            &fleet["listed"]["production_based_availability_yesterday"],
+            0.5
+        ),
+        "{fleet}"
+    );
+    let (_, page) = panel.get("/").await;
+    assert!(page.contains("50.0 % prod."), "{page}");
     // The export gives the same figure on the turbine's rows (its one clean interval: one bin).
     let out = d.command(&[
         "export",
@@ -359,4 +394,14 @@ async fn production_based_availability_counts_the_energy_lost_exactly() {
         .await;
     let api: serde_json::Value = serde_json::from_str(&api).unwrap();
     assert!(api["production_based_availability"].is_null(), "{api}");
+    let (_, fleet) = panel.get("/api/turbines").await;
+    let fleet: serde_json::Value = serde_json::from_str(&fleet).unwrap();
+    assert!(
+        fleet["turbines"][0]["production_based_availability_yesterday"].is_null(),
+        "{fleet}"
+    );
+    assert!(
+        fleet["listed"]["production_based_availability_yesterday"].is_null(),
+        "{fleet}"
+    );
 }

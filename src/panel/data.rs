@@ -376,6 +376,10 @@ pub struct Status {
     /// (−0.05: 5 % below); None without a curve or a reference.
     #[serde(rename = "power_curve_deviation_yesterday")]
     pub deviation: Option<f64>,
+    /// Yesterday's production-based availability (IEC 61400-26-2) against the reference; None
+    /// without availability kept, a reference, or an interval whose wind is known.
+    #[serde(rename = "production_based_availability_yesterday")]
+    pub production_yesterday: Option<f64>,
 }
 
 /// What the fleet page says of its turbines together.
@@ -390,6 +394,9 @@ pub struct FleetFigures {
     /// The listed turbines' time-based availability, yesterday (UTC) and this month so far.
     pub availability_yesterday: Option<f64>,
     pub availability_month: Option<f64>,
+    /// The listed turbines' production-based availability yesterday: their energies merged.
+    #[serde(rename = "production_based_availability_yesterday")]
+    pub production_yesterday: Option<f64>,
 }
 
 /// Fleet page order.
@@ -533,11 +540,19 @@ struct Closed {
 }
 
 /// Every turbine's deviation of one day (by its start), and when it was made.
-type KeptDeviations = (
-    std::time::Instant,
-    DateTime<Utc>,
-    std::sync::Arc<std::collections::HashMap<String, Option<f64>>>,
-);
+type KeptDeviations = (std::time::Instant, DateTime<Utc>, Yesterdays);
+
+/// Per turbine, what the fleet page says of its yesterday against the reference.
+type Yesterdays = std::sync::Arc<std::collections::HashMap<String, Yesterday>>;
+
+/// A turbine's yesterday against the reference: its deviation by the method of bins (None: no
+/// clean interval) and its production-based availability (None: availability not kept, or no
+/// interval whose wind is known).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Yesterday {
+    pub deviation: Option<f64>,
+    pub production: Option<crate::core::power_curve::Production>,
+}
 
 /// How long the fleet's reference curve is kept before it is made again, and the period it is
 /// made of.
@@ -577,10 +592,7 @@ pub struct Curve {
 }
 
 /// The fleet page's ids in deviation order, and every turbine's deviation they were ranked by.
-type Ranked = (
-    Vec<String>,
-    std::sync::Arc<std::collections::HashMap<String, Option<f64>>>,
-);
+type Ranked = (Vec<String>, Yesterdays);
 
 /// The most 10-minute points a power-curve chart draws (a year is 52,560).
 pub const CURVE_POINTS: usize = 4000;
@@ -728,11 +740,7 @@ impl Db {
     /// new day), as the fleet's reference is, and kept: binning a day of a large fleet is the
     /// fleet page's dearest read (docs/panel.md). Asked for a page's turbines while none is kept,
     /// only theirs are binned, and not kept.
-    async fn deviations(
-        &self,
-        c: &Client,
-        ids: Option<&[&str]>,
-    ) -> Result<std::sync::Arc<std::collections::HashMap<String, Option<f64>>>, Error> {
+    async fn deviations(&self, c: &Client, ids: Option<&[&str]>) -> Result<Yesterdays, Error> {
         let (Some(policy), Some((sql, k))) = (&self.curve, &self.quality) else {
             return Ok(Default::default());
         };
@@ -757,7 +765,7 @@ impl Db {
                 Some(ids) => std::sync::Arc::new(
                     ids.iter()
                         .filter_map(|id| all.get_key_value(*id))
-                        .map(|(id, d)| (id.clone(), *d))
+                        .map(|(id, y)| (id.clone(), *y))
                         .collect(),
                 ),
             });
@@ -776,16 +784,35 @@ impl Db {
             ids,
         )
         .await?;
-        let all: std::sync::Arc<std::collections::HashMap<String, Option<f64>>> =
-            std::sync::Arc::new(
-                found
-                    .into_iter()
-                    .map(|t| {
-                        let d = crate::sink::power_curve::deviation(&t.bins, &reference);
-                        (t.turbine_id, d.ratio())
-                    })
-                    .collect(),
-            );
+        let mut all: std::collections::HashMap<String, Yesterday> = found
+            .into_iter()
+            .map(|t| {
+                let d = crate::sink::power_curve::deviation(&t.bins, &reference);
+                let y = Yesterday {
+                    deviation: d.ratio(),
+                    production: None,
+                };
+                (t.turbine_id, y)
+            })
+            .collect();
+        if let Some(view) = &self.view {
+            let produced = crate::sink::power_curve::fleet_production(
+                c,
+                sql,
+                &self.queries.signals,
+                policy,
+                *k,
+                view,
+                &reference,
+                yesterday,
+                ids,
+            )
+            .await?;
+            for (id, p) in produced {
+                all.entry(id).or_default().production = Some(p);
+            }
+        }
+        let all: Yesterdays = std::sync::Arc::new(all);
         if let Some(k) = kept.as_mut() {
             **k = Some((made, yesterday.0, all.clone()));
         }
@@ -876,7 +903,7 @@ impl Db {
         let mut ranked: Vec<(&String, f64)> = all
             .iter()
             .filter(|(id, _)| id.starts_with(prefix))
-            .filter_map(|(id, d)| d.map(|d| (id, d)))
+            .filter_map(|(id, y)| y.deviation.map(|d| (id, d)))
             .collect();
         ranked.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(b.0)));
         if desc {
@@ -1146,9 +1173,16 @@ impl Db {
                 Some(all) => all,
                 None => self.deviations(&c, Some(&ids)).await?,
             };
+            let mut together: Option<crate::core::power_curve::Production> = None;
             for s in page.iter_mut() {
-                s.deviation = found.get(&s.turbine_id).copied().flatten();
+                let y = found.get(&s.turbine_id).copied().unwrap_or_default();
+                s.deviation = y.deviation;
+                s.production_yesterday = y.production.and_then(|p| p.ratio());
+                if let Some(p) = y.production {
+                    together = Some(together.map_or(p, |t| t.merge(&p)));
+                }
             }
+            figures.production_yesterday = together.and_then(|p| p.ratio());
             figures.curve = true;
         }
         Ok((page, total, figures))
@@ -1357,6 +1391,7 @@ fn fleet_row(r: &Row) -> Status {
         availability_yesterday: None,
         availability_month: None,
         deviation: None,
+        production_yesterday: None,
     }
 }
 

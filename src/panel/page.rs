@@ -150,6 +150,10 @@ pub fn fleet(
                 " Availability (IEC 61400-26-1, time-based) of the turbines listed: "
                 span.num { (pct(figures.availability_yesterday)) } " yesterday, "
                 span.num { (pct(figures.availability_month)) } " this month."
+                @if figures.production_yesterday.is_some() {
+                    " Production-based (IEC 61400-26-2) yesterday: "
+                    span.num { (pct(figures.production_yesterday)) } "."
+                }
             }
             @if rows.first().is_some_and(|r| r.missing.is_none()) {
                 " Which signals their readings lack is not known: statistics are off."
@@ -221,6 +225,10 @@ pub fn fleet(
                                     Some(d) if d < -0.02 => span.suspect { (format!("{:+.1} %", 100.0 * d)) },
                                     Some(d) => (format!("{:+.1} %", 100.0 * d)),
                                     None => span.muted { "—" },
+                                }
+                                @if let Some(p) = r.production_yesterday {
+                                    br;
+                                    span.muted title="production-based availability yesterday (IEC 61400-26-2)" { (format!("{:.1} %", 100.0 * p)) " prod." }
                                 }
                             }
                         }
@@ -1056,6 +1064,7 @@ mod tests {
             availability_yesterday: Some(0.5),
             availability_month: None,
             deviation: Some(-0.05),
+            production_yesterday: Some(0.9),
         };
         let w = Window {
             from: t("2026-11-30T00:00:00Z"),

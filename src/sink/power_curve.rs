@@ -10,7 +10,7 @@ use tokio_postgres::GenericClient;
 
 use crate::core::availability::{Category, View};
 use crate::core::power_curve::{
-    Bin, Deviation, Period, Point, Policy, Reference, MIN_BIN_INTERVALS,
+    Bin, Deviation, Period, Point, Policy, Production, Reference, MIN_BIN_INTERVALS,
 };
 use crate::core::signals::Signals;
 use crate::error::Error;
@@ -174,23 +174,18 @@ pub struct Interval {
     pub point: Point,
 }
 
-/// One turbine's intervals starting in `[since, until)`, in time order, read once for the
-/// turbine page: those a curve takes (as points), and — with `view`, availability being kept —
-/// those production-based availability reads, where the wind is known (read, not frozen,
-/// plausible): mean wind and power, the readings in `view`'s unavailable categories, and the
-/// time a reading stands for (the interval over its expected readings, else over those it holds).
-#[allow(clippy::too_many_arguments)]
-pub async fn turbine_intervals<C: GenericClient>(
-    c: &C,
-    sql: &Sql,
+/// The SQL test that an interval row's wind is known to production-based availability (read,
+/// not frozen, plausible; with `view`, availability being kept: else none is), and the columns a
+/// [`Period`] is read from (mean wind and power, power's readings, readings in `view`'s
+/// unavailable categories, seconds a reading stands for).
+fn period_sql(
     signals: &Signals,
     policy: &Policy,
     stuck_min_readings: i64,
     view: Option<&View>,
-    turbine: &str,
-    (since, until): (DateTime<Utc>, DateTime<Utc>),
-) -> Result<(Vec<Interval>, Vec<Period>), Error> {
-    let (test, wind, power) = clean(sql, signals, policy, stuck_min_readings);
+    wind: &str,
+    power: &str,
+) -> (String, String) {
     let cols = |i: usize| stats::column_names(signals.get(i)).map(|c| format!("\"{c}\""));
     let [wn, _, _, wmin, wmax] = cols(policy.wind);
     let [pn, ..] = cols(policy.power);
@@ -216,9 +211,110 @@ pub async fn turbine_intervals<C: GenericClient>(
             .join(" + "),
         _ => "0".into(),
     };
+    let period = format!(
+        "{wind}, {power}, {pn}, ({unavailable})::int8,
+         interval_seconds::float8 / coalesce(nullif(expected, 0), nullif(readings, 0), 1)"
+    );
+    (known, period)
+}
+
+/// A [`Period`] from a row whose columns from `first` on are [`period_sql`]'s.
+fn period_of(r: &tokio_postgres::Row, first: usize) -> Period {
+    Period {
+        wind: r.get(first),
+        power: r.get(first + 1),
+        power_readings: r.get(first + 2),
+        unavailable: r.get(first + 3),
+        seconds_per_reading: r.get(first + 4),
+    }
+}
+
+/// Every turbine's (of `only`, when given) production-based availability over `[since, until)`
+/// against `reference`,
+/// availability being kept (`view`): the intervals read in turbine and time order and folded as
+/// they stream, so memory holds a figure per turbine, not the window's intervals. Each equals
+/// what the turbine page gives for that range and reference.
+#[allow(clippy::too_many_arguments)]
+pub async fn fleet_production<C: GenericClient>(
+    c: &C,
+    sql: &Sql,
+    signals: &Signals,
+    policy: &Policy,
+    stuck_min_readings: i64,
+    view: &View,
+    reference: &Reference,
+    (since, until): (DateTime<Utc>, DateTime<Utc>),
+    only: Option<&[&str]>,
+) -> Result<std::collections::HashMap<String, Production>, Error> {
+    use futures_util::TryStreamExt;
+    let (_, wind, power) = clean(sql, signals, policy, stuck_min_readings);
+    let (known, period) = period_sql(
+        signals,
+        policy,
+        stuck_min_readings,
+        Some(view),
+        &wind,
+        &power,
+    );
     let statement = format!(
-        "SELECT interval_start, {wind}, {power}, {pn}, ({unavailable})::int8,
-                interval_seconds::float8 / coalesce(nullif(expected, 0), nullif(readings, 0), 1),
+        "SELECT turbine_id, {period}
+           FROM interval_stats
+          WHERE interval_seconds = {} AND interval_start >= $1 AND interval_start < $2
+            AND coalesce({known}, false){}
+          ORDER BY turbine_id, interval_start",
+        sql.width.secs(),
+        if only.is_some() {
+            " AND turbine_id = ANY($3)"
+        } else {
+            ""
+        }
+    );
+    let failed = |e| Error::db("reading the fleet's production-based availability", e);
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&since, &until];
+    if let Some(ids) = &only {
+        params.push(ids);
+    }
+    let rows = c
+        .query_raw(&statement, params.iter().copied())
+        .await
+        .map_err(failed)?;
+    futures_util::pin_mut!(rows);
+    let mut out: std::collections::HashMap<String, Production> = Default::default();
+    while let Some(r) = rows.try_next().await.map_err(failed)? {
+        let id: &str = r.get(0);
+        let p = period_of(&r, 1);
+        match out.get_mut(id) {
+            Some(t) => t.add(&p, reference),
+            None => {
+                let mut t = Production::default();
+                t.add(&p, reference);
+                out.insert(id.to_string(), t);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One turbine's intervals starting in `[since, until)`, in time order, read once for the
+/// turbine page: those a curve takes (as points), and — with `view`, availability being kept —
+/// those production-based availability reads, where the wind is known (read, not frozen,
+/// plausible): mean wind and power, the readings in `view`'s unavailable categories, and the
+/// time a reading stands for (the interval over its expected readings, else over those it holds).
+#[allow(clippy::too_many_arguments)]
+pub async fn turbine_intervals<C: GenericClient>(
+    c: &C,
+    sql: &Sql,
+    signals: &Signals,
+    policy: &Policy,
+    stuck_min_readings: i64,
+    view: Option<&View>,
+    turbine: &str,
+    (since, until): (DateTime<Utc>, DateTime<Utc>),
+) -> Result<(Vec<Interval>, Vec<Period>), Error> {
+    let (test, wind, power) = clean(sql, signals, policy, stuck_min_readings);
+    let (known, period) = period_sql(signals, policy, stuck_min_readings, view, &wind, &power);
+    let statement = format!(
+        "SELECT interval_start, {period},
                 coalesce({test}, false), coalesce({known}, false)
            FROM interval_stats
           WHERE turbine_id = $1 AND interval_seconds = {} AND interval_start >= $2
@@ -240,13 +336,7 @@ pub async fn turbine_intervals<C: GenericClient>(
             });
         }
         if r.get::<_, bool>(7) {
-            periods.push(Period {
-                wind,
-                power,
-                power_readings: r.get(3),
-                unavailable: r.get(4),
-                seconds_per_reading: r.get(5),
-            });
+            periods.push(period_of(r, 1));
         }
     }
     Ok((points, periods))
