@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Datelike, Utc};
 use common::*;
 
 /// A warranted curve: 0 at 3 m/s, 3,000 kW at 12 m/s and up.
@@ -362,6 +362,20 @@ async fn production_based_availability_counts_the_energy_lost_exactly() {
         ),
         "{fleet}"
     );
+    // This month's: the same intervals, unless yesterday was last month.
+    let month = &fleet["turbines"][0]["production_based_availability_month"];
+    if start.month() == Utc::now().month() {
+        assert_eq!(
+            month, &day_api["production_based_availability"]["ratio"],
+            "{fleet}"
+        );
+        assert!(
+            close(&fleet["listed"]["production_based_availability_month"], 0.5),
+            "{fleet}"
+        );
+    } else {
+        assert!(month.is_null(), "{fleet}");
+    }
     let (_, page) = panel.get("/").await;
     assert!(page.contains("50.0 % prod."), "{page}");
     // The export gives the same figure on the turbine's rows (its one clean interval: one bin).
@@ -402,6 +416,10 @@ async fn production_based_availability_counts_the_energy_lost_exactly() {
     );
     assert!(
         fleet["listed"]["production_based_availability_yesterday"].is_null(),
+        "{fleet}"
+    );
+    assert!(
+        fleet["turbines"][0]["production_based_availability_month"].is_null(),
         "{fleet}"
     );
 }

@@ -380,6 +380,9 @@ pub struct Status {
     /// without availability kept, a reference, or an interval whose wind is known.
     #[serde(rename = "production_based_availability_yesterday")]
     pub production_yesterday: Option<f64>,
+    /// This month's so far, made at most every ten minutes.
+    #[serde(rename = "production_based_availability_month")]
+    pub production_month: Option<f64>,
 }
 
 /// What the fleet page says of its turbines together.
@@ -397,6 +400,8 @@ pub struct FleetFigures {
     /// The listed turbines' production-based availability yesterday: their energies merged.
     #[serde(rename = "production_based_availability_yesterday")]
     pub production_yesterday: Option<f64>,
+    #[serde(rename = "production_based_availability_month")]
+    pub production_month: Option<f64>,
 }
 
 /// Fleet page order.
@@ -532,11 +537,13 @@ struct ClosedTimes {
     by_id: std::collections::HashMap<String, (std::time::Instant, Closed)>,
 }
 
-/// One turbine's time by category yesterday and this month before today (None: no interval).
+/// One turbine's time by category yesterday and this month before today (None: no interval),
+/// and with a power curve its production-based availability this month up to when it was made.
 #[derive(Debug, Clone, Default)]
 struct Closed {
     yesterday: Option<crate::sink::quality::TurbineTime>,
     month: Option<crate::sink::quality::TurbineTime>,
+    production_month: Option<crate::core::power_curve::Production>,
 }
 
 /// Every turbine's deviation of one day (by its start), and when it was made.
@@ -872,6 +879,27 @@ impl Db {
             for t in crate::sink::quality::time_by_category(c, sql, month, Some(&stale)).await? {
                 if let Some(k) = fresh.get_mut(&t.turbine_id) {
                     k.month = Some(t);
+                }
+            }
+        }
+        if let (Some(policy), Some((_, k)), Some(view)) = (&self.curve, &self.quality, &self.view) {
+            if let Some(reference) = self.reference(c).await? {
+                let produced = crate::sink::power_curve::fleet_production(
+                    c,
+                    sql,
+                    &self.queries.signals,
+                    policy,
+                    *k,
+                    view,
+                    &reference,
+                    (month_start, Utc::now()),
+                    Some(&stale),
+                )
+                .await?;
+                for (id, p) in produced {
+                    if let Some(k) = fresh.get_mut(&id) {
+                        k.production_month = Some(p);
+                    }
                 }
             }
         }
@@ -1279,6 +1307,17 @@ impl Db {
                 .into_iter()
                 .map(|t| (t.turbine_id.clone(), t.availability(view)))
                 .collect();
+            if !yesterday {
+                let mut together: Option<crate::core::power_curve::Production> = None;
+                for s in page.iter_mut() {
+                    let p = closed.get(&s.turbine_id).and_then(|k| k.production_month);
+                    s.production_month = p.and_then(|p| p.ratio());
+                    if let Some(p) = p {
+                        together = Some(together.map_or(p, |t| t.merge(&p)));
+                    }
+                }
+                figures.production_month = together.and_then(|p| p.ratio());
+            }
             for s in page.iter_mut() {
                 let a = found.get(&s.turbine_id).copied().flatten();
                 if yesterday {
@@ -1392,6 +1431,7 @@ fn fleet_row(r: &Row) -> Status {
         availability_month: None,
         deviation: None,
         production_yesterday: None,
+        production_month: None,
     }
 }
 

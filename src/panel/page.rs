@@ -150,9 +150,10 @@ pub fn fleet(
                 " Availability (IEC 61400-26-1, time-based) of the turbines listed: "
                 span.num { (pct(figures.availability_yesterday)) } " yesterday, "
                 span.num { (pct(figures.availability_month)) } " this month."
-                @if figures.production_yesterday.is_some() {
-                    " Production-based (IEC 61400-26-2) yesterday: "
-                    span.num { (pct(figures.production_yesterday)) } "."
+                @if figures.production_yesterday.is_some() || figures.production_month.is_some() {
+                    " Production-based (IEC 61400-26-2): "
+                    span.num { (pct(figures.production_yesterday)) } " yesterday, "
+                    span.num { (pct(figures.production_month)) } " this month."
                 }
             }
             @if rows.first().is_some_and(|r| r.missing.is_none()) {
@@ -229,6 +230,10 @@ pub fn fleet(
                                 @if let Some(p) = r.production_yesterday {
                                     br;
                                     span.muted title="production-based availability yesterday (IEC 61400-26-2)" { (format!("{:.1} %", 100.0 * p)) " prod." }
+                                }
+                                @if let Some(p) = r.production_month {
+                                    br;
+                                    span.muted title="production-based availability this month so far (IEC 61400-26-2)" { (format!("{:.1} %", 100.0 * p)) " month" }
                                 }
                             }
                         }
@@ -1065,6 +1070,7 @@ mod tests {
             availability_month: None,
             deviation: Some(-0.05),
             production_yesterday: Some(0.9),
+            production_month: Some(0.8),
         };
         let w = Window {
             from: t("2026-11-30T00:00:00Z"),
