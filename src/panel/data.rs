@@ -802,22 +802,8 @@ impl Db {
                 (t.turbine_id, y)
             })
             .collect();
-        if let Some(view) = &self.view {
-            let produced = crate::sink::power_curve::fleet_production(
-                c,
-                sql,
-                &self.queries.signals,
-                policy,
-                *k,
-                view,
-                &reference,
-                yesterday,
-                ids,
-            )
-            .await?;
-            for (id, p) in produced {
-                all.entry(id).or_default().production = Some(p);
-            }
+        for (id, p) in self.production(c, &reference, yesterday, ids).await? {
+            all.entry(id).or_default().production = Some(p);
         }
         let all: Yesterdays = std::sync::Arc::new(all);
         if let Some(k) = kept.as_mut() {
@@ -882,24 +868,11 @@ impl Db {
                 }
             }
         }
-        if let (Some(policy), Some((_, k)), Some(view)) = (&self.curve, &self.quality, &self.view) {
-            if let Some(reference) = self.reference(c).await? {
-                let produced = crate::sink::power_curve::fleet_production(
-                    c,
-                    sql,
-                    &self.queries.signals,
-                    policy,
-                    *k,
-                    view,
-                    &reference,
-                    (month_start, Utc::now()),
-                    Some(&stale),
-                )
-                .await?;
-                for (id, p) in produced {
-                    if let Some(k) = fresh.get_mut(&id) {
-                        k.production_month = Some(p);
-                    }
+        if let Some(reference) = self.reference(c).await? {
+            let month = (month_start, Utc::now());
+            for (id, p) in self.production(c, &reference, month, Some(&stale)).await? {
+                if let Some(k) = fresh.get_mut(&id) {
+                    k.production_month = Some(p);
                 }
             }
         }
@@ -912,6 +885,27 @@ impl Db {
         drop(kept);
         out.extend(fresh);
         Ok(out)
+    }
+
+    /// Production-based availability over `window` of each turbine of `ids` (all when None)
+    /// against `reference`; empty without availability kept or a power curve.
+    async fn production(
+        &self,
+        c: &Client,
+        reference: &crate::core::power_curve::Reference,
+        window: (DateTime<Utc>, DateTime<Utc>),
+        ids: Option<&[&str]>,
+    ) -> Result<std::collections::HashMap<String, crate::core::power_curve::Production>, Error>
+    {
+        let (Some(policy), Some((sql, k)), Some(view)) = (&self.curve, &self.quality, &self.view)
+        else {
+            return Ok(Default::default());
+        };
+        let signals = &self.queries.signals;
+        crate::sink::power_curve::fleet_production(
+            c, sql, signals, policy, *k, view, reference, window, ids,
+        )
+        .await
     }
 
     /// Sorted by deviation: the page's ids, worst first (most below the reference; `desc`:
