@@ -1195,16 +1195,16 @@ impl Db {
                 Some(all) => all,
                 None => self.deviations(&c, Some(&ids)).await?,
             };
-            let mut together: Option<crate::core::power_curve::Production> = None;
             for s in page.iter_mut() {
                 let y = found.get(&s.turbine_id).copied().unwrap_or_default();
                 s.deviation = y.deviation;
                 s.production_yesterday = y.production.and_then(|p| p.ratio());
-                if let Some(p) = y.production {
-                    together = Some(together.map_or(p, |t| t.merge(&p)));
-                }
             }
-            figures.production_yesterday = together.and_then(|p| p.ratio());
+            let each = page
+                .iter()
+                .map(|s| (s.turbine_id.as_str(), found.get(&s.turbine_id)))
+                .map(|(id, y)| (id, y.and_then(|y| y.production)));
+            figures.production_yesterday = production_together(each).and_then(|p| p.ratio());
             figures.curve = true;
         }
         Ok((page, total, figures))
@@ -1302,15 +1302,15 @@ impl Db {
                 .map(|t| (t.turbine_id.clone(), t.availability(view)))
                 .collect();
             if !yesterday {
-                let mut together: Option<crate::core::power_curve::Production> = None;
                 for s in page.iter_mut() {
                     let p = closed.get(&s.turbine_id).and_then(|k| k.production_month);
                     s.production_month = p.and_then(|p| p.ratio());
-                    if let Some(p) = p {
-                        together = Some(together.map_or(p, |t| t.merge(&p)));
-                    }
                 }
-                figures.production_month = together.and_then(|p| p.ratio());
+                let each = page.iter().map(|s| {
+                    let p = closed.get(&s.turbine_id).and_then(|k| k.production_month);
+                    (s.turbine_id.as_str(), p)
+                });
+                figures.production_month = production_together(each).and_then(|p| p.ratio());
             }
             for s in page.iter_mut() {
                 let a = found.get(&s.turbine_id).copied().flatten();
@@ -1329,6 +1329,16 @@ impl Db {
         figures.kept = true;
         Ok(figures)
     }
+}
+
+/// Turbines' production-based availability together, their energies summed in id order so that
+/// the figure is the same to the bit whatever order the page is sorted in.
+fn production_together<'a>(
+    each: impl Iterator<Item = (&'a str, Option<crate::core::power_curve::Production>)>,
+) -> Option<crate::core::power_curve::Production> {
+    let mut found: Vec<_> = each.filter_map(|(id, p)| p.map(|p| (id, p))).collect();
+    found.sort_by(|a, b| a.0.cmp(b.0));
+    found.into_iter().map(|(_, p)| p).reduce(|t, p| t.merge(&p))
 }
 
 /// Midnight (UTC) of `t`'s day.
@@ -1511,6 +1521,27 @@ mod tests {
         assert_eq!(both.readings, 12);
         assert_eq!(both.counts.0[0], 9);
         assert_eq!(both.counts.0[1], 3);
+    }
+
+    #[test]
+    fn the_listed_production_is_the_same_in_any_order() {
+        use crate::core::power_curve::Production;
+        let p = |x: f64| Production {
+            intervals: 1,
+            produced_kwh: x,
+            lost_kwh: 1.0 / x,
+        };
+        let rows = [
+            ("B", Some(p(0.1))),
+            ("A", Some(p(1e16))),
+            ("C", None),
+            ("D", Some(p(0.3))),
+        ];
+        let one = production_together(rows.iter().copied());
+        let other = production_together(rows.iter().rev().copied());
+        assert_eq!(one, other);
+        assert_eq!(one.unwrap().intervals, 3);
+        assert_eq!(production_together(std::iter::empty()), None);
     }
 
     #[test]
