@@ -835,16 +835,16 @@ impl Db {
             }
             kept.by_id
                 .retain(|_, (at, _)| at.elapsed() < FLEET_CURVE_FOR);
-            ids.iter()
-                .copied()
-                .filter(|id| match kept.by_id.get(*id) {
+            let mut stale = Vec::new();
+            for id in ids {
+                match kept.by_id.get(*id) {
                     Some((_, k)) => {
                         out.insert(id.to_string(), k.clone());
-                        false
                     }
-                    None => true,
-                })
-                .collect()
+                    None => stale.push(*id),
+                }
+            }
+            stale
         };
         if stale.is_empty() {
             return Ok(out);
@@ -1200,10 +1200,10 @@ impl Db {
                 s.deviation = y.deviation;
                 s.production_yesterday = y.production.and_then(|p| p.ratio());
             }
-            let each = page
-                .iter()
-                .map(|s| (s.turbine_id.as_str(), found.get(&s.turbine_id)))
-                .map(|(id, y)| (id, y.and_then(|y| y.production)));
+            let each = page.iter().map(|s| {
+                let y = found.get(&s.turbine_id).and_then(|y| y.production);
+                (s.turbine_id.as_str(), y)
+            });
             figures.production_yesterday = production_together(each).and_then(|p| p.ratio());
             figures.curve = true;
         }
@@ -1301,17 +1301,6 @@ impl Db {
                 .into_iter()
                 .map(|t| (t.turbine_id.clone(), t.availability(view)))
                 .collect();
-            if !yesterday {
-                for s in page.iter_mut() {
-                    let p = closed.get(&s.turbine_id).and_then(|k| k.production_month);
-                    s.production_month = p.and_then(|p| p.ratio());
-                }
-                let each = page.iter().map(|s| {
-                    let p = closed.get(&s.turbine_id).and_then(|k| k.production_month);
-                    (s.turbine_id.as_str(), p)
-                });
-                figures.production_month = production_together(each).and_then(|p| p.ratio());
-            }
             for s in page.iter_mut() {
                 let a = found.get(&s.turbine_id).copied().flatten();
                 if yesterday {
@@ -1326,6 +1315,15 @@ impl Db {
                 figures.availability_month = together;
             }
         }
+        let month: Vec<Option<crate::core::power_curve::Production>> = page
+            .iter()
+            .map(|s| closed.get(&s.turbine_id).and_then(|k| k.production_month))
+            .collect();
+        for (s, p) in page.iter_mut().zip(&month) {
+            s.production_month = p.and_then(|p| p.ratio());
+        }
+        let each = page.iter().map(|s| s.turbine_id.as_str()).zip(month);
+        figures.production_month = production_together(each).and_then(|p| p.ratio());
         figures.kept = true;
         Ok(figures)
     }

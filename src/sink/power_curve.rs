@@ -5,7 +5,6 @@
 //! availability are `core::power_curve`'s.
 
 use chrono::{DateTime, Utc};
-use tokio_postgres::types::ToSql;
 use tokio_postgres::GenericClient;
 
 use crate::core::availability::{Category, View};
@@ -63,12 +62,12 @@ pub async fn turbine_bins<C: GenericClient>(
     signals: &Signals,
     policy: &Policy,
     stuck_min_readings: i64,
-    (since, until): (DateTime<Utc>, DateTime<Utc>),
+    window: (DateTime<Utc>, DateTime<Utc>),
     only: Option<&[&str]>,
 ) -> Result<Vec<TurbineBins>, Error> {
     let (test, wind, power) = clean(sql, signals, policy, stuck_min_readings);
-    let statement =
-        format!(
+    let (which, params) = stats::window_params(&window, &only);
+    let statement = format!(
         "SELECT turbine_id, floor({wind} / {w})::int8 AS b, count(*), avg({wind}), avg({power}),
                 coalesce(stddev_pop({power}), 0)
            FROM interval_stats
@@ -77,12 +76,7 @@ pub async fn turbine_bins<C: GenericClient>(
           GROUP BY 1, 2 ORDER BY 1, 2",
         w = stats::lit(policy.bin_width),
         secs = sql.width.secs(),
-        which = if only.is_some() { " AND turbine_id = ANY($3)" } else { "" },
     );
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&since, &until];
-    if let Some(ids) = &only {
-        params.push(ids);
-    }
     let rows = c
         .query(&statement, &params)
         .await
@@ -229,11 +223,10 @@ fn period_of(r: &tokio_postgres::Row, first: usize) -> Period {
     }
 }
 
-/// Every turbine's (of `only`, when given) production-based availability over `[since, until)`
-/// against `reference`,
-/// availability being kept (`view`): the intervals read in turbine and time order and folded as
-/// they stream, so memory holds a figure per turbine, not the window's intervals. Each equals
-/// what the turbine page gives for that range and reference.
+/// Every turbine's (of `only`, when given) production-based availability over the window
+/// `[since, until)` against `reference`, availability being kept (`view`): the intervals read in
+/// turbine and time order and folded as they stream, so memory holds a figure per turbine, not
+/// the window's intervals. Each equals what the turbine page gives for that range and reference.
 #[allow(clippy::too_many_arguments)]
 pub async fn fleet_production<C: GenericClient>(
     c: &C,
@@ -243,7 +236,7 @@ pub async fn fleet_production<C: GenericClient>(
     stuck_min_readings: i64,
     view: &View,
     reference: &Reference,
-    (since, until): (DateTime<Utc>, DateTime<Utc>),
+    window: (DateTime<Utc>, DateTime<Utc>),
     only: Option<&[&str]>,
 ) -> Result<std::collections::HashMap<String, Production>, Error> {
     use futures_util::TryStreamExt;
@@ -256,24 +249,16 @@ pub async fn fleet_production<C: GenericClient>(
         &wind,
         &power,
     );
+    let (which, params) = stats::window_params(&window, &only);
     let statement = format!(
         "SELECT turbine_id, {period}
            FROM interval_stats
           WHERE interval_seconds = {} AND interval_start >= $1 AND interval_start < $2
-            AND coalesce({known}, false){}
+            AND coalesce({known}, false){which}
           ORDER BY turbine_id, interval_start",
         sql.width.secs(),
-        if only.is_some() {
-            " AND turbine_id = ANY($3)"
-        } else {
-            ""
-        }
     );
     let failed = |e| Error::db("reading the fleet's production-based availability", e);
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&since, &until];
-    if let Some(ids) = &only {
-        params.push(ids);
-    }
     let rows = c
         .query_raw(&statement, params.iter().copied())
         .await

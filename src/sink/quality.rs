@@ -6,7 +6,6 @@
 //! flagged, counted by one aggregate whose flag test is written from the same rule.
 
 use chrono::{DateTime, Utc};
-use tokio_postgres::types::ToSql;
 use tokio_postgres::GenericClient;
 
 use crate::core::quality::{self, Figures};
@@ -146,27 +145,19 @@ async fn per_turbine<C: GenericClient>(
     c: &C,
     sql: &Sql,
     columns: &str,
-    (since, until): (DateTime<Utc>, DateTime<Utc>),
+    window: (DateTime<Utc>, DateTime<Utc>),
     only: Option<&[&str]>,
 ) -> Result<(Vec<tokio_postgres::Row>, i32), tokio_postgres::Error> {
+    let (which, params) = stats::window_params(&window, &only);
     let statement = format!(
         "SELECT turbine_id, {columns}
            FROM interval_stats
-          WHERE interval_seconds = {} AND interval_start >= $1 AND interval_start < $2{}
+          WHERE interval_seconds = {} AND interval_start >= $1 AND interval_start < $2{which}
           GROUP BY turbine_id ORDER BY turbine_id",
         sql.width.secs(),
-        if only.is_some() {
-            " AND turbine_id = ANY($3)"
-        } else {
-            ""
-        }
     );
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&since, &until];
-    if let Some(ids) = &only {
-        params.push(ids);
-    }
     let rows = c.query(&statement, &params).await?;
-    let secs = i32::try_from((until - since).num_seconds()).unwrap_or(i32::MAX);
+    let secs = i32::try_from((window.1 - window.0).num_seconds()).unwrap_or(i32::MAX);
     Ok((rows, secs))
 }
 

@@ -852,6 +852,22 @@ fn merge_sql(s: &Signal) -> Vec<String> {
     ]
 }
 
+/// A per-turbine read of the intervals starting in `[since, until)` (`$1`, `$2`), of `only`'s
+/// turbines (`$3`) when given: the clause its WHERE adds for them, and its parameters in order.
+pub fn window_params<'a>(
+    (since, until): &'a (DateTime<Utc>, DateTime<Utc>),
+    only: &'a Option<&'a [&'a str]>,
+) -> (&'static str, Vec<&'a (dyn ToSql + Sync)>) {
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![since, until];
+    match only {
+        Some(ids) => {
+            params.push(ids);
+            (" AND turbine_id = ANY($3)", params)
+        }
+        None => ("", params),
+    }
+}
+
 /// `x` as a float8 literal that PostgreSQL reads back as exactly `x` (Rust prints the shortest
 /// digits that round-trip; PostgreSQL's input rounds correctly).
 pub fn lit(x: f64) -> String {
