@@ -354,6 +354,15 @@ impl Settings<'_> {
                 return bad(setting, format!("lists {} twice", c.1.name()));
             }
         }
+        if mapped.iter().all(|(_, values)| values.is_empty()) {
+            return bad(
+                "availability_categories",
+                format!(
+                    "maps no value of {}: every reading would be information unavailable; map its values to categories (forced_outage = [6])",
+                    self.status_signal
+                ),
+            );
+        }
         if view.available.is_empty() && view.unavailable.is_empty() {
             return bad(
                 "availability_available",
@@ -438,6 +447,14 @@ mod tests {
             err(check("status_code", &cats, &[], &[])).0,
             "availability_available"
         );
+        // A status with nothing mapped (no category, or only empty lists) would count every
+        // reading as information unavailable: refused, not kept silently.
+        let empty = [("forced_outage".to_string(), vec![])];
+        for cats in [&[][..], &empty[..]] {
+            let (s, p) = err(check("status_code", cats, &avail, &unavail));
+            assert_eq!(s, "availability_categories");
+            assert!(p.contains("maps no value of status_code"), "{p}");
+        }
     }
 
     #[test]

@@ -274,6 +274,7 @@ pub struct Settings {
     /// ...whether, with availability kept, only intervals wholly in full performance count...
     pub power_curve_full_performance_only: bool,
     /// ...a declared (warranted) curve, `[[wind, power], ...]`; empty: the fleet's own...
+    #[serde(deserialize_with = "curve_points")]
     pub power_curve_reference: Vec<(f64, f64)>,
     /// ...and the bin filter: intervals further than this many standard deviations from their
     /// bin's mean are listed as outliers.
@@ -1222,6 +1223,23 @@ fn scalar_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Er
     })
 }
 
+/// A curve's points, `[[wind, power], ...]`: each exactly two numbers. Read as pairs by hand,
+/// since a tuple drops whatever follows its two (`[3.0, 0.0, 1.0]` read as `(3.0, 0.0)`).
+fn curve_points<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<(f64, f64)>, D::Error> {
+    let points: Vec<Vec<f64>> = Vec::deserialize(d)?;
+    points
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| match p[..] {
+            [wind, power] => Ok((wind, power)),
+            _ => Err(serde::de::Error::custom(format!(
+                "point {} is {p:?}: each point is two numbers, [wind speed in m/s, power]",
+                i + 1
+            ))),
+        })
+        .collect()
+}
+
 /// A duration setting: read as humantime reads it (`30s`, `7days`, `1h 30m`), written in the
 /// largest whole unit that states it exactly (`90days`, not humantime's `2months 29days 2h 52m
 /// 48s`, a month being 30.44 days to it), so `galewatch settings` and the reference print what
@@ -1361,6 +1379,14 @@ mod tests {
             e.problem.starts_with("found string \"many\", expected"),
             "{e}"
         );
+        // A curve's point of three numbers (or one): named, not cut to two.
+        for points in ["[[3.0, 0.0], [12.0, 3000.0, 1.0]]", "[[3.0]]"] {
+            let e = parse_error(&format!("power_curve_reference = {points}"));
+            assert_eq!(e.setting, "power_curve_reference", "{e}");
+            assert!(e.problem.contains("each point is two numbers"), "{e}");
+        }
+        let ok = from_toml(&["power_curve_reference = [[3, 0], [12.0, 3000]]"]);
+        assert_eq!(ok.power_curve_reference, [(3.0, 0.0), (12.0, 3000.0)]);
     }
 
     #[test]
