@@ -358,6 +358,19 @@ async fn api_answers_exactly(db: &TestDb) {
             404,
             "nothing was ever received",
         ),
+        // Not UTF-8 once decoded: the API's own JSON error, not axum's plain text.
+        (
+            "/api/turbines/%FF/readings".to_string(),
+            400,
+            "bad turbine id",
+        ),
+        (
+            "/api/turbines/%FF/power-curve".to_string(),
+            400,
+            "bad turbine id",
+        ),
+        (format!("{base}?from=99999999999999"), 400, "out of range"),
+        ("/api/turbines?sort=bogus".to_string(), 400, "curve"),
     ] {
         let (status, v) = get_json(addr, &path).await;
         assert_eq!(status, want_status, "{path}: {v}");

@@ -336,7 +336,7 @@ fn fleet_query(p: FleetQuery) -> Result<FleetParams, Failure> {
     p.map(|Query(p)| p).map_err(|e| Failure {
         status: StatusCode::BAD_REQUEST,
         message: format!(
-            "bad query string: {} (sort: {}, deviation; desc: true or false)",
+            "bad query string: {} (sort: {}, deviation or its column's name curve; desc: true or false)",
             e.body_text(),
             Sort::ALL.map(Sort::as_str).join(", ")
         ),
@@ -380,6 +380,21 @@ async fn fleet_api(
     ))
 }
 
+type IdPath = Result<Path<String>, axum::extract::rejection::PathRejection>;
+
+/// A turbine id from the path, or a 400 naming why not (not UTF-8 once percent-decoded), so
+/// the API answers its own JSON error rather than axum's plain text.
+fn path_id(p: IdPath) -> Result<String, Failure> {
+    p.map(|Path(id)| id).map_err(|e| Failure {
+        status: StatusCode::BAD_REQUEST,
+        message: format!(
+            "bad turbine id: {} (an id is UTF-8 text, 1 to {} bytes, no NUL)",
+            e.body_text(),
+            window::MAX_ID_BYTES
+        ),
+    })
+}
+
 /// Checks the id and the window; a query string axum cannot parse at all is a 400 too.
 fn checked(
     id: &str,
@@ -399,9 +414,10 @@ fn checked(
 
 async fn readings_api(
     State(db): State<Shared>,
-    Path(id): Path<String>,
+    id: IdPath,
     p: Result<Query<Params>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiFailure> {
+    let id = path_id(id)?;
     let (_, w) = checked(&id, p, db.queries.stats_width)?;
     let answer = db.turbine(&id, &w).await?;
     let (points, quarantined) = (&answer.0, &answer.1);
@@ -416,9 +432,10 @@ async fn readings_api(
 /// and the bin filter's intervals (404 without a curve: the fleet declares no wind or power).
 async fn power_curve_api(
     State(db): State<Shared>,
-    Path(id): Path<String>,
+    id: IdPath,
     p: Result<Query<Params>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiFailure> {
+    let id = path_id(id)?;
     let (_, w) = checked(&id, p, db.queries.stats_width)?;
     let Some(c) = db.curve(&id, &w).await? else {
         return Err(Failure {

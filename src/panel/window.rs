@@ -103,12 +103,19 @@ pub fn parse_instant(s: &str) -> Option<DateTime<Utc>> {
         .and_then(|secs| DateTime::from_timestamp(secs, 0))
 }
 
+/// Why `s` is not an instant [`parse_instant`] reads (the words after "bad from: ").
+pub fn not_an_instant(s: &str) -> String {
+    if s.trim().parse::<i64>().is_ok() {
+        format!("{s:?} is out of range as Unix seconds (the years -262143 to 262142)")
+    } else {
+        format!(
+            "{s:?} is neither RFC 3339 (2026-11-30T12:00:00Z), a date (2026-11-30) nor Unix seconds"
+        )
+    }
+}
+
 fn parse_time(name: &str, s: &str) -> Result<DateTime<Utc>, BadRequest> {
-    parse_instant(s).ok_or_else(|| {
-        bad(format!(
-            "bad {name}: {s:?} is neither RFC 3339 (2026-11-30T12:00:00Z), a date (2026-11-30) nor Unix seconds"
-        ))
-    })
+    parse_instant(s).ok_or_else(|| bad(format!("bad {name}: {}", not_an_instant(s))))
 }
 
 fn parse_duration(name: &str, s: &str) -> Result<Duration, BadRequest> {
@@ -246,6 +253,10 @@ mod huge_step_tests {
         ] {
             assert_eq!(parse_instant(bad), None, "{bad}");
         }
+        // Seconds past what a time holds are out of range, said so, not "not seconds".
+        assert_eq!(parse_instant("99999999999999"), None);
+        assert!(not_an_instant("99999999999999").contains("out of range"));
+        assert!(not_an_instant("yesterday").contains("neither RFC 3339"));
     }
 
     #[test]

@@ -45,7 +45,8 @@ pub fn parse_time(name: &str, s: &str) -> Result<DateTime<Utc>, String> {
         return Ok(t);
     }
     Err(format!(
-        "bad --{name}: {s:?} is neither RFC 3339 (2026-11-30T12:00:00Z), a date (2026-11-30) nor Unix seconds"
+        "bad --{name}: {}",
+        crate::panel::window::not_an_instant(s)
     ))
 }
 
@@ -716,7 +717,7 @@ pub async fn power_curve(
             "--power-curve writes CSV or JSON lines (a few rows a turbine)".into(),
         ));
     }
-    let client = cfg.db.open().await?;
+    let mut client = cfg.db.open().await?;
     let sql = cfg.stats_sql();
     let k = cfg.settings.stats_stuck_min_readings;
     let signals = &cfg.rules.limits.signals;
@@ -758,7 +759,7 @@ pub async fn power_curve(
         let production = match (&view, &reference) {
             (Some(v), Some(r)) => {
                 let (_, periods) = pc::turbine_intervals(
-                    &client,
+                    &mut client,
                     &sql,
                     signals,
                     &policy,
