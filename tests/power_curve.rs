@@ -121,6 +121,23 @@ async fn a_turbine_five_percent_low_reads_minus_five_percent_everywhere() {
         serde_json::json!(start + chrono::Duration::minutes(150))
     );
     assert_eq!(api["reference"]["declared"], true);
+    // A range past 60 days is read in two halves at once, split at its middle (here amid the
+    // readings): every figure as the three hours give it.
+    let middle = start + chrono::Duration::minutes(90);
+    let long = format!(
+        "from={}&to={}",
+        (middle - chrono::Duration::days(61)).timestamp(),
+        (middle + chrono::Duration::days(61)).timestamp()
+    );
+    let (status, halves) = panel
+        .get(&format!("/api/turbines/U-1/power-curve?{long}"))
+        .await;
+    assert_eq!(status, 200, "{halves}");
+    let mut halves: serde_json::Value = serde_json::from_str(&halves).unwrap();
+    for k in ["from", "to"] {
+        halves[k] = api[k].clone();
+    }
+    assert_eq!(halves, api);
 
     let (_, page) = panel.get(&format!("/turbines/U-1?{range}")).await;
     assert!(
