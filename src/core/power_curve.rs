@@ -64,6 +64,12 @@ pub fn bins(points: &[Point], width: f64) -> Vec<Bin> {
         .collect()
 }
 
+/// The highest wind a declared curve may name, m/s (no anemometer on a turbine reads more).
+pub const MAX_REFERENCE_WIND: f64 = 100.0;
+/// The largest power a declared curve may name, in the power signal's unit: a million times a
+/// 15 MW turbine in kW.
+pub const MAX_REFERENCE_POWER: f64 = 1e10;
+
 /// What a turbine is held against: a curve of (wind speed, power) points.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reference {
@@ -79,12 +85,16 @@ impl Reference {
         if p.len() < 2 {
             return Err("needs at least two points [wind, power]".into());
         }
-        if p.iter()
-            .any(|(w, k)| !w.is_finite() || *w < 0.0 || !k.is_finite())
-        {
-            return Err(
-                "every point's wind must be a finite speed ≥ 0 and its power finite".into(),
-            );
+        // Bounded, so the energies summed from it stay far from overflowing (a curve of ±1.7e308
+        // made every expected energy infinite and every deviation −100 %).
+        if p.iter().any(|(w, k)| {
+            !(0.0..=MAX_REFERENCE_WIND).contains(w)
+                || !k.is_finite()
+                || k.abs() > MAX_REFERENCE_POWER
+        }) {
+            return Err(format!(
+                "every point's wind must be a speed from 0 to {MAX_REFERENCE_WIND} m/s and its power within ±{MAX_REFERENCE_POWER:e} (the power signal's unit)"
+            ));
         }
         p.sort_by(|a, b| a.0.total_cmp(&b.0));
         if p.windows(2).any(|w| w[0].0 == w[1].0) {
@@ -291,6 +301,10 @@ mod tests {
         assert!(Reference::declared(&[(1.0, 2.0)]).is_err());
         assert!(Reference::declared(&[(1.0, 2.0), (1.0, 3.0)]).is_err());
         assert!(Reference::declared(&[(f64::NAN, 2.0), (1.0, 3.0)]).is_err());
+        // Past the bounds (a power that overflows the energy sums, a wind no anemometer reads).
+        assert!(Reference::declared(&[(0.0, -1.7e308), (30.0, 1.7e308)]).is_err());
+        assert!(Reference::declared(&[(0.0, 0.0), (101.0, 3000.0)]).is_err());
+        assert!(Reference::declared(&[(0.0, 0.0), (100.0, 1e10)]).is_ok());
     }
 
     #[test]

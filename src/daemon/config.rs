@@ -455,7 +455,10 @@ impl<'de> Deserialize<'de> for StatusValue {
                 })
             }
             fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<StatusValue, E> {
-                Err(E::custom(format!("{v} is not {WHAT}")))
+                // `{v:?}`: 6.0 is written 6.0, not 6 (which would read as the example given).
+                Err(E::custom(format!(
+                    "{v:?} is not {WHAT}; a code is written without a fraction"
+                )))
             }
             fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<StatusValue, E> {
                 Err(E::custom(format!("{v} is not {WHAT}")))
@@ -1226,18 +1229,57 @@ fn scalar_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Er
 /// A curve's points, `[[wind, power], ...]`: each exactly two numbers. Read as pairs by hand,
 /// since a tuple drops whatever follows its two (`[3.0, 0.0, 1.0]` read as `(3.0, 0.0)`).
 fn curve_points<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<(f64, f64)>, D::Error> {
-    let points: Vec<Vec<f64>> = Vec::deserialize(d)?;
+    let points: Vec<Vec<Number>> = Vec::deserialize(d)?;
     points
         .into_iter()
         .enumerate()
         .map(|(i, p)| match p[..] {
-            [wind, power] => Ok((wind, power)),
+            [Number(wind), Number(power)] => Ok((wind, power)),
             _ => Err(serde::de::Error::custom(format!(
                 "point {} is {p:?}: each point is two numbers, [wind speed in m/s, power]",
                 i + 1
             ))),
         })
         .collect()
+}
+
+/// A number as a settings file or a variable writes it: the variable's `3e3` or `3_000` reaches
+/// serde as text (figment reads only plain numbers as numbers), and is read as the file's would be.
+struct Number(f64);
+
+impl std::fmt::Debug for Number {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Number {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Number;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number")
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Number, E> {
+                Ok(Number(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Number, E> {
+                Ok(Number(v as f64))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Number, E> {
+                Ok(Number(v as f64))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Number, E> {
+                // Non-finite values parse, and are refused where the number is checked.
+                match v.trim().replace('_', "").parse::<f64>() {
+                    Ok(n) => Ok(Number(n)),
+                    Err(_) => Err(E::custom(format!("{v:?} is not a number"))),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// A duration setting: read as humantime reads it (`30s`, `7days`, `1h 30m`), written in the
@@ -1387,6 +1429,34 @@ mod tests {
         }
         let ok = from_toml(&["power_curve_reference = [[3, 0], [12.0, 3000]]"]);
         assert_eq!(ok.power_curve_reference, [(3.0, 0.0), (12.0, 3000.0)]);
+        // A variable's numbers reach serde as text when figment does not read them as numbers
+        // (`3e3`, `3_000`): read as the file's would be.
+        let env = Figment::from(Serialized::defaults(Settings::default()))
+            .merge(Serialized::default(
+                "power_curve_reference",
+                vec![vec!["3", "0"], vec!["12", "3e3"], vec!["25", "3_000"]],
+            ))
+            .extract::<Settings>()
+            .expect("numbers as text");
+        assert_eq!(
+            env.power_curve_reference,
+            [(3.0, 0.0), (12.0, 3000.0), (25.0, 3000.0)]
+        );
+        let e = from_figment(
+            Figment::from(Serialized::defaults(Settings::default()))
+                .merge(Serialized::default(
+                    "power_curve_reference",
+                    vec![vec!["3", "zero"]],
+                ))
+                .extract::<Settings>()
+                .expect_err("not a number"),
+        );
+        assert!(e.problem.contains("\"zero\" is not a number"), "{e}");
+        // A status code with a fraction says so, and is not written as the code it resembles.
+        let e = parse_error(
+            "availability_status_signal = \"status_code\"\navailability_categories = { forced_outage = [6.0] }",
+        );
+        assert!(e.problem.starts_with("6.0 is not a status value"), "{e}");
     }
 
     #[test]
