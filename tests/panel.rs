@@ -371,12 +371,41 @@ async fn api_answers_exactly(db: &TestDb) {
         ),
         (format!("{base}?from=99999999999999"), 400, "out of range"),
         ("/api/turbines?sort=bogus".to_string(), 400, "curve"),
+        // A path the API does not have: JSON too, not the pages' HTML.
+        ("/api/bogus".to_string(), 404, "no such API path"),
+        ("/api".to_string(), 404, "no such API path"),
+        ("/api/turbines/".to_string(), 404, "no such API path"),
+        (
+            "/api/turbines/API-1/readings/extra".to_string(),
+            404,
+            "no such API path",
+        ),
     ] {
         let (status, v) = get_json(addr, &path).await;
         assert_eq!(status, want_status, "{path}: {v}");
         let msg = v["error"].as_str().unwrap_or_default();
         assert!(msg.contains(want), "{path}: {msg}");
     }
+
+    // A method the panel does not take: 405 with Allow, JSON under /api/.
+    let post = tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .write_all(
+                b"POST /api/turbines HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            )
+            .unwrap();
+        let mut out = String::new();
+        stream.read_to_string(&mut out).unwrap();
+        split_response(&out)
+    })
+    .await
+    .unwrap();
+    assert_eq!(post.0, 405, "{post:?}");
+    assert!(post.1.contains("allow: get, head"), "{post:?}");
+    let v: Value = serde_json::from_str(&post.2).unwrap_or_else(|e| panic!("{e}: {post:?}"));
+    assert_eq!(v["status"], 405, "{v}");
 
     // The fleet, filtered by prefix.
     let (status, v) = get_json(addr, "/api/turbines?prefix=API").await;

@@ -138,6 +138,12 @@ async fn a_turbine_five_percent_low_reads_minus_five_percent_everywhere() {
         halves[k] = api[k].clone();
     }
     assert_eq!(halves, api);
+    // A turbine never heard from: 404, as its readings and its page.
+    let (status, nope) = panel
+        .get(&format!("/api/turbines/NOPE/power-curve?{range}"))
+        .await;
+    assert_eq!(status, 404, "{nope}");
+    assert!(nope.contains("nothing was ever received"), "{nope}");
 
     let (_, page) = panel.get(&format!("/turbines/U-1?{range}")).await;
     assert!(

@@ -527,6 +527,9 @@ pub struct Db {
     /// the page's dearest read (docs/panel.md). Holds only the turbines shown in the last ten
     /// minutes.
     closed_times: std::sync::Mutex<ClosedTimes>,
+    /// `/healthz`'s own connection, outside the pool: a panel whose pool is busy with slow
+    /// requests still answers that the database does.
+    probe: (Manager, tokio::sync::Mutex<Option<Client>>),
 }
 
 /// The kept closed-day times of [`Db::closed_times`]: the day (its midnight) they were made on,
@@ -615,6 +618,7 @@ impl Db {
         view: Option<crate::core::availability::View>,
         curve: Option<crate::core::power_curve::Policy>,
     ) -> Self {
+        let probe = Manager { cfg: cfg.clone() };
         let pool = managed::Pool::builder(Manager { cfg })
             .max_size(POOL_SIZE)
             .wait_timeout(Some(POOL_WAIT))
@@ -636,6 +640,7 @@ impl Db {
             fleet_deviations: tokio::sync::Mutex::new(None),
             closed_times: Default::default(),
             quality: stats,
+            probe: (probe, tokio::sync::Mutex::new(None)),
         }
     }
 
@@ -1065,11 +1070,20 @@ impl Db {
     }
 
     /// Whether the database answers a trivial query within 2 s (`/healthz`).
+    /// On a connection of its own, not the pool's: a pool held by slow requests (a burst of
+    /// year-long power curves) is load, answered 503 per request, not a database down.
     pub async fn ping(&self) -> Result<(), Error> {
         let check = async {
-            let c = self.client().await?;
-            c.query_one("SELECT 1", &[])
-                .await
+            let mut held = self.probe.1.lock().await;
+            if held.as_ref().is_none_or(Client::is_closed) {
+                *held = Some(managed::Manager::create(&self.probe.0).await?);
+            }
+            let c = held.as_ref().expect("made above");
+            let answer = c.query_one("SELECT 1", &[]).await;
+            if answer.is_err() {
+                *held = None;
+            }
+            answer
                 .map(drop)
                 .map_err(|e| Error::db("asking the database", e))
         };

@@ -175,6 +175,10 @@ pub fn router(db: Db) -> Router {
         .route("/api/turbines/{id}/readings", get(readings_api))
         .route("/api/turbines/{id}/power-curve", get(power_curve_api))
         .route("/healthz", get(healthz))
+        // Under /api/ every answer is JSON, a path or a method the API does not have too.
+        .route("/api/{*rest}", axum::routing::any(api_not_found))
+        .route("/api", axum::routing::any(api_not_found))
+        .method_not_allowed_fallback(not_allowed)
         .fallback(|| async {
             PageFailure(Failure {
                 status: StatusCode::NOT_FOUND,
@@ -395,6 +399,31 @@ fn path_id(p: IdPath) -> Result<String, Failure> {
     })
 }
 
+/// A path under /api/ the API does not have: JSON, as every answer there.
+async fn api_not_found(uri: axum::http::Uri) -> ApiFailure {
+    ApiFailure(Failure {
+        status: StatusCode::NOT_FOUND,
+        message: format!(
+            "no such API path {:?}: /api/turbines, /api/turbines/{{id}}/readings, /api/turbines/{{id}}/power-curve",
+            uri.path()
+        ),
+    })
+}
+
+/// A method a route does not take (the panel only reads): JSON under /api/, a page elsewhere.
+async fn not_allowed(uri: axum::http::Uri) -> Response {
+    let f = Failure {
+        status: StatusCode::METHOD_NOT_ALLOWED,
+        message: "the panel only reads: GET (or HEAD)".into(),
+    };
+    let allow = [(header::ALLOW, "GET, HEAD")];
+    if uri.path().starts_with("/api/") {
+        (allow, ApiFailure(f)).into_response()
+    } else {
+        (allow, PageFailure(f)).into_response()
+    }
+}
+
 /// Checks the id and the window; a query string axum cannot parse at all is a 400 too.
 fn checked(
     id: &str,
@@ -444,6 +473,10 @@ async fn power_curve_api(
         }
         .into());
     };
+    // A turbine never heard from is a 404, as its readings and its page are.
+    if c.intervals == 0 && !db.known(&id).await? {
+        return Err(not_found(&id).into());
+    }
     Ok((
         [(header::CACHE_CONTROL, "no-store")],
         Json(page::curve_json(&id, &w, &c)),
