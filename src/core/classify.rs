@@ -8,7 +8,7 @@
 //! - every other reading of the key is a duplicate when its values equal the winner's (NULL equal
 //!   to NULL), and a collision otherwise, to be quarantined beside the winner's values.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use chrono::{DateTime, Utc};
 

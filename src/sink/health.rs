@@ -7,7 +7,7 @@
 //! over a window. A turbine is *suspect* when its offset or drift passes a threshold, or when it
 //! collided too often in the last day.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};

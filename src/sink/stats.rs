@@ -20,7 +20,7 @@
 //! and most SCADA exports' 10-minute statistics are; the sample one is `sqrt(m2 / (n − 1))` for
 //! whoever wants it (the export gives n beside it).
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -276,7 +276,7 @@ impl<'a> Fold<'a> {
             angles,
             counted: counted(signals),
             availability: None,
-            intervals: HashMap::new(),
+            intervals: HashMap::default(),
         }
     }
 

@@ -33,8 +33,8 @@
 //! The retries, the splitting of a refused batch and the acks are `write.rs`'s; this file is
 //! only what one attempt does inside the database.
 
+use foldhash::{HashMap, HashMapExt};
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::pin::pin;
 use std::time::Duration;
 

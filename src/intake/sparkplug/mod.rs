@@ -899,16 +899,11 @@ fn judge_groups(
     items: &mut Vec<Decoded>,
 ) {
     let several = groups.len() > 1;
+    let future_after = rules.future_after(received_at);
     for (i, g) in groups.into_iter().enumerate() {
         let judged = reading(turbine, g, rules);
         let element = several.then_some(i as u32);
-        items.push(judge::outcome(
-            rules,
-            received_at,
-            judged,
-            element,
-            "reading",
-        ));
+        items.push(judge::outcome(future_after, judged, element, "reading"));
     }
 }
 
