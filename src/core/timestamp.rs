@@ -240,6 +240,22 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// `(later - earlier).as_seconds_f64()`, to the bit, without calendar arithmetic where both are
+/// within the years 1678 to 2261 (nanoseconds in an i64): a turbine's clock offset, once a
+/// reading.
+#[inline]
+pub fn seconds_between(later: DateTime<Utc>, earlier: DateTime<Utc>) -> f64 {
+    const NANOS: i64 = 1_000_000_000;
+    match (later.timestamp_nanos_opt(), earlier.timestamp_nanos_opt()) {
+        (Some(a), Some(b)) if a.checked_sub(b).is_some() => {
+            // chrono's TimeDelta holds whole seconds and 0..1e9 nanoseconds, and adds them so.
+            let d = a - b;
+            d.div_euclid(NANOS) as f64 + d.rem_euclid(NANOS) as f64 / NANOS as f64
+        }
+        _ => (later - earlier).as_seconds_f64(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -413,6 +429,22 @@ mod tests {
             let local = utc.with_timezone(&off);
             let text = local.format("%Y-%m-%dT%H:%M:%S%.6f%:z").to_string();
             prop_assert_eq!(parse_rfc3339(&text), Ok(utc));
+        }
+
+        /// Seconds between two instants, to the bit, as chrono's difference gives them (the
+        /// daemon's clock has nanoseconds, a reading microseconds).
+        #[test]
+        fn seconds_between_is_chronos_difference(
+            a in -9_000_000_000_000_000_000i64..9_000_000_000_000_000_000,
+            b in -9_000_000_000_000_000_000i64..9_000_000_000_000_000_000,
+            near in -400_000_000_000i64..400_000_000_000,
+        ) {
+            let t = |n: i64| DateTime::from_timestamp_nanos(n);
+            prop_assert_eq!(seconds_between(t(a), t(b)).to_bits(), (t(a) - t(b)).as_seconds_f64().to_bits());
+            let close = a.saturating_sub(near);
+            prop_assert_eq!(seconds_between(t(a), t(close)).to_bits(), (t(a) - t(close)).as_seconds_f64().to_bits());
+            let far = DateTime::<Utc>::MAX_UTC;
+            prop_assert_eq!(seconds_between(far, t(b)).to_bits(), (far - t(b)).as_seconds_f64().to_bits());
         }
 
         /// Any text at all: no panic; anything accepted is on a whole microsecond.

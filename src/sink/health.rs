@@ -58,7 +58,7 @@ impl Fold {
         recorded_at: DateTime<Utc>,
         seen: Seen,
     ) {
-        let offset = (received_at - recorded_at).as_seconds_f64();
+        let offset = crate::core::timestamp::seconds_between(received_at, recorded_at);
         let t = match self.0.get_mut(turbine) {
             Some(t) => t,
             None => self.0.entry(turbine.to_string()).or_insert(TurbineBatch {
