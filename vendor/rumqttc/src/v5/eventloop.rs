@@ -138,6 +138,17 @@ impl EventLoop {
         self.pending.extend(requests_in_channel);
     }
 
+    /// Galewatch patch: the next event already read and buffered, if connected, without
+    /// building `poll`'s future (2.7 KB, built and moved for every event): `poll` would return
+    /// this same event first. A caller that takes buffered events this way must still call
+    /// `poll` when none is left, which is what sends queued requests (PUBACKs) and pings.
+    pub fn try_buffered(&mut self) -> Option<Event> {
+        if self.network.is_none() {
+            return None;
+        }
+        self.state.events.pop_front()
+    }
+
     /// Yields Next notification or outgoing request and periodically pings
     /// the broker. Continuing to poll will reconnect to the broker if there is
     /// a disconnection.

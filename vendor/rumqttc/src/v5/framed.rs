@@ -27,7 +27,8 @@ impl Network {
 
         Network {
             framed,
-            max_readb_count: 10,
+            // Galewatch patch: 100 packets a read, not 10 (GALEWATCH-PATCH.md).
+            max_readb_count: 100,
         }
     }
 
