@@ -27,8 +27,7 @@ impl Network {
 
         Network {
             framed,
-            // Galewatch patch: 100 packets a read, not 10 (GALEWATCH-PATCH.md).
-            max_readb_count: 100,
+            max_readb_count: 10,
         }
     }
 
