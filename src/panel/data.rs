@@ -688,62 +688,45 @@ impl Db {
         Ok(r)
     }
 
-    /// One turbine's intervals a curve takes and production-based availability reads, over
-    /// `range` (`sink::power_curve::turbine_intervals`); the fleet has a curve.
-    async fn intervals_of(
-        &self,
-        c: &mut Client,
-        id: &str,
-        range: (DateTime<Utc>, DateTime<Utc>),
-    ) -> Result<
-        (
-            Vec<crate::sink::power_curve::Interval>,
-            Vec<crate::core::power_curve::Period>,
-        ),
-        Error,
-    > {
-        let (Some(policy), Some((sql, k))) = (&self.curve, &self.quality) else {
-            return Ok(Default::default());
-        };
-        crate::sink::power_curve::turbine_intervals(
-            c,
-            sql,
-            &self.queries.signals,
-            policy,
-            *k,
-            self.view.as_ref(),
-            id,
-            range,
-        )
-        .await
-    }
-
     /// One turbine's power curve over the window; None when the fleet has none.
     pub async fn curve(&self, id: &str, w: &Window) -> Result<Option<Curve>, Error> {
-        let (Some(policy), Some((sql, _))) = (&self.curve, &self.quality) else {
+        let (Some(policy), Some((sql, k))) = (&self.curve, &self.quality) else {
             return Ok(None);
+        };
+        let intervals_of = |c, range| {
+            crate::sink::power_curve::turbine_intervals(
+                c,
+                sql,
+                &self.queries.signals,
+                policy,
+                *k,
+                self.view.as_ref(),
+                id,
+                range,
+            )
         };
         let mut c = self.client().await?;
         // A long range is read in two halves at once when a second connection is free at
         // once: a year is 52,560 intervals, and their transfer (about 0.75 µs each here) is
         // most of the request. The halves, in time order, are what one read gives.
         let mid = sql.width.start_of(w.from + (w.to - w.from) / 2);
-        let spare = match (w.to - w.from > chrono::Duration::days(SPLIT_READ_DAYS)) && mid > w.from
-        {
-            true => self.spare_client().await,
-            false => None,
+        let long = w.to - w.from > chrono::Duration::days(SPLIT_READ_DAYS) && mid > w.from;
+        let spare = if long {
+            self.spare_client().await
+        } else {
+            None
         };
         let (mut points, periods) = match spare {
             Some(mut c2) => {
                 let (mut a, b) = tokio::try_join!(
-                    self.intervals_of(&mut c, id, (w.from, mid)),
-                    self.intervals_of(&mut c2, id, (mid, w.to))
+                    intervals_of(&mut *c, (w.from, mid)),
+                    intervals_of(&mut *c2, (mid, w.to))
                 )?;
                 a.0.extend(b.0);
                 a.1.extend(b.1);
                 a
             }
-            None => self.intervals_of(&mut c, id, (w.from, w.to)).await?,
+            None => intervals_of(&mut *c, (w.from, w.to)).await?,
         };
         let pts: Vec<crate::core::power_curve::Point> = points.iter().map(|p| p.point).collect();
         let bins = crate::core::power_curve::bins(&pts, policy.bin_width);

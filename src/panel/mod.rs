@@ -412,16 +412,12 @@ async fn api_not_found(uri: axum::http::Uri) -> ApiFailure {
 
 /// A method a route does not take (the panel only reads): JSON under /api/, a page elsewhere.
 async fn not_allowed(uri: axum::http::Uri) -> Response {
-    let f = Failure {
-        status: StatusCode::METHOD_NOT_ALLOWED,
-        message: "the panel only reads: GET (or HEAD)".into(),
-    };
-    let allow = [(header::ALLOW, "GET, HEAD")];
-    if uri.path().starts_with("/api/") {
-        (allow, ApiFailure(f)).into_response()
-    } else {
-        (allow, PageFailure(f)).into_response()
-    }
+    let refused = refusal(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "the panel only reads: GET (or HEAD)".into(),
+        uri.path().starts_with("/api/"),
+    );
+    ([(header::ALLOW, "GET, HEAD")], refused).into_response()
 }
 
 /// Checks the id and the window; a query string axum cannot parse at all is a 400 too.
