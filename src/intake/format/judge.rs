@@ -60,6 +60,14 @@ impl Limits {
     pub fn check_topic(&self, topic: &str) -> Result<(), Refusal> {
         within("topic", topic.len(), self.max_topic_bytes)
     }
+
+    /// The instant past which a reading received at `received_at` is `future_timestamp`: once
+    /// per message, not per reading (date arithmetic). None past chrono's range: no reading is
+    /// ahead of it.
+    #[inline]
+    pub fn future_after(&self, received_at: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        received_at.checked_add_signed(self.max_clock_skew)
+    }
 }
 
 /// `too_large` when `n` bytes of `what` are past `limit`.
@@ -227,16 +235,6 @@ pub fn value(s: &Signal, label: &str, raw: Raw<'_>) -> Result<(Datum, Option<Str
                 other.kind(),
             ),
         )),
-    }
-}
-
-impl Limits {
-    /// The instant past which a reading received at `received_at` is `future_timestamp`: once
-    /// per message, not per reading (date arithmetic). None past chrono's range: no reading is
-    /// ahead of it.
-    #[inline]
-    pub fn future_after(&self, received_at: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        received_at.checked_add_signed(self.max_clock_skew)
     }
 }
 
