@@ -7,6 +7,7 @@ pub mod batch;
 pub mod birth;
 pub mod circular;
 pub mod classify;
+pub mod number;
 pub mod outcome;
 pub mod power_curve;
 pub mod quality;

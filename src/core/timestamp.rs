@@ -78,10 +78,7 @@ pub fn parse_rfc3339(s: &str) -> Result<DateTime<Utc>, String> {
         if end - start > MAX_FRACTION_DIGITS {
             return fail("more than 30 fractional digits");
         }
-        // PostgreSQL: frac = strtod(".fff"); fsec = rint(frac * 1e6). Both steps are correctly
-        // rounded in IEEE double arithmetic, so Rust's parse and round_ties_even give the same.
-        let frac: f64 = s[at..end].parse().map_err(|_| "unreachable".to_string())?;
-        fraction_micros = (frac * 1_000_000.0).round_ties_even() as i64;
+        fraction_micros = fraction_micros_of(&s[at..end]);
         at = end;
     }
     let offset_seconds = match &b[at..] {
@@ -113,6 +110,23 @@ pub fn parse_rfc3339(s: &str) -> Result<DateTime<Utc>, String> {
     let micros = days_from_civil(year, month, day) * MICROS_PER_DAY + time_of_day
         - offset_seconds * 1_000_000;
     DateTime::from_timestamp_micros(micros).ok_or_else(|| format!("{s:?} is out of range"))
+}
+
+/// A fraction of a second (`.` then 1 to 30 digits) in microseconds, as PostgreSQL rounds it:
+/// `rint(strtod(".fff") * 1e6)`. Both steps are correctly rounded in IEEE double arithmetic, so
+/// Rust's parse and `round_ties_even` give the same. Up to six digits the answer is the digits
+/// themselves, scaled (the double nearest `d / 10^n` times 10^6 is within far less than half of
+/// one of the integer `d * 10^(6-n)`): no double is needed, which is most clocks' case.
+fn fraction_micros_of(point_digits: &str) -> i64 {
+    let digits = &point_digits.as_bytes()[1..];
+    if digits.len() <= 6 {
+        let scaled = digits
+            .iter()
+            .fold(0i64, |acc, &c| acc * 10 + i64::from(c - b'0'));
+        return scaled * 10i64.pow(6 - digits.len() as u32);
+    }
+    let frac: f64 = point_digits.parse().unwrap_or(0.0);
+    (frac * 1_000_000.0).round_ties_even() as i64
 }
 
 /// Epoch milliseconds as an instant; None outside what can be represented.
@@ -261,6 +275,22 @@ mod tests {
     use super::*;
     use chrono::{Datelike, NaiveDate, Timelike};
     use proptest::prelude::*;
+
+    /// Every fraction of one to six digits (1,111,110 texts): the integer reading is PostgreSQL's
+    /// `rint(strtod(".fff") * 1e6)` on doubles, exactly.
+    #[test]
+    fn short_fractions_scale_as_the_double_rounds_them() {
+        for n in 1..=6u32 {
+            for d in 0..10u64.pow(n) {
+                let text = format!(".{d:0width$}", width = n as usize);
+                let by_double = (text.parse::<f64>().unwrap() * 1_000_000.0).round_ties_even();
+                assert_eq!(fraction_micros_of(&text), by_double as i64, "{text}");
+            }
+        }
+        // Past six digits the double decides, as PostgreSQL's does.
+        assert_eq!(fraction_micros_of(".1234565"), 123_456);
+        assert_eq!(fraction_micros_of(".9999995"), 1_000_000);
+    }
 
     #[test]
     fn decimals_are_read_from_their_digits() {

@@ -11,7 +11,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use crate::core::outcome::{Decoded, Refusal, RejectReason, Rejection};
 use crate::core::reading::{Reading, Values};
 use crate::core::signals::{Datum, Kind, Signal, Signals};
-use crate::core::timestamp;
+use crate::core::{number, timestamp};
 
 /// The limits every format holds a message and its readings to, and the declared signals.
 #[derive(Debug, Clone)]
@@ -177,8 +177,8 @@ pub fn value(s: &Signal, label: &str, raw: Raw<'_>) -> Result<(Datum, Option<Str
         };
     }
     match (s.kind, raw) {
-        (Kind::Float, Raw::Num(t)) => match t.parse::<f64>() {
-            Ok(v) if v.is_finite() => Ok(float(s, label, v)),
+        (Kind::Float, Raw::Num(t)) => match number::parse_f64(&t) {
+            Some(v) if v.is_finite() => Ok(float(s, label, v)),
             _ => Err((
                 Malformed,
                 format!("{label}: {t} is out of range for a double"),

@@ -238,8 +238,15 @@ pub fn decode(
     received_at: DateTime<Utc>,
     rules: &Rules,
 ) -> Vec<Decoded> {
-    match read_top(topic, payload, rules) {
-        Ok(top) => Ctx::for_message(topic, received_at, rules).judge_top(top),
+    let ctx = Ctx::for_message(topic, received_at, rules);
+    let mut i = 0usize;
+    let mut each = |el: Element<'_, '_>| {
+        let judged = ctx.judge_element(i, el);
+        i += 1;
+        judged
+    };
+    match read_top(topic, payload, rules, &mut each) {
+        Ok(top) => ctx.judge_top(top),
         Err((reason, detail)) => whole(reason, detail),
     }
 }
@@ -261,10 +268,11 @@ fn read_top<'a>(
     topic: &str,
     payload: &'a [u8],
     rules: &Rules,
-) -> Result<Top<'a>, (RejectReason, String)> {
+    each: &mut dyn FnMut(Element<'_, 'a>) -> Decoded,
+) -> Result<Top<'a, Decoded>, (RejectReason, String)> {
     check_sizes(topic, payload, rules)?;
     let text = payload_text(payload)?;
-    parse_top(text, rules)
+    parse_top(text, rules, each)
 }
 
 /// Refuses a payload or topic over its limit.
@@ -297,11 +305,15 @@ fn payload_text(payload: &[u8]) -> Result<&str, (RejectReason, String)> {
 
 /// Parses the text as the shape's top level, refused when not JSON or over the readings limit.
 #[inline]
-fn parse_top<'a>(text: &'a str, rules: &Rules) -> Result<Top<'a>, (RejectReason, String)> {
+fn parse_top<'a>(
+    text: &'a str,
+    rules: &Rules,
+    each: &mut dyn FnMut(Element<'_, 'a>) -> Decoded,
+) -> Result<Top<'a, Decoded>, (RejectReason, String)> {
     let mut de = serde_json::Deserializer::from_str(text);
     let top = rules
         .shape
-        .parse(&mut de, rules.limits.max_readings_per_message)
+        .parse(&mut de, rules.limits.max_readings_per_message, each)
         .and_then(|top| de.end().map(|()| top));
     match top {
         Ok(top) => Ok(top),
@@ -381,11 +393,11 @@ impl<'a> Ctx<'a> {
 impl Ctx<'_> {
     /// Judges each reading the top level holds, or rejects the whole message naming what the
     /// top level is instead.
-    fn judge_top(&self, top: Top<'_>) -> Vec<Decoded> {
+    fn judge_top(&self, top: Top<'_, Decoded>) -> Vec<Decoded> {
         let rules = self.rules;
         let readings_at = || rules.shape.readings_pointer().unwrap_or_default();
         match top {
-            Top::One(found) => vec![self.judge(found, None)],
+            Top::One(found) => vec![self.judge(&found, None)],
             Top::Many(elements) if elements.is_empty() => whole(
                 RejectReason::Malformed,
                 match rules.shape.readings_pointer() {
@@ -393,11 +405,7 @@ impl Ctx<'_> {
                     Some(p) => format!("{p} is an empty array: it holds no readings"),
                 },
             ),
-            Top::Many(elements) => elements
-                .into_iter()
-                .enumerate()
-                .map(|(i, el)| self.judge_element(i, el))
-                .collect(),
+            Top::Many(judged) => judged,
             Top::Other(kind) if rules.shape.readings_pointer().is_some() => whole(
                 RejectReason::Malformed,
                 format!(
@@ -436,7 +444,7 @@ impl Ctx<'_> {
 
     /// Judges element `i` of an array of readings; one not an object is rejected alone.
     #[inline]
-    fn judge_element(&self, i: usize, el: Element<'_>) -> Decoded {
+    fn judge_element(&self, i: usize, el: Element<'_, '_>) -> Decoded {
         let i = u32::try_from(i).unwrap_or(u32::MAX);
         match el {
             Element::Object(found) => self.judge(found, Some(i)),
@@ -448,7 +456,7 @@ impl Ctx<'_> {
         }
     }
 
-    fn judge(&self, found: Found<'_>, element: Option<u32>) -> Decoded {
+    fn judge(&self, found: &Found<'_>, element: Option<u32>) -> Decoded {
         outcome(self.future_after, self.validate(found), element, "element")
     }
 
@@ -498,7 +506,7 @@ impl Ctx<'_> {
         }
     }
 
-    fn validate(&self, f: Found<'_>) -> Result<Reading, Refusal> {
+    fn validate(&self, f: &Found<'_>) -> Result<Reading, Refusal> {
         use RejectReason::{InvalidValue, Malformed};
         match &f.repeated {
             None => {}
@@ -523,14 +531,14 @@ impl Ctx<'_> {
         }
         let signals = &self.rules.limits.signals;
         // Types first: a malformed reading is malformed whatever its values.
-        let turbine_raw = self.raw(&f, TURBINE)?;
+        let turbine_raw = self.raw(f, TURBINE)?;
         if !matches!(turbine_raw, Raw::Absent | Raw::Null | Raw::Str(_)) {
             return Err((
                 Malformed,
                 mistyped(self.label(TURBINE), "a string", turbine_raw.kind()),
             ));
         }
-        let recorded_at = match self.raw(&f, TIME)? {
+        let recorded_at = match self.raw(f, TIME)? {
             r if r.is_missing() => {
                 return Err((Malformed, format!("{}: missing", self.label(TIME))))
             }
@@ -542,13 +550,13 @@ impl Ctx<'_> {
         let mut out_of_bounds = None;
         for (i, s) in signals.iter().enumerate() {
             let slot = FIRST_SIGNAL + i;
-            let (datum, bound) = value(s, self.label(slot), self.raw(&f, slot)?)?;
+            let (datum, bound) = value(s, self.label(slot), self.raw(f, slot)?)?;
             if out_of_bounds.is_none() {
                 out_of_bounds = bound;
             }
             values.push(datum);
         }
-        let site = self.identity(SITE, self.topic_site, self.raw(&f, SITE)?)?;
+        let site = self.identity(SITE, self.topic_site, self.raw(f, SITE)?)?;
         let turbine = self.identity(TURBINE, self.topic_turbine, turbine_raw)?;
         let Some(turbine) = turbine else {
             return Err((

@@ -112,15 +112,22 @@ impl Shape {
     /// Parses the top level of a payload: one reading, an array of them, or (with a readings
     /// pointer) the array found there. An array longer than `max_elements` stops the parser
     /// with [`TOO_MANY`].
-    pub fn parse<'de>(
+    ///
+    /// Each element of an array is handed to `each` as soon as it is walked, so what the walk
+    /// found in it is judged while still in the cache and one buffer serves every element. If
+    /// the payload turns out not to be JSON further on, what `each` made is dropped with it.
+    pub fn parse<'de, T>(
         &self,
         de: &mut serde_json::Deserializer<serde_json::de::StrRead<'de>>,
         max_elements: usize,
-    ) -> Result<Top<'de>, serde_json::Error> {
-        TopSeed {
+        each: &mut dyn FnMut(Element<'_, 'de>) -> T,
+    ) -> Result<Top<'de, T>, serde_json::Error> {
+        TopSeed(&mut Walk {
             shape: self,
-            max_elements,
-        }
+            max: max_elements,
+            scratch: self.empty(),
+            each,
+        })
         .deserialize(de)
     }
 
@@ -138,6 +145,24 @@ impl Shape {
     }
 }
 
+impl Found<'_> {
+    /// Empties it for the next element.
+    fn clear(&mut self) {
+        self.raw.fill(None);
+        self.repeated = None;
+        self.not_container = None;
+    }
+}
+
+/// One walk over a payload: the shape, the element limit, the buffer each element is walked
+/// into, and what becomes of each element.
+struct Walk<'a, 'de, T> {
+    shape: &'a Shape,
+    max: usize,
+    scratch: Found<'de>,
+    each: &'a mut dyn FnMut(Element<'_, 'de>) -> T,
+}
+
 fn as_index(token: &str) -> Option<usize> {
     // RFC 6901: an index is 0 or digits without a leading zero.
     let digits = !token.is_empty() && token.bytes().all(|b| b.is_ascii_digit());
@@ -147,7 +172,7 @@ fn as_index(token: &str) -> Option<usize> {
 }
 
 /// What the walk found in one reading object.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Found<'de> {
     /// Each slot's value, as its text in the payload (None: absent).
     pub raw: Vec<Option<&'de RawValue>>,
@@ -194,18 +219,19 @@ impl Seen {
     }
 }
 
-/// One element of an array of readings.
+/// One element of an array of readings, as the walk found it (the found fields are lent).
 #[derive(Debug)]
-pub enum Element<'de> {
-    Object(Found<'de>),
+pub enum Element<'f, 'de> {
+    Object(&'f Found<'de>),
     Other(&'static str),
 }
 
 /// The top level of a payload.
 #[derive(Debug)]
-pub enum Top<'de> {
+pub enum Top<'de, T> {
     One(Found<'de>),
-    Many(Vec<Element<'de>>),
+    /// What became of each element, in order.
+    Many(Vec<T>),
     /// Not an object or array (or, with a readings pointer, not an object): what it is.
     Other(&'static str),
     /// With a readings pointer: nothing there.
@@ -360,75 +386,77 @@ impl<'de> Visitor<'de> for NodeSeed<'_, '_, 'de> {
 
 /// Visits scalars as "some other kind", for the top level and array elements.
 macro_rules! other_scalars {
-    ($out:ident) => {
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok($out::Other("null"))
+    ($this:ident, $kind:ident => $out:expr) => {
+        fn visit_unit<E>($this) -> Result<Self::Value, E> {
+            let $kind = "null";
+            Ok($out)
         }
-        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-            Ok($out::Other("a boolean"))
+        fn visit_bool<E>($this, _: bool) -> Result<Self::Value, E> {
+            let $kind = "a boolean";
+            Ok($out)
         }
-        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-            Ok($out::Other("a number"))
+        fn visit_i64<E>($this, _: i64) -> Result<Self::Value, E> {
+            let $kind = "a number";
+            Ok($out)
         }
-        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-            Ok($out::Other("a number"))
+        fn visit_u64<E>($this, _: u64) -> Result<Self::Value, E> {
+            let $kind = "a number";
+            Ok($out)
         }
-        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-            Ok($out::Other("a number"))
+        fn visit_f64<E>($this, _: f64) -> Result<Self::Value, E> {
+            let $kind = "a number";
+            Ok($out)
         }
-        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-            Ok($out::Other("a string"))
+        fn visit_str<E>($this, _: &str) -> Result<Self::Value, E> {
+            let $kind = "a string";
+            Ok($out)
         }
     };
 }
 
-/// One reading object (or something else) in an array.
-struct ElementSeed<'a>(&'a Shape);
+/// One reading object (or something else) in an array: walked, then handed on.
+struct ElementSeed<'w, 'a, 'de, T>(&'w mut Walk<'a, 'de, T>);
 
-impl<'de> DeserializeSeed<'de> for ElementSeed<'_> {
-    type Value = Element<'de>;
+impl<'de, T> DeserializeSeed<'de> for ElementSeed<'_, '_, 'de, T> {
+    type Value = T;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for ElementSeed<'_> {
-    type Value = Element<'de>;
+impl<'de, T> Visitor<'de> for ElementSeed<'_, '_, 'de, T> {
+    type Value = T;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a reading object")
     }
-    other_scalars!(Element);
+    other_scalars!(self, kind => (self.0.each)(Element::Other(kind)));
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Element::Other("an array"))
+        Ok((self.0.each)(Element::Other("an array")))
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        let mut found = self.0.empty();
+        let walk = self.0;
+        walk.scratch.clear();
         NodeSeed {
-            node: &self.0.root,
-            found: &mut found,
+            node: &walk.shape.root,
+            found: &mut walk.scratch,
         }
         .visit_map(map)?;
-        Ok(Element::Object(found))
+        Ok((walk.each)(Element::Object(&walk.scratch)))
     }
 }
 
 /// An array of readings, refused as soon as it passes `max` elements, so a hostile message never
 /// makes more than that many.
-struct ArraySeed<'a> {
-    shape: &'a Shape,
-    max: usize,
-}
+struct ArraySeed<'w, 'a, 'de, T>(&'w mut Walk<'a, 'de, T>);
 
-fn elements<'de, A: SeqAccess<'de>>(
-    shape: &Shape,
-    max: usize,
+fn elements<'de, T, A: SeqAccess<'de>>(
+    walk: &mut Walk<'_, 'de, T>,
     mut seq: A,
-) -> Result<Vec<Element<'de>>, A::Error> {
-    let cap = seq.size_hint().unwrap_or(0).min(max).min(1024);
-    let mut out = Vec::with_capacity(cap);
-    while let Some(el) = seq.next_element_seed(ElementSeed(shape))? {
-        if out.len() == max {
+) -> Result<Vec<T>, A::Error> {
+    let mut out = Vec::new();
+    while let Some(el) = seq.next_element_seed(ElementSeed(&mut *walk))? {
+        if out.len() == walk.max {
             return Err(serde::de::Error::custom(TOO_MANY));
         }
         out.push(el);
@@ -436,20 +464,20 @@ fn elements<'de, A: SeqAccess<'de>>(
     Ok(out)
 }
 
-impl<'de> DeserializeSeed<'de> for ArraySeed<'_> {
-    type Value = Result<Vec<Element<'de>>, &'static str>;
+impl<'de, T> DeserializeSeed<'de> for ArraySeed<'_, '_, 'de, T> {
+    type Value = Result<Vec<T>, &'static str>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for ArraySeed<'_> {
-    type Value = Result<Vec<Element<'de>>, &'static str>;
+impl<'de, T> Visitor<'de> for ArraySeed<'_, '_, 'de, T> {
+    type Value = Result<Vec<T>, &'static str>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an array of readings")
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        elements(self.shape, self.max, seq).map(Ok)
+        elements(self.0, seq).map(Ok)
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
@@ -476,21 +504,20 @@ impl<'de> Visitor<'de> for ArraySeed<'_> {
 }
 
 /// Follows the readings pointer from `depth` on.
-struct PathSeed<'a, 'b, 'de> {
-    shape: &'a Shape,
+struct PathSeed<'w, 'a, 'b, 'de, T> {
+    walk: &'w mut Walk<'a, 'de, T>,
     tokens: &'a [String],
-    max: usize,
-    out: &'b mut Option<Top<'de>>,
+    out: &'b mut Option<Top<'de, T>>,
 }
 
-impl<'de> DeserializeSeed<'de> for PathSeed<'_, '_, 'de> {
+impl<'de, T> DeserializeSeed<'de> for PathSeed<'_, '_, '_, 'de, T> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for PathSeed<'_, '_, 'de> {
+impl<'de, T> Visitor<'de> for PathSeed<'_, '_, '_, 'de, T> {
     type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object")
@@ -510,17 +537,14 @@ impl<'de> Visitor<'de> for PathSeed<'_, '_, 'de> {
                 // Its key again: which value is meant is ambiguous, so neither is read.
                 map.next_value::<IgnoredAny>()?;
                 if !matches!(self.out, Some(Top::ReadingsRepeated(_))) {
-                    let full = self.shape.readings.as_deref().unwrap_or_default();
+                    let full = self.walk.shape.readings.as_deref().unwrap_or_default();
                     let depth = full.len() - rest.len();
                     *self.out = Some(Top::ReadingsRepeated(pointer_text(&full[..depth])));
                 }
                 continue;
             }
             if rest.is_empty() {
-                let array = map.next_value_seed(ArraySeed {
-                    shape: self.shape,
-                    max: self.max,
-                })?;
+                let array = map.next_value_seed(ArraySeed(&mut *self.walk))?;
                 let top = match array {
                     Ok(elements) => Top::Many(elements),
                     Err(kind) => Top::ReadingsNotArray(kind),
@@ -530,9 +554,8 @@ impl<'de> Visitor<'de> for PathSeed<'_, '_, 'de> {
                 }
             } else {
                 map.next_value_seed(PathSeed {
-                    shape: self.shape,
+                    walk: &mut *self.walk,
                     tokens: rest,
-                    max: self.max,
                     out: &mut *self.out,
                 })?;
             }
@@ -583,48 +606,45 @@ impl<'de> DeserializeSeed<'de> for KeyEq<'_> {
     }
 }
 
-struct TopSeed<'a> {
-    shape: &'a Shape,
-    max_elements: usize,
-}
+struct TopSeed<'w, 'a, 'de, T>(&'w mut Walk<'a, 'de, T>);
 
-impl<'de> DeserializeSeed<'de> for TopSeed<'_> {
-    type Value = Top<'de>;
+impl<'de, T> DeserializeSeed<'de> for TopSeed<'_, '_, 'de, T> {
+    type Value = Top<'de, T>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for TopSeed<'_> {
-    type Value = Top<'de>;
+impl<'de, T> Visitor<'de> for TopSeed<'_, '_, 'de, T> {
+    type Value = Top<'de, T>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a reading object or an array of them")
     }
-    other_scalars!(Top);
+    other_scalars!(self, kind => Top::Other(kind));
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        if self.shape.readings.is_some() {
+        if self.0.shape.readings.is_some() {
             while seq.next_element::<IgnoredAny>()?.is_some() {}
             return Ok(Top::Other("an array"));
         }
-        elements(self.shape, self.max_elements, seq).map(Top::Many)
+        elements(self.0, seq).map(Top::Many)
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        match &self.shape.readings {
+        let walk = self.0;
+        let shape = walk.shape;
+        match &shape.readings {
             None => {
-                let mut found = self.shape.empty();
                 NodeSeed {
-                    node: &self.shape.root,
-                    found: &mut found,
+                    node: &shape.root,
+                    found: &mut walk.scratch,
                 }
                 .visit_map(map)?;
-                Ok(Top::One(found))
+                Ok(Top::One(std::mem::take(&mut walk.scratch)))
             }
             Some(tokens) => {
                 let mut out = None;
                 PathSeed {
-                    shape: self.shape,
+                    walk,
                     tokens,
-                    max: self.max_elements,
                     out: &mut out,
                 }
                 .visit_map(map)?;
