@@ -17,7 +17,7 @@ use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Row, ToStatement, Transaction};
+use tokio_postgres::{Client, Row, Statement, Transaction};
 
 use crate::error::Error;
 
@@ -165,19 +165,23 @@ SELECT s.seq, {s_cols}
     /// each row's shard; from `unnest` it would pull the rows through the coordinator) in
     /// statements of at most [`MAX_PARAMS`] parameters, `row(k, params)` adding row `k`'s.
     #[allow(clippy::too_many_arguments)]
-    pub async fn write_rows<'a, S: ToStatement + ?Sized>(
+    pub async fn write_rows<'a>(
         self,
         tx: &Transaction<'_>,
         what: &'static str,
         rows: usize,
         per_row: usize,
-        arrays: (&S, &[&'a (dyn ToSql + Sync)]),
+        arrays: (Stmt<'_>, &[&'a (dyn ToSql + Sync)]),
         values: impl Fn(usize) -> String,
         row: impl Fn(usize, &mut Params<'a>),
     ) -> Result<Vec<Row>, Error> {
         let err = |e| Error::db(what, e);
         match self {
-            Dialect::Single => tx.query(arrays.0, arrays.1).await.map_err(err),
+            Dialect::Single => match arrays.0 {
+                Stmt::Prepared(s) => tx.query(s, arrays.1).await,
+                Stmt::Text(t) => tx.query(t, arrays.1).await,
+            }
+            .map_err(err),
             Dialect::Citus => {
                 let step = (MAX_PARAMS / per_row).max(1);
                 let mut out = Vec::new();
@@ -193,6 +197,15 @@ SELECT s.seq, {s_cols}
             }
         }
     }
+}
+
+/// The statement a write runs on a single server: prepared once on the connection (a batch's
+/// statements are the same every time: preparing one again costs a round trip and the server a
+/// parse and a plan, each batch), or its text (where it is not prepared: unused on Citus).
+#[derive(Clone, Copy)]
+pub enum Stmt<'a> {
+    Prepared(&'a Statement),
+    Text(&'a str),
 }
 
 /// A multi-row `VALUES` list of `rows` rows, `per_row` parameters each, numbered row by row;

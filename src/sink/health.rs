@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::Transaction;
+use tokio_postgres::{Statement, Transaction};
 
 use crate::error::Error;
-use crate::sink::dialect::{Dialect, Params};
+use crate::sink::dialect::{Dialect, Params, Stmt};
 use crate::telemetry;
 
 /// How fast the offset envelope rises towards a larger sample (it falls at once).
@@ -145,7 +145,7 @@ const OFFSET_SQL: &str = "(CASE WHEN EXCLUDED.offset_seconds IS NULL THEN t.offs
 /// [`UPSERT_SQL`] with the offset envelope and the two constants written in. Literals, not
 /// parameters: a sharded database runs the `DO UPDATE SET` on the shards apart from the
 /// `SELECT` that carries the parameters, and cannot type a parameter used only there.
-fn upsert_sql(drift_window: Duration) -> String {
+pub(crate) fn upsert_sql(drift_window: Duration) -> String {
     UPSERT_SQL
         .replace("@OFFSET@", OFFSET_SQL)
         .replace("@RISE@", &format!("{OFFSET_RISE:?}::float8"))
@@ -218,6 +218,7 @@ pub async fn record(
     fold: &Fold,
     drift_window: Duration,
     dialect: Dialect,
+    prepared: Option<&Statement>,
 ) -> Result<(), Error> {
     if fold.is_empty() {
         return Ok(());
@@ -237,7 +238,14 @@ pub async fn record(
         fu.push(t.future);
         o.push(t.min_offset);
     }
-    let upsert = upsert_sql(drift_window);
+    let text;
+    let upsert = match prepared {
+        Some(s) => Stmt::Prepared(s),
+        None => {
+            text = upsert_sql(drift_window);
+            Stmt::Text(&text)
+        }
+    };
     let arrays: [&(dyn ToSql + Sync); PER_ROW] = [&id, &f, &l, &r, &n, &d, &c, &fu, &o];
     dialect
         .write_rows(
@@ -245,7 +253,7 @@ pub async fn record(
             "updating turbine status",
             id.len(),
             PER_ROW,
-            (upsert.as_str(), &arrays),
+            (upsert, &arrays),
             |rows| upsert_values_sql(drift_window, rows),
             |k, params: &mut Params<'_>| {
                 params.extend([

@@ -33,7 +33,7 @@ use crate::core::reading::Reading;
 use crate::core::sampling::SamplePeriods;
 use crate::core::signals::{Signal, Signals};
 use crate::error::Error;
-use crate::sink::dialect::{Dialect, Params};
+use crate::sink::dialect::{Dialect, Params, Stmt};
 
 /// The origin intervals are aligned on, as the partitions' and the panel's buckets: a Monday at
 /// midnight UTC (any midnight gives the same intervals, as a width divides a day).
@@ -771,6 +771,11 @@ ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}
         )
     }
 
+    /// The upsert over column arrays (one statement a batch on a single server), to prepare.
+    pub fn upsert(&self) -> &str {
+        &self.upsert
+    }
+
     /// Parameters per interval in the upsert.
     fn per_row(&self) -> usize {
         FIXED + self.cols.len()
@@ -980,6 +985,7 @@ pub async fn record(
     sql: &Sql,
     fold: &Fold<'_>,
     dialect: Dialect,
+    prepared: Option<&tokio_postgres::Statement>,
 ) -> Result<(), Error> {
     if fold.is_empty() {
         return Ok(());
@@ -1030,7 +1036,13 @@ pub async fn record(
             "updating interval statistics",
             len,
             sql.per_row(),
-            (sql.upsert.as_str(), &arrays),
+            (
+                match prepared {
+                    Some(s) => Stmt::Prepared(s),
+                    None => Stmt::Text(&sql.upsert),
+                },
+                &arrays,
+            ),
             |rows| sql.upsert_values(rows),
             |r, params: &mut Params<'_>| {
                 params.extend([&turbine[r] as &(dyn ToSql + Sync), &start[r]]);

@@ -49,7 +49,7 @@ use crate::core::outcome::{Decoded, RejectReason, Rejection};
 use crate::core::reading::{Datum, Reading, Values};
 use crate::core::signals::Signals;
 use crate::error::Error;
-use crate::sink::dialect::{Dialect, Params};
+use crate::sink::dialect::{Dialect, Params, Stmt};
 use crate::sink::health;
 use crate::sink::partition::Partitions;
 
@@ -202,6 +202,10 @@ struct Prepared {
     signals: Signals,
     /// The interval statistics' statements, when each batch keeps them.
     stats: Option<crate::sink::stats::Sql>,
+    /// On a single server, the turbine status upsert (for the drift window it was prepared
+    /// with) and the statistics' upsert, prepared once.
+    status: Option<Statement>,
+    stats_upsert: Option<Statement>,
     copy: String,
     copy_types: Vec<Type>,
 }
@@ -213,6 +217,7 @@ impl Conn {
         partitions: Partitions,
         signals: Signals,
         stats: Option<crate::sink::stats::Sql>,
+        drift_window: Duration,
     ) -> Result<Conn, Error> {
         let dialect = Dialect::detect(&client).await?;
         let sql = Sql::new(&signals, dialect);
@@ -224,6 +229,21 @@ impl Conn {
         let quarantine = client.prepare(&sql.quarantine).await.map_err(err)?;
         let rejected = client.prepare(REJECTED_SQL).await.map_err(err)?;
         let xid = client.prepare("SELECT txid_current()").await.map_err(err)?;
+        let (status, stats_upsert) = match dialect {
+            Dialect::Single => (
+                Some(
+                    client
+                        .prepare(&health::upsert_sql(drift_window))
+                        .await
+                        .map_err(err)?,
+                ),
+                match &stats {
+                    Some(s) => Some(client.prepare(s.upsert()).await.map_err(err)?),
+                    None => None,
+                },
+            ),
+            Dialect::Citus => (None, None),
+        };
         Ok(Conn {
             client,
             partitions,
@@ -238,6 +258,8 @@ impl Conn {
                 xid,
                 signals,
                 stats,
+                status,
+                stats_upsert,
                 copy: sql.copy,
                 copy_types: sql.copy_types,
             },
@@ -516,12 +538,6 @@ pub(crate) async fn write_items(
         .transaction()
         .await
         .map_err(|e| Error::db("beginning a transaction", e))?;
-    // Its id, to ask how it ended if the answer to COMMIT is lost.
-    let xid: i64 = tx
-        .query_one(&st.xid, &[])
-        .await
-        .map_err(|e| Error::db("beginning a transaction", e))?
-        .get(0);
     let existing = stage_and_insert(&tx, st, &parts, &plan).await?;
     let fates = classify::resolve(&parts.readings, &plan, &existing);
     let mut tally = Tally {
@@ -535,11 +551,39 @@ pub(crate) async fn write_items(
     offered.add_future(st, &parts, &stored);
     let landed = quarantine(&tx, st, &offered).await?;
     let turbines = outcomes(&parts, &fates, &stored, &offered.held, &landed, &mut tally);
-    health::record(&tx, &turbines, drift_window, st.dialect).await?;
-    // Merged in key order after the status rows.
-    if let (Some(sql), Some(fold)) = (&st.stats, &offered.intervals) {
-        crate::sink::stats::record(&tx, sql, fold, st.dialect).await?;
-    }
+    // The transaction's id (to ask how it ended if the answer to COMMIT is lost), the turbines'
+    // status, then the intervals' statistics, merged after the status rows in key order.
+    let xid = async {
+        tx.query_one(&st.xid, &[])
+            .await
+            .map(|row| row.get::<_, i64>(0))
+            .map_err(|e| Error::db("reading the transaction's id", e))
+    };
+    let status = health::record(&tx, &turbines, drift_window, st.dialect, st.status.as_ref());
+    let stats = async {
+        match (&st.stats, &offered.intervals) {
+            (Some(sql), Some(fold)) => {
+                let upsert = st.stats_upsert.as_ref();
+                crate::sink::stats::record(&tx, sql, fold, st.dialect, upsert).await
+            }
+            _ => Ok(()),
+        }
+    };
+    let xid = match st.dialect {
+        // One statement each: sent at once and answered in order, one round trip where three
+        // were (tokio-postgres pipelines the requests of futures polled together; `try_join3`
+        // polls them in this order, so the locks are taken in it, and the first error returned
+        // is the first statement's).
+        Dialect::Single => futures_util::future::try_join3(xid, status, stats).await?.0,
+        // Each may be several statements: interleaved, the status and statistics locks could be
+        // taken in different orders by two writers.
+        Dialect::Citus => {
+            let xid = xid.await?;
+            status.await?;
+            stats.await?;
+            xid
+        }
+    };
     record_rejected(&tx, st, &parts.rejected, &mut tally).await?;
     crate::sink::births::record(&tx, session, births).await?;
     if st.dialect.empties_staging() && !plan.staged.is_empty() {
@@ -714,7 +758,7 @@ async fn quarantine(
             "quarantining readings",
             q.len(),
             q.columns(),
-            (&st.quarantine, &arrays),
+            (Stmt::Prepared(&st.quarantine), &arrays),
             |n| quarantine_values(&st.quarantine_columns, n),
             |k, params: &mut Params<'_>| q.row_params(k, params),
         )

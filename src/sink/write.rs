@@ -195,7 +195,14 @@ impl Writer {
             Some(_) => maintain::load(&client).await?,
             None => Partitions::default(),
         };
-        Conn::prepare(client, partitions, self.signals.clone(), self.stats.clone()).await
+        Conn::prepare(
+            client,
+            partitions,
+            self.signals.clone(),
+            self.stats.clone(),
+            self.drift_window,
+        )
+        .await
     }
 
     /// One attempt at landing `items` in one transaction, bounded by the timeout. On an error
