@@ -305,6 +305,39 @@ async fn every_number_is_the_double_postgres_float8_input_gives() {
     );
 }
 
+/// Out of range both ways, and the edges beside: the decoder refuses a number exactly when
+/// PostgreSQL's `float8` input refuses it (a text that rounds to zero but is not zero, or past
+/// the largest double), and takes the rest as the same double.
+#[tokio::test]
+async fn a_number_is_refused_exactly_when_postgres_float8_refuses_it() {
+    let db = TestDb::create().await;
+    let c = db.client().await;
+    for t in [
+        "1e400",
+        "-1e400",
+        "1e-400",
+        "-1e-400",
+        "0.1e-400",
+        "2.4703282292062327e-324",
+        "2.4703282292062328e-324",
+        "4.9e-324",
+        "0e-400",
+        "0.0e999",
+        "-0",
+        "-0.0e-5",
+        "1.7976931348623158e308",
+        "1.7976931348623159e308",
+    ] {
+        let theirs = c
+            .query_one("SELECT $1::text::float8", &[&t])
+            .await
+            .ok()
+            .map(|r| r.get::<_, f64>(0).to_bits());
+        let ours = galewatch::core::number::parse_float8(t).map(f64::to_bits);
+        assert_eq!(ours, theirs, "{t}: decoder {ours:?}, PostgreSQL {theirs:?}");
+    }
+}
+
 fn reading(ts: &str, power: &str) -> String {
     format!(r#"{{"recorded_at":"{ts}","power_kw":{power}}}"#)
 }

@@ -26,6 +26,26 @@ pub fn parse_f64(text: &str) -> Option<f64> {
     }
 }
 
+/// The double PostgreSQL's `float8` input gives for a JSON number's text, or None where it
+/// refuses the text as out of range: past the largest double, or so close to zero that it
+/// rounds to zero although its digits are not all zero (`1e-400`; PostgreSQL's `float8in`
+/// refuses a result of zero or infinity that `strtod` flags as out of range, and keeps the
+/// subnormal ones). The standard parser alone would give infinity or zero for those.
+#[inline]
+pub fn parse_float8(text: &str) -> Option<f64> {
+    let v = parse_f64(text)?;
+    if !v.is_finite() {
+        return None;
+    }
+    if v == 0.0 {
+        let mantissa = text.split(['e', 'E']).next().unwrap_or_default();
+        if mantissa.bytes().any(|b| matches!(b, b'1'..=b'9')) {
+            return None;
+        }
+    }
+    Some(v)
+}
+
 /// The fast path: `-`? digits (`.` digits)? with at most 15 digits in all; None for anything
 /// else (an exponent, more digits, a stray byte), which the caller hands to the full parser.
 #[inline]
@@ -122,6 +142,37 @@ mod tests {
             "1 ",
         ] {
             same(t);
+        }
+    }
+
+    #[test]
+    fn what_postgresql_refuses_as_out_of_range_is_refused() {
+        for t in [
+            "1e400",
+            "-1e400",
+            "1e-400",
+            "-1e-400",
+            "2.4703282292062327e-324",
+            "0.1e-400",
+        ] {
+            assert_eq!(parse_float8(t), None, "{t}");
+        }
+        // Zero written as zero, and the subnormals, are taken.
+        for (t, v) in [
+            ("0", 0.0),
+            ("-0", -0.0),
+            ("0e-400", 0.0),
+            ("0.000e5", 0.0),
+            ("2.4703282292062328e-324", 5e-324),
+            ("5e-324", 5e-324),
+            ("2.2250738585072011e-308", 2.225_073_858_507_201e-308),
+            ("1.7976931348623157e308", f64::MAX),
+        ] {
+            assert_eq!(
+                parse_float8(t).map(f64::to_bits),
+                Some(f64::to_bits(v)),
+                "{t}"
+            );
         }
     }
 

@@ -177,8 +177,8 @@ pub fn value(s: &Signal, label: &str, raw: Raw<'_>) -> Result<(Datum, Option<Str
         };
     }
     match (s.kind, raw) {
-        (Kind::Float, Raw::Num(t)) => match number::parse_f64(&t) {
-            Some(v) if v.is_finite() => Ok(float(s, label, v)),
+        (Kind::Float, Raw::Num(t)) => match number::parse_float8(&t) {
+            Some(v) => Ok(float(s, label, v)),
             _ => Err((
                 Malformed,
                 format!("{label}: {t} is out of range for a double"),
