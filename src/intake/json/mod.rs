@@ -324,10 +324,20 @@ fn parse_top<'a>(
                 rules.limits.max_readings_per_message
             ),
         )),
-        Err(e) => Err((
-            RejectReason::Malformed,
-            format!("payload is not valid JSON: {e}"),
-        )),
+        Err(e) => Err((RejectReason::Malformed, not_json(text, &e))),
+    }
+}
+
+/// Why a payload is not JSON, in serde_json's words (which say where). A key is read as text
+/// (to match it), so a lone surrogate escape in one stops the parser with words about hex
+/// escapes: the escape is named too.
+fn not_json(text: &str, e: &serde_json::Error) -> String {
+    let words = e.to_string();
+    match lone_surrogate(text) {
+        Some(escape) if words.contains("escape") => format!(
+            "payload is not valid JSON: {words} (a key holds a lone surrogate escape {escape}, which encodes no character)"
+        ),
+        _ => format!("payload is not valid JSON: {words}"),
     }
 }
 
@@ -1260,6 +1270,22 @@ mod tests {
             assert!(
                 r.detail.starts_with("recorded_at: holds a lone surrogate"),
                 "{}",
+                r.detail
+            );
+        }
+        // In a key (read as text to match it): the whole message, the escape named.
+        for (key, escape) in [(r"n\ud800", r"\ud800"), (r"power_kw\udc00", r"\udc00")] {
+            let r = rejected(one(
+                T,
+                &format!(r#"{{"recorded_at":"2026-11-30T01:24:40Z","power_kw":1,"{key}":2}}"#),
+            ));
+            assert_eq!(r.reason, RejectReason::Malformed, "{key}: {r:?}");
+            assert!(
+                r.detail.starts_with("payload is not valid JSON: ")
+                    && r.detail.ends_with(&format!(
+                        "(a key holds a lone surrogate escape {escape}, which encodes no character)"
+                    )),
+                "{key}: {}",
                 r.detail
             );
         }
