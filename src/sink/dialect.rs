@@ -171,7 +171,7 @@ SELECT s.seq, {s_cols}
         what: &'static str,
         rows: usize,
         per_row: usize,
-        arrays: (Stmt<'_>, &[&'a (dyn ToSql + Sync)]),
+        arrays: (&Stmt, &[&'a (dyn ToSql + Sync)]),
         values: impl Fn(usize) -> String,
         row: impl Fn(usize, &mut Params<'a>),
     ) -> Result<Vec<Row>, Error> {
@@ -179,7 +179,7 @@ SELECT s.seq, {s_cols}
         match self {
             Dialect::Single => match arrays.0 {
                 Stmt::Prepared(s) => tx.query(s, arrays.1).await,
-                Stmt::Text(t) => tx.query(t, arrays.1).await,
+                Stmt::Text(t) => tx.query(t.as_str(), arrays.1).await,
             }
             .map_err(err),
             Dialect::Citus => {
@@ -199,13 +199,29 @@ SELECT s.seq, {s_cols}
     }
 }
 
-/// The statement a write runs on a single server: prepared once on the connection (a batch's
-/// statements are the same every time: preparing one again costs a round trip and the server a
-/// parse and a plan, each batch), or its text (where it is not prepared: unused on Citus).
-#[derive(Clone, Copy)]
-pub enum Stmt<'a> {
-    Prepared(&'a Statement),
-    Text(&'a str),
+/// The statement [`Dialect::write_rows`] runs over column arrays, made once a connection
+/// ([`Dialect::prepare`]).
+pub enum Stmt {
+    /// Prepared on the connection: a batch's statements are the same every time, and preparing
+    /// one again costs a round trip and the server a parse and a plan, each batch.
+    Prepared(Statement),
+    /// Its text: on Citus, where `write_rows` runs `values(n)` lists in its place.
+    Text(String),
+}
+
+impl Dialect {
+    /// `sql` as [`Dialect::write_rows`] will run it on this engine: prepared on a single server,
+    /// kept as text on Citus (which never runs it as given).
+    pub async fn prepare(
+        self,
+        client: &Client,
+        sql: String,
+    ) -> Result<Stmt, tokio_postgres::Error> {
+        match self {
+            Dialect::Single => client.prepare(&sql).await.map(Stmt::Prepared),
+            Dialect::Citus => Ok(Stmt::Text(sql)),
+        }
+    }
 }
 
 /// A multi-row `VALUES` list of `rows` rows, `per_row` parameters each, numbered row by row;

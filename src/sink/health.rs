@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Statement, Transaction};
+use tokio_postgres::Transaction;
 
 use crate::error::Error;
 use crate::sink::dialect::{Dialect, Params, Stmt};
@@ -218,7 +218,7 @@ pub async fn record(
     fold: &Fold,
     drift_window: Duration,
     dialect: Dialect,
-    prepared: Option<&Statement>,
+    upsert: &Stmt,
 ) -> Result<(), Error> {
     if fold.is_empty() {
         return Ok(());
@@ -238,14 +238,6 @@ pub async fn record(
         fu.push(t.future);
         o.push(t.min_offset);
     }
-    let text;
-    let upsert = match prepared {
-        Some(s) => Stmt::Prepared(s),
-        None => {
-            text = upsert_sql(drift_window);
-            Stmt::Text(&text)
-        }
-    };
     let arrays: [&(dyn ToSql + Sync); PER_ROW] = [&id, &f, &l, &r, &n, &d, &c, &fu, &o];
     dialect
         .write_rows(

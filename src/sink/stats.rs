@@ -985,7 +985,7 @@ pub async fn record(
     sql: &Sql,
     fold: &Fold<'_>,
     dialect: Dialect,
-    prepared: Option<&tokio_postgres::Statement>,
+    upsert: &Stmt,
 ) -> Result<(), Error> {
     if fold.is_empty() {
         return Ok(());
@@ -1036,13 +1036,7 @@ pub async fn record(
             "updating interval statistics",
             len,
             sql.per_row(),
-            (
-                match prepared {
-                    Some(s) => Stmt::Prepared(s),
-                    None => Stmt::Text(&sql.upsert),
-                },
-                &arrays,
-            ),
+            (upsert, &arrays),
             |rows| sql.upsert_values(rows),
             |r, params: &mut Params<'_>| {
                 params.extend([&turbine[r] as &(dyn ToSql + Sync), &start[r]]);

@@ -190,7 +190,7 @@ struct Prepared {
     insert: Statement,
     existing: Statement,
     future_stored: Statement,
-    quarantine: Statement,
+    quarantine: Stmt,
     rejected: Statement,
     /// The quarantine's columns and types (see [`quarantine_values`]).
     quarantine_columns: Vec<(String, String)>,
@@ -202,10 +202,10 @@ struct Prepared {
     signals: Signals,
     /// The interval statistics' statements, when each batch keeps them.
     stats: Option<crate::sink::stats::Sql>,
-    /// On a single server, the turbine status upsert (for the drift window it was prepared
-    /// with) and the statistics' upsert, prepared once.
-    status: Option<Statement>,
-    stats_upsert: Option<Statement>,
+    /// The turbine status upsert (for the drift window it was made with) and, when each batch
+    /// keeps statistics, theirs.
+    status: Stmt,
+    stats_upsert: Option<Stmt>,
     copy: String,
     copy_types: Vec<Type>,
 }
@@ -226,23 +226,21 @@ impl Conn {
         let insert = client.prepare(&sql.insert).await.map_err(err)?;
         let existing = client.prepare(&sql.existing).await.map_err(err)?;
         let future_stored = client.prepare(&sql.future_stored).await.map_err(err)?;
-        let quarantine = client.prepare(&sql.quarantine).await.map_err(err)?;
+        let quarantine = Stmt::Prepared(client.prepare(&sql.quarantine).await.map_err(err)?);
         let rejected = client.prepare(REJECTED_SQL).await.map_err(err)?;
         let xid = client.prepare("SELECT txid_current()").await.map_err(err)?;
-        let (status, stats_upsert) = match dialect {
-            Dialect::Single => (
-                Some(
-                    client
-                        .prepare(&health::upsert_sql(drift_window))
-                        .await
-                        .map_err(err)?,
-                ),
-                match &stats {
-                    Some(s) => Some(client.prepare(s.upsert()).await.map_err(err)?),
-                    None => None,
-                },
+        let status = dialect
+            .prepare(&client, health::upsert_sql(drift_window))
+            .await
+            .map_err(err)?;
+        let stats_upsert = match &stats {
+            Some(s) => Some(
+                dialect
+                    .prepare(&client, s.upsert().to_string())
+                    .await
+                    .map_err(err)?,
             ),
-            Dialect::Citus => (None, None),
+            None => None,
         };
         Ok(Conn {
             client,
@@ -559,11 +557,10 @@ pub(crate) async fn write_items(
             .map(|row| row.get::<_, i64>(0))
             .map_err(|e| Error::db("reading the transaction's id", e))
     };
-    let status = health::record(&tx, &turbines, drift_window, st.dialect, st.status.as_ref());
+    let status = health::record(&tx, &turbines, drift_window, st.dialect, &st.status);
     let stats = async {
-        match (&st.stats, &offered.intervals) {
-            (Some(sql), Some(fold)) => {
-                let upsert = st.stats_upsert.as_ref();
+        match (&st.stats, &st.stats_upsert, &offered.intervals) {
+            (Some(sql), Some(upsert), Some(fold)) => {
                 crate::sink::stats::record(&tx, sql, fold, st.dialect, upsert).await
             }
             _ => Ok(()),
@@ -758,7 +755,7 @@ async fn quarantine(
             "quarantining readings",
             q.len(),
             q.columns(),
-            (Stmt::Prepared(&st.quarantine), &arrays),
+            (&st.quarantine, &arrays),
             |n| quarantine_values(&st.quarantine_columns, n),
             |k, params: &mut Params<'_>| q.row_params(k, params),
         )
