@@ -972,7 +972,13 @@ fn simulate_cmd(runtime: &tokio::runtime::Runtime, args: SimulateArgs) -> ExitCo
         ..Default::default()
     };
     let broker = match settings.validate() {
-        Ok(c) => c.broker,
+        Ok(c) if c.brokers.list.len() > 1 => {
+            return config_error(config::ConfigError::new(
+                "mqtt_url",
+                "simulate publishes to one broker: give one URL (run one simulate per node to publish to several)",
+            ))
+        }
+        Ok(c) => c.brokers.list[0].clone(),
         Err(e) => return config_error(e),
     };
     runtime.block_on(publish_fleet(broker, args))

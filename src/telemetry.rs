@@ -27,6 +27,7 @@ pub const BATCH_SIZE_READINGS: &str = "galewatch_batch_size_readings";
 pub const BATCH_WRITE_SECONDS: &str = "galewatch_batch_write_duration_seconds";
 pub const ARRIVAL_TO_ACK_SECONDS: &str = "galewatch_arrival_to_ack_seconds";
 pub const BROKER_CONNECTED: &str = "galewatch_broker_connected";
+pub const BROKER_URL_POSITION: &str = "galewatch_broker_url_position";
 pub const READY: &str = "galewatch_ready";
 pub const RETAINED_CLEARS: &str = "galewatch_retained_clears_total";
 pub const DB_CONNECTED: &str = "galewatch_db_connected";
@@ -101,6 +102,7 @@ pub fn install(listen: SocketAddr) -> Result<(), Error> {
     )
     .set(1.0);
     metrics::gauge!(BROKER_CONNECTED).set(0.0);
+    metrics::gauge!(BROKER_URL_POSITION).set(0.0);
     metrics::gauge!(READY).set(0.0);
     metrics::counter!(RETAINED_CLEARS).increment(0);
     metrics::gauge!(DB_CONNECTED).set(0.0);
@@ -171,6 +173,7 @@ const FAMILIES: &[(Kind, &str, Option<Unit>, &str)] = &[
     (Kind::Histogram, BATCH_WRITE_SECONDS, Some(Unit::Seconds), "Time from COPY start to COMMIT of a batch, retries included."),
     (Kind::Histogram, ARRIVAL_TO_ACK_SECONDS, Some(Unit::Seconds), "Time from a message's arrival to its ack being queued."),
     (Kind::Gauge, BROKER_CONNECTED, None, "1 while connected to the broker, else 0."),
+    (Kind::Gauge, BROKER_URL_POSITION, None, "Which URL of mqtt_url the last connection was made to, from 1 (0 before the first): above 1, the daemon failed over to a later broker of the list."),
     (Kind::Gauge, DB_CONNECTED, None, "1 while any writer holds a database connection, else 0."),
     (Kind::Gauge, MESSAGES_UNACKED, None, "Messages received and not yet acknowledged."),
     (Kind::Gauge, BATCHES_PARKED, None, "Batches committed whose acks wait for an earlier batch still being written (database_writers > 1): acks leave in arrival order."),

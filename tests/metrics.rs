@@ -122,6 +122,11 @@ async fn the_scrape_parses_and_counts_exactly() {
     assert_eq!(value(&s, "galewatch_acks_sent_total", &[]), 7.0);
     assert!(value(&s, "galewatch_batches_committed_total", &[]) >= 1.0);
     assert_eq!(value(&s, "galewatch_broker_connected", &[]), 1.0);
+    assert_eq!(
+        value(&s, "galewatch_broker_url_position", &[]),
+        1.0,
+        "one URL: the first"
+    );
     assert_eq!(value(&s, "galewatch_db_connected", &[]), 1.0);
     assert_eq!(value(&s, "galewatch_messages_unacked", &[]), 0.0);
     assert_eq!(
@@ -181,6 +186,7 @@ async fn the_scrape_parses_and_counts_exactly() {
         "galewatch_ingest_lag_seconds",
         "galewatch_arrival_to_ack_seconds",
         "galewatch_broker_connected",
+        "galewatch_broker_url_position",
         "galewatch_db_connected",
         "galewatch_messages_unacked",
         "galewatch_oldest_unacked_message_age_seconds",

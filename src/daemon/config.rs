@@ -15,7 +15,6 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use figment::providers::{Env, Format, Serialized, Toml};
@@ -25,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::core::availability::Category;
 use crate::core::signals::{LegacyBounds, SignalSetting, Signals};
 use crate::intake::batch::IntakeGroup;
-use crate::intake::broker::{self, BrokerAddr};
+use crate::intake::broker::{self, Brokers};
 use crate::intake::json::{self, Rules, TimestampFormat};
 use crate::intake::sparkplug::intake::SparkplugGroup;
 use crate::intake::sparkplug::{Mapping, TimeFrom, TurbineFrom};
@@ -60,9 +59,13 @@ pub struct Settings {
     /// The database password, when it is not in `database_url` (or the server needs none). A
     /// secret: best given as a file (`GALEWATCH_DATABASE_PASSWORD_FILE`).
     pub database_password: Secret,
-    /// Broker URL, `mqtt://host[:port]`.
-    #[serde(deserialize_with = "scalar_string")]
+    /// Broker URL, `mqtt://host[:port]`, or several, comma-separated (a file may give a list):
+    /// the nodes of a cluster, or a primary and a standby.
+    #[serde(deserialize_with = "url_list")]
     pub mqtt_url: String,
+    /// The order the brokers of `mqtt_url` are tried in: `listed` or `random`.
+    #[serde(deserialize_with = "scalar_string")]
+    pub mqtt_url_order: String,
     /// Broker user name (empty: none).
     #[serde(deserialize_with = "scalar_string")]
     pub mqtt_username: String,
@@ -324,6 +327,7 @@ impl Default for Settings {
             database_ca_file: String::new(),
             database_password: Secret::default(),
             mqtt_url: "mqtt://127.0.0.1:1883".into(),
+            mqtt_url_order: "listed".into(),
             mqtt_username: String::new(),
             mqtt_password: Secret::default(),
             mqtt_ca_file: String::new(),
@@ -508,6 +512,7 @@ impl Settings {
     fn connection(&self) -> broker::Connection<'_> {
         broker::Connection {
             url: &self.mqtt_url,
+            order: &self.mqtt_url_order,
             username: &self.mqtt_username,
             password: &self.mqtt_password,
             ca_file: &self.mqtt_ca_file,
@@ -536,9 +541,8 @@ impl Settings {
 pub struct Config {
     pub settings: Settings,
     pub db: crate::sink::db::Database,
-    pub broker: BrokerAddr,
-    /// The broker connection's TLS configuration, for `mqtts://`.
-    pub mqtt_tls: Option<Arc<rustls::ClientConfig>>,
+    /// The brokers of `mqtt_url`, their order and their TLS.
+    pub brokers: Brokers,
     pub metrics_listen: SocketAddr,
     pub panel_listen: SocketAddr,
     pub rules: Rules,
@@ -551,8 +555,7 @@ impl Config {
     pub fn mqtt(&self) -> MqttGroup {
         let s = &self.settings;
         MqttGroup {
-            broker: self.broker.clone(),
-            tls: self.mqtt_tls.clone(),
+            brokers: self.brokers.clone(),
             client_id: s.mqtt_client_id.clone(),
             username: s.mqtt_username.clone(),
             password: s.mqtt_password.clone(),
@@ -1019,7 +1022,7 @@ impl Settings {
             self.database_password.expose(),
         )
         .map_err(blame)?;
-        let (broker, mqtt_tls) = self.connection().check().map_err(blame)?;
+        let brokers = self.connection().check().map_err(blame)?;
         self.session().check().map_err(blame)?;
         let (metrics_listen, panel_listen) = self.listeners()?;
         self.intake_group().check().map_err(blame)?;
@@ -1040,8 +1043,7 @@ impl Settings {
         Ok(Config {
             settings: self,
             db,
-            broker,
-            mqtt_tls,
+            brokers,
             metrics_listen,
             panel_listen,
             rules,
@@ -1207,6 +1209,32 @@ impl Settings {
 
 /// A string setting that also takes what an environment variable's text parses as: a client id
 /// `123` arrives from `GALEWATCH_MQTT_CLIENT_ID=123` as a number and is still meant as text.
+/// `mqtt_url`: one URL, several separated by commas, or (in a file) a list of them, kept as the
+/// comma-separated text `BrokerAddr::parse_list` reads.
+fn url_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    match OneOrMany::deserialize(d)? {
+        OneOrMany::One(s) => Ok(s),
+        OneOrMany::Many(list) if list.is_empty() => Err(serde::de::Error::custom(
+            "an empty list: name at least one broker",
+        )),
+        OneOrMany::Many(list) => {
+            if let Some(i) = list.iter().position(|u| u.contains(',')) {
+                return Err(serde::de::Error::custom(format!(
+                    "entry {} of the list holds a comma: give each URL as its own entry",
+                    i + 1
+                )));
+            }
+            Ok(list.join(","))
+        }
+    }
+}
+
 fn scalar_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
@@ -1327,6 +1355,7 @@ fn blame((setting, problem): (&'static str, String)) -> ConfigError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::intake::broker::BrokerAddr;
 
     #[test]
     fn durations_are_written_in_their_largest_whole_unit() {
@@ -1349,15 +1378,30 @@ mod tests {
     fn defaults_are_valid() {
         let c = Settings::default().validate().expect("defaults validate");
         assert_eq!(
-            c.broker,
-            BrokerAddr {
+            c.brokers.list,
+            [BrokerAddr {
                 host: "127.0.0.1".into(),
                 port: 1883,
                 tls: false,
-            }
+            }]
         );
+        assert_eq!(c.brokers.order, broker::Order::Listed);
         assert_eq!(c.db.config.get_dbname(), Some("galewatch"));
         assert_eq!(c.rules.turbine_level, Some(1));
+    }
+
+    #[test]
+    fn a_broker_list_reads_alike_as_text_and_as_a_list() {
+        let text = from_toml(&[r#"mqtt_url = "mqtt://n1:21881, mqtt://n2:21882""#]);
+        let list = from_toml(&[
+            r#"mqtt_url = ["mqtt://n1:21881", "mqtt://n2:21882"]"#,
+            r#"mqtt_url_order = "random""#,
+        ]);
+        let (a, b) = (text.validate().unwrap(), list.validate().unwrap());
+        assert_eq!(a.brokers.list, b.brokers.list);
+        assert_eq!(a.brokers.list.len(), 2);
+        assert_eq!(b.brokers.order, broker::Order::Random);
+        assert_eq!(a.mqtt().brokers.list[1].port, 21882);
     }
 
     /// The defaults with each of `layers` over the one before, as `load` reads a file.
@@ -1379,6 +1423,22 @@ mod tests {
             .extract::<Settings>()
             .expect_err(toml);
         from_figment(e)
+    }
+
+    #[test]
+    fn a_broker_list_that_does_not_parse_is_named() {
+        for (toml, says) in [
+            ("mqtt_url = []", "an empty list"),
+            (
+                r#"mqtt_url = ["mqtt://a,mqtt://b"]"#,
+                "entry 1 of the list holds a comma",
+            ),
+            ("mqtt_url = [1883]", "mqtt_url"),
+        ] {
+            let e = parse_error(toml);
+            assert_eq!(e.setting, "mqtt_url", "{toml}");
+            assert!(e.to_string().contains(says), "{toml}: {e}");
+        }
     }
 
     #[test]
@@ -1466,6 +1526,9 @@ mod tests {
         // can add (they once panicked).
         let cases = r#"
             mqtt_url = "http://x" | mqtt_url | unknown scheme
+            mqtt_url = "mqtt://a,mqtts://b" | mqtt_url | URL 2 of 2: is mqtts://
+            mqtt_url = ["mqtt://a", "mqtt://a"] | mqtt_url | names a:1883 again
+            mqtt_url_order = "round-robin" | mqtt_url_order | expected "listed" or "random"
             mqtt_topic = "turbines/#" | mqtt_topic | no `+` level
             mqtt_topic = "$share/g/turbines/+/readings" | mqtt_topic | set mqtt_share_group instead
             mqtt_share_group = " " | mqtt_share_group | white space

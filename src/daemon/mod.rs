@@ -98,7 +98,7 @@ async fn run_as(
     let s = &cfg.settings;
     let mut running = start(&cfg, &shutdown, &probe, leaving);
     tracing::info!(
-        broker = %format!("{}:{}", cfg.broker.host, cfg.broker.port),
+        brokers = %cfg.brokers.list.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
         client_id = %s.mqtt_client_id,
         subscription = %s.subscription(),
         "galewatch running"

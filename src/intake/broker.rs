@@ -19,8 +19,60 @@ pub struct BrokerAddr {
     pub tls: bool,
 }
 
+impl std::fmt::Display for BrokerAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
 impl BrokerAddr {
-    /// The address in `mqtt_url`: `mqtt://host[:port]` or `mqtts://…` (`tcp://`, `ssl://` too).
+    /// The brokers in `mqtt_url`: one URL, or several separated by commas (the nodes of a
+    /// cluster, or a primary and its standby), all `mqtt://` or all `mqtts://` (a list that mixed
+    /// them would fall back to plain text whenever the TLS brokers are down), none twice.
+    pub fn parse_list(s: &str) -> Result<Vec<BrokerAddr>, Problem> {
+        let entries: Vec<&str> = s.split(',').map(str::trim).collect();
+        let many = entries.len() > 1;
+        let mut out: Vec<BrokerAddr> = Vec::with_capacity(entries.len());
+        for (i, entry) in entries.iter().enumerate() {
+            let at = |p: String| {
+                if many {
+                    (
+                        "mqtt_url",
+                        format!("URL {} of {}: {p}", i + 1, entries.len()),
+                    )
+                } else {
+                    ("mqtt_url", p)
+                }
+            };
+            if entry.is_empty() {
+                return Err(at(if many {
+                    "is empty (a comma too many?)".into()
+                } else {
+                    "is empty; expected mqtt://host[:port] or mqtts://host[:port]".into()
+                }));
+            }
+            let b = BrokerAddr::parse(entry).map_err(|(_, p)| at(p))?;
+            if let Some(first) = out.first().filter(|f| f.tls != b.tls) {
+                let scheme = |tls| if tls { "mqtts://" } else { "mqtt://" };
+                return Err(at(format!(
+                    "is {} but URL 1 is {}: every broker in the list must use the same scheme, or the daemon would fall back to plain text while the TLS brokers are down",
+                    scheme(b.tls),
+                    scheme(first.tls)
+                )));
+            }
+            if out.contains(&b) {
+                return Err(at(format!("names {b} again")));
+            }
+            out.push(b);
+        }
+        Ok(out)
+    }
+
+    /// The address in one URL: `mqtt://host[:port]` or `mqtts://…` (`tcp://`, `ssl://` too).
     /// Errors never quote the URL: it could hold credentials.
     pub fn parse(s: &str) -> Result<BrokerAddr, Problem> {
         let bad = |p: String| ("mqtt_url", p);
@@ -54,9 +106,44 @@ impl BrokerAddr {
     }
 }
 
+/// In which order the brokers of `mqtt_url` are tried (`mqtt_url_order`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// From the first; each move goes to the next in the list, round to the first again.
+    Listed,
+    /// In a shuffled order, drawn again for each round: the daemons of a share group spread
+    /// over a cluster's nodes.
+    Random,
+}
+
+impl Order {
+    pub fn parse(s: &str) -> Result<Order, Problem> {
+        match s {
+            "listed" => Ok(Order::Listed),
+            "random" => Ok(Order::Random),
+            other => Err((
+                "mqtt_url_order",
+                format!("{other:?} is not an order; expected \"listed\" or \"random\""),
+            )),
+        }
+    }
+}
+
+/// The brokers to connect to, in which order, and the TLS they share.
+#[derive(Debug, Clone)]
+pub struct Brokers {
+    pub list: Vec<BrokerAddr>,
+    pub order: Order,
+    /// For `mqtts://`.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+}
+
 /// Where and as whom, as an operator writes it.
 pub struct Connection<'a> {
+    /// One URL or several, comma-separated.
     pub url: &'a str,
+    /// `listed` or `random`.
+    pub order: &'a str,
     pub username: &'a str,
     pub password: &'a Secret,
     pub ca_file: &'a str,
@@ -66,8 +153,10 @@ pub struct Connection<'a> {
 
 impl Connection<'_> {
     /// The broker's address and TLS, the credentials and TLS files checked against each other.
-    pub fn check(&self) -> Result<(BrokerAddr, Option<Arc<rustls::ClientConfig>>), Problem> {
-        let broker = BrokerAddr::parse(self.url)?;
+    pub fn check(&self) -> Result<Brokers, Problem> {
+        let list = BrokerAddr::parse_list(self.url)?;
+        let order = Order::parse(self.order)?;
+        let broker = &list[0];
         if !self.password.is_empty() && self.username.is_empty() {
             return Err(("mqtt_password", "is set but mqtt_username is not".into()));
         }
@@ -87,7 +176,11 @@ impl Connection<'_> {
             ));
         }
         if !broker.tls {
-            return Ok((broker, None));
+            return Ok(Brokers {
+                list,
+                order,
+                tls: None,
+            });
         }
         let ca = opt(self.ca_file);
         let client = cert.as_deref().zip(key.as_deref());
@@ -99,7 +192,11 @@ impl Connection<'_> {
             "mqtt_client_key_file",
         )
         .map_err(|e| (e.setting, e.problem))?;
-        Ok((broker, Some(Arc::new(tls))))
+        Ok(Brokers {
+            list,
+            order,
+            tls: Some(Arc::new(tls)),
+        })
     }
 }
 
@@ -264,6 +361,50 @@ mod tests {
         assert_eq!(setting, "mqtt_url");
         assert!(problem.contains("credentials"), "{problem}");
         assert!(!problem.contains("hunter2"), "{problem}");
+    }
+
+    #[test]
+    fn a_list_of_urls() {
+        let list = BrokerAddr::parse_list("mqtt://n1:21881, mqtt://n2:21882 ,tcp://[::1]").unwrap();
+        let shown: Vec<String> = list.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["n1:21881", "n2:21882", "[::1]:1883"]);
+        assert_eq!(
+            BrokerAddr::parse_list("mqtt://a").unwrap(),
+            [BrokerAddr::parse("mqtt://a").unwrap()],
+            "one URL is a list of one"
+        );
+        for (list, says) in [
+            ("", "is empty"),
+            ("mqtt://a,", "URL 2 of 2: is empty"),
+            (",mqtt://a", "URL 1 of 2: is empty"),
+            ("mqtt://a,,mqtt://b", "URL 2 of 3: is empty"),
+            (
+                "mqtt://a,mqtts://b",
+                "URL 2 of 2: is mqtts:// but URL 1 is mqtt://",
+            ),
+            ("mqtts://a,ssl://b,mqtt://c", "URL 3 of 3: is mqtt://"),
+            ("mqtt://a:1883,tcp://a", "URL 2 of 2: names a:1883 again"),
+            ("mqtt://a,http://b", "URL 2 of 2: unknown scheme"),
+            (
+                "mqtt://a,mqtt://u:secret@b",
+                "URL 2 of 2: holds credentials",
+            ),
+            ("mqtt://a mqtt://b", "not a URL"),
+        ] {
+            let (setting, problem) = BrokerAddr::parse_list(list).unwrap_err();
+            assert_eq!(setting, "mqtt_url");
+            assert!(problem.contains(says), "{list:?}: {problem}");
+            assert!(!problem.contains("secret"), "{problem}");
+        }
+    }
+
+    #[test]
+    fn orders() {
+        assert_eq!(Order::parse("listed"), Ok(Order::Listed));
+        assert_eq!(Order::parse("random"), Ok(Order::Random));
+        for bad in ["", "Random", "in_order", "round-robin"] {
+            assert_eq!(Order::parse(bad).map_err(|e| e.0), Err("mqtt_url_order"));
+        }
     }
 
     fn session<'a>(client_id: &'a str, topic: &'a str, share_group: &'a str) -> Session<'a> {

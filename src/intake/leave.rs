@@ -84,9 +84,29 @@ pub fn is_drained(no_session: bool, unsubscribed: bool, held: usize, quiet_for: 
 }
 
 /// Ends the member's session: a clean-start connection with a session expiry of 0 replaces it,
-/// and the DISCONNECT that follows leaves nothing behind on the broker.
+/// and the DISCONNECT that follows leaves nothing behind on the broker. With several brokers in
+/// `mqtt_url` (a cluster's nodes share the session), each in turn until one does it.
 pub async fn end_session(g: &MqttGroup) -> Result<(), Error> {
-    let mut opts = crate::intake::subscribe::connect_options(g);
+    let mut last = None;
+    for broker in &g.brokers.list {
+        match end_session_at(g, broker).await {
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                if g.brokers.list.len() > 1 {
+                    tracing::warn!(broker = %broker, error = %e, "could not end the session there; trying the next broker in mqtt_url");
+                }
+                last = Some(e);
+            }
+        }
+    }
+    Err(last.expect("mqtt_url names at least one broker"))
+}
+
+async fn end_session_at(
+    g: &MqttGroup,
+    broker: &crate::intake::broker::BrokerAddr,
+) -> Result<(), Error> {
+    let mut opts = crate::intake::subscribe::connect_options(g, broker);
     opts.set_clean_start(true)
         .set_session_expiry_interval(Some(0));
     let (client, mut eventloop) = AsyncClient::new(opts, 10);

@@ -2,10 +2,11 @@
 //! commits. [`subscribe`] takes it from the broker and has its format judge it ([`json`], or
 //! [`sparkplug`] for Sparkplug B), [`batch`] gathers the results, and [`ledger`] holds each
 //! message's acknowledgement until its batch has committed; [`leave`] hands a share group's
-//! session back; [`broker`] checks the connection's settings. It does not speak SQL: what it needs of the database is passed in.
+//! session back; [`broker`] checks the connection's settings and [`failover`] picks the broker of a list to connect to next. It does not speak SQL: what it needs of the database is passed in.
 
 pub mod batch;
 pub mod broker;
+pub mod failover;
 pub mod format;
 pub mod json;
 pub mod leave;

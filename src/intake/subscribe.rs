@@ -13,7 +13,6 @@
 //! on nor acknowledged. The broker keeps it in the persistent session and delivers it again to
 //! the next run.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -25,11 +24,12 @@ use rumqttc::Outgoing;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::backoff::{Backoff, Quiet};
+use crate::backoff::Quiet;
 use crate::core::outcome::Decoded;
 use crate::error::{Error, Refused};
 use crate::intake::batch::{Custody, Message};
-use crate::intake::broker::BrokerAddr;
+use crate::intake::broker::{BrokerAddr, Brokers};
+use crate::intake::failover::Failover;
 use crate::intake::format::judge::Limits;
 use crate::intake::format::{Context, Formats, Incoming, Judgement};
 use crate::intake::json::Rules;
@@ -42,9 +42,8 @@ use crate::telemetry;
 /// The broker connection and the subscription: what `subscribe.rs` is made from.
 #[derive(Debug, Clone)]
 pub struct MqttGroup {
-    pub broker: BrokerAddr,
-    /// For `mqtts://`.
-    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// The brokers of `mqtt_url`, their order and their TLS.
+    pub brokers: Brokers,
     pub client_id: String,
     pub username: String,
     pub password: Secret,
@@ -84,8 +83,11 @@ pub struct Subscriber {
     out: Option<mpsc::UnboundedSender<Message>>,
     /// Whether any connection succeeded yet: a TLS failure before that is a configuration error.
     ever_connected: bool,
-    /// `host:port`, for the log while no connection was ever made.
-    broker: String,
+    /// Which broker of `mqtt_url` the next connection goes to, and the wait before it.
+    failover: Failover,
+    /// Before any connection was made: the brokers (by position) that refused TLS or the
+    /// credentials. When all have, it is a setting to fix, and the run ends.
+    refused_before_connect: Vec<bool>,
     /// `mqtt_username` and `mqtt_client_id`, to say whom the broker refused.
     username: String,
     client_id: String,
@@ -97,7 +99,6 @@ pub struct Subscriber {
     short_lived: u32,
     /// That hint, once a minute at most.
     taken_over: Quiet,
-    backoff: Backoff,
     /// Set for `galewatch leave`: unsubscribe instead of subscribing, and report to the leaving
     /// run what arrives (see `leave.rs`).
     leaving: Option<std::sync::Arc<crate::intake::leave::Leaving>>,
@@ -144,7 +145,8 @@ impl Subscriber {
         out: mpsc::UnboundedSender<Message>,
         formats: Formats,
     ) -> (Subscriber, AsyncClient) {
-        let mut opts = connect_options(g);
+        let failover = Failover::new(g.brokers.list.clone(), g.brokers.order, rand::random());
+        let mut opts = connect_options(g, failover.current());
         opts.set_clean_start(false)
             .set_session_expiry_interval(Some(
                 u32::try_from(g.session_expiry.as_secs()).unwrap_or(u32::MAX),
@@ -172,14 +174,14 @@ impl Subscriber {
             keep_bytes: g.rejected_payload_keep_bytes,
             out: Some(out),
             ever_connected: false,
-            broker: format!("{}:{}", g.broker.host, g.broker.port),
+            refused_before_connect: vec![false; failover.len()],
+            failover,
             username: g.username.clone(),
             client_id: g.client_id.clone(),
             refusals: Quiet::new(Duration::from_secs(60)),
             connected_at: None,
             short_lived: 0,
             taken_over: Quiet::new(Duration::from_secs(60)),
-            backoff: Backoff::new(Duration::from_millis(200), Duration::from_secs(30)),
             leaving: None,
         };
         (sub, client)
@@ -265,11 +267,28 @@ impl Subscriber {
 
     /// A connection was made: tell the formats, then subscribe (or, leaving, unsubscribe).
     fn on_connack(&mut self, session_present: bool) {
-        self.backoff.reset();
+        self.failover.connected();
         self.ever_connected = true;
         self.connected_at = Some(std::time::Instant::now());
         metrics::gauge!(telemetry::BROKER_CONNECTED).set(1.0);
-        tracing::info!(session_present = session_present, "connected to the broker");
+        let position = self.failover.index() + 1;
+        metrics::gauge!(telemetry::BROKER_URL_POSITION).set(position as f64);
+        if self.failover.len() > 1 {
+            tracing::info!(
+                session_present = session_present,
+                broker = %self.failover.current(),
+                position = position,
+                of = self.failover.len(),
+                "connected to the broker (URL {position} of {} in mqtt_url)",
+                self.failover.len()
+            );
+        } else {
+            tracing::info!(
+                session_present = session_present,
+                broker = %self.failover.current(),
+                "connected to the broker"
+            );
+        }
         for f in self.formats.iter_mut() {
             f.connected(session_present);
         }
@@ -367,19 +386,37 @@ impl Subscriber {
                 format!("the connection was lost ({e}); another client with this client id (the member, still running?) may have taken the session: stop the member first, then run galewatch leave again (the session is kept)"),
             ));
         }
-        if !self.ever_connected && is_tls_failure(&e) {
-            return Err(Error::other(
-                "connecting to the broker over TLS (check mqtt_ca_file, the broker's host name, and mqtt_client_cert_file/mqtt_client_key_file)",
-                e,
-            ));
-        }
+        let tls_refused = !self.ever_connected && is_tls_failure(&e);
         let refused = crate::error::broker_refused(&e);
-        if let (Some(why), false) = (refused, self.ever_connected) {
-            // Nothing was taken from the broker yet, and the same credentials will be refused
-            // again: a setting to fix, exit 2 (once running, a refusal is waited out below).
-            let blame = self.blame(why);
-            return Err(Error::broker(self.connecting(), e).prefixed(blame));
+        if !self.ever_connected && (tls_refused || refused.is_some()) {
+            // Nothing was taken from a broker yet, and the same settings will be refused again:
+            // a setting to fix, exit 2, once every broker of the list has refused them (once
+            // running, a refusal is waited out below). One broker of several refusing goes on
+            // to the next.
+            self.refused_before_connect[self.failover.index()] = true;
+            if self.refused_before_connect.iter().all(|r| *r) {
+                if tls_refused {
+                    let e = Error::other(
+                        "connecting to the broker over TLS (check mqtt_ca_file, the broker's host name, and mqtt_client_cert_file/mqtt_client_key_file)",
+                        e,
+                    );
+                    return Err(if self.failover.len() > 1 {
+                        e.prefixed(format!(
+                            "every broker in mqtt_url refused TLS, the last {}",
+                            self.failover.current()
+                        ))
+                    } else {
+                        e
+                    });
+                }
+                if let Some(why) = refused {
+                    let blame = self.blame(why);
+                    return Err(Error::broker(self.connecting(), e).prefixed(blame));
+                }
+            }
         }
+        // Which broker failed, before moving on to the next.
+        let lost_from = self.failover.current().clone();
         let eventloop = &mut self.eventloop;
         // Under the epoch lock: drop any ack queued for the lost connection, so none
         // reaches the next one (rumqttc cleared the channel once already; an ack may
@@ -388,7 +425,12 @@ impl Subscriber {
         metrics::gauge!(telemetry::BROKER_CONNECTED).set(0.0);
         self.set_ready(false);
         metrics::counter!(telemetry::BROKER_RECONNECTS).increment(1);
-        let wait = self.backoff.next_delay();
+        let wait = self.failover.failed();
+        let next = self.failover.current().clone();
+        self.eventloop
+            .options
+            .set_broker_address(next.host.clone(), next.port);
+        let many = self.failover.len() > 1;
         // Lost within seconds of being made, three times running: Mosquitto closes the older
         // of two connections with one client id without a word.
         let brief = self
@@ -406,17 +448,23 @@ impl Subscriber {
         }
         if let Some(why) = refused {
             if self.refusals.due(std::time::Instant::now()) {
-                let e = Error::broker(self.connecting(), e).prefixed(self.blame(why));
-                tracing::error!(error = %e, retry_in = ?wait, "the broker refuses the credentials; retrying (logged once a minute)");
+                let e = Error::broker(connecting(&lost_from, &self.client_id), e)
+                    .prefixed(self.blame_at(why, &lost_from));
+                tracing::error!(error = %e, next = %next, retry_in = ?wait, "the broker refuses the credentials; retrying (logged once a minute)");
             }
+        } else if tls_refused {
+            tracing::error!(broker = %lost_from, error = %e, next = %next, retry_in = ?wait, "the broker refused TLS; trying the next in mqtt_url");
+        } else if self.ever_connected && many {
+            tracing::warn!(broker = %lost_from, error = %e, next = %next, retry_in = ?wait, "broker connection lost; trying the next in mqtt_url");
         } else if self.ever_connected {
-            tracing::warn!(error = %e, retry_in = ?wait, "broker connection lost");
+            tracing::warn!(broker = %lost_from, error = %e, retry_in = ?wait, "broker connection lost");
         } else {
             // Never connected: nothing was lost; say where it tried and which setting says so.
             tracing::warn!(
-                broker = %self.broker,
+                broker = %lost_from,
                 setting = %"mqtt_url",
                 error = %e,
+                next = %next,
                 retry_in = ?wait,
                 "broker not reachable yet"
             );
@@ -424,18 +472,20 @@ impl Subscriber {
         Ok(wait)
     }
 
-    /// What connecting to the broker is, for an error.
+    /// What connecting to the broker in use is, for an error.
     fn connecting(&self) -> String {
-        format!(
-            "connecting to the broker {} as client {} (mqtt_url, mqtt_client_id)",
-            self.broker, self.client_id
-        )
+        connecting(self.failover.current(), &self.client_id)
     }
 
-    /// The settings to blame when the broker refuses the credentials.
+    /// The settings to blame when the broker in use refuses the credentials.
     fn blame(&self, why: Refused) -> String {
+        self.blame_at(why, self.failover.current())
+    }
+
+    /// The settings to blame when `broker` refuses the credentials.
+    fn blame_at(&self, why: Refused, broker: &BrokerAddr) -> String {
         let password = crate::secret::given_as("mqtt_password");
-        let (broker, user) = (&self.broker, &self.username);
+        let user = &self.username;
         match (why, user.is_empty()) {
             (Refused::NotAuthorized, true) => format!("missing setting `mqtt_username` (GALEWATCH_MQTT_USERNAME) and `mqtt_password` ({password}): the broker {broker} lets no client in without them"),
             (_, true) => format!("missing setting `mqtt_username` (GALEWATCH_MQTT_USERNAME) and `mqtt_password` ({password}): the broker {broker} asks for a user name and password"),
@@ -529,12 +579,17 @@ impl Subscriber {
     }
 }
 
+/// What connecting to `broker` is, for an error.
+fn connecting(broker: &BrokerAddr, client_id: &str) -> String {
+    format!("connecting to the broker {broker} as client {client_id} (mqtt_url, mqtt_client_id)")
+}
+
 /// Who connects and how: the client id, the broker, keep-alive, TLS and credentials (what
 /// `leave.rs` needs too, to end the session as the same client).
-pub(crate) fn connect_options(g: &MqttGroup) -> MqttOptions {
-    let mut opts = MqttOptions::new(g.client_id.clone(), g.broker.host.clone(), g.broker.port);
+pub(crate) fn connect_options(g: &MqttGroup, broker: &BrokerAddr) -> MqttOptions {
+    let mut opts = MqttOptions::new(g.client_id.clone(), broker.host.clone(), broker.port);
     opts.set_keep_alive(g.keep_alive).set_connection_timeout(10);
-    if let Some(tls) = &g.tls {
+    if let Some(tls) = &g.brokers.tls {
         opts.set_transport(rumqttc::Transport::tls_with_config(
             rumqttc::TlsConfiguration::Rustls(tls.clone()),
         ));

@@ -595,7 +595,7 @@ impl InProcess {
             ..demo_settings()
         };
         let cfg = settings.validate().map_err(|e| Missing(e.to_string()))?;
-        let broker = cfg.broker.clone();
+        let broker = cfg.brokers.list[0].clone();
         let metrics_addr = cfg.metrics_listen;
 
         let signal = crate::daemon::shutdown_on_signal();
@@ -967,7 +967,9 @@ async fn broker_answers(url: &str) -> Result<(), Missing> {
     }
     .validate()
     .map_err(|e| Missing(e.to_string()))?
-    .broker;
+    .brokers
+    .list
+    .swap_remove(0);
     let addr = format!("{}:{}", broker.host, broker.port);
     let fix = "Start one there (apt-get install mosquitto), fix GALEWATCH_MQTT_URL, or unset it \
                and the demo starts a private Mosquitto.";

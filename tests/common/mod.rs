@@ -215,6 +215,12 @@ impl Broker {
             let _ = c.wait();
         }
     }
+
+    /// Starts a stopped broker again, on its port, from its persistence file.
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "the broker is running");
+        self.spawn();
+    }
 }
 
 impl Drop for Broker {

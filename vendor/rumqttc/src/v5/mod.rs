@@ -188,6 +188,15 @@ impl MqttOptions {
         (self.broker_addr.clone(), self.port)
     }
 
+    /// Galewatch patch: points the next connection at another broker (the event loop reads the
+    /// address on every (re)connect), for a client that fails over between the nodes of a cluster
+    /// or a primary and a standby. The transport (TLS or not) is left as it is.
+    pub fn set_broker_address<S: Into<String>>(&mut self, host: S, port: u16) -> &mut Self {
+        self.broker_addr = host.into();
+        self.port = port;
+        self
+    }
+
     pub fn set_last_will(&mut self, will: LastWill) -> &mut Self {
         self.last_will = Some(will);
         self

@@ -1,0 +1,203 @@
+//! Failover between the brokers of `mqtt_url` on Mosquitto: two independent brokers as a primary
+//! and a standby, the first of a list unreachable, and brokers that refuse the credentials.
+//! (A clustered broker's nodes: `tests/cluster.rs`.)
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Waits until the daemon reports a connection to URL `position` of its list and is ready;
+/// returns how long that took.
+fn wait_on(d: &mut Daemon, position: f64, within: Duration) -> Duration {
+    let start = Instant::now();
+    loop {
+        if let Some(m) = d.try_scrape() {
+            if sample(&m, "galewatch_broker_url_position") == position
+                && sample(&m, "galewatch_ready") == 1.0
+            {
+                return start.elapsed();
+            }
+        }
+        assert!(
+            start.elapsed() < within,
+            "not on URL {position} of mqtt_url within {within:?}:\n{}",
+            d.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// received = inserted + duplicate + quarantined + rejected, from the daemon's own metrics.
+fn assert_accounted(d: &Daemon) {
+    let m = d.scrape();
+    let received = sample(&m, "galewatch_readings_received_total");
+    let parts: f64 = [
+        "galewatch_readings_inserted_total",
+        "galewatch_readings_duplicate_total",
+        "galewatch_readings_quarantined_total",
+    ]
+    .iter()
+    .map(|s| sample(&m, s))
+    .sum();
+    assert_eq!(received, parts, "the metrics' account");
+}
+
+/// A primary and a standby: the daemon starts on the primary; the primary stops and the daemon is
+/// on the standby at once (no back-off); what was published to each broker lands once, including
+/// what the primary queued in the daemon's session there while the daemon was away, delivered
+/// when the standby stops and the daemon goes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_goes_to_the_standby_and_back_and_lands_what_each_broker_holds() {
+    let mut primary = Broker::start();
+    let mut standby = Broker::start();
+    let db = TestDb::create().await;
+    let mut d = Daemon::new(&primary, &db, "gw-failover");
+    d.env.insert(
+        "GALEWATCH_MQTT_URL".into(),
+        format!("{}, {}", primary.url(), standby.url()),
+    );
+    d.start();
+    wait_on(&mut d, 1.0, Duration::from_secs(20));
+
+    let all = fleet(30, 20, 10, "fo");
+    let (part1, rest) = all.split_at(20);
+    let (part2, part3) = rest.split_at(20);
+    publish(&primary, part1.to_vec()).await;
+    assert_stored_exactly(&db, &readings_in(part1), Duration::from_secs(20)).await;
+
+    primary.stop();
+    let took = wait_on(&mut d, 2.0, Duration::from_secs(10));
+    assert!(
+        took < Duration::from_secs(3),
+        "on the standby {took:?} after the primary stopped: that is the back-off, not a failover"
+    );
+    publish(&standby, part2.to_vec()).await;
+    assert_stored_exactly(&db, &readings_in(&all[..40]), Duration::from_secs(20)).await;
+
+    // The primary is back; the daemon stays on the standby, and the primary queues what is
+    // published there in the daemon's persistent session (its subscription was kept).
+    primary.start_again();
+    publish(&primary, part3.to_vec()).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        db.rows().await,
+        readings_in(&all[..40]).len() as i64,
+        "the daemon stays on the standby while it holds"
+    );
+    standby.stop();
+    wait_on(&mut d, 1.0, Duration::from_secs(10));
+    assert_stored_exactly(&db, &readings_in(&all), Duration::from_secs(20)).await;
+    assert_accounted(&d);
+    let log = d.log();
+    assert!(
+        log.contains("trying the next in mqtt_url")
+            && log.contains(&format!("next=127.0.0.1:{}", standby.port)),
+        "the move logged, naming where to:\n{log}"
+    );
+    assert!(
+        log.contains("connected to the broker (URL 2 of 2 in mqtt_url)")
+            && log.contains(&format!("broker=127.0.0.1:{}", standby.port)),
+        "which broker is used, logged:\n{log}"
+    );
+}
+
+/// The first URL answers nothing: the daemon is on the second at once, and the log names the
+/// first and the setting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_first_url_is_passed_over() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let dead = free_port();
+    let mut d = Daemon::new(&broker, &db, "gw-failover-dead-first");
+    d.env.insert(
+        "GALEWATCH_MQTT_URL".into(),
+        format!("mqtt://127.0.0.1:{dead},{}", broker.url()),
+    );
+    d.start();
+    let took = wait_on(&mut d, 2.0, Duration::from_secs(20));
+    let msgs = fleet(3, 4, 2, "fd");
+    publish(&broker, msgs.clone()).await;
+    assert_stored_exactly(&db, &readings_in(&msgs), Duration::from_secs(20)).await;
+    let log = d.log();
+    assert!(
+        log.contains("broker not reachable yet")
+            && log.contains(&format!("broker=127.0.0.1:{dead}"))
+            && log.contains("setting=mqtt_url"),
+        "{log}"
+    );
+    eprintln!("ready on the second URL {took:?} after start");
+}
+
+/// A broker of the list refusing the credentials is passed over for the next; only when every
+/// broker has refused them is it a setting to fix (exit 2, naming it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_credentials_exit_2_only_when_every_broker_refuses_them() {
+    let strict = Broker::start_with_auth(
+        &[("galewatch", "right-5d1c")],
+        "user galewatch\ntopic readwrite #\n",
+    );
+    let strict2 = Broker::start_with_auth(
+        &[("galewatch", "right-5d1c")],
+        "user galewatch\ntopic readwrite #\n",
+    );
+    let open = Broker::start();
+    let db = TestDb::create().await;
+
+    let mut d = Daemon::new(&strict, &db, "gw-failover-refused-one");
+    d.env.insert(
+        "GALEWATCH_MQTT_URL".into(),
+        format!("{},{}", strict.url(), open.url()),
+    );
+    d.start();
+    wait_on(&mut d, 2.0, Duration::from_secs(20));
+
+    let mut d = Daemon::new(&strict, &db, "gw-failover-refused-all");
+    d.env.insert(
+        "GALEWATCH_MQTT_URL".into(),
+        format!("{},{}", strict.url(), strict2.url()),
+    );
+    d.start();
+    let status = d.wait_exit(Duration::from_secs(20));
+    let log = d.log();
+    assert_eq!(status.code(), Some(2), "{log}");
+    assert!(
+        log.contains("missing setting `mqtt_username`"),
+        "names the setting:\n{log}"
+    );
+    assert!(
+        log.contains(&format!("127.0.0.1:{}", strict.port))
+            && log.contains(&format!("127.0.0.1:{}", strict2.port)),
+        "both refusals said:\n{log}"
+    );
+}
+
+/// A list that cannot be used is refused at start, naming the setting and the URL's place.
+#[test]
+fn a_bad_list_exits_2_naming_the_entry() {
+    for (list, says) in [
+        (
+            "mqtt://127.0.0.1:1,mqtts://127.0.0.1:2",
+            "URL 2 of 2: is mqtts://",
+        ),
+        ("mqtt://127.0.0.1:1,", "URL 2 of 2: is empty"),
+        (
+            "mqtt://127.0.0.1:1,mqtt://127.0.0.1:1",
+            "names 127.0.0.1:1 again",
+        ),
+    ] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_galewatch"))
+            .arg("settings")
+            .env_clear()
+            .env("GALEWATCH_MQTT_URL", list)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{list}: {err}");
+        assert!(
+            err.contains("mqtt_url") && err.contains(says),
+            "{list}: {err}"
+        );
+    }
+}
