@@ -17,6 +17,7 @@ use tokio_postgres::NoTls;
 pub mod citus;
 pub mod pgserver;
 pub mod proxy;
+pub mod rmqtt;
 pub mod sparkplug;
 
 /// Where the tests find PostgreSQL: a URL to its maintenance database.
@@ -461,10 +462,15 @@ impl Daemon {
 
     /// Settings for a daemon against this broker and database; change `env` before `start`.
     pub fn new(broker: &Broker, db: &TestDb, client_id: &str) -> Daemon {
+        Daemon::at(&broker.url(), db, client_id)
+    }
+
+    /// Settings for a daemon against the brokers of `mqtt_url` (one URL or a list).
+    pub fn at(mqtt_url: &str, db: &TestDb, client_id: &str) -> Daemon {
         let metrics_port = free_port();
         let mut env = BTreeMap::new();
         env.insert("GALEWATCH_DATABASE_URL".into(), db.url.clone());
-        env.insert("GALEWATCH_MQTT_URL".into(), broker.url());
+        env.insert("GALEWATCH_MQTT_URL".into(), mqtt_url.to_string());
         env.insert("GALEWATCH_MQTT_CLIENT_ID".into(), client_id.into());
         env.insert(
             "GALEWATCH_METRICS_LISTEN".into(),
@@ -783,6 +789,11 @@ where
 
 /// Publishes `(topic, payload)` messages at QoS 1 and waits for the broker's acks.
 pub async fn publish(broker: &Broker, messages: Vec<(String, Vec<u8>)>) {
+    publish_to(&broker.addr(), messages).await
+}
+
+/// [`publish`] to the broker at `addr`.
+pub async fn publish_to(addr: &BrokerAddr, messages: Vec<(String, Vec<u8>)>) {
     static SEQ: AtomicUsize = AtomicUsize::new(0);
     let id = format!(
         "test-pub-{}-{}",
@@ -790,7 +801,7 @@ pub async fn publish(broker: &Broker, messages: Vec<(String, Vec<u8>)>) {
         SEQ.fetch_add(1, Ordering::SeqCst)
     );
     let n = messages.len() as u64;
-    let report = galewatch::tools::simulate::publish_all(&broker.addr(), &id, messages)
+    let report = galewatch::tools::simulate::publish_all(addr, &id, messages)
         .await
         .expect("publish");
     assert_eq!(report.acked, n, "the broker acknowledged every publish");
