@@ -201,3 +201,62 @@ fn a_bad_list_exits_2_naming_the_entry() {
         );
     }
 }
+
+/// `galewatch leave` with a primary and a standby: each broker keeps a session of its own for the
+/// member, and leave lands and ends both. With one of them down it lands what it can, ends the
+/// session where it was held, and says (exit 1) which broker it could not reach, instead of
+/// claiming the member left nothing behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leave_visits_every_broker_and_names_one_it_cannot_reach() {
+    let mut a = Broker::start();
+    let mut b = Broker::start();
+    let db = TestDb::create().await;
+    // A plain subscription: Mosquitto forgets a shared subscription when it restarts (the
+    // session comes back, the share does not), and A restarts below.
+    let mut d = Daemon::new(&a, &db, "gw-failover-leave");
+    d.env.insert(
+        "GALEWATCH_MQTT_URL".into(),
+        format!("{},{}", a.url(), b.url()),
+    );
+    // A session on each broker: on A first, then on B after A stops.
+    d.start();
+    wait_on(&mut d, 1.0, Duration::from_secs(20));
+    a.stop();
+    wait_on(&mut d, 2.0, Duration::from_secs(10));
+    a.start_again();
+    d.terminate();
+    // Each broker deals the stopped member's session its messages.
+    let on_a = fleet(10, 10, 10, "LA");
+    let on_b = fleet(10, 10, 10, "LB");
+    publish(&a, on_a.clone()).await;
+    publish(&b, on_b.clone()).await;
+
+    let out = d.command(&["leave"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("landed 20 messages (200 readings)"),
+        "{stdout}"
+    );
+    let mut all = on_a.clone();
+    all.extend(on_b);
+    assert_stored_exactly(&db, &readings_in(&all), Duration::from_secs(10)).await;
+
+    // Sessions again on both, then B down: leave lands A's and names B.
+    d.start();
+    wait_on(&mut d, 1.0, Duration::from_secs(20));
+    d.terminate();
+    b.stop();
+    let out = d.command(&["leave"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(&format!("could not reach 127.0.0.1:{}", b.port))
+            && stdout.contains("run galewatch leave again when it is up"),
+        "{stdout}"
+    );
+}

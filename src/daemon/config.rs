@@ -1212,46 +1212,61 @@ impl Settings {
 /// `mqtt_url`: one URL, several separated by commas, or (in a file) a list of them, kept as the
 /// comma-separated text `BrokerAddr::parse_list` reads.
 fn url_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum OneOrMany {
-        One(String),
-        Many(Vec<String>),
-    }
-    match OneOrMany::deserialize(d)? {
-        OneOrMany::One(s) => Ok(s),
-        OneOrMany::Many(list) if list.is_empty() => Err(serde::de::Error::custom(
-            "an empty list: name at least one broker",
-        )),
-        OneOrMany::Many(list) => {
-            if let Some(i) = list.iter().position(|u| u.contains(',')) {
-                return Err(serde::de::Error::custom(format!(
-                    "entry {} of the list holds a comma: give each URL as its own entry",
-                    i + 1
-                )));
+    struct Urls;
+    impl<'de> serde::de::Visitor<'de> for Urls {
+        type Value = String;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a broker URL, several separated by commas, or a list of URLs")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<String, A::Error> {
+            let mut urls: Vec<String> = Vec::new();
+            while let Some(url) = seq.next_element::<String>()? {
+                if url.contains(',') {
+                    return Err(serde::de::Error::custom(format!(
+                        "entry {} of the list holds a comma: give each URL as its own entry",
+                        urls.len() + 1
+                    )));
+                }
+                urls.push(url);
             }
-            Ok(list.join(","))
+            if urls.is_empty() {
+                return Err(serde::de::Error::custom(
+                    "an empty list: name at least one broker",
+                ));
+            }
+            Ok(urls.join(","))
         }
     }
+    d.deserialize_any(Urls)
 }
 
 fn scalar_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Scalar {
-        S(String),
-        U(u64),
-        I(i64),
-        F(f64),
-        B(bool),
+    struct Scalar;
+    impl serde::de::Visitor<'_> for Scalar {
+        type Value = String;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("one value (text, a number or true/false), not a list or a table")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<String, E> {
+            Ok(v.to_string())
+        }
     }
-    Ok(match Scalar::deserialize(d)? {
-        Scalar::S(s) => s,
-        Scalar::U(u) => u.to_string(),
-        Scalar::I(i) => i.to_string(),
-        Scalar::F(f) => f.to_string(),
-        Scalar::B(b) => b.to_string(),
-    })
+    d.deserialize_any(Scalar)
 }
 
 /// A curve's points, `[[wind, power], ...]`: each exactly two numbers. Read as pairs by hand,
@@ -1433,10 +1448,16 @@ mod tests {
                 r#"mqtt_url = ["mqtt://a,mqtt://b"]"#,
                 "entry 1 of the list holds a comma",
             ),
-            ("mqtt_url = [1883]", "mqtt_url"),
+            ("mqtt_url = [1883]", "expected a string"),
+            (
+                "mqtt_url = 5",
+                "expected a broker URL, several separated by commas",
+            ),
+            ("mqtt_url = { a = 1 }", "expected a broker URL"),
         ] {
             let e = parse_error(toml);
-            assert_eq!(e.setting, "mqtt_url", "{toml}");
+            assert!(e.setting.starts_with("mqtt_url"), "{toml}: {}", e.setting);
+            assert_eq!(e.env, "GALEWATCH_MQTT_URL");
             assert!(e.to_string().contains(says), "{toml}: {e}");
         }
     }

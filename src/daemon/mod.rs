@@ -48,20 +48,49 @@ pub async fn run(cfg: Config, shutdown: CancellationToken, probe: Probe) -> Resu
     run_as(cfg, shutdown, probe, None).await
 }
 
-/// `galewatch leave`: retires this member of its share group for good (see `leave.rs`). Runs the
-/// pipeline on what the member's session still holds, stops when it has run dry, then ends the
-/// session. Interrupted (`shutdown`), it keeps the session and says so.
+/// `galewatch leave`: retires this member of its share group for good (see `leave.rs`), on every
+/// broker of `mqtt_url` in turn (independent brokers each keep a session of their own; on a
+/// cluster's nodes, the first ends the one they share and the rest find none). A broker not
+/// reached within `leave::REACH` is reported, not waited for. Interrupted (`shutdown`), it keeps
+/// the session and says so.
 pub async fn leave(cfg: Config, shutdown: CancellationToken) -> Result<leave::Report, Error> {
+    let mut report = leave::Report::default();
+    for broker in cfg.brokers.list.clone() {
+        let mut one = cfg.clone();
+        one.brokers.list = vec![broker.clone()];
+        match leave_one(one, &shutdown).await? {
+            Some((messages, readings, had_session)) => {
+                report.messages += messages;
+                report.readings += readings;
+                report.had_session |= had_session;
+            }
+            None => {
+                tracing::warn!(broker = %broker, "not reached within {:?}: a session of this member there, if any, is left as it was", leave::REACH);
+                report.unreached.push(broker);
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Leave on the one broker of `cfg`: what was landed from its session (messages, readings) and
+/// whether it held one, or nothing when it could not be reached.
+async fn leave_one(
+    cfg: Config,
+    shutdown: &CancellationToken,
+) -> Result<Option<(u64, u64, bool)>, Error> {
     let probe = Probe::default();
     let leaving = Arc::new(leave::Leaving::default());
     let drained = shutdown.child_token();
     let watcher = {
         let (probe, leaving, drained) = (probe.clone(), leaving.clone(), drained.clone());
         tokio::spawn(async move {
+            let started = std::time::Instant::now();
             let mut every = tokio::time::interval(Duration::from_millis(200));
             loop {
                 every.tick().await;
-                if leaving.drained(probe.unacked(), std::time::Instant::now()) {
+                let unreached = !leaving.was_connected() && started.elapsed() >= leave::REACH;
+                if unreached || leaving.drained(probe.unacked(), std::time::Instant::now()) {
                     drained.cancel();
                     return;
                 }
@@ -77,13 +106,13 @@ pub async fn leave(cfg: Config, shutdown: CancellationToken) -> Result<leave::Re
             "interrupted: the session is kept (run galewatch leave again)",
         ));
     }
-    leave::end_session(&cfg.mqtt()).await?;
+    if !leaving.was_connected() {
+        return Ok(None);
+    }
+    let g = cfg.mqtt();
+    leave::end_session(&g, &g.brokers.list[0]).await?;
     let t = probe.totals().committed;
-    Ok(leave::Report {
-        messages: t.messages,
-        readings: t.received,
-        had_session: !leaving.had_no_session(),
-    })
+    Ok(Some((t.messages, t.received, !leaving.had_no_session())))
 }
 
 async fn run_as(

@@ -30,6 +30,13 @@ impl std::fmt::Display for BrokerAddr {
 }
 
 impl BrokerAddr {
+    /// Whether two addresses name one broker as far as their text can tell: host names compared
+    /// without case and without a final dot (the same name to DNS).
+    fn same_broker(&self, other: &BrokerAddr) -> bool {
+        let name = |h: &str| h.trim_end_matches('.').to_ascii_lowercase();
+        self.port == other.port && name(&self.host) == name(&other.host)
+    }
+
     /// The brokers in `mqtt_url`: one URL, or several separated by commas (the nodes of a
     /// cluster, or a primary and its standby), all `mqtt://` or all `mqtts://` (a list that mixed
     /// them would fall back to plain text whenever the TLS brokers are down), none twice.
@@ -64,8 +71,8 @@ impl BrokerAddr {
                     scheme(first.tls)
                 )));
             }
-            if out.contains(&b) {
-                return Err(at(format!("names {b} again")));
+            if let Some(same) = out.iter().find(|o| o.same_broker(&b)) {
+                return Err(at(format!("names {same} again")));
             }
             out.push(b);
         }
@@ -95,6 +102,15 @@ impl BrokerAddr {
             .host_str()
             .filter(|h| !h.is_empty())
             .ok_or_else(|| bad("names no host".into()))?;
+        if url.port() == Some(0) {
+            return Err(bad("names port 0, where no broker listens".into()));
+        }
+        if !matches!(url.path(), "" | "/") || url.query().is_some() || url.fragment().is_some() {
+            return Err(bad(
+                "has a path, a query or a fragment; a broker's URL is mqtt://host[:port] (or mqtts://)"
+                    .into(),
+            ));
+        }
         Ok(BrokerAddr {
             host: host
                 .trim_start_matches('[')
@@ -365,7 +381,8 @@ mod tests {
 
     #[test]
     fn a_list_of_urls() {
-        let list = BrokerAddr::parse_list("mqtt://n1:21881, mqtt://n2:21882 ,tcp://[::1]").unwrap();
+        let list =
+            BrokerAddr::parse_list("mqtt://n1:21881, mqtt://n2:21882/ ,tcp://[::1]").unwrap();
         let shown: Vec<String> = list.iter().map(ToString::to_string).collect();
         assert_eq!(shown, ["n1:21881", "n2:21882", "[::1]:1883"]);
         assert_eq!(
@@ -384,6 +401,18 @@ mod tests {
             ),
             ("mqtts://a,ssl://b,mqtt://c", "URL 3 of 3: is mqtt://"),
             ("mqtt://a:1883,tcp://a", "URL 2 of 2: names a:1883 again"),
+            (
+                "mqtt://LOCALHOST:1,mqtt://localhost:1",
+                "URL 2 of 2: names LOCALHOST:1 again",
+            ),
+            (
+                "mqtt://a.example,mqtt://a.example.",
+                "names a.example:1883 again",
+            ),
+            ("mqtt://a:0", "port 0"),
+            ("mqtt://a:1883/some/path", "has a path"),
+            ("mqtt://a?x=1", "has a path, a query"),
+            ("mqtt://a#f", "a fragment"),
             ("mqtt://a,http://b", "URL 2 of 2: unknown scheme"),
             (
                 "mqtt://a,mqtt://u:secret@b",

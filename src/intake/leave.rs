@@ -33,6 +33,8 @@ pub struct Leaving {
     unsubscribed: AtomicBool,
     /// The broker had no session for this client id: there is nothing to land.
     no_session: AtomicBool,
+    /// A connection was made (whatever the broker held).
+    connected: AtomicBool,
     /// When the last message (or the UNSUBACK) arrived.
     last_event: Mutex<Instant>,
 }
@@ -42,6 +44,7 @@ impl Default for Leaving {
         Leaving {
             unsubscribed: AtomicBool::new(false),
             no_session: AtomicBool::new(false),
+            connected: AtomicBool::new(false),
             last_event: Mutex::new(Instant::now()),
         }
     }
@@ -55,6 +58,15 @@ impl Leaving {
 
     pub(crate) fn no_session(&self) {
         self.no_session.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn connected(&self) {
+        self.connected.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a connection to the broker was ever made.
+    pub fn was_connected(&self) -> bool {
+        self.connected.load(Ordering::SeqCst)
     }
 
     pub(crate) fn touch(&self) {
@@ -83,26 +95,12 @@ pub fn is_drained(no_session: bool, unsubscribed: bool, held: usize, quiet_for: 
     no_session || (unsubscribed && held == 0 && quiet_for >= QUIET)
 }
 
-/// Ends the member's session: a clean-start connection with a session expiry of 0 replaces it,
-/// and the DISCONNECT that follows leaves nothing behind on the broker. With several brokers in
-/// `mqtt_url` (a cluster's nodes share the session), each in turn until one does it.
-pub async fn end_session(g: &MqttGroup) -> Result<(), Error> {
-    let mut last = None;
-    for broker in &g.brokers.list {
-        match end_session_at(g, broker).await {
-            Ok(()) => return Ok(()),
-            Err(e) => {
-                if g.brokers.list.len() > 1 {
-                    tracing::warn!(broker = %broker, error = %e, "could not end the session there; trying the next broker in mqtt_url");
-                }
-                last = Some(e);
-            }
-        }
-    }
-    Err(last.expect("mqtt_url names at least one broker"))
-}
+/// How long `galewatch leave` tries to reach a broker before it reports it not reached.
+pub const REACH: Duration = Duration::from_secs(20);
 
-async fn end_session_at(
+/// Ends the member's session on `broker`: a clean-start connection with a session expiry of 0
+/// replaces it, and the DISCONNECT that follows leaves nothing behind there.
+pub async fn end_session(
     g: &MqttGroup,
     broker: &crate::intake::broker::BrokerAddr,
 ) -> Result<(), Error> {
@@ -135,12 +133,16 @@ async fn end_session_at(
         })?
 }
 
-/// What `galewatch leave` did, for its last line.
+/// What `galewatch leave` did, for its last lines.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Report {
     pub messages: u64,
     pub readings: u64,
+    /// Whether any broker held a session for the member.
     pub had_session: bool,
+    /// The brokers of `mqtt_url` that could not be reached within [`REACH`]: a session there (an
+    /// independent broker's) may remain.
+    pub unreached: Vec<crate::intake::broker::BrokerAddr>,
 }
 
 #[cfg(test)]

@@ -97,6 +97,8 @@ pub struct Subscriber {
     /// it: the mark of another client taking the session under the same client id.
     connected_at: Option<std::time::Instant>,
     short_lived: u32,
+    /// The broker of those brief connections.
+    brief_on: Option<BrokerAddr>,
     /// That hint, once a minute at most.
     taken_over: Quiet,
     /// Set for `galewatch leave`: unsubscribe instead of subscribing, and report to the leaving
@@ -181,6 +183,7 @@ impl Subscriber {
             refusals: Quiet::new(Duration::from_secs(60)),
             connected_at: None,
             short_lived: 0,
+            brief_on: None,
             taken_over: Quiet::new(Duration::from_secs(60)),
             leaving: None,
         };
@@ -293,6 +296,7 @@ impl Subscriber {
             f.connected(session_present);
         }
         if let Some(leaving) = &self.leaving {
+            leaving.connected();
             if !session_present {
                 // Nothing waits for this member (or the session was lost meanwhile).
                 leaving.no_session();
@@ -431,13 +435,24 @@ impl Subscriber {
             .options
             .set_broker_address(next.host.clone(), next.port);
         let many = self.failover.len() > 1;
-        // Lost within seconds of being made, three times running: Mosquitto closes the older
-        // of two connections with one client id without a word.
+        // Lost within seconds of being made, three times running, on one broker, with no failed
+        // attempt between: Mosquitto closes the older of two connections with one client id
+        // without a word. A broker that refuses or does not answer an attempt is failing (as is
+        // a list whose brokers die in turn), not another client taking the session.
+        let was_up = self.connected_at.is_some();
         let brief = self
             .connected_at
             .take()
             .is_some_and(|at| at.elapsed() < Duration::from_secs(5));
-        self.short_lived = if brief { self.short_lived + 1 } else { 0 };
+        let same_broker = self.brief_on.replace(lost_from.clone()) == Some(lost_from.clone());
+        self.short_lived = match (brief, same_broker || self.short_lived == 0) {
+            (true, true) => self.short_lived + 1,
+            (true, false) => 1,
+            (false, _) => 0,
+        };
+        if !was_up {
+            self.brief_on = None;
+        }
         if self.short_lived >= 3 && self.taken_over.due(std::time::Instant::now()) {
             tracing::error!(
                 client_id = ?self.client_id,
@@ -454,6 +469,10 @@ impl Subscriber {
             }
         } else if tls_refused {
             tracing::error!(broker = %lost_from, error = %e, next = %next, retry_in = ?wait, "the broker refused TLS; trying the next in mqtt_url");
+        } else if self.ever_connected && !was_up && many {
+            tracing::warn!(broker = %lost_from, error = %e, next = %next, retry_in = ?wait, "could not connect to the broker; trying the next in mqtt_url");
+        } else if self.ever_connected && !was_up {
+            tracing::warn!(broker = %lost_from, error = %e, retry_in = ?wait, "could not connect to the broker; retrying");
         } else if self.ever_connected && many {
             tracing::warn!(broker = %lost_from, error = %e, next = %next, retry_in = ?wait, "broker connection lost; trying the next in mqtt_url");
         } else if self.ever_connected {
