@@ -260,3 +260,39 @@ async fn leave_visits_every_broker_and_names_one_it_cannot_reach() {
         "{stdout}"
     );
 }
+
+/// A first broker that accepts the connection and never answers (a hung process, a proxy with
+/// nothing behind it) holds each attempt for `mqtt_connect_timeout`, then the daemon goes on to
+/// the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_that_never_answers_costs_the_connect_timeout() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let hole_port = hole.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in hole.incoming() {
+            held.push(s);
+        }
+    });
+    let mut d = Daemon::new(&broker, &db, "gw-failover-hole");
+    d.env.insert(
+        "GALEWATCH_MQTT_URL".into(),
+        format!("mqtt://127.0.0.1:{hole_port},{}", broker.url()),
+    );
+    d.env
+        .insert("GALEWATCH_MQTT_CONNECT_TIMEOUT".into(), "2s".into());
+    d.start();
+    let took = wait_on(&mut d, 2.0, Duration::from_secs(20));
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(6),
+        "on the second broker {took:?} after start, with a 2 s connect timeout:\n{}",
+        d.log()
+    );
+    assert!(
+        d.log().contains(&format!("broker=127.0.0.1:{hole_port}")),
+        "{}",
+        d.log()
+    );
+}

@@ -96,6 +96,10 @@ pub struct Settings {
     pub mqtt_session_expiry: Duration,
     #[serde(with = "exact_duration")]
     pub mqtt_keep_alive: Duration,
+    /// How long a connection attempt (TCP, TLS, CONNECT to CONNACK) may take before the next
+    /// broker is tried.
+    #[serde(with = "exact_duration")]
+    pub mqtt_connect_timeout: Duration,
     /// Receive Maximum advertised to the broker: messages it may send before the first ack.
     pub mqtt_receive_maximum: u16,
     /// Largest packet advertised to the broker. The broker silently drops larger messages for
@@ -338,6 +342,7 @@ impl Default for Settings {
             mqtt_share_group: String::new(),
             mqtt_session_expiry: Duration::from_secs(7 * 24 * 3600),
             mqtt_keep_alive: Duration::from_secs(30),
+            mqtt_connect_timeout: Duration::from_secs(10),
             mqtt_receive_maximum: 20_000,
             mqtt_max_packet_bytes: broker::MQTT_MAX_PACKET,
             metrics_listen: "127.0.0.1:9187".into(),
@@ -513,6 +518,7 @@ impl Settings {
         broker::Connection {
             url: &self.mqtt_url,
             order: &self.mqtt_url_order,
+            connect_timeout: self.mqtt_connect_timeout,
             username: &self.mqtt_username,
             password: &self.mqtt_password,
             ca_file: &self.mqtt_ca_file,
@@ -1570,6 +1576,9 @@ mod tests {
             batch_max_wait = "2h" | batch_max_wait | at most 1h
             batch_max_readings = 2199023255552 | batch_max_readings | 2^40
             mqtt_keep_alive = "100000s" | mqtt_keep_alive | 65535s
+            mqtt_connect_timeout = "0s" | mqtt_connect_timeout | whole seconds from 1s to 300s
+            mqtt_connect_timeout = "1500ms" | mqtt_connect_timeout | whole seconds
+            mqtt_connect_timeout = "301s" | mqtt_connect_timeout | to 300s
             mqtt_max_packet_bytes = 10 | mqtt_max_packet_bytes | max_message_bytes
             mqtt_topic = "turbines/+/re+ad" | mqtt_topic | stand alone
             readings_manage_partitions = false\nreadings_retention = "30d" | readings_retention | needs readings_manage_partitions

@@ -93,6 +93,7 @@ pub const SETTINGS: &[Entry] = &[
     e("mqtt_share_group", Broker, "Several daemons sharing the load: give them one group name (and each its own client id); they subscribe to $share/{group}/{mqtt_topic} and the broker deals each message to one of them. Empty: a plain subscription."),
     e("mqtt_session_expiry", Broker, "How long the broker keeps the session, and queues messages for it, while the daemon is away (if the broker's own queue limit allows). Keep it longer than any outage you expect to sit out."),
     e("mqtt_keep_alive", Broker, "MQTT keep-alive, from 5s to 65535s."),
+    e("mqtt_connect_timeout", Broker, "How long one connection attempt (TCP, TLS, CONNECT to CONNACK) may take before the daemon gives up on it and tries the next broker of mqtt_url (or the same one again): whole seconds, 1s to 300s. A broker that accepts connections but never answers costs this much an attempt."),
     e("mqtt_receive_maximum", Broker, "Messages the broker may send before the first ack (MQTT v5 Receive Maximum, at most 65535). Large, so a whole batch arrives before the first commit; not a memory bound (max_unacked_readings and max_unacked_bytes are)."),
     e("mqtt_max_packet_bytes", Broker, "Largest packet advertised to the broker, which silently drops bigger messages for this client; so it is the protocol maximum. Galewatch's own limit is max_message_bytes, and this may not be smaller."),
     e("metrics_listen", Listeners, "Address of the Prometheus endpoint, http://ADDR/metrics."),

@@ -152,6 +152,8 @@ pub struct Brokers {
     pub order: Order,
     /// For `mqtts://`.
     pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// `mqtt_connect_timeout`, whole seconds.
+    pub connect_timeout: Duration,
 }
 
 /// Where and as whom, as an operator writes it.
@@ -160,6 +162,8 @@ pub struct Connection<'a> {
     pub url: &'a str,
     /// `listed` or `random`.
     pub order: &'a str,
+    /// `mqtt_connect_timeout`.
+    pub connect_timeout: Duration,
     pub username: &'a str,
     pub password: &'a Secret,
     pub ca_file: &'a str,
@@ -172,6 +176,13 @@ impl Connection<'_> {
     pub fn check(&self) -> Result<Brokers, Problem> {
         let list = BrokerAddr::parse_list(self.url)?;
         let order = Order::parse(self.order)?;
+        let connect_timeout = self.connect_timeout;
+        if connect_timeout.subsec_nanos() != 0 || !(1..=300).contains(&connect_timeout.as_secs()) {
+            return Err((
+                "mqtt_connect_timeout",
+                "must be whole seconds from 1s to 300s".into(),
+            ));
+        }
         let broker = &list[0];
         if !self.password.is_empty() && self.username.is_empty() {
             return Err(("mqtt_password", "is set but mqtt_username is not".into()));
@@ -196,6 +207,7 @@ impl Connection<'_> {
                 list,
                 order,
                 tls: None,
+                connect_timeout,
             });
         }
         let ca = opt(self.ca_file);
@@ -212,6 +224,7 @@ impl Connection<'_> {
             list,
             order,
             tls: Some(Arc::new(tls)),
+            connect_timeout,
         })
     }
 }

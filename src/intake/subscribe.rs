@@ -607,7 +607,8 @@ fn connecting(broker: &BrokerAddr, client_id: &str) -> String {
 /// `leave.rs` needs too, to end the session as the same client).
 pub(crate) fn connect_options(g: &MqttGroup, broker: &BrokerAddr) -> MqttOptions {
     let mut opts = MqttOptions::new(g.client_id.clone(), broker.host.clone(), broker.port);
-    opts.set_keep_alive(g.keep_alive).set_connection_timeout(10);
+    opts.set_keep_alive(g.keep_alive)
+        .set_connection_timeout(g.brokers.connect_timeout.as_secs());
     if let Some(tls) = &g.brokers.tls {
         opts.set_transport(rumqttc::Transport::tls_with_config(
             rumqttc::TlsConfiguration::Rustls(tls.clone()),
