@@ -567,14 +567,17 @@ fn leave_cmd(runtime: &tokio::runtime::Runtime, config: Option<PathBuf>) -> Exit
         let shutdown = galewatch::daemon::shutdown_on_signal();
         tracing::info!(client_id = %client_id, subscription = %subscription, "leaving: resuming the member's session");
         match galewatch::daemon::leave(cfg, shutdown).await {
-            Ok(r) if !r.unreached.is_empty() => {
-                let unreached: Vec<String> = r.unreached.iter().map(ToString::to_string).collect();
+            Ok(r) if !r.left_behind.is_empty() => {
+                let list = |v: Vec<String>| v.join(", ");
+                let ended = if r.ended.is_empty() {
+                    String::new()
+                } else {
+                    format!(", ended its session on {}", list(r.ended.iter().map(ToString::to_string).collect()))
+                };
+                let left = list(r.left_behind.iter().map(|(b, why)| format!("{b} ({why})")).collect());
                 println!(
-                    "{client_id}: landed {} messages ({} readings) and ended the session where it was held, but could not reach {} within {}s: a session of this member there (an independent broker's) is left as it was; run galewatch leave again when it is up (a node of the same cluster shares the session, which is ended)",
-                    r.messages,
-                    r.readings,
-                    unreached.join(", "),
-                    galewatch::intake::leave::REACH.as_secs()
+                    "{client_id}: landed {} messages ({} readings){ended}; not done on {left}: a session of this member there, if any, is left as it was; run galewatch leave again when it is up",
+                    r.messages, r.readings
                 );
                 ExitCode::FAILURE
             }

@@ -255,8 +255,10 @@ async fn leave_visits_every_broker_and_names_one_it_cannot_reach() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
-        stdout.contains(&format!("could not reach 127.0.0.1:{}", b.port))
-            && stdout.contains("run galewatch leave again when it is up"),
+        stdout.contains(&format!(
+            "ended its session on 127.0.0.1:{}; not done on 127.0.0.1:{} (not reached within 20s)",
+            a.port, b.port
+        )) && stdout.contains("run galewatch leave again when it is up"),
         "{stdout}"
     );
 }

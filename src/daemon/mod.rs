@@ -55,30 +55,47 @@ pub async fn run(cfg: Config, shutdown: CancellationToken, probe: Probe) -> Resu
 /// the session and says so.
 pub async fn leave(cfg: Config, shutdown: CancellationToken) -> Result<leave::Report, Error> {
     let mut report = leave::Report::default();
+    // An attempt in progress is not cut short: give it its whole connect timeout.
+    let reach = leave::REACH.max(cfg.brokers.connect_timeout + Duration::from_secs(1));
     for broker in cfg.brokers.list.clone() {
         let mut one = cfg.clone();
         one.brokers.list = vec![broker.clone()];
-        match leave_one(one, &shutdown).await? {
-            Some((messages, readings, had_session)) => {
-                report.messages += messages;
-                report.readings += readings;
-                report.had_session |= had_session;
+        let o = leave_one(one, &shutdown, reach).await?;
+        report.messages += o.messages;
+        report.readings += o.readings;
+        report.had_session |= o.had_session;
+        let why = match (o.reached, o.end_error) {
+            (false, _) => format!("not reached within {}s", reach.as_secs()),
+            (true, Some(e)) => format!("could not end the session: {e}"),
+            (true, None) => {
+                if o.had_session {
+                    report.ended.push(broker);
+                }
+                continue;
             }
-            None => {
-                tracing::warn!(broker = %broker, "not reached within {:?}: a session of this member there, if any, is left as it was", leave::REACH);
-                report.unreached.push(broker);
-            }
-        }
+        };
+        tracing::warn!(broker = %broker, "{why}: a session of this member there, if any, is left as it was");
+        report.left_behind.push((broker, why));
     }
     Ok(report)
 }
 
-/// Leave on the one broker of `cfg`: what was landed from its session (messages, readings) and
-/// whether it held one, or nothing when it could not be reached.
+/// What leaving on one broker did.
+struct LeftOne {
+    messages: u64,
+    readings: u64,
+    reached: bool,
+    had_session: bool,
+    /// Reached, but the session could not be ended.
+    end_error: Option<Error>,
+}
+
+/// Leave on the one broker of `cfg`: lands what its session holds, then ends the session.
 async fn leave_one(
     cfg: Config,
     shutdown: &CancellationToken,
-) -> Result<Option<(u64, u64, bool)>, Error> {
+    reach: Duration,
+) -> Result<LeftOne, Error> {
     let probe = Probe::default();
     let leaving = Arc::new(leave::Leaving::default());
     let drained = shutdown.child_token();
@@ -89,7 +106,7 @@ async fn leave_one(
             let mut every = tokio::time::interval(Duration::from_millis(200));
             loop {
                 every.tick().await;
-                let unreached = !leaving.was_connected() && started.elapsed() >= leave::REACH;
+                let unreached = !leaving.was_connected() && started.elapsed() >= reach;
                 if unreached || leaving.drained(probe.unacked(), std::time::Instant::now()) {
                     drained.cancel();
                     return;
@@ -106,13 +123,21 @@ async fn leave_one(
             "interrupted: the session is kept (run galewatch leave again)",
         ));
     }
-    if !leaving.was_connected() {
-        return Ok(None);
-    }
-    let g = cfg.mqtt();
-    leave::end_session(&g, &g.brokers.list[0]).await?;
     let t = probe.totals().committed;
-    Ok(Some((t.messages, t.received, !leaving.had_no_session())))
+    let reached = leaving.was_connected();
+    let end_error = if reached {
+        let g = cfg.mqtt();
+        leave::end_session(&g, &g.brokers.list[0]).await.err()
+    } else {
+        None
+    };
+    Ok(LeftOne {
+        messages: t.messages,
+        readings: t.received,
+        reached,
+        had_session: reached && !leaving.had_no_session(),
+        end_error,
+    })
 }
 
 async fn run_as(

@@ -71,8 +71,8 @@ impl BrokerAddr {
                     scheme(first.tls)
                 )));
             }
-            if let Some(same) = out.iter().find(|o| o.same_broker(&b)) {
-                return Err(at(format!("names {same} again")));
+            if let Some(k) = out.iter().position(|o| o.same_broker(&b)) {
+                return Err(at(format!("names {b} again (URL {} is {})", k + 1, out[k])));
             }
             out.push(b);
         }
@@ -416,11 +416,11 @@ mod tests {
             ("mqtt://a:1883,tcp://a", "URL 2 of 2: names a:1883 again"),
             (
                 "mqtt://LOCALHOST:1,mqtt://localhost:1",
-                "URL 2 of 2: names LOCALHOST:1 again",
+                "URL 2 of 2: names localhost:1 again (URL 1 is LOCALHOST:1)",
             ),
             (
                 "mqtt://a.example,mqtt://a.example.",
-                "names a.example:1883 again",
+                "names a.example.:1883 again (URL 1 is a.example:1883)",
             ),
             ("mqtt://a:0", "port 0"),
             ("mqtt://a:1883/some/path", "has a path"),

@@ -140,9 +140,11 @@ pub struct Report {
     pub readings: u64,
     /// Whether any broker held a session for the member.
     pub had_session: bool,
-    /// The brokers of `mqtt_url` that could not be reached within [`REACH`]: a session there (an
-    /// independent broker's) may remain.
-    pub unreached: Vec<crate::intake::broker::BrokerAddr>,
+    /// The brokers whose session of the member was ended.
+    pub ended: Vec<crate::intake::broker::BrokerAddr>,
+    /// The brokers of `mqtt_url` not reached within [`REACH`] (or one connect timeout, if longer),
+    /// or whose session could not be ended, and why: a session there may remain.
+    pub left_behind: Vec<(crate::intake::broker::BrokerAddr, String)>,
 }
 
 #[cfg(test)]
