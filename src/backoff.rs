@@ -26,13 +26,18 @@ impl Backoff {
     pub fn next_delay(&mut self) -> Duration {
         let step = self.next;
         self.next = (self.next * 2).min(self.max);
-        step.mul_f64(rand::rng().random_range(0.8..=1.0))
+        jitter(step)
     }
 
     /// After a success: the next failure waits the shortest time again.
     pub fn reset(&mut self) {
         self.next = self.first;
     }
+}
+
+/// `step` drawn from 80–100 %: waits that do not line up across daemons.
+pub fn jitter(step: Duration) -> Duration {
+    step.mul_f64(rand::rng().random_range(0.8..=1.0))
 }
 
 /// At most one log line per `every` for a failure retried many times (the same refusal on each

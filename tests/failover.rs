@@ -53,10 +53,10 @@ async fn a_daemon_goes_to_the_standby_and_back_and_lands_what_each_broker_holds(
     let mut primary = Broker::start();
     let mut standby = Broker::start();
     let db = TestDb::create().await;
-    let mut d = Daemon::new(&primary, &db, "gw-failover");
-    d.env.insert(
-        "GALEWATCH_MQTT_URL".into(),
-        format!("{}, {}", primary.url(), standby.url()),
+    let mut d = Daemon::at(
+        &format!("{}, {}", primary.url(), standby.url()),
+        &db,
+        "gw-failover",
     );
     d.start();
     wait_on(&mut d, 1.0, Duration::from_secs(20));
@@ -110,10 +110,10 @@ async fn an_unreachable_first_url_is_passed_over() {
     let broker = Broker::start();
     let db = TestDb::create().await;
     let dead = free_port();
-    let mut d = Daemon::new(&broker, &db, "gw-failover-dead-first");
-    d.env.insert(
-        "GALEWATCH_MQTT_URL".into(),
-        format!("mqtt://127.0.0.1:{dead},{}", broker.url()),
+    let mut d = Daemon::at(
+        &format!("mqtt://127.0.0.1:{dead},{}", broker.url()),
+        &db,
+        "gw-failover-dead-first",
     );
     d.start();
     let took = wait_on(&mut d, 2.0, Duration::from_secs(20));
@@ -145,18 +145,18 @@ async fn refused_credentials_exit_2_only_when_every_broker_refuses_them() {
     let open = Broker::start();
     let db = TestDb::create().await;
 
-    let mut d = Daemon::new(&strict, &db, "gw-failover-refused-one");
-    d.env.insert(
-        "GALEWATCH_MQTT_URL".into(),
-        format!("{},{}", strict.url(), open.url()),
+    let mut d = Daemon::at(
+        &format!("{},{}", strict.url(), open.url()),
+        &db,
+        "gw-failover-refused-one",
     );
     d.start();
     wait_on(&mut d, 2.0, Duration::from_secs(20));
 
-    let mut d = Daemon::new(&strict, &db, "gw-failover-refused-all");
-    d.env.insert(
-        "GALEWATCH_MQTT_URL".into(),
-        format!("{},{}", strict.url(), strict2.url()),
+    let mut d = Daemon::at(
+        &format!("{},{}", strict.url(), strict2.url()),
+        &db,
+        "gw-failover-refused-all",
     );
     d.start();
     let status = d.wait_exit(Duration::from_secs(20));
@@ -213,10 +213,10 @@ async fn leave_visits_every_broker_and_names_one_it_cannot_reach() {
     let db = TestDb::create().await;
     // A plain subscription: Mosquitto forgets a shared subscription when it restarts (the
     // session comes back, the share does not), and A restarts below.
-    let mut d = Daemon::new(&a, &db, "gw-failover-leave");
-    d.env.insert(
-        "GALEWATCH_MQTT_URL".into(),
-        format!("{},{}", a.url(), b.url()),
+    let mut d = Daemon::at(
+        &format!("{},{}", a.url(), b.url()),
+        &db,
+        "gw-failover-leave",
     );
     // A session on each broker: on A first, then on B after A stops.
     d.start();
@@ -278,10 +278,10 @@ async fn a_broker_that_never_answers_costs_the_connect_timeout() {
             held.push(s);
         }
     });
-    let mut d = Daemon::new(&broker, &db, "gw-failover-hole");
-    d.env.insert(
-        "GALEWATCH_MQTT_URL".into(),
-        format!("mqtt://127.0.0.1:{hole_port},{}", broker.url()),
+    let mut d = Daemon::at(
+        &format!("mqtt://127.0.0.1:{hole_port},{}", broker.url()),
+        &db,
+        "gw-failover-hole",
     );
     d.env
         .insert("GALEWATCH_MQTT_CONNECT_TIMEOUT".into(), "2s".into());

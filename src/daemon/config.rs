@@ -1213,8 +1213,6 @@ impl Settings {
     }
 }
 
-/// A string setting that also takes what an environment variable's text parses as: a client id
-/// `123` arrives from `GALEWATCH_MQTT_CLIENT_ID=123` as a number and is still meant as text.
 /// `mqtt_url`: one URL, several separated by commas, or (in a file) a list of them, kept as the
 /// comma-separated text `BrokerAddr::parse_list` reads.
 fn url_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
@@ -1249,6 +1247,8 @@ fn url_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> 
     d.deserialize_any(Urls)
 }
 
+/// A string setting that also takes what an environment variable's text parses as: a client id
+/// `123` arrives from `GALEWATCH_MQTT_CLIENT_ID=123` as a number and is still meant as text.
 fn scalar_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     struct Scalar;
     impl serde::de::Visitor<'_> for Scalar {

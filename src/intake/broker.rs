@@ -202,28 +202,25 @@ impl Connection<'_> {
                 "TLS files are set but the URL is mqtt://; use mqtts://".into(),
             ));
         }
-        if !broker.tls {
-            return Ok(Brokers {
-                list,
-                order,
-                tls: None,
-                connect_timeout,
-            });
-        }
-        let ca = opt(self.ca_file);
-        let client = cert.as_deref().zip(key.as_deref());
-        let tls = crate::tls::client_config(
-            ca.as_deref(),
-            client,
-            "mqtt_ca_file",
-            "mqtt_client_cert_file",
-            "mqtt_client_key_file",
-        )
-        .map_err(|e| (e.setting, e.problem))?;
+        let tls = if broker.tls {
+            let ca = opt(self.ca_file);
+            let client = cert.as_deref().zip(key.as_deref());
+            let tls = crate::tls::client_config(
+                ca.as_deref(),
+                client,
+                "mqtt_ca_file",
+                "mqtt_client_cert_file",
+                "mqtt_client_key_file",
+            )
+            .map_err(|e| (e.setting, e.problem))?;
+            Some(Arc::new(tls))
+        } else {
+            None
+        };
         Ok(Brokers {
             list,
             order,
-            tls: Some(Arc::new(tls)),
+            tls,
             connect_timeout,
         })
     }

@@ -35,7 +35,7 @@ pub struct Failover {
 
 impl Failover {
     /// `brokers` is never empty (`BrokerAddr::parse_list` refuses an empty list); `seed` draws
-    /// the random order and the jitter of the moves within a round.
+    /// the random order.
     pub fn new(brokers: Vec<BrokerAddr>, order: Order, seed: u64) -> Failover {
         assert!(!brokers.is_empty(), "a failover needs at least one broker");
         let mut f = Failover {
@@ -99,7 +99,7 @@ impl Failover {
         if self.failures % self.brokers.len() == 0 {
             self.backoff.next_delay()
         } else {
-            FIRST_WAIT.mul_f64(self.rng.random_range(0.8..=1.0))
+            crate::backoff::jitter(FIRST_WAIT)
         }
     }
 }

@@ -274,24 +274,18 @@ impl Subscriber {
         self.ever_connected = true;
         self.connected_at = Some(std::time::Instant::now());
         metrics::gauge!(telemetry::BROKER_CONNECTED).set(1.0);
-        let position = self.failover.index() + 1;
+        let (position, of) = (self.failover.index() + 1, self.failover.len());
         metrics::gauge!(telemetry::BROKER_URL_POSITION).set(position as f64);
-        if self.failover.len() > 1 {
-            tracing::info!(
-                session_present = session_present,
-                broker = %self.failover.current(),
-                position = position,
-                of = self.failover.len(),
-                "connected to the broker (URL {position} of {} in mqtt_url)",
-                self.failover.len()
-            );
+        let which = if of > 1 {
+            format!(" (URL {position} of {of} in mqtt_url)")
         } else {
-            tracing::info!(
-                session_present = session_present,
-                broker = %self.failover.current(),
-                "connected to the broker"
-            );
-        }
+            String::new()
+        };
+        tracing::info!(
+            session_present = session_present,
+            broker = %self.failover.current(),
+            "connected to the broker{which}"
+        );
         for f in self.formats.iter_mut() {
             f.connected(session_present);
         }
@@ -444,15 +438,12 @@ impl Subscriber {
             .connected_at
             .take()
             .is_some_and(|at| at.elapsed() < Duration::from_secs(5));
-        let same_broker = self.brief_on.replace(lost_from.clone()) == Some(lost_from.clone());
-        self.short_lived = match (brief, same_broker || self.short_lived == 0) {
+        self.short_lived = match (brief, self.brief_on.as_ref() == Some(&lost_from)) {
+            (false, _) => 0,
             (true, true) => self.short_lived + 1,
             (true, false) => 1,
-            (false, _) => 0,
         };
-        if !was_up {
-            self.brief_on = None;
-        }
+        self.brief_on = brief.then(|| lost_from.clone());
         if self.short_lived >= 3 && self.taken_over.due(std::time::Instant::now()) {
             tracing::error!(
                 client_id = ?self.client_id,
@@ -469,14 +460,18 @@ impl Subscriber {
             }
         } else if tls_refused {
             tracing::error!(broker = %lost_from, error = %e, next = %next, retry_in = ?wait, "the broker refused TLS; trying the next in mqtt_url");
-        } else if self.ever_connected && !was_up && many {
-            tracing::warn!(broker = %lost_from, error = %e, next = %next, retry_in = ?wait, "could not connect to the broker; trying the next in mqtt_url");
-        } else if self.ever_connected && !was_up {
-            tracing::warn!(broker = %lost_from, error = %e, retry_in = ?wait, "could not connect to the broker; retrying");
-        } else if self.ever_connected && many {
-            tracing::warn!(broker = %lost_from, error = %e, next = %next, retry_in = ?wait, "broker connection lost; trying the next in mqtt_url");
         } else if self.ever_connected {
-            tracing::warn!(broker = %lost_from, error = %e, retry_in = ?wait, "broker connection lost");
+            let what = if was_up {
+                "broker connection lost"
+            } else {
+                "could not connect to the broker"
+            };
+            let then = if many {
+                "; trying the next in mqtt_url"
+            } else {
+                ""
+            };
+            tracing::warn!(broker = %lost_from, error = %e, next = %next, retry_in = ?wait, "{what}{then}");
         } else {
             // Never connected: nothing was lost; say where it tried and which setting says so.
             tracing::warn!(
