@@ -2,7 +2,7 @@
 //! data directory and port under a temporary directory, started with
 //! `shared_preload_libraries = 'citus'`, the workers added with `citus_add_node`; stopped and
 //! removed when dropped. Needs Citus built into the machine's PostgreSQL
-//! (`../shared/vendor/citus/install`, which `.ci/run` calls): without it the test fails, saying so.
+//! (`vendor/citus/build`, which `.ci/run` calls): without it the test fails, saying so.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -29,7 +29,7 @@ fn pg_bin() -> PathBuf {
     assert!(
         std::path::Path::new(&pkglib).join("citus.so").exists(),
         "Citus is not installed into this machine's PostgreSQL ({pkglib}/citus.so is missing): \
-         run ../shared/vendor/citus/install (as root; .ci/run does)"
+         run vendor/citus/build (as root; .ci/run does)"
     );
     bin
 }

@@ -1,7 +1,6 @@
 //! A private rmqtt raft cluster on loopback (rmqtt 0.24, an MQTT v5 broker that clusters), its
-//! configuration written by `../shared/vendor/rmqtt/cluster-config`; the tests start, kill and
-//! restart its nodes. `rmqttd` is built once per machine by `../shared/vendor/rmqtt/install`
-//! (`.ci/run` does it).
+//! configuration written by `vendor/rmqtt/cluster-config`; the tests start, kill and restart its
+//! nodes. `rmqttd` is built once per machine by `vendor/rmqtt/build` (`.ci/run` does it).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -15,23 +14,16 @@ fn rmqttd() -> PathBuf {
         PathBuf::from(std::env::var("RMQTTD").unwrap_or_else(|_| "/usr/local/bin/rmqttd".into()));
     assert!(
         p.exists(),
-        "{} is missing: the cluster tests need rmqttd, built once per machine by ../shared/vendor/rmqtt/install (about 10 minutes; .ci/run runs it)",
+        "{} is missing: the cluster tests need rmqttd, built once per machine by vendor/rmqtt/build (about 10 minutes; .ci/run runs it)",
         p.display()
     );
     p
 }
 
-/// The script that writes a cluster's configuration: `RMQTT_CLUSTER_CONFIG`, else the vendored one.
+/// The script that writes a cluster's configuration, carried in the repository.
 fn cluster_config() -> PathBuf {
-    let p = std::env::var("RMQTT_CLUSTER_CONFIG").map_or_else(
-        |_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/vendor/rmqtt/cluster-config"),
-        PathBuf::from,
-    );
-    assert!(
-        p.exists(),
-        "{} is missing (set RMQTT_CLUSTER_CONFIG to rmqtt's cluster-config script)",
-        p.display()
-    );
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("vendor/rmqtt/cluster-config");
+    assert!(p.exists(), "{} is missing", p.display());
     p
 }
 
