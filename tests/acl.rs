@@ -89,8 +89,14 @@ async fn a_turbine_publishes_only_its_own_topic() {
         "turbines/WTG-2/readings",
         &reading("WTG-2", 4),
     );
-    eventually(Duration::from_secs(20), "the allowed readings", || async {
+    eventually(Duration::from_secs(60), "the allowed readings", || async {
         db.rows().await == 2
+    })
+    .await;
+    // Counted once the batches have committed, just after their rows show: wait for the count
+    // too (a refused publish, had it been delivered, would have come before the allowed ones).
+    eventually(Duration::from_secs(60), "the messages counted", || async {
+        d.metric("galewatch_messages_received_total") >= 2.0
     })
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;

@@ -65,6 +65,16 @@ async fn availability_is_counted_exactly_and_told_everywhere() {
     // names (99: information unavailable); 300 never come.
     let width = galewatch::sink::stats::Width::new(Duration::from_secs(600)).unwrap();
     let until = width.start_of(Utc::now());
+    // In a day's first hour that hour crosses midnight: its readings would be split between the
+    // fleet page's yesterday and today (which only this month's cell holds, and not on the 1st).
+    // The hour before midnight then. The daemon's day of whole intervals, read from its own clock
+    // at or after this one, holds either.
+    let midnight = until.date_naive().and_hms_opt(0, 0, 0).unwrap().and_utc();
+    let until = if until - midnight < chrono::Duration::hours(1) {
+        midnight
+    } else {
+        until
+    };
     let since = until - chrono::Duration::hours(1);
     let at = |k: i64| since + chrono::Duration::seconds(2 * k);
     let status = |k: i64| match k {
@@ -83,7 +93,7 @@ async fn availability_is_counted_exactly_and_told_everywhere() {
     msgs.extend(messages("A-1", &[reading(at(1350), 1.0, 1)]));
     publish(&broker, msgs).await;
     eventually(
-        Duration::from_secs(30),
+        Duration::from_secs(60),
         "every reading received",
         || async { d.metric("galewatch_readings_received_total") == 1601.0 },
     )
@@ -148,14 +158,23 @@ async fn availability_is_counted_exactly_and_told_everywhere() {
     let expected = 1201.0 / (1201.0 + 100.0 + 99.0);
     d.terminate();
     d.start_ready();
-    eventually(
-        Duration::from_secs(20),
-        "the availability gauges",
-        || async { d.metric("galewatch_turbines_below_availability") == 1.0 },
-    )
-    .await;
-    let m = d.scrape();
+    // The watch sets the fleet's gauge, then the count below the bound, then each turbine's: wait
+    // for a scrape with all three.
     let near = |x: f64, y: f64| (x - y).abs() < 1e-12;
+    let m = scrape_when(&d, Duration::from_secs(60), |m| {
+        sample(m, "galewatch_turbines_below_availability") == 1.0
+            && near(sample(m, "galewatch_fleet_availability_ratio"), expected)
+            && near(
+                sample(m, r#"galewatch_turbine_availability_ratio{turbine="A-1"}"#),
+                expected,
+            )
+    })
+    .await;
+    assert_eq!(
+        sample(&m, "galewatch_turbines_below_availability"),
+        1.0,
+        "the availability gauges: {m}"
+    );
     assert!(
         near(sample(&m, "galewatch_fleet_availability_ratio"), expected),
         "{m}"
@@ -227,6 +246,8 @@ async fn the_fleet_page_keeps_closed_days_and_reads_today_live() {
     let broker = Broker::start();
     let db = TestDb::create().await;
     let (mut d, settings) = Daemon::ready_with(&broker, &db, "gw-avail-kept", SETTINGS);
+    // Today and yesterday as the panel reads them must stay the days of the readings below.
+    clear_of_midnight(Duration::from_secs(600)).await;
     let today = Utc::now()
         .date_naive()
         .and_hms_opt(0, 0, 0)

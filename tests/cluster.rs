@@ -89,21 +89,30 @@ async fn assert_stored_subset(db: &TestDb, sent: &[(String, Vec<u8>)]) -> usize 
 }
 
 /// The daemon's metrics: what it was delivered (received) equals what it stored plus the
-/// redeliveries it dropped as duplicates; returns (received, inserted, duplicate).
-fn account(d: &Daemon) -> (f64, f64, f64) {
-    let m = d.scrape();
-    let get = |s| sample(&m, s);
-    let (received, inserted, duplicate) = (
-        get("galewatch_readings_received_total"),
-        get("galewatch_readings_inserted_total"),
-        get("galewatch_readings_duplicate_total"),
-    );
+/// redeliveries it dropped as duplicates; returns (received, inserted, duplicate). A batch's
+/// counters move one by one just after its rows show (received first), so this waits (at most
+/// 60 s) for a scrape where they add up and `done(received, inserted, duplicate)` holds, and
+/// asserts on that one.
+async fn account(d: &Daemon, done: impl Fn(f64, f64, f64) -> bool) -> (f64, f64, f64) {
+    let figures = |m: &str| {
+        let get = |s| sample(m, s);
+        (
+            get("galewatch_readings_received_total"),
+            get("galewatch_readings_inserted_total"),
+            get("galewatch_readings_duplicate_total"),
+            total(m, "galewatch_readings_quarantined_total")
+                + total(m, "galewatch_readings_rejected_total"),
+        )
+    };
+    let m = scrape_when(d, Duration::from_secs(60), |m| {
+        let (received, inserted, duplicate, other) = figures(m);
+        received == inserted + duplicate + other && done(received, inserted, duplicate)
+    })
+    .await;
+    let (received, inserted, duplicate, other) = figures(&m);
     assert_eq!(
         received,
-        inserted
-            + duplicate
-            + get("galewatch_readings_quarantined_total")
-            + get("galewatch_readings_rejected_total"),
+        inserted + duplicate + other,
         "received = inserted + duplicate + quarantined + rejected"
     );
     (received, inserted, duplicate)
@@ -136,7 +145,7 @@ async fn readings_published_on_other_nodes_land_from_a_daemon_on_a_third() {
     assert_eq!(ra.acked + rb.acked, all.len() as u64);
     assert_stored_exactly(&db, &readings_in(&all), Duration::from_secs(60)).await;
     assert_no_collisions(&db).await;
-    let (received, inserted, _) = account(&d);
+    let (received, inserted, _) = account(&d, |r, i, _| (r, i) == (5_000.0, 5_000.0)).await;
     assert_eq!((received, inserted), (5_000.0, 5_000.0));
 }
 
@@ -160,7 +169,7 @@ async fn a_daemon_killed_and_restarted_on_another_node_loses_and_doubles_nothing
     assert_stored_exactly(&db, &readings_in(&all), Duration::from_secs(120)).await;
     assert_no_collisions(&db).await;
     eprintln!("killed at {killed_at} of 20,000 rows; the rest landed from node 2");
-    account(&d);
+    account(&d, |_, _, _| true).await;
 }
 
 /// A share group with members on nodes 1 and 2, the flood on node 3: one member killed mid-flood
@@ -191,7 +200,10 @@ async fn a_share_group_across_nodes_keeps_every_reading_once_through_a_kill() {
     assert_eq!(report.acked, all.len() as u64);
     assert_stored_exactly(&db, &readings_in(&all), Duration::from_secs(120)).await;
     assert_no_collisions(&db).await;
-    let shares: Vec<f64> = members.iter().map(|d| account(d).0).collect();
+    let mut shares = Vec::new();
+    for d in &members {
+        shares.push(account(d, |_, _, _| true).await.0);
+    }
     eprintln!("the survivor's share and the restarted member's: {shares:?}");
     assert!(shares[1] > 0.0, "the member on node 2 took a share");
 }
@@ -214,7 +226,7 @@ async fn the_raft_leader_killed_mid_flood_loses_nothing_held_elsewhere() {
     assert_stored_exactly(&db, &readings_in(&all), Duration::from_secs(120)).await;
     assert_no_collisions(&db).await;
     assert_eq!(position(&d), 1.0, "the daemon stayed on its node");
-    account(&d);
+    account(&d, |_, _, _| true).await;
     let new_leader = c.leader();
     eprintln!("leader {leader} killed; the survivors elected {new_leader}");
 }
@@ -244,9 +256,12 @@ async fn the_daemons_own_node_killed_mid_flood_it_moves_on_and_lands_what_the_br
         && d.try_scrape()
             .is_some_and(|m| sample(&m, "galewatch_ready") == 1.0))
     {
+        // The broker's own part is ~10 s (below), and the daemon's back-off grows while the
+        // other nodes refuse it meanwhile: 60 s leaves a loaded machine room and still catches a
+        // daemon left on its dead node.
         assert!(
-            killed.elapsed() < Duration::from_secs(15),
-            "the daemon is not on another node 15 s after its node died:\n{}\n{}",
+            killed.elapsed() < Duration::from_secs(60),
+            "the daemon is not on another node 60 s after its node died:\n{}\n{}",
             d.log(),
             c.log(leader)
         );
@@ -263,7 +278,7 @@ async fn the_daemons_own_node_killed_mid_flood_it_moves_on_and_lands_what_the_br
     let distinct = assert_stored_subset(&db, &all).await;
     assert_eq!(distinct as i64, stored);
     assert_no_collisions(&db).await;
-    let (received, inserted, duplicate) = account(&d);
+    let (received, inserted, duplicate) = account(&d, |_, i, _| i as i64 == stored).await;
     assert_eq!(
         inserted as i64, stored,
         "every reading stored was inserted by this run"
@@ -286,7 +301,7 @@ async fn the_daemons_own_node_killed_mid_flood_it_moves_on_and_lands_what_the_br
     let after = settled(&db, Duration::from_secs(3), Duration::from_secs(60)).await;
     assert_stored_subset(&db, &all).await;
     assert_no_collisions(&db).await;
-    account(&d);
+    account(&d, |_, _, _| true).await;
 
     eprintln!(
         "broker loss: node {on} killed mid-flood; the daemon on another node {moved:?} later; {stored} of {sent} readings stored ({:.1} % lost by the broker, acknowledged to the publisher); delivered {received}, of which {duplicate} redelivered duplicates; after the node's restart {after}",

@@ -160,8 +160,10 @@ async fn a_lost_commit_answer_is_settled_by_asking_the_database() {
         "GALEWATCH_DATABASE_URL".into(),
         format!("postgresql://postgres@127.0.0.1:{}/{}", proxy.port, db.name),
     );
+    // Long enough that no batch but the one whose answer is swallowed runs out of it on a loaded
+    // machine (another in-doubt batch would be settled, and logged, too).
     d.env
-        .insert("GALEWATCH_DB_WRITE_TIMEOUT".into(), "2s".into());
+        .insert("GALEWATCH_DB_WRITE_TIMEOUT".into(), "5s".into());
     d.env
         .insert("GALEWATCH_BATCH_MAX_READINGS".into(), "1000".into());
     d.start_ready();
@@ -181,7 +183,17 @@ async fn a_lost_commit_answer_is_settled_by_asking_the_database() {
         plan.len(),
         "every planned cut was made"
     );
-    let m = d.scrape();
+    // Received moves first of a batch's counters: wait for a scrape with all three.
+    let m = scrape_with(
+        &d,
+        Duration::from_secs(60),
+        &[
+            ("galewatch_readings_received_total", 6000.0),
+            ("galewatch_readings_inserted_total", 6000.0),
+            ("galewatch_readings_duplicate_total", 0.0),
+        ],
+    )
+    .await;
     assert_eq!(sample(&m, "galewatch_readings_received_total"), 6000.0);
     assert_eq!(
         sample(&m, "galewatch_readings_inserted_total"),

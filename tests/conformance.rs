@@ -400,8 +400,13 @@ struct Account {
 impl Account {
     /// From a scrape of `/metrics`: every reason the daemon exports, known to this file or not.
     fn of(d: &Daemon) -> Account {
+        Account::parse(&d.scrape())
+    }
+
+    /// From the text of a scrape (see [`Account::of`]).
+    fn parse(scrape: &str) -> Account {
         let mut a = Account::default();
-        for line in d.scrape().lines().filter(|l| !l.starts_with('#')) {
+        for line in scrape.lines().filter(|l| !l.starts_with('#')) {
             let Some((series, value)) = line.rsplit_once(' ') else {
                 continue;
             };
@@ -479,6 +484,11 @@ impl Account {
         a
     }
 
+    fn adds_up(&self) -> bool {
+        self.received
+            == self.inserted + self.duplicate + self.quarantined_total() + self.rejected_total()
+    }
+
     fn assert_adds_up(&self, what: &str) {
         assert_eq!(
             self.received,
@@ -498,7 +508,7 @@ async fn settle(d: &Daemon, n: u64) -> Account {
     )
     .await;
     eventually(
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         "every message acknowledged",
         || async { d.metric("galewatch_messages_unacked") == 0.0 },
     )
@@ -620,7 +630,7 @@ fn daemon<F: Format>(format: &F, broker: &Broker, db: &TestDb, id: &str, writers
 /// had received still counts, nothing commits later.
 async fn rows_after_the_kill(db: &TestDb) -> i64 {
     eventually(
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         "the killed daemon's connections ended",
         || async {
             admin_client()
@@ -875,12 +885,14 @@ async fn collisions<F: Format>() {
     let mut want = Account::default();
     let mut msgs = f.encode(kept);
     msgs.extend(f.encode(&other(kept)));
+    let mut delivered = msgs.len();
     publish(&broker, msgs).await;
     want.inserted(20);
     want.quarantined("collision", 20);
     // Sent again, both: duplicates (the collider of one already in quarantine).
     let mut msgs = f.encode(&other(kept));
     msgs.extend(f.encode(kept));
+    delivered += msgs.len();
     publish(&broker, msgs).await;
     want.duplicate(40);
     let mut got = settle(&d, want.received).await;
@@ -888,7 +900,14 @@ async fn collisions<F: Format>() {
 
     // From here the broker gets no acknowledgement from this daemon: the next readings and
     // their colliders commit, then the daemon is killed and the broker delivers them again.
-    tokio::time::sleep(Duration::from_millis(300)).await; // the acks so far through the proxy
+    // First the acks so far through the proxy (one a message delivered): the daemon handing them
+    // to its client is not their reaching the broker.
+    eventually(
+        Duration::from_secs(60),
+        "the acks so far through the proxy",
+        || async { proxy.acks_passed.load(Ordering::SeqCst) >= delivered },
+    )
+    .await;
     proxy.drop_acks.store(true, Ordering::SeqCst);
     let mut msgs = f.encode(later);
     msgs.extend(f.encode(&other(later)));
@@ -998,16 +1017,21 @@ async fn kill_9_mid_flood<F: Format>(writers: usize) {
 
     assert_stored_exactly(&db, &stored(&readings), Duration::from_secs(60)).await;
     let at_start = *kills.last().unwrap() as u64;
-    eventually(
-        Duration::from_secs(20),
-        "the last run's counters",
-        || async {
-            d.metric("galewatch_readings_inserted_total") >= (N as u64 - at_start) as f64
-                && d.metric("galewatch_messages_unacked") == 0.0
-        },
-    )
+    // The last run's counters, in one scrape where every message is acknowledged and they add up
+    // (a batch's counters move one by one after its commit).
+    let m = scrape_when(&d, Duration::from_secs(60), |m| {
+        let a = Account::parse(m);
+        a.inserted >= N as u64 - at_start
+            && sample(m, "galewatch_messages_unacked") == 0.0
+            && a.adds_up()
+    })
     .await;
-    let got = Account::of(&d);
+    assert_eq!(
+        sample(&m, "galewatch_messages_unacked"),
+        0.0,
+        "the last run acknowledged every message"
+    );
+    let got = Account::parse(&m);
     got.assert_adds_up("the last run's metrics");
     assert_eq!(
         got.inserted,
@@ -1097,13 +1121,17 @@ async fn share_group_member_killed<F: Format>() {
 
     let mut live = Account::default();
     for (i, d) in members.iter().enumerate() {
-        eventually(
-            Duration::from_secs(20),
-            "every message acknowledged",
-            || async { d.metric("galewatch_messages_unacked") == 0.0 },
-        )
+        // Every message acknowledged, and the counters of its last batch all moved.
+        let m = scrape_when(d, Duration::from_secs(60), |m| {
+            sample(m, "galewatch_messages_unacked") == 0.0 && Account::parse(m).adds_up()
+        })
         .await;
-        let a = Account::of(d);
+        assert_eq!(
+            sample(&m, "galewatch_messages_unacked"),
+            0.0,
+            "member {i}: every message acknowledged"
+        );
+        let a = Account::parse(&m);
         eprintln!("member {i}: {a:?}");
         a.assert_adds_up(&format!("member {i}"));
         assert!(a.received > 0, "member {i} took a share");

@@ -391,7 +391,20 @@ async fn a_leap_second_and_a_long_number_end_to_end() {
         d.metric("galewatch_readings_received_total") >= 6.0
     })
     .await;
-    let m = d.scrape();
+    // Received moves first of a batch's counters: wait for a scrape with the others too.
+    let m = scrape_with(
+        &d,
+        Duration::from_secs(60),
+        &[
+            ("galewatch_readings_inserted_total", 3.0),
+            (
+                r#"galewatch_readings_quarantined_total{reason="collision"}"#,
+                2.0,
+            ),
+            ("galewatch_readings_duplicate_total", 1.0),
+        ],
+    )
+    .await;
     assert_eq!(sample(&m, "galewatch_readings_inserted_total"), 3.0);
     assert_eq!(
         sample(

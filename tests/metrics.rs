@@ -62,9 +62,39 @@ async fn the_scrape_parses_and_counts_exactly() {
         d.metric("galewatch_readings_received_total") >= 7.0
     })
     .await;
-    // Let the 1 s gauge refresher and the histogram upkeep run once more.
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    let text = d.scrape();
+    // A batch's counters move one by one after its commit, its acks, the held gauges and the
+    // histograms after them (and the oldest-unacked age on a 1 s clock too): wait for a scrape
+    // where every figure asserted below has moved, and assert on that one.
+    let text = scrape_when(&d, Duration::from_secs(60), |m| {
+        [
+            ("galewatch_readings_received_total", 7.0),
+            ("galewatch_readings_inserted_total", 3.0),
+            ("galewatch_readings_duplicate_total", 1.0),
+            (
+                r#"galewatch_readings_quarantined_total{reason="collision"}"#,
+                1.0,
+            ),
+            (
+                r#"galewatch_readings_rejected_total{reason="malformed"}"#,
+                1.0,
+            ),
+            (
+                r#"galewatch_readings_rejected_total{reason="invalid_value"}"#,
+                1.0,
+            ),
+            ("galewatch_messages_received_total", 7.0),
+            ("galewatch_acks_sent_total", 7.0),
+            ("galewatch_messages_unacked", 0.0),
+            ("galewatch_oldest_unacked_message_age_seconds", 0.0),
+            ("galewatch_ingest_lag_seconds_count", 3.0),
+            ("galewatch_arrival_to_ack_seconds_count", 7.0),
+        ]
+        .iter()
+        .all(|(series, v)| sample(m, series) == *v)
+            && sample(m, "galewatch_batch_size_readings_count")
+                == sample(m, "galewatch_batches_committed_total")
+    })
+    .await;
     let s = parse(&text);
 
     assert_eq!(value(&s, "galewatch_readings_received_total", &[]), 7.0);

@@ -115,20 +115,45 @@ async fn a_signal_no_reading_carries_is_named_per_turbine() {
     // A restarted daemon looks at once: the gauge, and one line naming signal and turbines.
     d.terminate();
     d.start_ready();
-    eventually(
-        Duration::from_secs(20),
-        "the missing-signal gauge",
-        || async { d.metric(r#"galewatch_turbines_missing_signal{signal="gen_temp_c"}"#) == 3.0 },
+    // The watch sets the gauges signal by signal, then says it in its line: wait for the gauges
+    // asserted, then for the line.
+    let m = scrape_with(
+        &d,
+        Duration::from_secs(60),
+        &[
+            (
+                r#"galewatch_turbines_missing_signal{signal="gen_temp_c"}"#,
+                3.0,
+            ),
+            (
+                r#"galewatch_turbines_missing_signal{signal="rotor_rpm"}"#,
+                1.0,
+            ),
+        ],
     )
     .await;
     assert_eq!(
-        d.metric(r#"galewatch_turbines_missing_signal{signal="rotor_rpm"}"#),
+        sample(
+            &m,
+            r#"galewatch_turbines_missing_signal{signal="gen_temp_c"}"#
+        ),
+        3.0,
+        "the missing-signal gauge: {m}"
+    );
+    assert_eq!(
+        sample(
+            &m,
+            r#"galewatch_turbines_missing_signal{signal="rotor_rpm"}"#
+        ),
         1.0
     );
-    let m = d.scrape();
     assert!(
         m.contains(r#"galewatch_turbines_missing_signal{signal="power_kw"} 0"#),
         "every declared signal's series exists at 0: {m}"
+    );
+    d.wait_log(
+        |l| l.contains("declared signals missing from every reading"),
+        "the missing signals said",
     );
     let log = d.log();
     assert!(

@@ -162,12 +162,47 @@ async fn eight_outcomes(db: &TestDb, writers: usize) {
     // 17 single-item messages, an array of 2, an array of 3: 22 items.
     let expect_received = 22.0;
     eventually(
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         "every outcome committed",
         || async { d.metric("galewatch_readings_received_total") >= expect_received },
     )
     .await;
-    let m = d.scrape();
+    // Received moves first of a batch's counters: wait for a scrape where every one asserted
+    // below has moved too.
+    let m = scrape_with(
+        &d,
+        Duration::from_secs(60),
+        &[
+            ("galewatch_readings_received_total", expect_received),
+            ("galewatch_readings_inserted_total", 6.0),
+            ("galewatch_readings_duplicate_total", 4.0),
+            (
+                r#"galewatch_readings_quarantined_total{reason="collision"}"#,
+                2.0,
+            ),
+            (
+                r#"galewatch_readings_quarantined_total{reason="future_timestamp"}"#,
+                1.0,
+            ),
+            (
+                r#"galewatch_readings_rejected_total{reason="malformed"}"#,
+                6.0,
+            ),
+            (
+                r#"galewatch_readings_rejected_total{reason="invalid_value"}"#,
+                1.0,
+            ),
+            (
+                r#"galewatch_readings_rejected_total{reason="identity_mismatch"}"#,
+                1.0,
+            ),
+            (
+                r#"galewatch_readings_rejected_total{reason="too_large"}"#,
+                1.0,
+            ),
+        ],
+    )
+    .await;
     let inserted = sample(&m, "galewatch_readings_inserted_total");
     let duplicate = sample(&m, "galewatch_readings_duplicate_total");
     let collision = sample(
@@ -430,9 +465,25 @@ async fn race(db: &TestDb, rounds: usize, writers: usize) {
             "round {round}: each quarantined reading sits beside the value that won"
         );
     }
-    let (ma, mb) = (a.scrape(), b.scrape());
-    let total = |name: &str| sample(&ma, name) + sample(&mb, name);
+    // Received moves first of a batch's counters: wait for scrapes where the others have too.
     let n = (KEYS * rounds) as f64;
+    let settled = |ma: &str, mb: &str| {
+        let total = |name: &str| sample(ma, name) + sample(mb, name);
+        total("galewatch_readings_received_total") >= 2.0 * n
+            && total("galewatch_readings_inserted_total")
+                + total(r#"galewatch_readings_quarantined_total{reason="collision"}"#)
+                + total("galewatch_readings_duplicate_total")
+                >= 2.0 * n
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let (ma, mb) = loop {
+        let (ma, mb) = (a.scrape(), b.scrape());
+        if settled(&ma, &mb) || std::time::Instant::now() >= deadline {
+            break (ma, mb);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let total = |name: &str| sample(&ma, name) + sample(&mb, name);
     assert_eq!(total("galewatch_readings_received_total"), 2.0 * n);
     assert_eq!(total("galewatch_readings_inserted_total"), n);
     assert_eq!(

@@ -73,6 +73,8 @@ async fn partitions_are_made_ahead_and_on_demand_on_a_citus_cluster() {
 async fn on_demand(db: &TestDb) {
     let broker = Broker::start();
     let mut d = Daemon::new(&broker, db, "gw-partitions");
+    // The maintenance pass makes its days ahead from its own clock, read after this.
+    let started = Utc::now();
     d.start_ready();
 
     let now = Utc::now();
@@ -94,7 +96,14 @@ async fn on_demand(db: &TestDb) {
         db.rows().await == 5
     })
     .await;
-    assert_eq!(d.metric("galewatch_readings_inserted_total"), 5.0);
+    // Counted just after the rows show: wait for the count.
+    let m = scrape_with(
+        &d,
+        Duration::from_secs(60),
+        &[("galewatch_readings_inserted_total", 5.0)],
+    )
+    .await;
+    assert_eq!(sample(&m, "galewatch_readings_inserted_total"), 5.0);
 
     let homes = homes(db).await;
     assert_eq!(
@@ -112,12 +121,16 @@ async fn on_demand(db: &TestDb) {
     // Made ahead: today and the next three days (the pass that makes them runs beside the
     // writer; on a cluster each one is distributed DDL, so it may end after the readings land).
     eventually(
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         "the maintenance pass done",
         || async { d.metric("galewatch_maintenance_last_success_timestamp_seconds") > 0.0 },
     )
     .await;
-    for days in 0..=3 {
+    // Its today is by its own clock: the day the daemon started on, or a later one if midnight
+    // passed meanwhile. Either way, `now`'s day (which holds a reading) to three days after
+    // `started`'s are made.
+    let ahead = (started.date_naive() - now.date_naive()).num_days() + 3;
+    for days in 0..=ahead {
         let name = day_name(now + chrono::Duration::days(days));
         assert_eq!(
             db.count(&format!(
@@ -217,11 +230,16 @@ async fn retention(db: &TestDb) {
     d.env
         .insert("GALEWATCH_READINGS_RETENTION".into(), "30days".into());
     d.start_ready();
-    eventually(Duration::from_secs(20), "retention ran", || async {
+    eventually(Duration::from_secs(60), "retention ran", || async {
         d.metric("galewatch_partitions_dropped_total") == 1.0
             && d.metric(r#"galewatch_retention_deleted_rows_total{table="rejected"}"#) >= 12_000.0
     })
     .await;
+    // The pass says what it did once it has done all of it.
+    d.wait_log(
+        |l| l.contains("retention: old quarantine and rejected entries deleted"),
+        "the retention pass logged",
+    );
 
     let left: Vec<_> = homes(db).await.into_iter().map(|(t, _)| t).collect();
     assert_eq!(
@@ -405,6 +423,16 @@ async fn migrate_shards_an_existing_database_in_place_keeping_every_row() {
         d.metric("galewatch_readings_received_total") == 2.0
     })
     .await;
-    assert_eq!(d.metric("galewatch_readings_duplicate_total"), 1.0);
-    assert_eq!(d.metric("galewatch_readings_inserted_total"), 1.0);
+    // Received moves first of a batch's counters: wait for the others.
+    let m = scrape_with(
+        &d,
+        Duration::from_secs(60),
+        &[
+            ("galewatch_readings_duplicate_total", 1.0),
+            ("galewatch_readings_inserted_total", 1.0),
+        ],
+    )
+    .await;
+    assert_eq!(sample(&m, "galewatch_readings_duplicate_total"), 1.0);
+    assert_eq!(sample(&m, "galewatch_readings_inserted_total"), 1.0);
 }

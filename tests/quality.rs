@@ -54,26 +54,33 @@ async fn completeness_flags_and_directions_are_told_exactly() {
     let (mut d, settings) = Daemon::ready_with(&broker, &db, "gw-quality", SETTINGS);
     let config = settings.path.clone();
 
-    // The last hour of whole 10-minute intervals, as the daemon's watch reads it.
+    // The last hour of whole 10-minute intervals, as the daemon's watch reads it when the test
+    // starts. The watch reads its window from the clock again after the restart below: should a
+    // 10-minute boundary pass meanwhile, its hour ends 10 minutes later. Q-1's interval is the
+    // hour's second, inside both; the expected gauges are worked out for whichever hour the
+    // daemon read (`expected_gauges`).
     let width = galewatch::sink::stats::Width::new(Duration::from_secs(600)).unwrap();
     let until = width.start_of(Utc::now());
     let since = until - chrono::Duration::hours(1);
     let at = |s: i64| since + chrono::Duration::seconds(s);
-    // Q-1: 150 readings 4 s apart in the hour's first interval (300 expected there, 1,800 in the
-    // hour), its power frozen at 1500, one wind speed past the soft bound, its nacelle swinging
-    // between 350° and 10°.
+    // Q-1: 150 readings 4 s apart in the hour's second interval (300 expected there, 1,800 in
+    // the hour), its power frozen at 1500, one wind speed past the soft bound, its nacelle
+    // swinging between 350° and 10°.
     let q1: Vec<String> = (0..150)
         .map(|k| {
             let wind = if k == 7 { 80.0 } else { 5.0 };
             let dir = if k % 2 == 0 { 350.0 } else { 10.0 };
-            reading(at(4 * k), 1500.0, wind, dir)
+            reading(at(600 + 4 * k), 1500.0, wind, dir)
         })
         .collect();
     // Q-2: every reading of the hour, nothing frozen or implausible.
-    let q2: Vec<String> = (0..1800)
-        .map(|k| {
+    let q2_at: Vec<DateTime<Utc>> = (0..1800).map(|k| at(2 * k)).collect();
+    let q2: Vec<String> = q2_at
+        .iter()
+        .enumerate()
+        .map(|(k, t)| {
             reading(
-                at(2 * k),
+                *t,
                 1000.0 + k as f64,
                 5.0 + (k % 10) as f64 * 0.1,
                 (k % 90) as f64,
@@ -83,7 +90,7 @@ async fn completeness_flags_and_directions_are_told_exactly() {
     let mut msgs = messages("Q-1", &q1);
     msgs.extend(messages("Q-2", &q2));
     publish(&broker, msgs).await;
-    eventually(Duration::from_secs(30), "1,950 readings", || async {
+    eventually(Duration::from_secs(120), "1,950 readings", || async {
         db.rows().await == 1950
     })
     .await;
@@ -118,45 +125,38 @@ async fn completeness_flags_and_directions_are_told_exactly() {
     let spread = galewatch::core::circular::yamartino_deg(sin, cos);
     assert!((spread - 10.0).abs() < 0.1, "±10° about north: {spread}");
 
-    // A restarted daemon reads the hour at once.
+    // A restarted daemon reads the hour at once: wait until its gauges are those of an hour it
+    // may have read (the test's, or one a boundary later), then assert on that scrape.
     d.terminate();
     d.start_ready();
-    eventually(
-        Duration::from_secs(20),
-        "the completeness gauges",
-        || async { d.metric("galewatch_turbines_incomplete") == 1.0 },
+    let q1_interval = at(600);
+    let mut candidates = Vec::new();
+    let (m, hour) = loop_until(
+        Duration::from_secs(60),
+        "the completeness and flag gauges",
+        || {
+            let m = d.try_scrape()?;
+            let mut end = until;
+            candidates.clear();
+            while end <= width.start_of(Utc::now()) {
+                let hour = (end - chrono::Duration::hours(1), end);
+                let want = expected_gauges(hour, q1_interval, &q2_at);
+                if want.iter().all(|(series, v)| sample(&m, series) == *v) {
+                    return Some((m, hour));
+                }
+                candidates.push((hour, want));
+                end += chrono::Duration::minutes(10);
+            }
+            None
+        },
     )
-    .await;
-    let near = |x: f64, y: f64| (x - y).abs() < 1e-12;
-    let m = d.scrape();
-    assert!(
-        near(
-            sample(&m, "galewatch_fleet_completeness_ratio"),
-            1950.0 / 3600.0
-        ),
-        "{m}"
-    );
-    assert!(
-        near(
-            sample(&m, r#"galewatch_turbine_completeness_ratio{turbine="Q-1"}"#),
-            150.0 / 1800.0
-        ),
-        "{m}"
-    );
-    assert!(
-        !m.contains(r#"galewatch_turbine_completeness_ratio{turbine="Q-2"}"#),
-        "a complete turbine needs no series of its own: {m}"
-    );
-    let flagged = |signal: &str, flag: &str| {
-        sample(
-            &m,
-            &format!(r#"galewatch_intervals_flagged{{signal="{signal}",flag="{flag}"}}"#),
-        )
-    };
-    assert_eq!(flagged("power_kw", "stuck"), 1.0, "{m}");
-    assert_eq!(flagged("wind_speed_ms", "implausible"), 1.0);
-    assert_eq!(flagged("wind_speed_ms", "stuck"), 0.0);
-    assert_eq!(flagged("nacelle_dir_deg", "absent"), 0.0);
+    .unwrap_or_else(|| panic!("no hour's gauges in the scrape; expected one of {candidates:#?}"));
+    if q2_at.iter().all(|t| hour.0 <= *t && *t < hour.1) {
+        assert!(
+            !m.contains(r#"galewatch_turbine_completeness_ratio{turbine="Q-2"}"#),
+            "a complete turbine needs no series of its own: {m}"
+        );
+    }
     d.terminate();
 
     // The panel: the turbine page's completeness and flag marks, the fleet page's day cell, the
@@ -205,13 +205,75 @@ async fn completeness_flags_and_directions_are_told_exactly() {
         .get(&format!("/api/turbines/Q-1/readings?{range}&step=600"))
         .await;
     let series: serde_json::Value = serde_json::from_str(&series).unwrap();
-    let dir = &series["points"][0]["nacelle_dir_deg"];
-    let avg = dir["avg"].as_f64().unwrap_or_else(|| panic!("{series}"));
+    // Q-1's one interval is the only point with readings.
+    let dir = &series["points"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{series}"))
+        .iter()
+        .find(|p| p["nacelle_dir_deg"]["avg"].is_number())
+        .unwrap_or_else(|| panic!("{series}"))["nacelle_dir_deg"];
+    let avg = dir["avg"].as_f64().unwrap();
     assert!(
         !(1e-6..=360.0 - 1e-6).contains(&avg),
         "charted as north: {series}"
     );
     assert_eq!(dir["min"], dir["avg"], "a direction has no band");
+}
+
+/// The watch's gauges over `hour` (each series with its value) for this test's data: Q-1's 150
+/// readings in the interval starting `q1_interval` (power stuck, one wind implausible), Q-2's
+/// readings at `q2_at`; 1,800 readings expected of each turbine an hour. A complete turbine has
+/// no completeness series (0 in [`sample`]).
+fn expected_gauges(
+    (since, until): (DateTime<Utc>, DateTime<Utc>),
+    q1_interval: DateTime<Utc>,
+    q2_at: &[DateTime<Utc>],
+) -> Vec<(String, f64)> {
+    let q1_in = since <= q1_interval && q1_interval < until;
+    let q1 = if q1_in { 150.0 } else { 0.0 };
+    let q2 = q2_at.iter().filter(|t| since <= **t && **t < until).count() as f64;
+    let ratio = |n: f64| if n < 1800.0 { n / 1800.0 } else { 0.0 };
+    let flag = |signal: &str, flag: &str| {
+        format!(r#"galewatch_intervals_flagged{{signal="{signal}",flag="{flag}"}}"#)
+    };
+    let q1_flags = if q1_in { 1.0 } else { 0.0 };
+    vec![
+        (
+            "galewatch_fleet_completeness_ratio".into(),
+            (q1 + q2) / 3600.0,
+        ),
+        (
+            "galewatch_turbines_incomplete".into(),
+            [q1, q2].iter().filter(|n| **n / 1800.0 < 0.9).count() as f64,
+        ),
+        (
+            r#"galewatch_turbine_completeness_ratio{turbine="Q-1"}"#.into(),
+            ratio(q1),
+        ),
+        (
+            r#"galewatch_turbine_completeness_ratio{turbine="Q-2"}"#.into(),
+            ratio(q2),
+        ),
+        (flag("power_kw", "stuck"), q1_flags),
+        (flag("wind_speed_ms", "implausible"), q1_flags),
+        (flag("wind_speed_ms", "stuck"), 0.0),
+        (flag("nacelle_dir_deg", "absent"), 0.0),
+    ]
+}
+
+/// Polls `f` (every 50 ms) until it gives a value or `within` has passed (then None).
+fn loop_until<T>(within: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if std::time::Instant::now() > deadline {
+            eprintln!("timed out waiting for {what}");
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// The SQL mean direction lies in [0, 360) as `core::circular::mean_deg` does, at the edges: a

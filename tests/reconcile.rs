@@ -49,26 +49,40 @@ fn resolutions(m: &str, effect: Option<&str>) -> f64 {
         .sum()
 }
 
+/// The readings counters of a scrape: (received, inserted, duplicate, collision, future).
+fn counters(m: &str) -> (f64, f64, f64, f64, f64) {
+    (
+        sample(m, "galewatch_readings_received_total"),
+        sample(m, "galewatch_readings_inserted_total"),
+        sample(m, "galewatch_readings_duplicate_total"),
+        sample(
+            m,
+            r#"galewatch_readings_quarantined_total{reason="collision"}"#,
+        ),
+        sample(
+            m,
+            r#"galewatch_readings_quarantined_total{reason="future_timestamp"}"#,
+        ),
+    )
+}
+
 /// The account in the tables and in the metrics, checked to agree.
 async fn reconcile(db: &TestDb, d: &Daemon, expected: i64, what: &str) {
-    // The resolution gauges are read from the tables every 5 s.
-    eventually(Duration::from_secs(15), "the resolution gauges", || async {
-        resolutions(&d.scrape(), None) == expected as f64
+    // The resolution gauges are read from the tables every 5 s; a batch's counters move one by
+    // one just after its rows show (received first): wait for a scrape with both settled.
+    let m = scrape_when(d, Duration::from_secs(60), |m| {
+        let (received, inserted, duplicate, collision, future) = counters(m);
+        resolutions(m, None) == expected as f64
+            && received == inserted + duplicate + collision + future
     })
     .await;
-    let m = d.scrape();
+    assert_eq!(
+        resolutions(&m, None),
+        expected as f64,
+        "{what}: the resolution gauges"
+    );
     let added = resolutions(&m, Some("added"));
-    let inserted = sample(&m, "galewatch_readings_inserted_total");
-    let duplicate = sample(&m, "galewatch_readings_duplicate_total");
-    let collision = sample(
-        &m,
-        r#"galewatch_readings_quarantined_total{reason="collision"}"#,
-    );
-    let future = sample(
-        &m,
-        r#"galewatch_readings_quarantined_total{reason="future_timestamp"}"#,
-    );
-    let received = sample(&m, "galewatch_readings_received_total");
+    let (received, inserted, duplicate, collision, future) = counters(&m);
     assert_eq!(
         received,
         inserted + duplicate + collision + future,
@@ -149,9 +163,10 @@ async fn one_reading_one_place_and_resolutions_reconcile() {
     d.env.insert("GALEWATCH_MAX_CLOCK_SKEW".into(), "2s".into());
     d.start_ready();
 
-    // Three readings stamped 5 s ahead (past the 2 s skew): future_timestamp. F1 is re-sent at
-    // once (a duplicate of the quarantined reading).
-    let ahead = Utc::now() + chrono::Duration::seconds(5);
+    // Three readings stamped 22 s ahead (past the 2 s skew, however long a loaded machine takes
+    // to deliver them, up to 20 s): future_timestamp. F1 is re-sent at once (a duplicate of the
+    // quarantined reading).
+    let ahead = Utc::now() + chrono::Duration::seconds(22);
     let f1 = stamp(ahead);
     let f2 = stamp(ahead + chrono::Duration::milliseconds(1));
     let f3 = stamp(ahead + chrono::Duration::milliseconds(2));
@@ -184,7 +199,19 @@ async fn one_reading_one_place_and_resolutions_reconcile() {
     }
     publish(&broker, vec![reading(&f1, 1.0), reading(&f2, 2.5)]).await;
     received(&d, 10.0).await;
-    let m = d.scrape();
+    let m = scrape_with(
+        &d,
+        Duration::from_secs(60),
+        &[
+            ("galewatch_readings_inserted_total", 3.0),
+            ("galewatch_readings_duplicate_total", 2.0),
+            (
+                r#"galewatch_readings_quarantined_total{reason="future_timestamp"}"#,
+                3.0,
+            ),
+        ],
+    )
+    .await;
     assert_eq!(sample(&m, "galewatch_readings_inserted_total"), 3.0);
     assert_eq!(sample(&m, "galewatch_readings_duplicate_total"), 2.0);
     assert_eq!(
@@ -247,6 +274,12 @@ async fn one_reading_one_place_and_resolutions_reconcile() {
     )
     .await;
     received(&d, 13.0).await;
-    assert_eq!(d.metric("galewatch_readings_duplicate_total"), 5.0);
+    let m = scrape_with(
+        &d,
+        Duration::from_secs(60),
+        &[("galewatch_readings_duplicate_total", 5.0)],
+    )
+    .await;
+    assert_eq!(sample(&m, "galewatch_readings_duplicate_total"), 5.0);
     reconcile(&db, &d, 5, "resends after resolution").await;
 }

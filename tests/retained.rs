@@ -23,7 +23,7 @@ async fn publish_one(broker: &Broker, payload: &[u8], retain: bool) {
         .publish(TOPIC, QoS::AtLeastOnce, retain, payload.to_vec())
         .await
         .unwrap();
-    tokio::time::timeout(Duration::from_secs(10), async {
+    tokio::time::timeout(Duration::from_secs(60), async {
         loop {
             if let Event::Incoming(rumqttc::v5::mqttbytes::v5::Packet::PubAck(_)) =
                 el.poll().await.expect("broker connection")
@@ -55,11 +55,18 @@ async fn a_retained_reading_lands_once_and_clearing_it_adds_nothing() {
 
     let mut d = Daemon::new(&broker, &db, "gw-retained");
     d.start_ready();
-    eventually(Duration::from_secs(10), "the retained reading", || async {
+    eventually(Duration::from_secs(60), "the retained reading", || async {
         db.rows().await == 1
     })
     .await;
-    assert_eq!(d.metric("galewatch_readings_inserted_total"), 1.0);
+    // Counted just after the row shows: wait for the count.
+    let m = scrape_with(
+        &d,
+        Duration::from_secs(60),
+        &[("galewatch_readings_inserted_total", 1.0)],
+    )
+    .await;
+    assert_eq!(sample(&m, "galewatch_readings_inserted_total"), 1.0);
 
     // Restarts (the session keeps the subscription): the retained copy is not sent again. A
     // marker reading published after each restart shows the daemon has caught up.
@@ -69,7 +76,7 @@ async fn a_retained_reading_lands_once_and_clearing_it_adds_nothing() {
         d.start_ready();
         let marker = format!(r#"{{"recorded_at":"2026-11-30T{at}Z","power_kw":1}}"#);
         publish(&broker, vec![json(TOPIC, &marker)]).await;
-        eventually(Duration::from_secs(10), "the marker", || async {
+        eventually(Duration::from_secs(60), "the marker", || async {
             d.metric("galewatch_readings_received_total") == 1.0
         })
         .await;
@@ -82,19 +89,29 @@ async fn a_retained_reading_lands_once_and_clearing_it_adds_nothing() {
 
     // The turbine clears its retained message: acknowledged, counted, no rejected row.
     publish_one(&broker, b"", true).await;
-    eventually(Duration::from_secs(10), "the clear", || async {
+    eventually(Duration::from_secs(60), "the clear", || async {
         d.metric("galewatch_retained_clears_total") == 1.0
     })
     .await;
     // An empty ordinary message is still malformed input.
     publish_one(&broker, b"", false).await;
-    eventually(Duration::from_secs(10), "the empty message", || async {
+    eventually(Duration::from_secs(60), "the empty message", || async {
         d.metric("galewatch_readings_rejected_total{reason=\"malformed\"}") == 1.0
     })
     .await;
     assert_eq!(db.count("SELECT count(*) FROM rejected").await, 1);
     assert_eq!(db.rows().await, 3);
-    let m = d.scrape();
+    // The acks and the held count move after the counters: wait for a scrape with all three.
+    let m = scrape_with(
+        &d,
+        Duration::from_secs(60),
+        &[
+            ("galewatch_readings_received_total", 2.0),
+            ("galewatch_acks_sent_total", 3.0),
+            ("galewatch_messages_unacked", 0.0),
+        ],
+    )
+    .await;
     assert_eq!(
         sample(&m, "galewatch_readings_received_total"),
         2.0,

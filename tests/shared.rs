@@ -42,15 +42,18 @@ async fn three_daemons_share_a_flood_and_a_killed_one_loses_nothing() {
         db.rows().await == 30_000
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let received: Vec<f64> = daemons
-        .iter()
-        .map(|d| d.metric("galewatch_readings_received_total"))
-        .collect();
-    let inserted: Vec<f64> = daemons
-        .iter()
-        .map(|d| d.metric("galewatch_readings_inserted_total"))
-        .collect();
+    // Each member's counters move just after its rows show (received before inserted): wait
+    // (at most 60 s) until the members' inserts add up to the rows, reading received after.
+    let counts = |series: &str| -> Vec<f64> { daemons.iter().map(|d| d.metric(series)).collect() };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let (received, inserted) = loop {
+        let inserted = counts("galewatch_readings_inserted_total");
+        let received = counts("galewatch_readings_received_total");
+        if inserted.iter().sum::<f64>() >= 30_000.0 || std::time::Instant::now() >= deadline {
+            break (received, inserted);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     eprintln!("shares of 30,000: received {received:?}, inserted {inserted:?}");
     assert!(
         received.iter().all(|r| *r > 0.0),
@@ -103,7 +106,12 @@ async fn three_daemons_share_a_flood_and_a_killed_one_loses_nothing() {
     assert_eq!(db.count("SELECT count(*) FROM quarantine").await, 0);
     // A batch in flight when its member was killed, landed again by it later: counted once.
     assert_stats_exact(&db, 600).await;
-    let back = daemons[1].metric("galewatch_readings_received_total");
+    // Counted just after its rows show.
+    let m = scrape_when(&daemons[1], Duration::from_secs(60), |m| {
+        sample(m, "galewatch_readings_received_total") > 0.0
+    })
+    .await;
+    let back = sample(&m, "galewatch_readings_received_total");
     eprintln!("the returning member then received {back}");
     assert!(back > 0.0, "its share came back to it");
 }

@@ -164,13 +164,54 @@ async fn twelve_nested_signals_all_eight_outcomes_exact_in_tables_and_metrics() 
 
     let received = 11.0;
     eventually(
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         "every outcome committed",
         || async { d.metric("galewatch_readings_received_total") >= received },
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let m = d.scrape();
+    // Received moves first of a batch's counters, the absent signals' after them: wait for a
+    // scrape where every figure asserted below has moved.
+    let m = scrape_with(
+        &d,
+        Duration::from_secs(60),
+        &[
+            ("galewatch_readings_received_total", received),
+            ("galewatch_readings_inserted_total", 3.0),
+            ("galewatch_readings_duplicate_total", 2.0),
+            (
+                r#"galewatch_readings_quarantined_total{reason="collision"}"#,
+                1.0,
+            ),
+            (
+                r#"galewatch_readings_quarantined_total{reason="future_timestamp"}"#,
+                1.0,
+            ),
+            (
+                r#"galewatch_readings_rejected_total{reason="malformed"}"#,
+                1.0,
+            ),
+            (
+                r#"galewatch_readings_rejected_total{reason="invalid_value"}"#,
+                1.0,
+            ),
+            (
+                r#"galewatch_readings_rejected_total{reason="identity_mismatch"}"#,
+                1.0,
+            ),
+            (
+                r#"galewatch_readings_rejected_total{reason="too_large"}"#,
+                1.0,
+            ),
+            (
+                r#"galewatch_signal_absent_total{signal="wind_speed_ms"}"#,
+                1.0,
+            ),
+            (r#"galewatch_signal_absent_total{signal="gen_temp_c"}"#, 1.0),
+            (r#"galewatch_signal_absent_total{signal="mode"}"#, 1.0),
+            (r#"galewatch_signal_absent_total{signal="curtailed"}"#, 1.0),
+        ],
+    )
+    .await;
     let q = |r: &str| {
         sample(
             &m,
@@ -383,13 +424,25 @@ async fn lone_surrogates_and_repeated_objects_on_a_path_are_refused_by_name() {
     ];
     publish(&broker, msgs).await;
     eventually(
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         "every outcome committed",
         || async { d.metric("galewatch_readings_received_total") >= 5.0 },
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let m = d.scrape();
+    // Received moves first of a batch's counters: wait for a scrape with the others too.
+    let m = scrape_with(
+        &d,
+        Duration::from_secs(60),
+        &[
+            ("galewatch_readings_inserted_total", 2.0),
+            ("galewatch_readings_duplicate_total", 0.0),
+            (
+                r#"galewatch_readings_rejected_total{reason="malformed"}"#,
+                3.0,
+            ),
+        ],
+    )
+    .await;
     assert_eq!(
         [
             sample(&m, "galewatch_readings_inserted_total"),
@@ -767,10 +820,27 @@ async fn fresh_schema(db: &TestDb) {
         d.metric("galewatch_readings_received_total") == 3.0
     })
     .await;
-    assert_eq!(d.metric("galewatch_readings_inserted_total"), 1.0);
-    assert_eq!(d.metric("galewatch_readings_duplicate_total"), 1.0);
+    // Received moves first of a batch's counters: wait for the others.
+    let m = scrape_with(
+        &d,
+        Duration::from_secs(60),
+        &[
+            ("galewatch_readings_inserted_total", 1.0),
+            ("galewatch_readings_duplicate_total", 1.0),
+            (
+                "galewatch_readings_quarantined_total{reason=\"collision\"}",
+                1.0,
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(sample(&m, "galewatch_readings_inserted_total"), 1.0);
+    assert_eq!(sample(&m, "galewatch_readings_duplicate_total"), 1.0);
     assert_eq!(
-        d.metric("galewatch_readings_quarantined_total{reason=\"collision\"}"),
+        sample(
+            &m,
+            "galewatch_readings_quarantined_total{reason=\"collision\"}"
+        ),
         1.0
     );
     let (wind, power): (f64, i64) = {

@@ -68,11 +68,29 @@ async fn a_faulty_fleet_is_counted_exactly_as_the_simulator_predicts() {
         e[2] > 0.0 && e[3] > 0.0 && e[4] > 0.0,
         "every kind of fault was sent: {report}"
     );
-    eventually(Duration::from_secs(30), "everything counted", || async {
+    eventually(Duration::from_secs(60), "everything counted", || async {
         d.metric("galewatch_readings_received_total") >= e[0]
     })
     .await;
-    let m = d.scrape();
+    // Received moves first of a batch's counters: wait for a scrape where the others have too.
+    let m = scrape_with(
+        &d,
+        Duration::from_secs(60),
+        &[
+            ("galewatch_readings_received_total", e[0]),
+            ("galewatch_readings_inserted_total", e[1]),
+            ("galewatch_readings_duplicate_total", e[2]),
+            (
+                r#"galewatch_readings_quarantined_total{reason="collision"}"#,
+                e[3],
+            ),
+            (
+                r#"galewatch_readings_rejected_total{reason="malformed"}"#,
+                e[4],
+            ),
+        ],
+    )
+    .await;
     let got = [
         sample(&m, "galewatch_readings_received_total"),
         sample(&m, "galewatch_readings_inserted_total"),
@@ -125,7 +143,7 @@ async fn real_time_mode_keeps_the_fleet_s_pace() {
         "real time, not a flood: {took:?}"
     );
     assert!(report.contains("200 readings"), "{report}");
-    eventually(Duration::from_secs(10), "200 rows", || async {
+    eventually(Duration::from_secs(60), "200 rows", || async {
         db.count("SELECT count(*) FROM readings").await == 200
     })
     .await;
@@ -156,7 +174,9 @@ type = "integer"
     let db = TestDb::create().await;
     let (mut d, settings) = Daemon::ready_with(&broker, &db, "gw-site", &settings);
     let config = settings.path.clone();
-    // Yesterday from 06:00 to 18:00 (UTC): the fleet page's deviation is yesterday's.
+    // Yesterday from 06:00 to 18:00 (UTC): the fleet page's deviation is yesterday's, by the
+    // panel's clock, so yesterday must stay that day until the test is done.
+    clear_of_midnight(Duration::from_secs(600)).await;
     let start = (chrono::Utc::now().date_naive() - chrono::Days::new(1))
         .and_hms_opt(6, 0, 0)
         .unwrap()
@@ -212,7 +232,7 @@ type = "integer"
         ],
     );
     assert_eq!(expected(&report)[..2], [129_600.0, 129_600.0], "{report}");
-    eventually(Duration::from_secs(60), "every reading stored", || async {
+    eventually(Duration::from_secs(180), "every reading stored", || async {
         db.rows().await == 129_600
     })
     .await;

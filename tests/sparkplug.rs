@@ -147,7 +147,7 @@ async fn a_restart_between_birth_and_data_still_decodes_and_state_is_published()
     let state = Observer::start(&broker, "spBv1.0/STATE/#").await;
     let mut d = daemon(&broker, &db, "gw-sp-restart");
     d.start_ready();
-    eventually(Duration::from_secs(10), "STATE online", || async {
+    eventually(Duration::from_secs(60), "STATE online", || async {
         state.seen().iter().any(|(t, p)| {
             t == "spBv1.0/STATE/gw-sp-restart-host" && p.starts_with(br#"{"online":true,"#)
         })
@@ -161,7 +161,7 @@ async fn a_restart_between_birth_and_data_still_decodes_and_state_is_published()
     wait_received(&d, 1.0).await;
     wait_acked(&d).await;
     d.terminate();
-    eventually(Duration::from_secs(10), "STATE offline", || async {
+    eventually(Duration::from_secs(60), "STATE offline", || async {
         state
             .seen()
             .iter()
@@ -210,7 +210,7 @@ async fn an_unknown_alias_is_rejected_by_name_and_lands_after_the_rebirth() {
             .await,
         1
     );
-    eventually(Duration::from_secs(10), "a rebirth request", || async {
+    eventually(Duration::from_secs(60), "a rebirth request", || async {
         !ncmd.rebirths().is_empty()
     })
     .await;
@@ -276,7 +276,7 @@ async fn a_sequence_gap_is_counted_a_rebirth_asked_and_data_refused_until_the_re
         "refused by name, bytes kept, never decoded with a birth that may be stale"
     );
     assert_eq!(d.metric("galewatch_sparkplug_seq_gaps_total"), 1.0);
-    eventually(Duration::from_secs(10), "a rebirth request", || async {
+    eventually(Duration::from_secs(60), "a rebirth request", || async {
         !ncmd.rebirths().is_empty()
     })
     .await;
@@ -379,13 +379,15 @@ async fn the_simulated_nodes_rebirth_when_asked_and_their_data_lands_again() {
     let db = TestDb::create().await;
     let mut d = daemon(&broker, &db, "gw-sp-rebirth");
     d.start_ready();
-    let mut e = edge("R-", 10, 60, 1);
+    // 150 rounds 100 ms apart: 15 s of traffic, so that the restart below (which a loaded
+    // machine may take seconds over) comes well before its end.
+    let mut e = edge("R-", 10, 150, 1);
     e.fleet.interval = Duration::from_millis(100);
     e.fleet.start = Utc::now() - chrono::Duration::seconds(30);
     // Each turbine's last reading: sent well after the restart, so only a rebirth decodes it.
     let last: Vec<(String, chrono::DateTime<Utc>)> = (0..10)
         .map(|i| {
-            let at = e.fleet.stamp(i, 59).timestamp_millis();
+            let at = e.fleet.stamp(i, 149).timestamp_millis();
             (
                 e.fleet.turbine_id(i),
                 chrono::DateTime::from_timestamp_millis(at).unwrap(),
@@ -404,7 +406,7 @@ async fn the_simulated_nodes_rebirth_when_asked_and_their_data_lands_again() {
         .await
         .unwrap()
     });
-    eventually(Duration::from_secs(10), "the births landed", || async {
+    eventually(Duration::from_secs(60), "the births landed", || async {
         db.count("SELECT count(*) FROM sparkplug_births").await == 12
     })
     .await;
@@ -416,14 +418,14 @@ async fn the_simulated_nodes_rebirth_when_asked_and_their_data_lands_again() {
         .unwrap();
     let mut d = daemon(&broker, &db, "gw-sp-rebirth");
     d.start_ready();
-    let (sent, rebirths) = tokio::time::timeout(Duration::from_secs(30), sim)
+    let (sent, rebirths) = tokio::time::timeout(Duration::from_secs(120), sim)
         .await
         .expect("the simulator ends")
         .unwrap();
     assert!(rebirths >= 1, "the nodes were asked and answered: {sent}");
     let c = db.client().await;
     eventually(
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         "each turbine's last reading",
         || async {
             let mut landed = 0;

@@ -233,7 +233,7 @@ async fn a_refused_birth_withdraws_the_mapping_it_replaces(writers: usize) {
         BTreeMap::from([(ms(T0), (1.0, 2.0))]),
         "never stored as power 30, wind 7"
     );
-    eventually(Duration::from_secs(10), "a rebirth request", || async {
+    eventually(Duration::from_secs(60), "a rebirth request", || async {
         ncmd.rebirths()
             .contains(&format!("spBv1.0/{GROUP}/NCMD/{NODE}"))
     })
@@ -293,7 +293,7 @@ async fn assert_never_guessed(d: &Daemon, db: &TestDb, ncmd: &Observer) {
             .await,
         1
     );
-    eventually(Duration::from_secs(10), "a rebirth request", || async {
+    eventually(Duration::from_secs(60), "a rebirth request", || async {
         ncmd.rebirths()
             .contains(&format!("spBv1.0/{GROUP}/NCMD/{NODE}"))
     })
@@ -332,7 +332,30 @@ async fn a_held_batch_redelivered_after_a_later_birth_committed(writers: usize) 
         ],
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // d1's batch waits on the held key before the rebirth is sent (else the rebirth could share
+    // its batch and wait with it).
+    let name = db.name.clone();
+    eventually(
+        Duration::from_secs(60),
+        "d1's batch waiting on the held key",
+        || {
+            let name = name.clone();
+            async move {
+                admin_client()
+                    .await
+                    .query_one(
+                        "SELECT count(*) FROM pg_stat_activity
+                          WHERE datname = $1 AND wait_event_type = 'Lock'",
+                        &[&name],
+                    )
+                    .await
+                    .unwrap()
+                    .get::<_, i64>(0)
+                    > 0
+            }
+        },
+    )
+    .await;
     // The node rebirths with its aliases swapped; that batch commits on another writer.
     rebirth_swapped(&broker, &db).await;
     assert_eq!(
@@ -356,7 +379,7 @@ async fn a_held_batch_redelivered_after_a_later_birth_committed(writers: usize) 
     )
     .await;
     wait_acked(&d).await;
-    eventually(Duration::from_secs(10), "d1 redelivered", || async {
+    eventually(Duration::from_secs(60), "d1 redelivered", || async {
         d.metric(r#"galewatch_readings_rejected_total{reason="unproven_birth"}"#) >= 1.0
     })
     .await;
@@ -386,7 +409,14 @@ async fn an_ack_that_never_reached_the_broker(writers: usize) {
     d.env.insert("GALEWATCH_MQTT_URL".into(), proxy.url());
     d.start_ready();
     first_birth(&d, &broker, &db).await;
-    // From here the broker gets no acknowledgement: d1 commits, then the rebirth and d2.
+    // From here the broker gets no acknowledgement: d1 commits, then the rebirth and d2. First
+    // the births' two acks through the proxy: handed to the client is not at the broker yet.
+    eventually(
+        Duration::from_secs(60),
+        "the births' acks at the broker",
+        || async { proxy.acks_passed.load(Ordering::SeqCst) >= 2 },
+    )
+    .await;
     proxy.drop_acks.store(true, Ordering::SeqCst);
     publish(&broker, vec![data(2, T0 + 2000, 10.0, 20.0)]).await;
     wait_row(&db, T0 + 2000).await;
@@ -521,7 +551,7 @@ async fn after_a_sequence_gap_nothing_is_decoded_with_the_birth_before_it() {
         d.metric(r#"galewatch_readings_rejected_total{reason="unknown_alias"}"#),
         1.0
     );
-    eventually(Duration::from_secs(10), "a rebirth request", || async {
+    eventually(Duration::from_secs(60), "a rebirth request", || async {
         ncmd.rebirths()
             .contains(&format!("spBv1.0/{GROUP}/NCMD/{NODE}"))
     })

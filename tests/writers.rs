@@ -115,7 +115,16 @@ async fn a_later_batch_that_commits_first_waits_for_the_earlier_ones_acks() {
         power_of(&db, "WPB").await == [2.0]
     })
     .await;
-    let m = d.scrape();
+    // Counted, then parked, just after its row shows: wait for both.
+    let m = scrape_with(
+        &d,
+        Duration::from_secs(60),
+        &[
+            ("galewatch_batches_committed_total", 1.0),
+            ("galewatch_batches_parked", 1.0),
+        ],
+    )
+    .await;
     assert_eq!(sample(&m, "galewatch_batches_committed_total"), 1.0);
     assert_eq!(
         sample(&m, "galewatch_acks_sent_total"),
@@ -155,7 +164,16 @@ async fn a_later_batch_that_commits_first_waits_for_the_earlier_ones_acks() {
         d.metric("galewatch_messages_received_total") == 2.0
     })
     .await;
-    let m = d.scrape();
+    // The messages counter moves first of a batch's: wait for the others.
+    let m = scrape_with(
+        &d,
+        Duration::from_secs(60),
+        &[
+            ("galewatch_readings_inserted_total", 1.0),
+            ("galewatch_readings_duplicate_total", 1.0),
+        ],
+    )
+    .await;
     assert_eq!(sample(&m, "galewatch_readings_inserted_total"), 1.0, "A's");
     assert_eq!(
         sample(&m, "galewatch_readings_duplicate_total"),

@@ -166,7 +166,8 @@ impl Broker {
                 "mosquitto must be installed (apt-get install mosquitto) for the integration tests",
             );
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
+        // Generous: a loaded machine may take a while to start it (it restores its store).
+        let deadline = Instant::now() + Duration::from_secs(30);
         while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
             assert!(
                 Instant::now() < deadline,
@@ -192,6 +193,12 @@ impl Broker {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("mosquitto.log")).unwrap_or_default()
+    }
+
+    /// The file Mosquitto saves its store to (every `autosave_interval`): written whole beside
+    /// it, then renamed over it, so each save is a new file.
+    pub fn store_file(&self) -> PathBuf {
+        self.dir.path().join("mosquitto.db")
     }
 
     /// Stops the broker (SIGTERM, so it saves its persistence file) and starts it again.
@@ -534,9 +541,11 @@ impl Daemon {
         self.wait_ready();
     }
 
-    /// Waits until this process reports `galewatch_ready 1` on /metrics.
+    /// Waits until this process reports `galewatch_ready 1` on /metrics. Generous (60 s): a start
+    /// migrates a fresh database, and a daemon reconnecting after a broker was away waits out its
+    /// back-off (up to 30 s); on a loaded machine both take longer.
     pub fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if self
                 .try_scrape()
@@ -559,8 +568,9 @@ impl Daemon {
         }
     }
 
+    /// Waits (at most 60 s) until the log holds what `cond` looks for.
     pub fn wait_log(&mut self, cond: impl Fn(&str) -> bool, what: &str) {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if cond(&self.log()) {
                 return;
@@ -774,6 +784,17 @@ pub fn sample(text: &str, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The sum of every series of the metric `name` (each label set), 0 when there is none: the
+/// counters labelled by reason (`galewatch_readings_rejected_total{reason="…"}`) have no series
+/// without labels, which [`sample`] would read as 0.
+pub fn total(text: &str, name: &str) -> f64 {
+    galewatch::tools::view::parse_exposition(text)
+        .iter()
+        .filter(|(k, _)| *k == name || k.strip_prefix(name).is_some_and(|r| r.starts_with('{')))
+        .map(|(_, v)| *v)
+        .sum()
+}
+
 /// Polls `f` until it returns true or the time runs out; panics with `what` then.
 pub async fn eventually<F, Fut>(within: Duration, what: &str, mut f: F)
 where
@@ -784,6 +805,46 @@ where
     while !f().await {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Scrapes the daemon's `/metrics` until `done` holds of one scrape, and returns that scrape;
+/// past `within`, the last one (the caller's assertions on it then say what is wrong). The
+/// daemon moves its figures one at a time: a batch's counters one after another once it has
+/// committed (its rows are visible before any of them), the held-message gauges and the acks
+/// after those, a watch's gauges in turn and its log line last. A test that waits for one figure
+/// and then reads another can read between the two on a busy machine; one that waits until
+/// every figure it asserts holds, and asserts on that same scrape, cannot.
+pub async fn scrape_when(d: &Daemon, within: Duration, done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        let m = d.scrape();
+        if done(&m) || Instant::now() >= deadline {
+            return m;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// [`scrape_when`] every `(series, value)` of `want` holds (exact series names, as [`sample`]).
+pub async fn scrape_with(d: &Daemon, within: Duration, want: &[(&str, f64)]) -> String {
+    scrape_when(d, within, |m| want.iter().all(|(s, v)| sample(m, s) == *v)).await
+}
+
+/// Waits for the next UTC day when less than `margin` is left of this one, so that "today" and
+/// "yesterday" (which the panel and the daemon read from their own clocks) stay the days the
+/// test placed its readings in for the whole test (`margin`: longer than the test takes on a
+/// loaded machine).
+pub async fn clear_of_midnight(margin: Duration) {
+    let now = chrono::Utc::now();
+    let next = (now.date_naive() + chrono::Days::new(1))
+        .and_hms_opt(0, 0, 0)
+        .expect("midnight")
+        .and_utc();
+    let left = (next - now).to_std().unwrap_or_default();
+    if left < margin {
+        eprintln!("waiting {left:?} for the next UTC day: the test reads today and yesterday");
+        tokio::time::sleep(left + Duration::from_secs(1)).await;
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// A TCP proxy between a daemon and the broker that forwards everything, except that while
@@ -13,6 +13,9 @@ use std::sync::Arc;
 pub struct AckDropper {
     pub port: u16,
     pub drop_acks: Arc<AtomicBool>,
+    /// PUBACKs passed on to the broker so far: the daemon handing an ack to its client is not
+    /// the ack reaching the broker, and a test that starts dropping them waits for this first.
+    pub acks_passed: Arc<AtomicUsize>,
 }
 
 impl AckDropper {
@@ -20,7 +23,8 @@ impl AckDropper {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let drop_acks = Arc::new(AtomicBool::new(false));
-        let dropping = drop_acks.clone();
+        let acks_passed = Arc::new(AtomicUsize::new(0));
+        let (dropping, passed) = (drop_acks.clone(), acks_passed.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
@@ -29,11 +33,15 @@ impl AckDropper {
                 };
                 let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
                 std::thread::spawn(move || copy(s2, c2));
-                let dropping = dropping.clone();
-                std::thread::spawn(move || filter_acks(client, server, &dropping));
+                let (dropping, passed) = (dropping.clone(), passed.clone());
+                std::thread::spawn(move || filter_acks(client, server, &dropping, &passed));
             }
         });
-        AckDropper { port, drop_acks }
+        AckDropper {
+            port,
+            drop_acks,
+            acks_passed,
+        }
     }
 
     pub fn url(&self) -> String {
@@ -52,8 +60,14 @@ fn copy(mut from: TcpStream, mut to: TcpStream) {
     let _ = from.shutdown(Shutdown::Both);
 }
 
-/// Forwards MQTT packets from the daemon, leaving out PUBACKs while `dropping`.
-fn filter_acks(mut from: TcpStream, mut to: TcpStream, dropping: &AtomicBool) {
+/// Forwards MQTT packets from the daemon, leaving out PUBACKs while `dropping` (and counting in
+/// `passed` those it forwards).
+fn filter_acks(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    dropping: &AtomicBool,
+    passed: &AtomicUsize,
+) {
     let mut pending: Vec<u8> = Vec::new();
     let mut buf = [0u8; 16 * 1024];
     loop {
@@ -80,8 +94,14 @@ fn filter_acks(mut from: TcpStream, mut to: TcpStream, dropping: &AtomicBool) {
             }
             let packet: Vec<u8> = pending.drain(..i + 1 + len).collect();
             let puback = packet[0] >> 4 == 4;
-            if !(puback && dropping.load(Ordering::SeqCst)) && to.write_all(&packet).is_err() {
+            if puback && dropping.load(Ordering::SeqCst) {
+                continue;
+            }
+            if to.write_all(&packet).is_err() {
                 return;
+            }
+            if puback {
+                passed.fetch_add(1, Ordering::SeqCst);
             }
         }
     }

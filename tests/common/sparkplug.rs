@@ -70,7 +70,7 @@ impl Observer {
                 }
             }
         });
-        tokio::time::timeout(Duration::from_secs(10), subscribed)
+        tokio::time::timeout(Duration::from_secs(60), subscribed)
             .await
             .expect("SUBACK")
             .unwrap();
@@ -157,17 +157,23 @@ pub fn ddata(node: &str, device: &str, seq: u64, at: u64, power: f64) -> (String
     (topic("DDATA", node, Some(device)), payload(metrics, seq))
 }
 
+/// Waits until the daemon has received `n` readings (exactly, then) and holds no message: a
+/// batch's counters move one by one after its commit (received first) and its messages are let
+/// go after them, so every counter of the batches that carried those readings is final then.
 pub async fn wait_received(d: &Daemon, n: f64) {
-    eventually(Duration::from_secs(30), "readings received", || async {
+    eventually(Duration::from_secs(60), "readings received", || async {
         d.metric("galewatch_readings_received_total") >= n
     })
     .await;
+    wait_acked(d).await;
     assert_eq!(d.metric("galewatch_readings_received_total"), n);
 }
 
+/// Waits until the daemon holds no message (each committed and acknowledged). Right after a
+/// publish that can also mean not yet arrived: wait for something the message does first.
 pub async fn wait_acked(d: &Daemon) {
     eventually(
-        Duration::from_secs(10),
+        Duration::from_secs(60),
         "every message acknowledged",
         || async { d.metric("galewatch_messages_unacked") == 0.0 },
     )
