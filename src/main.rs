@@ -195,8 +195,9 @@ struct ExportArgs {
     /// complete one holds (needs sample_period).
     #[arg(long, value_name = "F", value_parser = galewatch::tools::export::parse_fraction)]
     min_completeness: Option<f64>,
-    /// Write to FILE (whole or not at all: it appears once complete) instead of stdout. Parquet
-    /// needs it on a terminal.
+    /// Write to FILE (whole or not at all: it appears once complete) instead of stdout; a FIFO
+    /// or a character device is written in place, a symbolic link followed, a directory, block
+    /// device or socket refused. Parquet needs it on a terminal.
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
     /// Parquet: how pages are compressed [default: snappy].
@@ -322,6 +323,10 @@ enum SparkplugCommand {
         /// Only this device's births.
         #[arg(long)]
         device: Option<String>,
+        /// List every withdrawn birth (one whose last birth was refused), one a line, instead
+        /// of the metrics (the summary names a few and says how many).
+        #[arg(long)]
+        withdrawn: bool,
         #[arg(long, value_enum, default_value = "table")]
         format: review::Format,
     },
@@ -757,9 +762,14 @@ fn sparkplug_metrics_cmd(runtime: &tokio::runtime::Runtime, command: SparkplugCo
         config,
         edge_node,
         device,
+        withdrawn,
         format,
     } = command;
-    let filter = galewatch::tools::sparkplug::Filter { edge_node, device };
+    let filter = galewatch::tools::sparkplug::Filter {
+        edge_node,
+        device,
+        withdrawn,
+    };
     with_config(runtime, config, |cfg| async move {
         galewatch::tools::sparkplug::metrics(&cfg, &filter, format)
             .await
@@ -818,21 +828,21 @@ fn power_curve_export(
     format: galewatch::tools::export::ExportFormat,
     (raw, output): (bool, Option<&std::path::Path>),
 ) -> ExitCode {
-    use galewatch::tools::export::{power_curve, Partial};
-    let written = runtime.block_on(async {
+    use galewatch::tools::export::{open_output, power_curve};
+    let written = runtime.block_on(or_interrupted(output, async {
         match output {
             None => {
                 let mut out = std::io::BufWriter::new(std::io::stdout().lock());
                 power_curve(cfg, turbines, range, format, raw, &mut out).await
             }
             Some(path) => {
-                let mut tmp = Partial::beside(path)?;
-                let n = power_curve(cfg, turbines, range, format, raw, &mut tmp.writer()).await?;
-                tmp.persist()?;
+                let mut out = open_output(path).await?;
+                let n = power_curve(cfg, turbines, range, format, raw, &mut out.writer()).await?;
+                out.finish()?;
                 Ok(n)
             }
         }
-    });
+    }));
     let to = output.map_or(String::new(), |p| format!(" to {}", p.display()));
     match written {
         Ok(0) => {
@@ -860,6 +870,34 @@ fn power_curve_export(
     }
 }
 
+/// Runs an export's future until it ends or SIGINT or SIGTERM arrives. On a signal the future
+/// is dropped — which removes `--output`'s hidden partial file — and the process ends at once
+/// with 128 + the signal's number, saying that the output was left as it was.
+async fn or_interrupted<T>(
+    output: Option<&std::path::Path>,
+    export: impl std::future::Future<Output = T>,
+) -> T {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return export.await;
+    };
+    let (name, number) = tokio::select! {
+        done = export => return done,
+        _ = term.recv() => ("SIGTERM", 15),
+        _ = int.recv() => ("SIGINT", 2),
+    };
+    let left = output.map_or(String::new(), |p| {
+        format!("; {} left as it was, no partial file behind", p.display())
+    });
+    eprintln!("galewatch export: stopped by {name}{left}");
+    // Not through main's return: a FIFO's open may still wait for a reader on a blocking thread,
+    // which the runtime's drop would wait for.
+    std::process::exit(128 + number)
+}
+
 fn export_cmd(runtime: &tokio::runtime::Runtime, a: ExportArgs) -> ExitCode {
     use galewatch::tools::export::{ExportFormat, Request, Turbines};
     use std::io::IsTerminal;
@@ -873,11 +911,7 @@ fn export_cmd(runtime: &tokio::runtime::Runtime, a: ExportArgs) -> ExitCode {
     if a.power_curve && a.format == ExportFormat::Parquet {
         return usage("--power-curve writes CSV or JSON lines (a few rows a turbine), not Parquet");
     }
-    if let Some(why) = a
-        .output
-        .as_deref()
-        .and_then(galewatch::tools::export::bad_output)
-    {
+    if let Some(Err(why)) = a.output.as_deref().map(galewatch::tools::output::target) {
         return usage(&why);
     }
     if a.format == ExportFormat::Parquet && a.output.is_none() && std::io::stdout().is_terminal() {
@@ -919,11 +953,9 @@ fn export_cmd(runtime: &tokio::runtime::Runtime, a: ExportArgs) -> ExitCode {
         return usage(&e);
     }
     let progress = std::io::stderr().is_terminal();
-    let s = match runtime.block_on(galewatch::tools::export::export_to(
-        &cfg,
-        &req,
+    let s = match runtime.block_on(or_interrupted(
         a.output.as_deref(),
-        progress,
+        galewatch::tools::export::export_to(&cfg, &req, a.output.as_deref(), progress),
     )) {
         Ok(s) => s,
         Err(e) => {

@@ -55,6 +55,16 @@ fn certs(setting: &'static str, path: &Path) -> Result<Vec<CertificateDer<'stati
     Ok(certs)
 }
 
+/// When the first certificate of a PEM file (the server's own) stops being valid: its
+/// `notAfter`. None when the file cannot be read or the certificate parsed (the server's
+/// configuration says why).
+pub fn expiry(cert_file: &Path) -> Option<std::time::SystemTime> {
+    use x509_cert::der::Decode;
+    let chain = certs("", cert_file).ok()?;
+    let cert = x509_cert::Certificate::from_der(chain.first()?.as_ref()).ok()?;
+    Some(cert.tbs_certificate.validity.not_after.to_system_time())
+}
+
 /// A private key from a PEM file.
 fn private_key(setting: &'static str, path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
     let bytes = crate::secret::read_bounded(path, PEM_FILE_MAX).map_err(|e| err(setting, e))?;

@@ -10,6 +10,7 @@ use std::process::Command;
 
 use std::time::Duration;
 
+use common::panel::*;
 use common::*;
 use serde_json::Value;
 
@@ -20,19 +21,6 @@ async fn panel(db: &TestDb) -> (SocketAddr, tokio_util::sync::DropGuard) {
         ..Default::default()
     })
     .await
-}
-
-/// A panel with settings `s`, served like [`panel`] on 127.0.0.1.
-async fn panel_with_settings(
-    s: galewatch::daemon::config::Settings,
-) -> (SocketAddr, tokio_util::sync::DropGuard) {
-    let cfg = s.validate().unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let stop = tokio_util::sync::CancellationToken::new();
-    let rx = stop.clone();
-    tokio::spawn(async move { galewatch::panel::serve(&cfg, listener, rx).await });
-    (addr, stop.drop_guard())
 }
 
 async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
@@ -1157,85 +1145,6 @@ async fn values_at_the_edges_of_a_double_chart_and_bucket() {
 
 // Access (issue 34): users, TLS, a trusted proxy's header; /healthz open.
 
-/// `GET path` with `headers` from the local address `from` (127.0.0.1 when None): the status,
-/// the response's head and its body.
-async fn request(
-    addr: SocketAddr,
-    path: &str,
-    headers: &[(&str, &str)],
-    from: Option<&str>,
-) -> (u16, String, String) {
-    use std::io::{Read, Write};
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket
-        .bind(
-            format!("{}:0", from.unwrap_or("127.0.0.1"))
-                .parse()
-                .unwrap(),
-        )
-        .unwrap();
-    let stream = socket.connect(addr).await.unwrap().into_std().unwrap();
-    let mut text = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        text.push_str(&format!("{k}: {v}\r\n"));
-    }
-    text.push_str("\r\n");
-    tokio::task::spawn_blocking(move || {
-        let mut stream = stream;
-        stream.set_nonblocking(false).unwrap();
-        stream.write_all(text.as_bytes()).unwrap();
-        let mut out = String::new();
-        stream.read_to_string(&mut out).unwrap();
-        split_response(&out)
-    })
-    .await
-    .unwrap()
-}
-
-fn split_response(out: &str) -> (u16, String, String) {
-    let status = out
-        .get(9..12)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP response: {out:?}"));
-    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((out, ""));
-    (status, head.to_ascii_lowercase(), body.to_string())
-}
-
-fn basic(user: &str, password: &str) -> String {
-    use base64::Engine;
-    format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
-    )
-}
-
-/// The users file line `galewatch panel hash-password NAME` prints for `password` (on standard
-/// input, as an operator pipes it).
-fn hash_line(name: &str, password: &str) -> String {
-    use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_galewatch"))
-        .args(["panel", "hash-password", name])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let line = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        line.starts_with(&format!("{name}:$argon2id$v=19$m=19456,t=2,p=1$"))
-            && line.ends_with('\n'),
-        "{line}"
-    );
-    line
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn users_sign_in_with_basic_auth_and_healthz_stays_open() {
     let db = known_readings().await;
@@ -1342,53 +1251,21 @@ async fn users_sign_in_with_basic_auth_and_healthz_stays_open() {
     assert_eq!(status, 200, "another address signs in");
 }
 
-/// A blocking HTTPS GET trusting the CA in `ca`: the response, or the TLS error.
-fn https_get(
-    addr: SocketAddr,
-    ca: &std::path::Path,
-    path: &str,
-    auth: &str,
-) -> Result<(u16, String, String), String> {
-    use std::io::{Read, Write};
-    let config = galewatch::tls::client_config(Some(ca), None, "ca", "cert", "key").unwrap();
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
-    let mut tls = rustls::StreamOwned::new(conn, std::net::TcpStream::connect(addr).unwrap());
-    tls.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: {auth}\r\nConnection: close\r\n\r\n")
-            .as_bytes(),
-    )
-    .map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    match tls.read_to_end(&mut out) {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !out.is_empty() => {}
-        Err(e) => return Err(e.to_string()),
-    }
-    Ok(split_response(&String::from_utf8_lossy(&out)))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_panel_serves_https_with_its_certificate_and_tells_plain_http_to_use_it() {
     let db = known_readings().await;
-    let dir = tempfile::tempdir().unwrap();
     let ca = TestCa::new("galewatch panel test CA");
-    let (cert, key) = ca.leaf(&["localhost"]);
-    let file = |name: &str, text: &str| {
-        let p = dir.path().join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    };
-    let (cert, key) = (file("panel.pem", &cert), file("panel.key", &key));
-    let ca_file = file("ca.pem", &ca.cert.pem());
-    let other_ca = file("other.pem", &TestCa::new("another CA").cert.pem());
-    let users = file("users", &hash_line("alice", "s3cret"));
+    let files = TlsFiles::new(&ca, ca.leaf(&["localhost"]));
+    let ca_file = files.ca.clone();
+    let other_ca = write_in(
+        files.dir.path(),
+        "other.pem",
+        &TestCa::new("another CA").cert.pem(),
+    );
+    let users = write_in(files.dir.path(), "users", &hash_line("alice", "s3cret"));
     let (addr, _stop) = panel_with_settings(galewatch::daemon::config::Settings {
-        database_url: db.url.clone(),
-        panel_tls_cert_file: cert.display().to_string(),
-        panel_tls_key_file: key.display().to_string(),
         panel_users_file: users.display().to_string(),
-        ..Default::default()
+        ..files.settings(&db.url)
     })
     .await;
     let get = |ca: std::path::PathBuf, path: &'static str, auth: String| {

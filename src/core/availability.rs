@@ -322,6 +322,18 @@ impl Settings<'_> {
                     );
                 }
             }
+            if let Some(Status::Text(t)) = values
+                .iter()
+                .find(|v| matches!(v, Status::Text(t) if t.contains('\0')))
+            {
+                return bad(
+                    &setting,
+                    format!(
+                        "the text {t:?} holds a NUL byte, which no stored reading can hold \
+                         (PostgreSQL's text cannot)"
+                    ),
+                );
+            }
             mapped.push((c, values.clone()));
         }
         let view_of = |setting: &str, list: &[String]| -> Result<Vec<Category>, (String, String)> {
@@ -387,6 +399,7 @@ mod tests {
         let mut list = SignalSetting::defaults();
         list.push(SignalSetting::new("status_code", Kind::Integer));
         list.push(SignalSetting::new("running", Kind::Boolean));
+        list.push(SignalSetting::new("mode", Kind::Text));
         let mut dir = SignalSetting::new("wind_dir", Kind::Float);
         dir.angle = true;
         list.push(dir);
@@ -428,6 +441,15 @@ mod tests {
         assert!(err(check("status_code", &text, &avail, &unavail))
             .1
             .contains("cannot be a value"));
+        // A text with a NUL byte: no reading can carry it, and the statistics' SQL cannot
+        // bind it (it failed every rebuild once).
+        let nul = vec![(
+            "full_performance".to_string(),
+            vec![Status::Text("run".into()), Status::Text("r\0un".into())],
+        )];
+        let (s, p) = err(check("mode", &nul, &avail, &unavail));
+        assert_eq!(s, "availability_categories.full_performance");
+        assert!(p.contains("NUL"), "{p}");
         let unknown = vec![("running_fine".to_string(), vec![Status::Code(1)])];
         assert!(err(check("status_code", &unknown, &avail, &unavail))
             .1

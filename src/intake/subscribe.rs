@@ -134,6 +134,26 @@ fn is_tls_failure(e: &rumqttc::v5::ConnectionError) -> bool {
         .any(|m| text.to_lowercase().contains(m))
 }
 
+/// What TLS refused, in words once: the rustls error at the bottom of the chain (rumqttc's
+/// errors repeat their source's text in their own), else the error's text.
+fn tls_cause(e: &rumqttc::v5::ConnectionError) -> String {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+            return tls.to_string();
+        }
+        if let Some(tls) = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        {
+            return tls.to_string();
+        }
+        cur = err.source();
+    }
+    e.to_string()
+}
+
 /// The most queued requests (PUBACKs, mostly) the event loop writes before one flush: a
 /// committed batch's acks go out in a few writes instead of one each.
 pub(crate) const REQUEST_BATCH: usize = 256;
@@ -394,9 +414,11 @@ impl Subscriber {
             self.refused_before_connect[self.failover.index()] = true;
             if self.refused_before_connect.iter().all(|r| *r) {
                 if tls_refused {
-                    let e = Error::other(
+                    // A setting to fix (exit 2, so that systemd does not restart into it), its
+                    // cause said once.
+                    let e = Error::refused(
                         "connecting to the broker over TLS (check mqtt_ca_file, the broker's host name, and mqtt_client_cert_file/mqtt_client_key_file)",
-                        e,
+                        tls_cause(&e),
                     );
                     return Err(if self.failover.len() > 1 {
                         e.prefixed(format!(

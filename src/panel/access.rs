@@ -99,6 +99,8 @@ pub struct Access {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// None: everyone who reaches the panel.
     pub auth: Option<Arc<Auth>>,
+    /// When the HTTPS certificate stops being valid (its `notAfter`), when known.
+    pub tls_expires: Option<std::time::SystemTime>,
 }
 
 impl Access {
@@ -107,6 +109,7 @@ impl Access {
         Access {
             tls: None,
             auth: None,
+            tls_expires: None,
         }
     }
 
@@ -238,7 +241,14 @@ impl Group<'_> {
                 spoofs: std::sync::Mutex::new(super::auth::Failures::new()),
             })
         });
-        Ok(Access { tls, auth })
+        let tls_expires = tls
+            .as_ref()
+            .and_then(|_| crate::tls::expiry(Path::new(self.tls_cert_file)));
+        Ok(Access {
+            tls,
+            auth,
+            tls_expires,
+        })
     }
 
     fn tls(&self) -> Result<Option<Arc<rustls::ServerConfig>>, GroupError> {

@@ -129,9 +129,17 @@ fn too_cheap(params: &Params) -> Option<String> {
 #[derive(Clone)]
 pub struct Users {
     hashes: HashMap<String, String>,
-    /// The first user's cost: an unknown name is verified against a hash of it, so that its
-    /// answer takes as long as a known one's.
+    /// The dearest user's cost: an unknown name is verified against a hash of it, and a cheaper
+    /// user's answer is held as long, so that no answer's time tells a known name.
     cost: Params,
+    /// Whether the users' hashes differ in cost.
+    mixed: bool,
+}
+
+/// What a hash of these parameters costs to verify, in KiB-passes (the argon2 crate hashes the
+/// lanes one after another: the time follows memory × passes).
+fn work(p: &Params) -> u64 {
+    u64::from(p.m_cost()) * u64::from(p.t_cost())
 }
 
 impl std::fmt::Debug for Users {
@@ -146,7 +154,7 @@ impl Users {
     pub fn parse(text: &str) -> Result<Users, LineError> {
         let mut hashes = HashMap::new();
         let mut first_line = HashMap::new();
-        let mut cost = None;
+        let mut costs = Vec::new();
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         for (i, line) in text.lines().enumerate() {
             let n = i + 1;
@@ -173,11 +181,16 @@ impl Users {
                      surprise"
                 )));
             }
-            cost.get_or_insert(params);
+            costs.push(params);
             hashes.insert(name.to_string(), hash.to_string());
         }
-        match cost {
-            Some(cost) => Ok(Users { hashes, cost }),
+        let mixed = costs.windows(2).any(|w| work(&w[0]) != work(&w[1]));
+        match costs.into_iter().max_by_key(work) {
+            Some(cost) => Ok(Users {
+                hashes,
+                cost,
+                mixed,
+            }),
             None => Err(LineError {
                 line: 0,
                 problem: "holds no user (name:hash lines)".into(),
@@ -286,9 +299,19 @@ pub enum Counted {
     Again,
 }
 
+/// One client's window: when it began, its failures, and its attempts being verified now (each
+/// counted toward the lock before its hash runs, so that no burst gets more than
+/// [`FAILURES_BEFORE_LOCK`] hashes in a window).
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    start: Instant,
+    failed: u32,
+    pending: u32,
+}
+
 /// Failures per client address, in windows of [`FAILURE_WINDOW`] from each client's first.
 pub struct Failures {
-    clients: HashMap<IpAddr, (Instant, u32)>,
+    clients: HashMap<IpAddr, Window>,
 }
 
 impl Failures {
@@ -298,34 +321,82 @@ impl Failures {
         }
     }
 
-    /// How long until `client` may try again, when it is locked out.
-    pub fn locked(&mut self, client: IpAddr, now: Instant) -> Option<Duration> {
-        let (start, count) = *self.clients.get(&client)?;
-        let end = start + FAILURE_WINDOW;
-        if now >= end {
-            self.clients.remove(&client);
-            return None;
+    /// The window of `client`, a new one when its last has ended; None when too many addresses
+    /// are counted at once to count this one too.
+    fn window(&mut self, client: IpAddr, now: Instant) -> Option<&mut Window> {
+        if self.clients.len() >= CLIENTS_COUNTED && !self.clients.contains_key(&client) {
+            self.clients
+                .retain(|_, w| w.pending > 0 || now < w.start + FAILURE_WINDOW);
+            if self.clients.len() >= CLIENTS_COUNTED {
+                return None;
+            }
         }
-        (count >= FAILURES_BEFORE_LOCK).then(|| end - now)
+        let w = self.clients.entry(client).or_insert(Window {
+            start: now,
+            failed: 0,
+            pending: 0,
+        });
+        if now >= w.start + FAILURE_WINDOW {
+            // Attempts still being verified stay counted in the new window.
+            *w = Window {
+                start: now,
+                failed: 0,
+                pending: w.pending,
+            };
+        }
+        Some(w)
+    }
+
+    /// How long until `client` may try again, when it is locked out (its failures and the
+    /// attempts being verified reach [`FAILURES_BEFORE_LOCK`]).
+    pub fn locked(&mut self, client: IpAddr, now: Instant) -> Option<Duration> {
+        let w = *self.clients.get(&client)?;
+        let end = w.start + FAILURE_WINDOW;
+        if now >= end {
+            if w.pending == 0 {
+                self.clients.remove(&client);
+                return None;
+            }
+            return (w.pending >= FAILURES_BEFORE_LOCK).then_some(Duration::from_secs(1));
+        }
+        (w.failed + w.pending >= FAILURES_BEFORE_LOCK).then(|| end - now)
+    }
+
+    /// Counts an attempt of `client` about to be verified, before its hash runs: Err(wait) when
+    /// the client is locked out (then nothing is counted). Every reservation ends in
+    /// [`Failures::settle`].
+    pub fn reserve(&mut self, client: IpAddr, now: Instant) -> Result<(), Duration> {
+        if let Some(wait) = self.locked(client, now) {
+            return Err(wait);
+        }
+        if let Some(w) = self.window(client, now) {
+            w.pending += 1;
+        }
+        Ok(())
+    }
+
+    /// Ends a reservation: a failure counted as one (and said as [`Failures::fail`] says it), a
+    /// success or an attempt never verified taken back.
+    pub fn settle(&mut self, client: IpAddr, now: Instant, failed: bool) -> Counted {
+        if let Some(w) = self.clients.get_mut(&client) {
+            w.pending = w.pending.saturating_sub(1);
+        }
+        if failed {
+            self.fail(client, now)
+        } else {
+            Counted::Again
+        }
     }
 
     /// Counts one failure of `client`.
     pub fn fail(&mut self, client: IpAddr, now: Instant) -> Counted {
-        if self.clients.len() >= CLIENTS_COUNTED && !self.clients.contains_key(&client) {
-            self.clients
-                .retain(|_, (start, _)| now < *start + FAILURE_WINDOW);
-            if self.clients.len() >= CLIENTS_COUNTED {
-                // Too many addresses at once to count them all: this one goes uncounted (the
-                // bound on verifications at once still holds).
-                return Counted::Again;
-            }
-        }
-        let entry = self.clients.entry(client).or_insert((now, 0));
-        if now >= entry.0 + FAILURE_WINDOW {
-            *entry = (now, 0);
-        }
-        entry.1 += 1;
-        match entry.1 {
+        // Too many addresses at once to count them all: this one goes uncounted (the bound on
+        // verifications at once still holds).
+        let Some(w) = self.window(client, now) else {
+            return Counted::Again;
+        };
+        w.failed += 1;
+        match w.failed {
             1 => Counted::First,
             n if n == FAILURES_BEFORE_LOCK => Counted::Locks,
             _ => Counted::Again,
@@ -342,8 +413,10 @@ impl Default for Failures {
 /// Checks user names and passwords against the users file.
 pub struct Verifier {
     users: Users,
-    /// A hash of a random password at the first user's cost, for unknown names.
+    /// A hash of a random password at the dearest user's cost, for unknown names.
     dummy: String,
+    /// How long making `dummy` took: a cheaper user's verification is held this long.
+    dearest_takes: Duration,
     key: ring::hmac::Key,
     remembered: Mutex<Remembered>,
     verifying: tokio::sync::Semaphore,
@@ -351,13 +424,14 @@ pub struct Verifier {
 }
 
 impl Verifier {
-    /// One hash at the first user's cost is computed here (for unknown names).
+    /// One hash at the dearest user's cost is computed (and timed) here, for unknown names.
     pub fn new(users: Users) -> Verifier {
         let rng = ring::rand::SystemRandom::new();
         let key = ring::hmac::Key::generate(ring::hmac::HMAC_SHA256, &rng)
             .expect("the system's random generator");
         let mut random = [0u8; 24];
         ring::rand::SecureRandom::fill(&rng, &mut random).expect("the system's random generator");
+        let t0 = Instant::now();
         let dummy = hash_with(
             &random
                 .iter()
@@ -365,9 +439,19 @@ impl Verifier {
                 .collect::<String>(),
             users.cost.clone(),
         );
+        let dearest_takes = t0.elapsed();
+        if users.mixed {
+            tracing::warn!(
+                dearest_ms = dearest_takes.as_millis() as u64,
+                "the panel's users file holds hashes of different costs: every sign-in is held as \
+                 long as the dearest hash takes, so that its time tells no user name; rehash the \
+                 cheaper ones (galewatch panel hash-password) to make sign-ins no slower than needed"
+            );
+        }
         Verifier {
             users,
             dummy,
+            dearest_takes,
             key,
             remembered: Mutex::new(Remembered {
                 entries: HashMap::new(),
@@ -395,6 +479,11 @@ impl Verifier {
     /// name only when it is a user's, since a password typed into the name field is common).
     pub fn failed(&self, client: IpAddr, name: &str, why: &'static str) {
         let counted = lock(&self.failures).fail(client, Instant::now());
+        self.say(counted, client, name, why);
+    }
+
+    /// The log line a failure is worth, if any.
+    fn say(&self, counted: Counted, client: IpAddr, name: &str, why: &'static str) {
         let user = if self.users.knows(name) {
             name
         } else {
@@ -439,25 +528,88 @@ impl Verifier {
         if let Some(user) = lock(&self.remembered).get(&digest, Instant::now()) {
             return Ok(user);
         }
-        if let Some(wait) = self.locked(client) {
-            return Err(Refusal::Locked(wait));
-        }
+        // Counted toward the lock before the hash runs: whatever arrives at once, at most
+        // FAILURES_BEFORE_LOCK hashes run for one address in a window.
+        lock(&self.failures)
+            .reserve(client, Instant::now())
+            .map_err(Refusal::Locked)?;
+        let reservation = Reservation {
+            verifier: self,
+            client,
+            name,
+            settled: false,
+        };
         let Ok(Ok(_permit)) = tokio::time::timeout(VERIFY_WAIT, self.verifying.acquire()).await
         else {
+            reservation.settle(None);
             return Err(Refusal::Busy);
         };
+        let started = Instant::now();
         let known = self.users.hashes.get(name);
         let hash = known.unwrap_or(&self.dummy).clone();
+        let cheaper = known.is_some_and(|h| {
+            PasswordHash::new(h)
+                .ok()
+                .and_then(|p| Params::try_from(&p).ok())
+                .is_some_and(|p| work(&p) < work(&self.users.cost))
+        });
         let pw = password.to_string();
         let ok = tokio::task::spawn_blocking(move || verify(&hash, &pw))
             .await
             .unwrap_or(false);
+        drop(_permit);
+        if cheaper {
+            // As long as the dearest hash would have taken (an unknown name's time).
+            tokio::time::sleep(self.dearest_takes.saturating_sub(started.elapsed())).await;
+        }
         if ok && known.is_some() {
+            reservation.settle(Some(true));
             lock(&self.remembered).put(digest, name.to_string(), Instant::now());
             Ok(name.to_string())
         } else {
-            self.failed(client, name, "wrong user name or password");
+            reservation.settle(Some(false));
             Err(Refusal::Unauthorized("wrong user name or password"))
+        }
+    }
+}
+
+/// An attempt counted toward its client's lock while it is verified. Settled with its outcome;
+/// dropped unsettled (the client went away mid-verification) it counts as a failure, since its
+/// hash may have run.
+struct Reservation<'a> {
+    verifier: &'a Verifier,
+    client: IpAddr,
+    name: &'a str,
+    settled: bool,
+}
+
+impl Reservation<'_> {
+    /// `Some(true)`: the password was right; `Some(false)`: wrong; None: never verified.
+    fn settle(mut self, verified: Option<bool>) {
+        self.settled = true;
+        let failed = verified == Some(false);
+        let counted = lock(&self.verifier.failures).settle(self.client, Instant::now(), failed);
+        if failed {
+            self.verifier.say(
+                counted,
+                self.client,
+                self.name,
+                "wrong user name or password",
+            );
+        }
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            let counted = lock(&self.verifier.failures).settle(self.client, Instant::now(), true);
+            self.verifier.say(
+                counted,
+                self.client,
+                self.name,
+                "went away while being verified",
+            );
         }
     }
 }
@@ -636,6 +788,91 @@ mod tests {
             Err(Refusal::Locked(_))
         ));
         assert_eq!(v.check("alice", "s3cret", client).await, Ok("alice".into()));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_burst_from_one_address_gets_at_most_the_lock_s_hashes() {
+        let users = Users::parse(&format!("alice:{}", cheap("s3cret"))).unwrap();
+        let v = Arc::new(Verifier::new(users));
+        let client: IpAddr = "192.0.2.9".parse().unwrap();
+        let tries: Vec<_> = (0..120)
+            .map(|i| {
+                let v = v.clone();
+                tokio::spawn(async move { v.check("alice", &format!("wrong{i}"), client).await })
+            })
+            .collect();
+        let mut hashed = 0;
+        for t in tries {
+            match t.await.unwrap() {
+                Err(Refusal::Unauthorized(_)) => hashed += 1,
+                Err(Refusal::Locked(_) | Refusal::Busy) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(
+            hashed <= FAILURES_BEFORE_LOCK,
+            "{hashed} passwords were hashed for one address"
+        );
+        assert!(
+            matches!(
+                v.check("alice", "s3cret", client).await,
+                Err(Refusal::Locked(_))
+            ),
+            "the right password while locked"
+        );
+        let other: IpAddr = "192.0.2.10".parse().unwrap();
+        assert_eq!(v.check("alice", "s3cret", other).await, Ok("alice".into()));
+    }
+
+    #[test]
+    fn reservations_count_toward_the_lock_and_a_success_gives_its_slot_back() {
+        let mut f = Failures::new();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let t0 = Instant::now();
+        for _ in 0..FAILURES_BEFORE_LOCK {
+            assert_eq!(f.reserve(a, t0), Ok(()));
+        }
+        assert!(f.reserve(a, t0).is_err(), "ten in flight lock the eleventh");
+        f.settle(a, t0, true);
+        assert!(f.reserve(a, t0).is_err(), "a failure keeps its slot");
+        f.settle(a, t0, false);
+        assert_eq!(f.reserve(a, t0), Ok(()), "a success gives its slot back");
+        // The window ends: failures are forgotten, attempts still being verified are not.
+        let later = t0 + FAILURE_WINDOW;
+        assert_eq!(f.reserve(a, later), Ok(()));
+        for _ in 0..FAILURES_BEFORE_LOCK {
+            f.settle(a, later, true);
+        }
+        assert!(f.locked(a, later).is_some());
+    }
+
+    #[tokio::test]
+    async fn an_unknown_name_costs_what_the_dearest_user_costs() {
+        let dear = hash_with("b", Params::new(16 * 1024, 3, 1, None).unwrap());
+        let users = Users::parse(&format!("cheap:{}\ndear:{dear}\n", cheap("a"))).unwrap();
+        assert!(users.mixed);
+        assert_eq!(work(&users.cost), 16 * 1024 * 3);
+        let v = Arc::new(Verifier::new(users));
+        let client: IpAddr = "192.0.2.11".parse().unwrap();
+        let time = |name: &'static str| {
+            let v = v.clone();
+            async move {
+                let t0 = Instant::now();
+                let _ = v.check(name, "wrong", client).await;
+                t0.elapsed()
+            }
+        };
+        // An unknown name is verified against a hash of the dearest cost...
+        let dummy = Params::try_from(&PasswordHash::new(&v.dummy).unwrap()).unwrap();
+        assert_eq!(work(&dummy), work(&v.users.cost));
+        // ... and a cheaper user's answer is held at least as long as making that hash took.
+        let cheap_user = time("cheap").await;
+        assert!(
+            cheap_user >= v.dearest_takes,
+            "{cheap_user:?} vs {:?}",
+            v.dearest_takes
+        );
+        let _ = time("nobody").await;
     }
 
     #[test]

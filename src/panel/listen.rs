@@ -1,59 +1,97 @@
-//! Listen: the panel's connections, plain or TLS, each known by its peer's address.
+//! Listen: the panel's connections, plain or TLS, each known by its peer's address, and held to
+//! bounds that keep the panel answering whoever opens connections and says nothing.
 //!
-//! TLS handshakes run side by side (at most [`HANDSHAKES_AT_ONCE`], each within
-//! [`HANDSHAKE_TIMEOUT`]), so a slow or silent client holds up no one; a plain HTTP request on
-//! the TLS port is answered 400 saying to use https://, not dropped without a word.
+//! Every connection waits for its first byte in a task of its own (at most
+//! [`gate::FIRST_BYTE`]; a TLS handshake, whole, within the same), then goes to the HTTP server,
+//! where one with nothing read or written for [`gate::IDLE`] is closed. Open connections are
+//! bounded per client address ([`gate::PER_ADDRESS`]) and in all ([`gate::TOTAL`]); at a bound,
+//! the [`gate`] closes the oldest connection that has said nothing (then the one quiet longest)
+//! to let a newcomer in, so a crowd of silent connections cannot shut out `/healthz`. A plain
+//! HTTP request on the TLS port is answered 400 saying to use https://.
 
+use std::collections::HashMap;
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use axum::extract::connect_info::Connected;
 use axum::serve::{IncomingStream, Listener};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-const HANDSHAKES_AT_ONCE: usize = 256;
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+use super::gate::{self, Decision, Seen};
 
 /// The address a connection comes from (axum's `ConnectInfo<Peer>`).
 #[derive(Debug, Clone, Copy)]
 pub struct Peer(pub SocketAddr);
 
-impl Connected<IncomingStream<'_, TcpListener>> for Peer {
-    fn connect_info(stream: IncomingStream<'_, TcpListener>) -> Self {
+impl<Io> Connected<IncomingStream<'_, Gated<Io>>> for Peer
+where
+    Io: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    fn connect_info(stream: IncomingStream<'_, Gated<Io>>) -> Self {
         Peer(*stream.remote_addr())
     }
 }
 
-impl Connected<IncomingStream<'_, TlsListener>> for Peer {
-    fn connect_info(stream: IncomingStream<'_, TlsListener>) -> Self {
-        Peer(*stream.remote_addr())
-    }
-}
-
-/// Connections that completed a TLS handshake.
-pub struct TlsListener {
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+/// Connections past their first byte (and, with TLS, their handshake), for the HTTP server.
+pub struct Gated<Io> {
+    ready: mpsc::Receiver<(Io, SocketAddr)>,
     local: SocketAddr,
+}
+
+/// Plain HTTP connections.
+pub type PlainListener = Gated<Guarded<TcpStream>>;
+/// Connections that completed a TLS handshake.
+pub type TlsListener = Gated<TlsStream<Guarded<TcpStream>>>;
+
+impl PlainListener {
+    /// Accepts on `tcp` in a task of its own until this listener is dropped.
+    pub fn plain(tcp: TcpListener) -> io::Result<PlainListener> {
+        Gated::start(tcp, |stream, _| async move { Ok(Some(stream)) })
+    }
 }
 
 impl TlsListener {
     /// Accepts on `tcp` in a task of its own until this listener is dropped.
-    pub fn new(tcp: TcpListener, config: Arc<rustls::ServerConfig>) -> io::Result<TlsListener> {
-        let local = tcp.local_addr()?;
-        let (tx, ready) = mpsc::channel(64);
-        tokio::spawn(accept(tcp, TlsAcceptor::from(config), tx));
-        Ok(TlsListener { ready, local })
+    pub fn tls(tcp: TcpListener, config: Arc<rustls::ServerConfig>) -> io::Result<TlsListener> {
+        let acceptor = TlsAcceptor::from(config);
+        Gated::start(tcp, move |stream, first| {
+            let acceptor = acceptor.clone();
+            async move { handshake(&acceptor, stream, first).await }
+        })
     }
 }
 
-impl Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
+impl<Io: Send + 'static> Gated<Io> {
+    /// Accepts on `tcp`; each connection waits for its first byte, then `open` makes it what the
+    /// server reads (None: answered already, closed).
+    fn start<F, Fut>(tcp: TcpListener, open: F) -> io::Result<Gated<Io>>
+    where
+        F: Fn(Guarded<TcpStream>, u8) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = io::Result<Option<Io>>> + Send + 'static,
+    {
+        let local = tcp.local_addr()?;
+        let (tx, ready) = mpsc::channel(64);
+        tokio::spawn(accept(tcp, Arc::new(open), tx));
+        Ok(Gated { ready, local })
+    }
+}
+
+impl<Io> Listener for Gated<Io>
+where
+    Io: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    type Io = Io;
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
@@ -69,12 +107,48 @@ impl Listener for TlsListener {
     }
 }
 
-async fn accept(
-    tcp: TcpListener,
-    acceptor: TlsAcceptor,
-    ready: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
-) {
-    let handshakes = Arc::new(Semaphore::new(HANDSHAKES_AT_ONCE));
+/// The open connections: what the gate decides over, and how to close each.
+#[derive(Default)]
+struct Registry {
+    next: u64,
+    open: HashMap<u64, (Seen, Arc<Activity>, CancellationToken)>,
+}
+
+/// The registry shared by the accepting task and every connection's guard.
+type Shared = Arc<Mutex<Registry>>;
+
+fn lock(r: &Shared) -> std::sync::MutexGuard<'_, Registry> {
+    r.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// When a connection last read or wrote, in milliseconds after `epoch` (0: never).
+struct Activity {
+    epoch: Instant,
+    last: AtomicU64,
+}
+
+impl Activity {
+    fn touch(&self) {
+        let ms = self.epoch.elapsed().as_millis() as u64 + 1;
+        self.last.store(ms, Ordering::Relaxed);
+    }
+
+    fn last(&self) -> Option<Instant> {
+        match self.last.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(self.epoch + Duration::from_millis(ms - 1)),
+        }
+    }
+}
+
+async fn accept<Io, F, Fut>(tcp: TcpListener, open: Arc<F>, ready: mpsc::Sender<(Io, SocketAddr)>)
+where
+    Io: Send + 'static,
+    F: Fn(Guarded<TcpStream>, u8) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = io::Result<Option<Io>>> + Send + 'static,
+{
+    let registry: Shared = Arc::default();
+    let epoch = Instant::now();
     loop {
         let (stream, peer) = tokio::select! {
             _ = ready.closed() => return,
@@ -88,22 +162,195 @@ async fn accept(
                 }
             },
         };
-        let Ok(permit) = handshakes.clone().try_acquire_owned() else {
-            tracing::debug!(%peer, "panel: too many TLS handshakes at once; connection dropped");
+        let Some(guarded) = admit(&registry, epoch, stream, peer) else {
             continue;
         };
-        let (acceptor, ready) = (acceptor.clone(), ready.clone());
+        let (open, ready) = (open.clone(), ready.clone());
         tokio::spawn(async move {
-            let _permit = permit;
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&acceptor, stream)).await {
-                Ok(Ok(Some(tls))) => {
-                    let _ = ready.send((tls, peer)).await;
+            let first = tokio::time::timeout(gate::FIRST_BYTE, async {
+                let mut guarded = guarded;
+                let first = guarded.first_byte().await?;
+                let io = open(guarded, first).await?;
+                io::Result::Ok(io)
+            });
+            match first.await {
+                Ok(Ok(Some(io))) => {
+                    let _ = ready.send((io, peer)).await;
                 }
                 Ok(Ok(None)) => tracing::debug!(%peer, "panel: plain HTTP on the TLS port"),
-                Ok(Err(e)) => tracing::debug!(%peer, error = %e, "panel: TLS handshake failed"),
-                Err(_) => tracing::debug!(%peer, "panel: TLS handshake timed out"),
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "panel: connection closed before a request")
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "panel: nothing (or no whole TLS handshake) within the first-byte time")
+                }
             }
         });
+    }
+}
+
+/// Registers a new connection, closing another first if the gate says so; None: refused.
+fn admit(
+    registry: &Shared,
+    epoch: Instant,
+    stream: TcpStream,
+    peer: SocketAddr,
+) -> Option<Guarded<TcpStream>> {
+    let mut r = lock(registry);
+    let seen: Vec<Seen> = r
+        .open
+        .values()
+        .map(|(s, activity, _)| Seen {
+            active: activity.last(),
+            ..*s
+        })
+        .collect();
+    match gate::admit(&seen, peer.ip(), Instant::now()) {
+        Decision::Admit => {}
+        Decision::Evict(id) => {
+            if let Some((_, _, cancel)) = r.open.remove(&id) {
+                cancel.cancel();
+            }
+        }
+        Decision::Refuse => {
+            tracing::debug!(%peer, "panel: no room for another connection; closed");
+            return None;
+        }
+    }
+    let id = r.next;
+    r.next += 1;
+    let activity = Arc::new(Activity {
+        epoch,
+        last: AtomicU64::new(0),
+    });
+    let cancel = CancellationToken::new();
+    let seen = Seen {
+        id,
+        addr: peer.ip(),
+        since: Instant::now(),
+        active: None,
+    };
+    r.open.insert(id, (seen, activity.clone(), cancel.clone()));
+    Some(Guarded {
+        inner: stream,
+        activity,
+        closed: Box::pin(cancel.cancelled_owned()),
+        idle: Box::pin(tokio::time::sleep(gate::IDLE)),
+        _leave: Leave {
+            registry: registry.clone(),
+            id,
+        },
+    })
+}
+
+/// Takes a connection off the registry when it ends.
+struct Leave {
+    registry: Shared,
+    id: u64,
+}
+
+impl Drop for Leave {
+    fn drop(&mut self) {
+        lock(&self.registry).open.remove(&self.id);
+    }
+}
+
+/// A connection held to the gate: it ends (an error to its reader or writer) when the gate
+/// closes it for room, or after [`gate::IDLE`] with nothing read or written; its reads and
+/// writes are what the gate sees as activity.
+pub struct Guarded<S> {
+    inner: S,
+    activity: Arc<Activity>,
+    closed: Pin<Box<WaitForCancellationFutureOwned>>,
+    idle: Pin<Box<tokio::time::Sleep>>,
+    _leave: Leave,
+}
+
+impl Guarded<TcpStream> {
+    /// Waits for the client's first byte and returns it without taking it.
+    async fn first_byte(&mut self) -> io::Result<u8> {
+        let mut first = [0u8; 1];
+        let peeked = tokio::select! {
+            r = self.inner.peek(&mut first) => r?,
+            _ = &mut self.closed => return Err(io::Error::new(io::ErrorKind::ConnectionAborted, "closed to make room")),
+        };
+        if peeked == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        self.activity.touch();
+        Ok(first[0])
+    }
+}
+
+impl<S> Guarded<S> {
+    /// Err when the gate closed this connection or it sat idle too long; else registers to be
+    /// woken for either.
+    fn ended(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
+        if self.closed.as_mut().poll(cx).is_ready() {
+            return Some(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "closed to make room",
+            ));
+        }
+        if self.idle.as_mut().poll(cx).is_ready() {
+            return Some(io::Error::new(io::ErrorKind::TimedOut, "idle"));
+        }
+        None
+    }
+
+    fn moved(&mut self) {
+        self.activity.touch();
+        self.idle
+            .as_mut()
+            .reset(tokio::time::Instant::now() + gate::IDLE);
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        match Pin::new(&mut self.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before {
+                    self.moved();
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => match self.ended(cx) {
+                Some(e) => Poll::Ready(Err(e)),
+                None => Poll::Pending,
+            },
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if let Some(e) = self.ended(cx) {
+            return Poll::Ready(Err(e));
+        }
+        let r = Pin::new(&mut self.inner).poll_write(cx, data);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.moved();
+        }
+        r
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 
@@ -111,10 +358,10 @@ async fn accept(
 /// a 400 saying to use https://, and None.
 async fn handshake(
     acceptor: &TlsAcceptor,
-    mut stream: TcpStream,
-) -> io::Result<Option<TlsStream<TcpStream>>> {
-    let mut first = [0u8; 1];
-    if stream.peek(&mut first).await? == 1 && first[0] != 0x16 {
+    mut stream: Guarded<TcpStream>,
+    first: u8,
+) -> io::Result<Option<TlsStream<Guarded<TcpStream>>>> {
+    if first != 0x16 {
         // Read what the client sent before answering, so that closing does not reset the
         // connection under the answer.
         let mut request = [0u8; 8192];
@@ -131,4 +378,21 @@ async fn handshake(
         return Ok(None);
     }
     acceptor.accept(stream).await.map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn activity_is_told_to_the_millisecond_and_never_before_it_happens() {
+        let a = Activity {
+            epoch: Instant::now(),
+            last: AtomicU64::new(0),
+        };
+        assert_eq!(a.last(), None);
+        a.touch();
+        let t = a.last().unwrap();
+        assert!(t <= Instant::now());
+    }
 }

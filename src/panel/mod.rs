@@ -10,6 +10,7 @@ pub mod auth;
 pub mod chart;
 pub mod data;
 pub mod flight;
+pub mod gate;
 pub mod listen;
 pub mod page;
 pub mod window;
@@ -125,6 +126,9 @@ type TurbineAnswer = Arc<(Vec<data::Point>, Vec<data::Quarantined>)>;
 /// The database handle and the answers shared between identical requests (see `flight.rs`).
 struct Panel {
     db: Db,
+    /// When the HTTPS certificate stops being valid, if the panel serves HTTPS: `/healthz`
+    /// warns in its last [`CERTIFICATE_WARNING`].
+    certificate_expires: Option<std::time::SystemTime>,
     fleets: flight::Flights<(String, Sort, bool), FleetAnswer, Error>,
     series: flight::Flights<(String, Window), TurbineAnswer, Error>,
 }
@@ -164,8 +168,35 @@ type Shared = Arc<Panel>;
 /// is what an engineer sees anyway.
 const SHARE_FOR: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// How long before its certificate expires the panel says so (at start, in `/healthz`).
+pub const CERTIFICATE_WARNING: std::time::Duration = std::time::Duration::from_secs(14 * 86_400);
+
+/// What to say of a certificate valid until `expires`, at `now`: None while more than
+/// [`CERTIFICATE_WARNING`] is left.
+pub fn certificate_warning(
+    expires: std::time::SystemTime,
+    now: std::time::SystemTime,
+) -> Option<String> {
+    let when = chrono::DateTime::<chrono::Utc>::from(expires).format("%Y-%m-%d %H:%M:%S UTC");
+    match expires.duration_since(now) {
+        Err(_) => Some(format!(
+            "the panel's TLS certificate (panel_tls_cert_file) expired at {when}: browsers refuse it; renew it"
+        )),
+        Ok(left) if left <= CERTIFICATE_WARNING => Some(format!(
+            "the panel's TLS certificate (panel_tls_cert_file) expires at {when}, in {:.1} days: renew it",
+            left.as_secs_f64() / 86_400.0
+        )),
+        Ok(_) => None,
+    }
+}
+
 /// The panel's routes over a database handle.
 pub fn router(db: Db) -> Router {
+    router_with(db, None)
+}
+
+/// [`router`], with the HTTPS certificate's expiry for `/healthz` to warn of.
+pub fn router_with(db: Db, certificate_expires: Option<std::time::SystemTime>) -> Router {
     Router::new()
         .route("/", get(fleet_page))
         // The rest of the path: a turbine with a site (`A/07`) opens as `/turbines/A/07` and as
@@ -187,6 +218,7 @@ pub fn router(db: Db) -> Router {
         })
         .with_state(Arc::new(Panel {
             db,
+            certificate_expires,
             fleets: flight::Flights::new(SHARE_FOR),
             series: flight::Flights::new(SHARE_FOR),
         }))
@@ -224,7 +256,7 @@ pub async fn serve_with(
         cfg.availability().map(|(_, _, view)| view),
         cfg.power_curve(),
     );
-    let mut app = router(db);
+    let mut app = router_with(db, access.tls_expires);
     if let Some(auth) = access.auth {
         app = app.layer(axum::middleware::from_fn_with_state(auth, access::guard));
     }
@@ -234,12 +266,14 @@ pub async fn serve_with(
     };
     let served = match access.tls {
         None => {
+            let listener = listen::PlainListener::plain(listener)
+                .map_err(|e| Error::other("reading the panel's address", e))?;
             axum::serve(listener, app)
                 .with_graceful_shutdown(stop)
                 .await
         }
         Some(tls) => {
-            let listener = listen::TlsListener::new(listener, tls)
+            let listener = listen::TlsListener::tls(listener, tls)
                 .map_err(|e| Error::other("reading the panel's address", e))?;
             axum::serve(listener, app)
                 .with_graceful_shutdown(stop)
@@ -271,6 +305,12 @@ pub async fn run(
             format!("{listen} (panel_listen or --listen): {e}"),
         )
     })?;
+    if let Some(why) = access
+        .tls_expires
+        .and_then(|t| certificate_warning(t, std::time::SystemTime::now()))
+    {
+        tracing::warn!("{why}");
+    }
     let scheme = if access.tls.is_some() {
         "https"
     } else {
@@ -298,8 +338,16 @@ struct FleetParams {
 /// of it (which database, where, as whom); the log says why, once a minute at most.
 async fn healthz(State(db): State<Shared>) -> Response {
     static QUIET: std::sync::Mutex<Option<crate::backoff::Quiet>> = std::sync::Mutex::new(None);
+    let warning = db
+        .certificate_expires
+        .and_then(|t| certificate_warning(t, std::time::SystemTime::now()))
+        .map_or(String::new(), |w| format!("warning: {w}\n"));
     match db.ping().await {
-        Ok(()) => (StatusCode::OK, "ok: the database answers\n").into_response(),
+        Ok(()) => (
+            StatusCode::OK,
+            format!("ok: the database answers\n{warning}"),
+        )
+            .into_response(),
         Err(e) => {
             let mut quiet = QUIET.lock().unwrap_or_else(|p| p.into_inner());
             let quiet = quiet.get_or_insert_with(|| {

@@ -24,6 +24,7 @@ use crate::daemon::config::Config;
 use crate::error::Error;
 use crate::sink::stats::{self, Sql};
 use crate::tools::figures::{Cell, Filter, Layout, Names, Stored, StoredNumeric};
+use crate::tools::output::Output;
 use crate::tools::parquet::{self, Codec};
 use crate::tools::review::ReviewError;
 
@@ -556,9 +557,9 @@ pub async fn export<W: Write + Send>(
     }
 }
 
-/// `galewatch export` as the command runs it: to `output`, written whole or not at all (into a
-/// temporary file beside it, renamed over it once complete; created as any new file, under the
-/// umask), or to stdout; a progress line on stderr if `progress`.
+/// `galewatch export` as the command runs it: to `output` ([`crate::tools::output`]: a file
+/// written whole or not at all, a FIFO or a device written in place), or to stdout; a progress
+/// line on stderr if `progress`.
 pub async fn export_to(
     cfg: &Config,
     req: &Request,
@@ -570,71 +571,25 @@ pub async fn export_to(
         let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout());
         return export(cfg, req, out, progress).await;
     };
-    let mut tmp = Partial::beside(path)?;
-    let summary = export(cfg, req, tmp.writer(), progress).await?;
-    tmp.persist()?;
+    let mut out = open_output(path).await?;
+    let summary = export(cfg, req, out.writer(), progress)
+        .await
+        .map_err(|e| match e {
+            ReviewError::Refused(m) if m.starts_with("writing the output") => {
+                ReviewError::Refused(format!("{m} (--output {})", path.display()))
+            }
+            e => e,
+        })?;
+    out.finish()?;
     Ok(summary)
 }
 
-/// `--output FILE` written whole or not at all: a hidden `.FILE.*.partial` beside it, renamed
-/// over it once complete (removed if the export fails).
-pub struct Partial<'a> {
-    path: &'a Path,
-    tmp: tempfile::NamedTempFile,
-}
-
-impl<'a> Partial<'a> {
-    pub fn beside(path: &'a Path) -> Result<Partial<'a>, ReviewError> {
-        let refused = |e: &dyn std::fmt::Display| {
-            ReviewError::Refused(format!("--output {}: {e}", path.display()))
-        };
-        let name = path
-            .file_name()
-            .ok_or_else(|| refused(&"names no file"))?
-            .to_string_lossy();
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        let tmp = tempfile::Builder::new()
-            .prefix(&format!(".{name}."))
-            .suffix(".partial")
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
-            .tempfile_in(dir)
-            .map_err(|e| refused(&e))?;
-        Ok(Partial { path, tmp })
-    }
-
-    pub fn writer(&mut self) -> std::io::BufWriter<&mut std::fs::File> {
-        std::io::BufWriter::with_capacity(1 << 16, self.tmp.as_file_mut())
-    }
-
-    pub fn persist(self) -> Result<(), ReviewError> {
-        let path = self.path;
-        self.tmp
-            .persist(path)
-            .map(|_| ())
-            .map_err(|e| ReviewError::Refused(format!("--output {}: {}", path.display(), e.error)))
-    }
-}
-
-/// Why `--output` cannot name `path`, before anything is read: a directory, or a file in a
-/// directory that does not exist.
-pub fn bad_output(path: &Path) -> Option<String> {
-    if path.is_dir() || path.as_os_str().to_string_lossy().ends_with('/') {
-        return Some(format!(
-            "--output {} is a directory: name a file",
-            path.display()
-        ));
-    }
-    match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() && !d.is_dir() => Some(format!(
-            "--output {}: the directory {} does not exist",
-            path.display(),
-            d.display()
-        )),
-        _ => None,
-    }
+/// [`Output::open`] off the runtime's threads: opening a FIFO waits for its reader.
+pub async fn open_output(path: &Path) -> Result<Output, ReviewError> {
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || Output::open(&path))
+        .await
+        .map_err(|e| ReviewError::Refused(format!("--output: {e}")))?
 }
 
 /// `galewatch stats rebuild`: recomputes the statistics of `[from, to)` (widened to whole

@@ -11,6 +11,7 @@ pub mod edge;
 pub mod export;
 pub mod figures;
 pub mod manual;
+pub mod output;
 pub mod parquet;
 pub mod review;
 pub mod simulate;

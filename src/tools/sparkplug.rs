@@ -20,7 +20,13 @@ use crate::tools::review::Format;
 pub struct Filter {
     pub edge_node: Option<String>,
     pub device: Option<String>,
+    /// List the withdrawn births (whose last birth was refused), one a line, instead of the
+    /// metrics.
+    pub withdrawn: bool,
 }
+
+/// Withdrawn births the summary names before it says how many more there are.
+pub const WITHDRAWN_NAMED: usize = 5;
 
 impl Filter {
     fn keeps(&self, b: &Stored) -> bool {
@@ -119,6 +125,9 @@ pub async fn metrics(cfg: &Config, filter: &Filter, format: Format) -> Result<St
     let all = births::newest(&db, &cfg.settings.mqtt_client_id).await?;
     let kept: Vec<&Stored> = all.iter().filter(|b| filter.keeps(b)).collect();
     let map = cfg.sparkplug.as_ref();
+    if filter.withdrawn {
+        return Ok(withdrawn_list(&kept, format));
+    }
     if filter.any() {
         return Ok(detail(cfg, map, &kept, format));
     }
@@ -170,7 +179,7 @@ pub async fn metrics(cfg: &Config, filter: &Filter, format: Format) -> Result<St
         .filter(|b| b.withdrawn)
         .map(|b| level(b))
         .collect();
-    let rows: Vec<(&str, &Seen, Option<String>, &'static str)> = names
+    let rows: Vec<Row<'_>> = names
         .iter()
         .map(|(name, seen)| {
             // A name on both levels is judged where it feeds a reading, if it does anywhere.
@@ -211,55 +220,112 @@ pub async fn metrics(cfg: &Config, filter: &Filter, format: Format) -> Result<St
             }))
             .unwrap_or_default()
         }
+        Format::Table => table(cfg, &rows, &unfed, kept.len(), &withdrawn),
+    })
+}
+
+/// One metric name's line: its name, the birth data types, how many births carry it, what it
+/// feeds (a signal, or why none).
+type Row<'a> = (&'a str, &'a Seen, Option<String>, &'static str);
+
+/// The summary as a table: a line per metric name, then the signals no birth feeds and the
+/// withdrawn births (a few named, and how many in all).
+fn table(
+    cfg: &Config,
+    rows: &[Row<'_>],
+    unfed: &[(String, Vec<String>)],
+    births: usize,
+    withdrawn: &[String],
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<32} {:<16} {:>7}  feeds",
+        "metric", "type", "births"
+    );
+    for (name, seen, signal, why) in rows {
+        let types: Vec<&str> = seen.datatypes.iter().copied().collect();
+        let to = match (signal, why.is_empty()) {
+            (Some(s), true) => s.clone(),
+            (Some(s), false) => format!("- ({s}: {why})"),
+            (None, _) => format!("- ({why})"),
+        };
+        let _ = writeln!(
+            out,
+            "{:<32} {:<24} {:>7}  {to}{}",
+            shown(name),
+            types.join(","),
+            seen.births,
+            misfit(cfg, signal.as_deref(), &seen.types)
+        );
+    }
+    let _ = write!(
+        out,
+        "{} metric name(s) in {births} stored birth(s) of session {:?}",
+        rows.len(),
+        cfg.settings.mqtt_client_id
+    );
+    for (s, by) in unfed {
+        let by = if by.is_empty() {
+            "no metric maps to it".to_string()
+        } else {
+            let by: Vec<_> = by.iter().map(|b| shown(b)).collect();
+            format!("expects metric {}", by.join(" or "))
+        };
+        let _ = write!(out, "\nsignal {s} is fed by no stored birth ({by})");
+    }
+    if !withdrawn.is_empty() {
+        let named: Vec<&str> = withdrawn
+            .iter()
+            .take(WITHDRAWN_NAMED)
+            .map(String::as_str)
+            .collect();
+        let more = if withdrawn.len() > named.len() {
+            format!(
+                ", and {} more (--withdrawn lists them all)",
+                withdrawn.len() - named.len()
+            )
+        } else {
+            String::new()
+        };
+        let _ = write!(
+            out,
+            "\n{} withdrawn birth(s) (the last birth was refused; the next is awaited): {}{more}",
+            withdrawn.len(),
+            named.join(", ")
+        );
+    }
+    out
+}
+
+/// `--withdrawn`: each withdrawn birth, one a line (or a JSON list).
+fn withdrawn_list(kept: &[&Stored], format: Format) -> String {
+    let gone: Vec<&&Stored> = kept.iter().filter(|b| b.withdrawn).collect();
+    match format {
+        Format::Json => serde_json::to_string_pretty(
+            &gone
+                .iter()
+                .map(|b| {
+                    json!({"group_id": b.group_id, "edge_node": b.edge_node, "device": b.device,
+                           "received_at": b.received_at})
+                })
+                .collect::<Vec<_>>(),
+        )
+        .unwrap_or_default(),
         Format::Table => {
             let mut out = String::new();
-            let _ = writeln!(
-                out,
-                "{:<32} {:<16} {:>7}  feeds",
-                "metric", "type", "births"
-            );
-            for (name, seen, signal, why) in &rows {
-                let types: Vec<&str> = seen.datatypes.iter().copied().collect();
-                let to = match (signal, why.is_empty()) {
-                    (Some(s), true) => s.clone(),
-                    (Some(s), false) => format!("- ({s}: {why})"),
-                    (None, _) => format!("- ({why})"),
-                };
+            for b in &gone {
                 let _ = writeln!(
                     out,
-                    "{:<32} {:<24} {:>7}  {to}{}",
-                    shown(name),
-                    types.join(","),
-                    seen.births,
-                    misfit(cfg, signal.as_deref(), &seen.types)
+                    "{}  born {}",
+                    level(b),
+                    b.received_at.format("%Y-%m-%d %H:%M:%S")
                 );
             }
-            let _ = write!(
-                out,
-                "{} metric name(s) in {} stored birth(s) of session {:?}",
-                rows.len(),
-                kept.len(),
-                cfg.settings.mqtt_client_id
-            );
-            for (s, by) in &unfed {
-                let by = if by.is_empty() {
-                    "no metric maps to it".to_string()
-                } else {
-                    let by: Vec<_> = by.iter().map(|b| shown(b)).collect();
-                    format!("expects metric {}", by.join(" or "))
-                };
-                let _ = write!(out, "\nsignal {s} is fed by no stored birth ({by})");
-            }
-            if !withdrawn.is_empty() {
-                let _ = write!(
-                    out,
-                    "\nwithdrawn (the last birth was refused; the next is awaited): {}",
-                    withdrawn.join(", ")
-                );
-            }
+            let _ = write!(out, "{} withdrawn birth(s)", gone.len());
             out
         }
-    })
+    }
 }
 
 /// Each birth's metrics, alias by alias.

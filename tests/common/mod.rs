@@ -15,6 +15,7 @@ use galewatch::intake::broker::BrokerAddr;
 use tokio_postgres::NoTls;
 
 pub mod citus;
+pub mod panel;
 pub mod pgserver;
 pub mod proxy;
 pub mod rmqtt;
@@ -935,6 +936,18 @@ impl TestCa {
         let p =
             rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
                 .unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = p.signed_by(&key, &self.cert, &self.key).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
+    /// As [`TestCa::leaf`], valid until midnight UTC starting the day `(year, month, day)`.
+    pub fn leaf_until(&self, names: &[&str], (y, m, d): (i32, u8, u8)) -> (String, String) {
+        let mut p =
+            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        p.not_before = rcgen::date_time_ymd(2000, 1, 1);
+        p.not_after = rcgen::date_time_ymd(y, m, d);
         let key = rcgen::KeyPair::generate().unwrap();
         let cert = p.signed_by(&key, &self.cert, &self.key).unwrap();
         (cert.pem(), key.serialize_pem())
