@@ -63,6 +63,11 @@ impl Quiet {
         }
         due
     }
+
+    /// The next [`Quiet::due`] is due at once (a new episode begins).
+    pub fn reset(&mut self) {
+        self.last = None;
+    }
 }
 
 #[cfg(test)]

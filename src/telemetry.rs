@@ -21,6 +21,7 @@ pub const MESSAGES_RECEIVED: &str = "galewatch_messages_received_total";
 pub const BATCHES_COMMITTED: &str = "galewatch_batches_committed_total";
 pub const DB_ERRORS: &str = "galewatch_db_errors_total";
 pub const BROKER_RECONNECTS: &str = "galewatch_broker_reconnects_total";
+pub const BROKER_CONNECT_FAILURES: &str = "galewatch_broker_connect_failures_total";
 pub const ACKS_SENT: &str = "galewatch_acks_sent_total";
 pub const ACKS_DROPPED_STALE: &str = "galewatch_acks_dropped_stale_total";
 pub const BATCH_SIZE_READINGS: &str = "galewatch_batch_size_readings";
@@ -28,6 +29,7 @@ pub const BATCH_WRITE_SECONDS: &str = "galewatch_batch_write_duration_seconds";
 pub const ARRIVAL_TO_ACK_SECONDS: &str = "galewatch_arrival_to_ack_seconds";
 pub const BROKER_CONNECTED: &str = "galewatch_broker_connected";
 pub const BROKER_URL_POSITION: &str = "galewatch_broker_url_position";
+pub const BROKER_SESSIONS_HELD: &str = "galewatch_broker_sessions_held";
 pub const READY: &str = "galewatch_ready";
 pub const RETAINED_CLEARS: &str = "galewatch_retained_clears_total";
 pub const DB_CONNECTED: &str = "galewatch_db_connected";
@@ -103,6 +105,7 @@ pub fn install(listen: SocketAddr) -> Result<(), Error> {
     .set(1.0);
     metrics::gauge!(BROKER_CONNECTED).set(0.0);
     metrics::gauge!(BROKER_URL_POSITION).set(0.0);
+    metrics::gauge!(BROKER_SESSIONS_HELD).set(0.0);
     metrics::gauge!(READY).set(0.0);
     metrics::counter!(RETAINED_CLEARS).increment(0);
     metrics::gauge!(DB_CONNECTED).set(0.0);
@@ -111,6 +114,7 @@ pub fn install(listen: SocketAddr) -> Result<(), Error> {
     metrics::gauge!(BYTES_UNACKED).set(0.0);
     metrics::gauge!(OLDEST_UNACKED_SECONDS).set(0.0);
     metrics::counter!(BROKER_RECONNECTS).increment(0);
+    metrics::counter!(BROKER_CONNECT_FAILURES).increment(0);
     metrics::gauge!(TURBINES_CLOCK_SUSPECT).set(0.0);
     metrics::counter!(PARTITIONS_CREATED).increment(0);
     metrics::counter!(PARTITIONS_DROPPED).increment(0);
@@ -166,13 +170,15 @@ const FAMILIES: &[(Kind, &str, Option<Unit>, &str)] = &[
     (Kind::Counter, MESSAGES_RECEIVED, None, "MQTT messages whose outcome committed."),
     (Kind::Counter, BATCHES_COMMITTED, None, "Batch transactions committed."),
     (Kind::Counter, DB_ERRORS, None, "Database errors, by SQLSTATE class (class=\"none\" for a lost connection or a timeout)."),
-    (Kind::Counter, BROKER_RECONNECTS, None, "Broker connections lost (each followed by a reconnect with backoff)."),
+    (Kind::Counter, BROKER_RECONNECTS, None, "Broker connections lost (a connection that was up; each followed by a reconnect)."),
+    (Kind::Counter, BROKER_CONNECT_FAILURES, None, "Attempts to connect to a broker of mqtt_url that failed (refused, unreachable, timed out, TLS or credentials refused); a whole round of them backs off."),
     (Kind::Counter, ACKS_SENT, None, "PUBACKs queued for the broker after commit."),
     (Kind::Counter, ACKS_DROPPED_STALE, None, "Acks not sent because their message came on an earlier connection (the broker redelivers it)."),
     (Kind::Histogram, BATCH_SIZE_READINGS, None, "Items (readings and rejections) per committed batch."),
     (Kind::Histogram, BATCH_WRITE_SECONDS, Some(Unit::Seconds), "Time from COPY start to COMMIT of a batch, retries included."),
     (Kind::Histogram, ARRIVAL_TO_ACK_SECONDS, Some(Unit::Seconds), "Time from a message's arrival to its ack being queued."),
     (Kind::Gauge, BROKER_CONNECTED, None, "1 while connected to the broker, else 0."),
+    (Kind::Gauge, BROKER_SESSIONS_HELD, None, "Brokers of mqtt_url known to hold this daemon's persistent session with its subscription (the one in use, and with mqtt_url_kind = independent each standby visited within the hour): below the list's length, a standby would drop what publishers send it for this daemon."),
     (Kind::Gauge, BROKER_URL_POSITION, None, "Which URL of mqtt_url the last connection was made to, from 1 (0 before the first): above 1, the daemon failed over to a later broker of the list."),
     (Kind::Gauge, DB_CONNECTED, None, "1 while any writer holds a database connection, else 0."),
     (Kind::Gauge, MESSAGES_UNACKED, None, "Messages received and not yet acknowledged."),

@@ -37,9 +37,11 @@ fn flood(
 }
 
 /// A daemon of the cluster tests: small batches and budget, so a flood takes a while and a kill
-/// lands mid-flood.
+/// lands mid-flood; its list is one cluster's nodes, which share sessions.
 fn daemon(mqtt_url: &str, db: &TestDb, client_id: &str) -> Daemon {
     let mut d = Daemon::at(mqtt_url, db, client_id);
+    d.env
+        .insert("GALEWATCH_MQTT_URL_KIND".into(), "cluster".into());
     d.env
         .insert("GALEWATCH_MAX_UNACKED_READINGS".into(), "2000".into());
     d.env

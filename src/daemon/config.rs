@@ -66,6 +66,11 @@ pub struct Settings {
     /// The order the brokers of `mqtt_url` are tried in: `listed` or `random`.
     #[serde(deserialize_with = "scalar_string")]
     pub mqtt_url_order: String,
+    /// What the brokers of a `mqtt_url` list are: `independent` (each holds its own sessions:
+    /// the daemon keeps one with its subscription on every broker) or `cluster` (one cluster's
+    /// nodes, which share sessions).
+    #[serde(deserialize_with = "scalar_string")]
+    pub mqtt_url_kind: String,
     /// Broker user name (empty: none).
     #[serde(deserialize_with = "scalar_string")]
     pub mqtt_username: String,
@@ -332,6 +337,7 @@ impl Default for Settings {
             database_password: Secret::default(),
             mqtt_url: "mqtt://127.0.0.1:1883".into(),
             mqtt_url_order: "listed".into(),
+            mqtt_url_kind: "independent".into(),
             mqtt_username: String::new(),
             mqtt_password: Secret::default(),
             mqtt_ca_file: String::new(),
@@ -518,6 +524,7 @@ impl Settings {
         broker::Connection {
             url: &self.mqtt_url,
             order: &self.mqtt_url_order,
+            kind: &self.mqtt_url_kind,
             connect_timeout: self.mqtt_connect_timeout,
             username: &self.mqtt_username,
             password: &self.mqtt_password,

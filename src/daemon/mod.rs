@@ -24,6 +24,7 @@ use crate::intake::format::Formats;
 use crate::intake::leave;
 use crate::intake::ledger::Ledger;
 use crate::intake::sparkplug::intake::BirthBook;
+use crate::intake::standby;
 use crate::intake::subscribe::Subscriber;
 use crate::probe::Probe;
 use crate::sink::births::Store;
@@ -210,8 +211,23 @@ fn start(
     let formats = Formats::new(&mqtt, births);
     let (mut subscriber, client) =
         Subscriber::new(&mqtt, ledger.clone(), probe.clone(), msg_tx, formats);
-    if let Some(leaving) = leaving {
-        subscriber = subscriber.leaving(leaving);
+    let independent = mqtt.brokers.kind == crate::intake::broker::Kind::Independent
+        && mqtt.brokers.list.len() > 1;
+    match leaving {
+        Some(leaving) => subscriber = subscriber.leaving(leaving),
+        // A session with the subscription on every broker of an independent list, so that a
+        // standby queues for this daemon before it moves there (`standby.rs`).
+        None if independent => {
+            let sessions = standby::Sessions::new(mqtt.brokers.list.len(), mqtt.session_expiry);
+            tracker.spawn(standby::keep(
+                mqtt.clone(),
+                subscriber.filters(),
+                sessions.clone(),
+                background.clone(),
+            ));
+            subscriber = subscriber.sessions(sessions);
+        }
+        None => {}
     }
     let offline = subscriber.offline_state();
     let subscriber = tokio::spawn(subscriber.run(shutdown.clone()));

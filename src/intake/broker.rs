@@ -145,11 +145,38 @@ impl Order {
     }
 }
 
+/// What the brokers of a `mqtt_url` list are to each other (`mqtt_url_kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Separate brokers (a primary and standbys), each holding its own sessions: the daemon
+    /// keeps a session with its subscription on every one (`standby.rs`).
+    Independent,
+    /// One cluster's nodes, which share sessions: the daemon's one session follows it.
+    Cluster,
+}
+
+impl Kind {
+    pub fn parse(s: &str) -> Result<Kind, Problem> {
+        match s {
+            "independent" => Ok(Kind::Independent),
+            "cluster" => Ok(Kind::Cluster),
+            other => Err((
+                "mqtt_url_kind",
+                format!(
+                    "{other:?} is not a kind of broker list; expected \"independent\" (separate \
+                     brokers: a primary and standbys) or \"cluster\" (one cluster's nodes)"
+                ),
+            )),
+        }
+    }
+}
+
 /// The brokers to connect to, in which order, and the TLS they share.
 #[derive(Debug, Clone)]
 pub struct Brokers {
     pub list: Vec<BrokerAddr>,
     pub order: Order,
+    pub kind: Kind,
     /// For `mqtts://`.
     pub tls: Option<Arc<rustls::ClientConfig>>,
     /// `mqtt_connect_timeout`, whole seconds.
@@ -162,6 +189,8 @@ pub struct Connection<'a> {
     pub url: &'a str,
     /// `listed` or `random`.
     pub order: &'a str,
+    /// `independent` or `cluster`.
+    pub kind: &'a str,
     /// `mqtt_connect_timeout`.
     pub connect_timeout: Duration,
     pub username: &'a str,
@@ -176,6 +205,7 @@ impl Connection<'_> {
     pub fn check(&self) -> Result<Brokers, Problem> {
         let list = BrokerAddr::parse_list(self.url)?;
         let order = Order::parse(self.order)?;
+        let kind = Kind::parse(self.kind)?;
         let connect_timeout = self.connect_timeout;
         if connect_timeout.subsec_nanos() != 0 || !(1..=300).contains(&connect_timeout.as_secs()) {
             return Err((
@@ -220,6 +250,7 @@ impl Connection<'_> {
         Ok(Brokers {
             list,
             order,
+            kind,
             tls,
             connect_timeout,
         })

@@ -72,6 +72,16 @@ impl Failover {
         self.brokers.is_empty()
     }
 
+    /// Whether the last failure ended a round in which every broker failed in a row.
+    pub fn round_failed(&self) -> bool {
+        self.failures > 0 && self.failures % self.brokers.len() == 0
+    }
+
+    /// Attempts failed in a row (a lost connection counts as one).
+    pub fn failures(&self) -> usize {
+        self.failures
+    }
+
     /// A connection was made (CONNACK): the next failure starts from the shortest wait again.
     pub fn connected(&mut self) {
         self.failures = 0;

@@ -2,7 +2,8 @@
 //! commits. [`subscribe`] takes it from the broker and has its format judge it ([`json`], or
 //! [`sparkplug`] for Sparkplug B), [`batch`] gathers the results, and [`ledger`] holds each
 //! message's acknowledgement until its batch has committed; [`leave`] hands a share group's
-//! session back; [`broker`] checks the connection's settings and [`failover`] picks the broker of a list to connect to next. It does not speak SQL: what it needs of the database is passed in.
+//! session back; [`broker`] checks the connection's settings, [`failover`] picks the broker of a list to connect
+//! to next, and [`standby`] keeps a session on every independent broker of the list. It does not speak SQL: what it needs of the database is passed in.
 
 pub mod batch;
 pub mod broker;
@@ -12,4 +13,5 @@ pub mod json;
 pub mod leave;
 pub mod ledger;
 pub mod sparkplug;
+pub mod standby;
 pub mod subscribe;

@@ -101,9 +101,24 @@ pub struct Subscriber {
     brief_on: Option<BrokerAddr>,
     /// That hint, once a minute at most.
     taken_over: Quiet,
+    /// Every broker of the list failing in a row, said once a minute at most while it lasts.
+    rounds: Quiet,
     /// Set for `galewatch leave`: unsubscribe instead of subscribing, and report to the leaving
     /// run what arrives (see `leave.rs`).
     leaving: Option<std::sync::Arc<crate::intake::leave::Leaving>>,
+    /// With independent brokers: the sessions kept on each (`standby.rs`), and the lock of the
+    /// broker this connection is made to (held while connecting and connected).
+    sessions: Option<std::sync::Arc<crate::intake::standby::Sessions>>,
+    claim: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+/// A connection lost or an attempt failed, as the log tells it.
+struct Lost<'a> {
+    from: &'a BrokerAddr,
+    next: &'a BrokerAddr,
+    wait: Duration,
+    /// A connection that was up (else an attempt that failed).
+    was_up: bool,
 }
 
 /// Whether a connection error is TLS refusing the peer (a certificate problem, or an alert from
@@ -205,7 +220,10 @@ impl Subscriber {
             short_lived: 0,
             brief_on: None,
             taken_over: Quiet::new(Duration::from_secs(60)),
+            rounds: Quiet::new(Duration::from_secs(60)),
             leaving: None,
+            sessions: None,
+            claim: None,
         };
         (sub, client)
     }
@@ -222,6 +240,33 @@ impl Subscriber {
         self
     }
 
+    /// Shares the brokers' sessions with the standby keeper (`standby.rs`).
+    pub fn sessions(mut self, sessions: std::sync::Arc<crate::intake::standby::Sessions>) -> Self {
+        self.sessions = Some(sessions);
+        self
+    }
+
+    /// The filters this subscriber subscribes with.
+    pub fn filters(&self) -> Vec<String> {
+        self.filters.clone()
+    }
+
+    /// Takes the lock of the broker the next connection goes to (a standby visit there ends
+    /// first); false when shutdown came meanwhile.
+    async fn claim(&mut self, shutdown: &CancellationToken) -> bool {
+        let Some(sessions) = self.sessions.clone() else {
+            return true;
+        };
+        let index = self.failover.index();
+        tokio::select! {
+            g = sessions.claim(index) => {
+                self.claim = Some(g);
+                true
+            }
+            _ = shutdown.cancelled() => false,
+        }
+    }
+
     /// Runs until shutdown and the final DISCONNECT. `shutdown` stops intake; after it the loop
     /// keeps polling so the writer's last acks go out, until the DISCONNECT that
     /// `AsyncClient::try_disconnect` queues behind them has been sent. While disconnected it
@@ -232,6 +277,9 @@ impl Subscriber {
     /// error that says so, instead of retrying forever.
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), Error> {
         let mut disconnect_sent: Option<tokio::time::Instant> = None;
+        if !self.claim(&shutdown).await {
+            return Ok(());
+        }
         loop {
             // Never raced against anything: a poll cancelled half way can lose a PUBACK it had
             // already taken from the request channel. Shutdown is noticed between events; the
@@ -283,6 +331,9 @@ impl Subscriber {
                         _ = tokio::time::sleep(wait) => {}
                         _ = shutdown.cancelled() => return Ok(()),
                     }
+                    if !self.claim(&shutdown).await {
+                        return Ok(());
+                    }
                 }
             }
         }
@@ -291,6 +342,11 @@ impl Subscriber {
     /// A connection was made: tell the formats, then subscribe (or, leaving, unsubscribe).
     fn on_connack(&mut self, session_present: bool) {
         self.failover.connected();
+        match &self.sessions {
+            Some(sessions) => sessions.connected(self.failover.index()),
+            // One broker, or one cluster's nodes: the one session, where it is connected.
+            None => metrics::gauge!(telemetry::BROKER_SESSIONS_HELD).set(1.0),
+        }
         self.ever_connected = true;
         self.connected_at = Some(std::time::Instant::now());
         metrics::gauge!(telemetry::BROKER_CONNECTED).set(1.0);
@@ -435,8 +491,19 @@ impl Subscriber {
                 }
             }
         }
-        // Which broker failed, before moving on to the next.
+        // Which broker failed, before moving on to the next (whose lock the run loop takes).
         let lost_from = self.failover.current().clone();
+        self.claim = None;
+        if self.connected_at.is_some()
+            && self.sessions.as_ref().is_some_and(|s| s.visited_lately())
+            && self.taken_over.due(std::time::Instant::now())
+        {
+            tracing::warn!(
+                broker = %lost_from,
+                setting = %"mqtt_url_kind",
+                "the connection was lost while a standby broker of mqtt_url was being visited: if the brokers are one cluster's nodes (which share sessions), each visit takes the session from this connection; set mqtt_url_kind = \"cluster\""
+            );
+        }
         let eventloop = &mut self.eventloop;
         // Under the epoch lock: drop any ack queued for the lost connection, so none
         // reaches the next one (rumqttc cleared the channel once already; an ack may
@@ -444,18 +511,21 @@ impl Subscriber {
         self.ledger.reconnect(|| eventloop.clean());
         metrics::gauge!(telemetry::BROKER_CONNECTED).set(0.0);
         self.set_ready(false);
-        metrics::counter!(telemetry::BROKER_RECONNECTS).increment(1);
+        let was_up = self.connected_at.is_some();
+        if was_up {
+            metrics::counter!(telemetry::BROKER_RECONNECTS).increment(1);
+        } else {
+            metrics::counter!(telemetry::BROKER_CONNECT_FAILURES).increment(1);
+        }
         let wait = self.failover.failed();
         let next = self.failover.current().clone();
         self.eventloop
             .options
             .set_broker_address(next.host.clone(), next.port);
-        let many = self.failover.len() > 1;
         // Lost within seconds of being made, three times running, on one broker, with no failed
         // attempt between: Mosquitto closes the older of two connections with one client id
         // without a word. A broker that refuses or does not answer an attempt is failing (as is
         // a list whose brokers die in turn), not another client taking the session.
-        let was_up = self.connected_at.is_some();
         let brief = self
             .connected_at
             .take()
@@ -474,38 +544,78 @@ impl Subscriber {
                 "the broker keeps closing each connection within seconds of making it: most likely another client (a second galewatch?) uses this mqtt_client_id and takes the session; give each daemon its own (logged once a minute)"
             );
         }
+        let lost = Lost {
+            from: &lost_from,
+            next: &next,
+            wait,
+            was_up,
+        };
+        self.say_lost(e, &lost, refused, tls_refused);
+        Ok(wait)
+    }
+
+    /// The log line a lost connection or a failed attempt is worth: a lost connection, a refusal
+    /// (once a minute), and for failed attempts one line when a whole round of the list has
+    /// failed (once a minute while it lasts, with the next round's time), the attempts within a
+    /// round only at INFO.
+    fn say_lost(
+        &mut self,
+        e: rumqttc::v5::ConnectionError,
+        lost: &Lost<'_>,
+        refused: Option<Refused>,
+        tls_refused: bool,
+    ) {
+        let (from, next, wait) = (lost.from, lost.next, lost.wait);
+        let now = std::time::Instant::now();
+        if lost.was_up {
+            self.rounds.reset();
+        }
         if let Some(why) = refused {
-            if self.refusals.due(std::time::Instant::now()) {
-                let e = Error::broker(connecting(&lost_from, &self.client_id), e)
-                    .prefixed(self.blame_at(why, &lost_from));
+            if self.refusals.due(now) {
+                let e = Error::broker(connecting(from, &self.client_id), e)
+                    .prefixed(self.blame_at(why, from));
                 tracing::error!(error = %e, next = %next, retry_in = ?wait, "the broker refuses the credentials; retrying (logged once a minute)");
             }
-        } else if tls_refused {
-            tracing::error!(broker = %lost_from, error = %e, next = %next, retry_in = ?wait, "the broker refused TLS; trying the next in mqtt_url");
-        } else if self.ever_connected {
-            let what = if was_up {
-                "broker connection lost"
-            } else {
-                "could not connect to the broker"
-            };
-            let then = if many {
-                "; trying the next in mqtt_url"
-            } else {
-                ""
-            };
-            tracing::warn!(broker = %lost_from, error = %e, next = %next, retry_in = ?wait, "{what}{then}");
+            return;
+        }
+        if tls_refused {
+            if self.refusals.due(now) {
+                tracing::error!(broker = %from, error = %e, next = %next, retry_in = ?wait, "the broker refused TLS; trying the next in mqtt_url (logged once a minute)");
+            }
+            return;
+        }
+        let then = if self.failover.len() > 1 {
+            "; trying the next in mqtt_url"
         } else {
-            // Never connected: nothing was lost; say where it tried and which setting says so.
+            ""
+        };
+        if lost.was_up {
+            tracing::warn!(broker = %from, error = %e, next = %next, retry_in = ?wait, "broker connection lost{then}");
+            return;
+        }
+        let first = if self.ever_connected {
+            "could not connect to the broker"
+        } else {
+            "broker not reachable yet"
+        };
+        if !self.failover.round_failed() {
+            tracing::info!(broker = %from, setting = %"mqtt_url", error = %e, next = %next, retry_in = ?wait, "{first}{then}");
+            return;
+        }
+        if self.rounds.due(now) {
+            let at = chrono::Utc::now() + chrono::Duration::from_std(wait).unwrap_or_default();
             tracing::warn!(
-                broker = %lost_from,
+                broker = %from,
                 setting = %"mqtt_url",
                 error = %e,
+                attempts = self.failover.failures(),
                 next = %next,
                 retry_in = ?wait,
-                "broker not reachable yet"
+                "{first}: no broker of mqtt_url answers ({} attempts in a row); next try at {} (logged once a minute while it lasts)",
+                self.failover.failures(),
+                at.format("%H:%M:%S UTC")
             );
         }
-        Ok(wait)
     }
 
     /// What connecting to the broker in use is, for an error.
@@ -645,7 +755,7 @@ pub(crate) fn connect_options(g: &MqttGroup, broker: &BrokerAddr) -> MqttOptions
 /// (a publisher clearing its topic) is told from an empty ordinary one: the clear is acknowledged
 /// and counted (`galewatch_retained_clears_total`), the empty ordinary message is `malformed`.
 /// (Shared subscriptions get no retained messages at all, by the standard.)
-fn subscription(topic: &str) -> rumqttc::v5::mqttbytes::v5::Filter {
+pub(crate) fn subscription(topic: &str) -> rumqttc::v5::mqttbytes::v5::Filter {
     rumqttc::v5::mqttbytes::v5::Filter {
         path: topic.to_string(),
         qos: QoS::AtLeastOnce,
