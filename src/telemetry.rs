@@ -1,12 +1,14 @@
 //! Telemetry: the Prometheus endpoint and the names of every metric Galewatch exports.
 //!
-//! Reading counters move when a batch's transaction commits, never before, so at every scrape
-//! `received = inserted + duplicate + quarantined + rejected` holds exactly.
+//! Reading counters move when a batch's transaction commits, never before, and all of a batch's
+//! under one lock that a scrape takes too ([`counting`]), so at every scrape
+//! `received = inserted + duplicate + quarantined + rejected` holds exactly. `/metrics` is served
+//! here (a scrape renders under that lock), not by the exporter's own listener.
 
 use std::net::SocketAddr;
 
 use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::error::Error;
 
@@ -59,10 +61,70 @@ pub const SPARKPLUG_SEQ_GAPS: &str = "galewatch_sparkplug_seq_gaps_total";
 pub const SPARKPLUG_REBIRTHS: &str = "galewatch_sparkplug_rebirths_requested_total";
 pub const MAINTENANCE_LAST_SUCCESS: &str = "galewatch_maintenance_last_success_timestamp_seconds";
 
+/// Held while a batch's counters move, and while a scrape renders: a scrape sees each batch
+/// counted whole or not at all.
+static COUNTING: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// The lock a batch's counters move under (see [`COUNTING`]); hold it only while they do.
+pub fn counting() -> std::sync::RwLockWriteGuard<'static, ()> {
+    COUNTING.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How often the exporter's histograms and summaries are tidied (the exporter's own listener did
+/// it on every scrape and on a timer).
+const UPKEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Serves `GET /metrics` (any path, as the exporter's listener did) on `listener`, rendering
+/// under [`COUNTING`].
+async fn serve(listener: std::net::TcpListener, handle: PrometheusHandle) {
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(UPKEEP_EVERY);
+        loop {
+            every.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
+    let render = move || {
+        let handle = handle.clone();
+        async move {
+            let text = {
+                let _whole = COUNTING.read().unwrap_or_else(|p| p.into_inner());
+                handle.render()
+            };
+            (
+                [(
+                    axum::http::header::CONTENT_TYPE,
+                    "text/plain; version=0.0.4; charset=utf-8",
+                )],
+                text,
+            )
+        }
+    };
+    let app = axum::Router::new().fallback(axum::routing::get(render));
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(error = %e, "serving /metrics");
+            return;
+        }
+    };
+    if let Err(e) = axum::serve(listener, app).await {
+        tracing::error!(error = %e, "serving /metrics stopped");
+    }
+}
+
 /// Starts the `/metrics` listener and describes every family (HELP text and unit).
 pub fn install(listen: SocketAddr) -> Result<(), Error> {
-    PrometheusBuilder::new()
-        .with_http_listener(listen)
+    let listener = std::net::TcpListener::bind(listen)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|e| {
+            Error::other(
+                "starting the metrics endpoint",
+                format!("{listen} (metrics_listen): {e}"),
+            )
+        })?;
+    let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(
             Matcher::Full(BATCH_SIZE_READINGS.into()),
             &[1.0, 10.0, 100.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0],
@@ -89,13 +151,9 @@ pub fn install(listen: SocketAddr) -> Result<(), Error> {
             )
         })
         .map_err(|e| Error::other("configuring the metrics exporter", e))?
-        .install()
-        .map_err(|e| {
-            Error::other(
-                "starting the metrics endpoint",
-                format!("{listen} (metrics_listen): {e}"),
-            )
-        })?;
+        .install_recorder()
+        .map_err(|e| Error::other("starting the metrics endpoint", e))?;
+    tokio::spawn(serve(listener, handle));
     describe();
     metrics::gauge!(
         BUILD_INFO,

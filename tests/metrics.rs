@@ -260,3 +260,64 @@ async fn the_scrape_parses_and_counts_exactly() {
         &text,
     );
 }
+
+/// Every scrape adds up, even one taken while a batch's counters move: 300 scrapes during a
+/// flood of resends and malformed messages, each checked for
+/// received = inserted + duplicate + quarantined + rejected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_scrape_during_a_flood_adds_up() {
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut d = Daemon::new(&broker, &db, "gw-metrics-flood");
+    d.env
+        .insert("GALEWATCH_BATCH_MAX_READINGS".into(), "50".into());
+    d.start_ready();
+    let mut msgs = fleet(50, 100, 1, "MF-");
+    let resent: Vec<_> = msgs.iter().step_by(7).cloned().collect();
+    msgs.extend(resent);
+    msgs.extend((0..200).map(|i| json(&format!("turbines/MF-bad{i}/readings"), "{not json")));
+    let sent = msgs.len() as f64;
+    let addr = broker.addr();
+    let publisher = tokio::spawn(async move { publish_to(&addr, msgs).await });
+    let d = std::sync::Arc::new(d);
+    let scraper = {
+        let d = d.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut seen = Vec::new();
+            for _ in 0..300 {
+                let m = d.scrape();
+                let parts: f64 = [
+                    "galewatch_readings_inserted_total",
+                    "galewatch_readings_duplicate_total",
+                    "galewatch_readings_quarantined_total",
+                    "galewatch_readings_rejected_total",
+                ]
+                .iter()
+                .map(|s| total(&m, s))
+                .sum();
+                seen.push((sample(&m, "galewatch_readings_received_total"), parts));
+            }
+            seen
+        })
+    };
+    let seen = scraper.await.unwrap();
+    publisher.await.unwrap();
+    let moving = seen.windows(2).filter(|w| w[0].0 != w[1].0).count();
+    for (received, parts) in &seen {
+        assert_eq!(received, parts, "a scrape that does not add up");
+    }
+    eprintln!(
+        "{} scrapes, the counters moved between {moving} of them",
+        seen.len()
+    );
+    let m = scrape_when(&d, Duration::from_secs(120), |m| {
+        sample(m, "galewatch_messages_received_total") == sent
+    })
+    .await;
+    assert_eq!(
+        sample(&m, "galewatch_messages_received_total"),
+        sent,
+        "{}",
+        d.log()
+    );
+}

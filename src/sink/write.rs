@@ -78,6 +78,8 @@ impl Tally {
     /// Moves the counters; called once the batch has committed.
     pub(crate) fn record(&self) {
         use metrics::counter;
+        // A scrape sees the batch counted whole or not at all.
+        let _whole = telemetry::counting();
         counter!(telemetry::MESSAGES_RECEIVED).increment(self.messages);
         counter!(telemetry::READINGS_RECEIVED).increment(self.received);
         counter!(telemetry::READINGS_INSERTED).increment(self.inserted);
