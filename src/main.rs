@@ -952,6 +952,22 @@ fn export_cmd(runtime: &tokio::runtime::Runtime, a: ExportArgs) -> ExitCode {
     if let Err(e) = req.check(&cfg) {
         return usage(&e);
     }
+    if req.names == galewatch::tools::figures::Names::Iec {
+        let unnamed: Vec<&str> = cfg
+            .rules
+            .limits
+            .signals
+            .iter()
+            .filter(|s| s.iec_name.is_none())
+            .map(|s| s.name.as_str())
+            .collect();
+        if !unnamed.is_empty() {
+            eprintln!(
+                "galewatch export: --names iec: no iec_name declared for {} (their own names are used; declare one in [[signals]])",
+                unnamed.join(", ")
+            );
+        }
+    }
     let progress = std::io::stderr().is_terminal();
     let s = match runtime.block_on(or_interrupted(
         a.output.as_deref(),

@@ -134,12 +134,28 @@ impl SignalSetting {
         }
     }
 
-    /// The three signals Galewatch has always known, with their bounds: the default list.
+    /// The three signals Galewatch has always known, with their bounds and their IEC 61400-25-2
+    /// names (logical node and data: the turbine's total active power `WTUR.W`, the met
+    /// mast's horizontal wind speed `WMET.HorWdSpd`, the rotor's speed `WROT.RotSpd`): the
+    /// default list.
     pub fn defaults() -> Vec<SignalSetting> {
+        let iec = |s: SignalSetting, name: &str| SignalSetting {
+            iec_name: Some(name.into()),
+            ..s
+        };
         vec![
-            SignalSetting::float("power_kw", true, -1000.0, 50_000.0, "kW"),
-            SignalSetting::float("wind_speed_ms", false, 0.0, 120.0, "m/s"),
-            SignalSetting::float("rotor_rpm", false, 0.0, 200.0, "rpm"),
+            iec(
+                SignalSetting::float("power_kw", true, -1000.0, 50_000.0, "kW"),
+                "WTUR.W",
+            ),
+            iec(
+                SignalSetting::float("wind_speed_ms", false, 0.0, 120.0, "m/s"),
+                "WMET.HorWdSpd",
+            ),
+            iec(
+                SignalSetting::float("rotor_rpm", false, 0.0, 200.0, "rpm"),
+                "WROT.RotSpd",
+            ),
         ]
     }
 }

@@ -108,6 +108,13 @@ impl Database {
                 let blame = self.blame(why);
                 e.prefixed(blame)
             }
+            // 3D000, invalid_catalog_name: most often a command run without the daemon's
+            // settings, on the default database_url.
+            None if e.sqlstate() == Some("3D000") => e.prefixed(format!(
+                "no database {:?} on that server: point `database_url` (GALEWATCH_DATABASE_URL, or \
+                 --config FILE) at the daemon's database, or run `galewatch migrate` to create it",
+                self.config.get_dbname().unwrap_or("?")
+            )),
             None => e,
         }
     }

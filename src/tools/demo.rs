@@ -476,6 +476,7 @@ pub async fn run(opts: Options) -> Result<bool, Missing> {
         demo_db.drop_database().await;
     } else {
         say!("  kept database {}: {}", demo_db.name, demo_db.url);
+        kept_settings(&demo_db, &opts);
     }
     drop(demo_db);
     drop(services);
@@ -724,15 +725,75 @@ fn banner(opts: &Options, notes: &[String], mqtt_url: &str, inside: &InProcess, 
     say!();
 }
 
+/// The settings a panel or an export needs to read a kept database as the demo showed it (its
+/// signals, sample period and availability mapping), as a settings file.
+fn kept_settings_file(database_url: &str) -> String {
+    #[derive(serde::Serialize)]
+    struct File<'a> {
+        database_url: &'a str,
+        sample_period: String,
+        availability_status_signal: &'a str,
+        availability_categories:
+            &'a std::collections::BTreeMap<String, Vec<crate::daemon::config::StatusValue>>,
+        signals: &'a [crate::core::signals::SignalSetting],
+    }
+    let s = demo_settings();
+    let file = File {
+        database_url,
+        sample_period: format!("{}s", s.sample_period.as_secs()),
+        availability_status_signal: &s.availability_status_signal,
+        availability_categories: &s.availability_categories,
+        signals: &s.signals,
+    };
+    format!(
+        "# The settings `galewatch demo` ran its daemon on, for the panel and exports on the\n\
+         # database it kept: galewatch panel --config THIS_FILE\n{}",
+        toml::to_string(&file).expect("the demo's settings are TOML")
+    )
+}
+
+/// Writes the kept database's settings beside where the demo ran (the working directory, else
+/// the temporary directory) and prints the commands that open the panel and an export on it.
+fn kept_settings(db: &DemoDb, opts: &Options) {
+    let name = format!("{}.toml", db.name);
+    let text = kept_settings_file(&db.url);
+    let path = [std::path::PathBuf::from("."), std::env::temp_dir()]
+        .into_iter()
+        .map(|d| d.join(&name))
+        .find(|p| std::fs::write(p, &text).is_ok());
+    let Some(path) = path else {
+        say!("  (could not write its settings file {name}: the panel on it needs the demo's settings, src/tools/demo.rs)");
+        return;
+    };
+    let path = path.display();
+    let (from, to) = (
+        (chrono::Utc::now() - chrono::Duration::from_std(opts.history).unwrap_or_default())
+            .format("%Y-%m-%d"),
+        (chrono::Utc::now() + chrono::Duration::days(1)).format("%Y-%m-%d"),
+    );
+    say!("  its settings  {path} (the demo's signals, sample period and availability mapping)");
+    say!("  the panel     galewatch panel --config {path}");
+    say!("  an export     galewatch export --config {path} --from {from} --to {to} --output fleet.csv");
+    say!(
+        "  drop it       psql '{}' -c 'DROP DATABASE {}' && rm {path}",
+        with_db(&db.url, "postgres"),
+        db.name
+    );
+}
+
 /// The settings the demo's daemon runs on: the embedded defaults, with the fleet's sample period
 /// (so completeness is known) and its status code declared and mapped to IEC 61400-26-1
 /// categories (so availability is kept), as docs/stats.md's example maps them.
 fn demo_settings() -> Settings {
     let mut signals = crate::core::signals::SignalSetting::defaults();
-    signals.push(crate::core::signals::SignalSetting::new(
-        "status_code",
-        crate::core::signals::Kind::Integer,
-    ));
+    signals.push(crate::core::signals::SignalSetting {
+        // IEC 61400-25-2: the turbine's status, WTUR.TurSt.
+        iec_name: Some("WTUR.TurSt".into()),
+        ..crate::core::signals::SignalSetting::new(
+            "status_code",
+            crate::core::signals::Kind::Integer,
+        )
+    });
     let mut categories = std::collections::BTreeMap::new();
     for s in Status::ALL {
         categories

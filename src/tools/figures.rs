@@ -548,7 +548,11 @@ mod tests {
 
     #[test]
     fn an_iec_name_that_is_another_signals_name_is_refused_naming_both() {
-        let q = sql(|s| s[0].iec_name = Some("rotor_rpm".into()));
+        // rotor_rpm without an IEC name of its own writes rotor_rpm_*.
+        let q = sql(|s| {
+            s[0].iec_name = Some("rotor_rpm".into());
+            s[2].iec_name = None;
+        });
         assert!(Layout::new(&q, Names::Signal, 10).is_ok());
         let e = Layout::new(&q, Names::Iec, 10).unwrap_err();
         assert!(
