@@ -870,7 +870,8 @@ fn power_curve_export(
     }
 }
 
-/// Runs an export's future until it ends or SIGINT or SIGTERM arrives. On a signal the future
+/// Runs an export's future until it ends or SIGINT, SIGTERM or SIGHUP (the terminal closed)
+/// arrives. On a signal the future
 /// is dropped — which removes `--output`'s hidden partial file — and the process ends at once
 /// with 128 + the signal's number, saying that the output was left as it was.
 async fn or_interrupted<T>(
@@ -878,9 +879,10 @@ async fn or_interrupted<T>(
     export: impl std::future::Future<Output = T>,
 ) -> T {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
     ) else {
         return export.await;
     };
@@ -888,6 +890,7 @@ async fn or_interrupted<T>(
         done = export => return done,
         _ = term.recv() => ("SIGTERM", 15),
         _ = int.recv() => ("SIGINT", 2),
+        _ = hup.recv() => ("SIGHUP", 1),
     };
     let left = output.map_or(String::new(), |p| {
         format!("; {} left as it was, no partial file behind", p.display())
@@ -1288,7 +1291,7 @@ fn report(r: Result<(), galewatch::error::Error>) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is_setting_unusable() => {
-            tracing::error!(error = %e, "galewatch stopped: a setting cannot be used as it is");
+            // One line, which names the setting and the cause (the log goes to stderr too).
             eprintln!("galewatch: {e}");
             ExitCode::from(2)
         }

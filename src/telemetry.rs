@@ -236,7 +236,7 @@ const FAMILIES: &[(Kind, &str, Option<Unit>, &str)] = &[
     (Kind::Histogram, BATCH_WRITE_SECONDS, Some(Unit::Seconds), "Time from COPY start to COMMIT of a batch, retries included."),
     (Kind::Histogram, ARRIVAL_TO_ACK_SECONDS, Some(Unit::Seconds), "Time from a message's arrival to its ack being queued."),
     (Kind::Gauge, BROKER_CONNECTED, None, "1 while connected to the broker, else 0."),
-    (Kind::Gauge, BROKER_SESSIONS_HELD, None, "Brokers of mqtt_url known to hold this daemon's persistent session with its subscription (the one in use, and with mqtt_url_kind = independent each standby visited within the hour): below the list's length, a standby would drop what publishers send it for this daemon."),
+    (Kind::Gauge, BROKER_SESSIONS_HELD, None, "Brokers of mqtt_url known to hold this daemon's persistent session with its subscription (the one in use, and with mqtt_url_kind = independent each standby visited within the last two minutes): below the list's length, a standby would drop what publishers send it for this daemon."),
     (Kind::Gauge, BROKER_URL_POSITION, None, "Which URL of mqtt_url the last connection was made to, from 1 (0 before the first): above 1, the daemon failed over to a later broker of the list."),
     (Kind::Gauge, DB_CONNECTED, None, "1 while any writer holds a database connection, else 0."),
     (Kind::Gauge, MESSAGES_UNACKED, None, "Messages received and not yet acknowledged."),

@@ -132,6 +132,31 @@ async fn export_writes_to_a_fifo_or_device_in_place_follows_links_and_refuses_th
         .unwrap()
         .starts_with("turbine_id,"));
 
+    // /dev/stdout is the export's own stdout, written as stdout: `>>` appends (the file was
+    // replaced, losing what it held, when the link was followed to it).
+    let journal = d.join("journal.csv");
+    std::fs::write(&journal, "kept line\n").unwrap();
+    let mut args = vec!["export", "--output", "/dev/stdout"];
+    args.extend(RANGE);
+    let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+    let status = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "{} {} >> '{}'",
+            env!("CARGO_BIN_EXE_galewatch"),
+            quoted.join(" "),
+            journal.display()
+        ))
+        .env("GALEWATCH_DATABASE_URL", &db.url)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let appended = std::fs::read_to_string(&journal).unwrap();
+    assert!(
+        appended.starts_with("kept line\nturbine_id,") && appended.lines().count() == 8,
+        "{appended}"
+    );
+
     // Refused before anything is read, exit 2, naming the path: a socket, a link to nothing,
     // a directory; nothing left behind.
     let socket = d.join("s.sock");
@@ -161,7 +186,7 @@ async fn an_export_stopped_by_sigterm_or_sigint_leaves_no_partial_file() {
     let db = with_stats().await;
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("fleet.csv");
-    for (signal, code) in [("TERM", 143), ("INT", 130)] {
+    for (signal, code) in [("TERM", 143), ("INT", 130), ("HUP", 129)] {
         std::fs::write(&target, "yesterday's export").unwrap();
         // The statistics locked: the export opens its partial file, then waits on its query.
         let mut c = db.client().await;

@@ -119,6 +119,35 @@ async fn a_standby_down_at_start_is_visited_when_it_comes_back() {
     d.terminate();
 }
 
+/// A standby restarted without persistence has forgotten the daemon's session: the next visit
+/// (within a minute) finds none, says so and makes it again; what it is sent after that lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_that_forgot_the_session_is_given_it_again() {
+    let mut primary = Broker::start();
+    let mut standby = Broker::start_forgetful();
+    let db = TestDb::create().await;
+    let mut d = Daemon::at(
+        &format!("{},{}", primary.url(), standby.url()),
+        &db,
+        "gw-standby-forgot",
+    );
+    d.start_ready();
+    metrics_when(&d, Duration::from_secs(60), "two sessions held", |m| {
+        sample(m, "galewatch_broker_sessions_held") == 2.0
+    });
+    standby.crash_and_restart();
+    d.wait_log_within(
+        Duration::from_secs(150),
+        |l| l.contains("had forgotten this daemon's session"),
+        "the forgotten session found and made again",
+    );
+    let all = fleet(10, 10, 10, "forgot");
+    publish(&standby, all.clone()).await;
+    primary.stop();
+    assert_stored_exactly(&db, &readings_in(&all), Duration::from_secs(120)).await;
+    d.terminate();
+}
+
 /// With `mqtt_url_kind = "cluster"` no other broker is visited: one session, where the daemon
 /// is. On two independent brokers that is the loss this file is about: what the other broker was
 /// sent before the daemon came is gone (shown by a reading sent after the daemon arrived, which

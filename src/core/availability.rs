@@ -322,6 +322,21 @@ impl Settings<'_> {
                     );
                 }
             }
+            let longest = signals.get(status).max_bytes;
+            if let Some(Status::Text(t)) = values
+                .iter()
+                .find(|v| matches!(v, Status::Text(t) if t.len() > longest))
+            {
+                return bad(
+                    &setting,
+                    format!(
+                        "the text {t:?} is {} bytes, longer than {}'s max_bytes ({longest}): no \
+                         reading can carry it",
+                        t.len(),
+                        self.status_signal
+                    ),
+                );
+            }
             if let Some(Status::Text(t)) = values
                 .iter()
                 .find(|v| matches!(v, Status::Text(t) if t.contains('\0')))
@@ -450,6 +465,14 @@ mod tests {
         let (s, p) = err(check("mode", &nul, &avail, &unavail));
         assert_eq!(s, "availability_categories.full_performance");
         assert!(p.contains("NUL"), "{p}");
+        // Longer than the signal takes (256 bytes by default): it could never match.
+        let long = vec![(
+            "forced_outage".to_string(),
+            vec![Status::Text("x".repeat(257))],
+        )];
+        let (s, p) = err(check("mode", &long, &avail, &unavail));
+        assert_eq!(s, "availability_categories.forced_outage");
+        assert!(p.contains("max_bytes (256)"), "{p}");
         let unknown = vec![("running_fine".to_string(), vec![Status::Code(1)])];
         assert!(err(check("status_code", &unknown, &avail, &unavail))
             .1

@@ -503,10 +503,15 @@ impl ConfigError {
     pub fn new(setting: &str, problem: impl Into<String>) -> Self {
         ConfigError {
             setting: setting.to_string(),
-            // `signals[2].max` is set through GALEWATCH_SIGNALS (the whole list).
+            // `signals[2].max` is set through GALEWATCH_SIGNALS (the whole list), and
+            // `availability_categories.forced_outage` through GALEWATCH_AVAILABILITY_CATEGORIES.
             env: format!(
                 "{ENV_PREFIX}{}",
-                setting.split('[').next().unwrap_or(setting).to_uppercase()
+                setting
+                    .split(['[', '.'])
+                    .next()
+                    .unwrap_or(setting)
+                    .to_uppercase()
             ),
             problem: problem.into(),
         }

@@ -7,7 +7,7 @@
 //! The keeper visits each broker the daemon is not connected to — connects as the daemon's
 //! client id with a clean start off and the session expiry on, subscribes, disconnects — at
 //! start, again every [`REVISIT_UNREACHED`] while one cannot be reached, and every
-//! [`REFRESH`] after (or sooner, before the session could expire). A visit never takes anything:
+//! [`REFRESH`] after (a broker restarted without persistence forgets sessions). A visit never takes anything:
 //! messages a standby delivers to it go unacknowledged and stay in the session, for the daemon's
 //! own connection to land once it moves there. The daemon's connection and a visit never meet on
 //! one broker (each broker has a lock: the connection holds its broker's, a visit tries for its
@@ -29,8 +29,10 @@ use crate::telemetry;
 /// How soon a broker that could not be visited is tried again.
 pub const REVISIT_UNREACHED: Duration = Duration::from_secs(30);
 /// How often a standby's session is visited again once held: a broker restarted without
-/// persistence forgets it, and a session expiry shorter than twice this is visited sooner.
-pub const REFRESH: Duration = Duration::from_secs(3600);
+/// persistence forgets it (a visit then finds none, says so and makes it again), so this bounds
+/// how long such a broker drops what it is sent for the daemon. A session expiry shorter than
+/// twice this is visited sooner.
+pub const REFRESH: Duration = Duration::from_secs(60);
 /// How often the keeper looks at what is due.
 const LOOK_EVERY: Duration = Duration::from_secs(5);
 
@@ -55,14 +57,16 @@ pub fn due(k: &Known, now: Instant, expiry: Duration) -> bool {
     }
 }
 
-/// How many sessions count as held at `now`: made sure of within the refresh period.
+/// How many sessions count as held at `now`: made sure of within two refresh periods (and
+/// before they could expire).
 pub fn held(known: &[Known], now: Instant, expiry: Duration) -> usize {
+    let fresh = (REFRESH * 2).min(expiry);
     known
         .iter()
         .filter(|k| {
             k.failed_at.is_none()
                 && k.held_at
-                    .is_some_and(|h| now.saturating_duration_since(h) < expiry.max(REFRESH))
+                    .is_some_and(|h| now.saturating_duration_since(h) < fresh)
         })
         .count()
 }
@@ -171,7 +175,12 @@ pub async fn keep(
             let was = sessions.known.lock().unwrap_or_else(|p| p.into_inner())[i];
             match visited {
                 Ok(present) => {
-                    if was.held_at.is_none() || was.failed_at.is_some() {
+                    if !present && was.held_at.is_some() && was.failed_at.is_none() {
+                        tracing::warn!(
+                            broker = %broker,
+                            "a standby broker had forgotten this daemon's session (restarted without persistence?): what it was sent since it forgot is not kept; the session and its subscription are made again"
+                        );
+                    } else if was.held_at.is_none() || was.failed_at.is_some() {
                         tracing::info!(
                             broker = %broker,
                             session_present = present,
@@ -277,9 +286,9 @@ mod tests {
         assert!(!due(&held_now, t0 + REFRESH / 2, WEEK));
         assert!(due(&held_now, t0 + REFRESH, WEEK));
         // A short expiry is refreshed at half of it.
-        let ten_min = Duration::from_secs(600);
-        assert!(due(&held_now, t0 + ten_min / 2, ten_min));
-        assert!(!due(&held_now, t0 + ten_min / 3, ten_min));
+        let one_min = Duration::from_secs(60);
+        assert!(due(&held_now, t0 + one_min / 2, one_min));
+        assert!(!due(&held_now, t0 + one_min / 3, one_min));
     }
 
     #[test]

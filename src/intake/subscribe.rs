@@ -101,8 +101,10 @@ pub struct Subscriber {
     brief_on: Option<BrokerAddr>,
     /// That hint, once a minute at most.
     taken_over: Quiet,
-    /// Every broker of the list failing in a row, said once a minute at most while it lasts.
+    /// Every broker of the list failing in a row, said once a minute at most while it lasts;
+    /// the attempts within a round likewise, at INFO.
     rounds: Quiet,
+    attempts: Quiet,
     /// Set for `galewatch leave`: unsubscribe instead of subscribing, and report to the leaving
     /// run what arrives (see `leave.rs`).
     leaving: Option<std::sync::Arc<crate::intake::leave::Leaving>>,
@@ -221,6 +223,7 @@ impl Subscriber {
             brief_on: None,
             taken_over: Quiet::new(Duration::from_secs(60)),
             rounds: Quiet::new(Duration::from_secs(60)),
+            attempts: Quiet::new(Duration::from_secs(60)),
             leaving: None,
             sessions: None,
             claim: None,
@@ -569,6 +572,7 @@ impl Subscriber {
         let now = std::time::Instant::now();
         if lost.was_up {
             self.rounds.reset();
+            self.attempts.reset();
         }
         if let Some(why) = refused {
             if self.refusals.due(now) {
@@ -599,7 +603,13 @@ impl Subscriber {
             "broker not reachable yet"
         };
         if !self.failover.round_failed() {
-            tracing::info!(broker = %from, setting = %"mqtt_url", error = %e, next = %next, retry_in = ?wait, "{first}{then}");
+            // The first failed attempt of a while at INFO, the rest at DEBUG: with every broker
+            // down the WARN below says it once a minute.
+            if self.attempts.due(now) {
+                tracing::info!(broker = %from, setting = %"mqtt_url", error = %e, next = %next, retry_in = ?wait, "{first}{then}");
+            } else {
+                tracing::debug!(broker = %from, error = %e, next = %next, retry_in = ?wait, "{first}{then}");
+            }
             return;
         }
         if self.rounds.due(now) {

@@ -130,10 +130,25 @@ fn too_cheap(params: &Params) -> Option<String> {
 pub struct Users {
     hashes: HashMap<String, String>,
     /// The dearest user's cost: an unknown name is verified against a hash of it, and a cheaper
-    /// user's answer is held as long, so that no answer's time tells a known name.
+    /// user's verification is followed by a hash of the difference (`pads`), so that every
+    /// answer costs the same work and none tells a known name, however loaded the machine.
     cost: Params,
+    /// Per user whose hash is cheaper than the dearest: the cost of the work that makes up the
+    /// difference.
+    pads: HashMap<String, Params>,
     /// Whether the users' hashes differ in cost.
     mixed: bool,
+}
+
+/// The cost of a hash doing `work` KiB-passes (one lane), at most [`MAX_MEMORY_KIB`] a pass;
+/// None when there is too little to be worth a hash.
+fn pad(work: u64) -> Option<Params> {
+    if work < 8 {
+        return None;
+    }
+    let passes = work.div_ceil(u64::from(MAX_MEMORY_KIB)).max(1);
+    let memory = u32::try_from(work / passes).ok()?.max(8);
+    Params::new(memory, u32::try_from(passes).ok()?, 1, None).ok()
 }
 
 /// What a hash of these parameters costs to verify, in KiB-passes (the argon2 crate hashes the
@@ -185,12 +200,22 @@ impl Users {
             hashes.insert(name.to_string(), hash.to_string());
         }
         let mixed = costs.windows(2).any(|w| work(&w[0]) != work(&w[1]));
-        match costs.into_iter().max_by_key(work) {
-            Some(cost) => Ok(Users {
-                hashes,
-                cost,
-                mixed,
-            }),
+        match costs.iter().max_by_key(|p| work(p)).cloned() {
+            Some(cost) => {
+                let pads = hashes
+                    .iter()
+                    .filter_map(|(name, hash)| {
+                        let own = Params::try_from(&PasswordHash::new(hash).ok()?).ok()?;
+                        Some((name.clone(), pad(work(&cost).checked_sub(work(&own))?)?))
+                    })
+                    .collect();
+                Ok(Users {
+                    hashes,
+                    cost,
+                    pads,
+                    mixed,
+                })
+            }
             None => Err(LineError {
                 line: 0,
                 problem: "holds no user (name:hash lines)".into(),
@@ -415,8 +440,6 @@ pub struct Verifier {
     users: Users,
     /// A hash of a random password at the dearest user's cost, for unknown names.
     dummy: String,
-    /// How long making `dummy` took: a cheaper user's verification is held this long.
-    dearest_takes: Duration,
     key: ring::hmac::Key,
     remembered: Mutex<Remembered>,
     verifying: tokio::sync::Semaphore,
@@ -431,7 +454,6 @@ impl Verifier {
             .expect("the system's random generator");
         let mut random = [0u8; 24];
         ring::rand::SecureRandom::fill(&rng, &mut random).expect("the system's random generator");
-        let t0 = Instant::now();
         let dummy = hash_with(
             &random
                 .iter()
@@ -439,19 +461,16 @@ impl Verifier {
                 .collect::<String>(),
             users.cost.clone(),
         );
-        let dearest_takes = t0.elapsed();
         if users.mixed {
             tracing::warn!(
-                dearest_ms = dearest_takes.as_millis() as u64,
-                "the panel's users file holds hashes of different costs: every sign-in is held as \
-                 long as the dearest hash takes, so that its time tells no user name; rehash the \
-                 cheaper ones (galewatch panel hash-password) to make sign-ins no slower than needed"
+                "the panel's users file holds hashes of different costs: every sign-in does the \
+                 dearest hash's work, so that its time tells no user name; rehash the cheaper ones \
+                 (galewatch panel hash-password) or the dearest to make sign-ins no slower than needed"
             );
         }
         Verifier {
             users,
             dummy,
-            dearest_takes,
             key,
             remembered: Mutex::new(Remembered {
                 entries: HashMap::new(),
@@ -465,8 +484,17 @@ impl Verifier {
         &self.users
     }
 
-    fn digest(&self, name: &str, password: &str) -> [u8; 32] {
+    /// The remembered credentials' key: the name, the password and the client address, so that
+    /// a password verified for one address is not taken from another without its own
+    /// verification (a locked address would otherwise learn, at no cost, which of its guesses a
+    /// user elsewhere has signed in with).
+    fn digest(&self, name: &str, password: &str, client: IpAddr) -> [u8; 32] {
         let mut ctx = ring::hmac::Context::with_key(&self.key);
+        let client = match client.to_canonical() {
+            IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+            IpAddr::V6(a) => a.octets(),
+        };
+        ctx.update(&client);
         ctx.update(&(name.len() as u64).to_be_bytes());
         ctx.update(name.as_bytes());
         ctx.update(password.as_bytes());
@@ -524,7 +552,7 @@ impl Verifier {
             self.failed(client, name, "user name or password too long");
             return Err(Refusal::Unauthorized("user name or password too long"));
         }
-        let digest = self.digest(name, password);
+        let digest = self.digest(name, password, client);
         if let Some(user) = lock(&self.remembered).get(&digest, Instant::now()) {
             return Ok(user);
         }
@@ -544,24 +572,22 @@ impl Verifier {
             reservation.settle(None);
             return Err(Refusal::Busy);
         };
-        let started = Instant::now();
         let known = self.users.hashes.get(name);
         let hash = known.unwrap_or(&self.dummy).clone();
-        let cheaper = known.is_some_and(|h| {
-            PasswordHash::new(h)
-                .ok()
-                .and_then(|p| Params::try_from(&p).ok())
-                .is_some_and(|p| work(&p) < work(&self.users.cost))
-        });
+        // A cheaper user's hash is followed by the work that makes up the difference: every
+        // answer costs the dearest hash's work, loaded machine or not.
+        let padding = known.and_then(|_| self.users.pads.get(name).cloned());
         let pw = password.to_string();
-        let ok = tokio::task::spawn_blocking(move || verify(&hash, &pw))
-            .await
-            .unwrap_or(false);
+        let ok = tokio::task::spawn_blocking(move || {
+            let ok = verify(&hash, &pw);
+            if let Some(p) = padding {
+                let _ = hash_with(&pw, p);
+            }
+            ok
+        })
+        .await
+        .unwrap_or(false);
         drop(_permit);
-        if cheaper {
-            // As long as the dearest hash would have taken (an unknown name's time).
-            tokio::time::sleep(self.dearest_takes.saturating_sub(started.elapsed())).await;
-        }
         if ok && known.is_some() {
             reservation.settle(Some(true));
             lock(&self.remembered).put(digest, name.to_string(), Instant::now());
@@ -847,32 +873,50 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_unknown_name_costs_what_the_dearest_user_costs() {
+    async fn every_answer_costs_the_dearest_hash_s_work() {
         let dear = hash_with("b", Params::new(16 * 1024, 3, 1, None).unwrap());
         let users = Users::parse(&format!("cheap:{}\ndear:{dear}\n", cheap("a"))).unwrap();
         assert!(users.mixed);
         assert_eq!(work(&users.cost), 16 * 1024 * 3);
+        // The cheap user's hash and its pad add up to the dearest's work; the dearest has none.
+        let pad = users.pads.get("cheap").expect("a pad");
+        assert_eq!(work(pad) + 1024, 16 * 1024 * 3);
+        assert!(!users.pads.contains_key("dear"));
         let v = Arc::new(Verifier::new(users));
-        let client: IpAddr = "192.0.2.11".parse().unwrap();
-        let time = |name: &'static str| {
-            let v = v.clone();
-            async move {
-                let t0 = Instant::now();
-                let _ = v.check(name, "wrong", client).await;
-                t0.elapsed()
-            }
-        };
-        // An unknown name is verified against a hash of the dearest cost...
+        // An unknown name is verified against a hash of the dearest cost.
         let dummy = Params::try_from(&PasswordHash::new(&v.dummy).unwrap()).unwrap();
         assert_eq!(work(&dummy), work(&v.users.cost));
-        // ... and a cheaper user's answer is held at least as long as making that hash took.
-        let cheap_user = time("cheap").await;
-        assert!(
-            cheap_user >= v.dearest_takes,
-            "{cheap_user:?} vs {:?}",
-            v.dearest_takes
-        );
-        let _ = time("nobody").await;
+        let client: IpAddr = "192.0.2.11".parse().unwrap();
+        assert_eq!(v.check("cheap", "a", client).await, Ok("cheap".into()));
+    }
+
+    #[test]
+    fn pads_do_the_work_asked_within_the_cost_bounds() {
+        assert_eq!(pad(4), None);
+        let p = pad(40_000).unwrap();
+        assert_eq!(work(&p), 40_000);
+        let big = 3 * u64::from(MAX_MEMORY_KIB) + 5;
+        let p = pad(big).unwrap();
+        assert!(p.m_cost() <= MAX_MEMORY_KIB && p.t_cost() == 4, "{p:?}");
+        assert!(work(&p) <= big && big - work(&p) < 4, "{}", work(&p));
+    }
+
+    #[tokio::test]
+    async fn a_password_remembered_for_one_address_is_verified_again_from_another() {
+        let users = Users::parse(&format!("alice:{}", cheap("s3cret"))).unwrap();
+        let v = Arc::new(Verifier::new(users));
+        let (home, other): (IpAddr, IpAddr) =
+            ("192.0.2.20".parse().unwrap(), "192.0.2.21".parse().unwrap());
+        assert_eq!(v.check("alice", "s3cret", home).await, Ok("alice".into()));
+        for i in 0..FAILURES_BEFORE_LOCK {
+            let _ = v.check("alice", &format!("guess{i}"), other).await;
+        }
+        // Locked: the right password is no oracle there, though it is remembered for `home`.
+        assert!(matches!(
+            v.check("alice", "s3cret", other).await,
+            Err(Refusal::Locked(_))
+        ));
+        assert_eq!(v.check("alice", "s3cret", home).await, Ok("alice".into()));
     }
 
     #[test]

@@ -17,6 +17,9 @@ pub const FIRST_BYTE: Duration = Duration::from_secs(10);
 pub const IDLE: Duration = Duration::from_secs(60);
 /// An open connection quiet for at least this long may be closed to make room.
 pub const IDLE_ENOUGH_TO_CLOSE: Duration = Duration::from_secs(2);
+/// A connection that has sent bytes and been answered nothing for this long (a request dribbled
+/// a byte at a time, or stalled) may be closed to make room, however lately it sent a byte.
+pub const STALLED: Duration = Duration::from_secs(5);
 
 /// What the gate knows of an open connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +30,8 @@ pub struct Seen {
     pub since: Instant,
     /// When it last read or wrote a byte; None: it never sent one.
     pub active: Option<Instant>,
+    /// When the panel last wrote to it; None: never.
+    pub answered: Option<Instant>,
 }
 
 /// What to do with a newcomer.
@@ -52,13 +57,24 @@ pub fn admit(open: &[Seen], addr: IpAddr, now: Instant) -> Decision {
     victim(&pool, now).map_or(Decision::Refuse, Decision::Evict)
 }
 
-/// The connection to close for room: the oldest that never sent a byte, else the one quiet the
-/// longest if it has been quiet [`IDLE_ENOUGH_TO_CLOSE`].
+/// The connection to close for room: the oldest that never sent a byte; else the one stalled
+/// the longest, if [`STALLED`] (it sent something and has been answered nothing since it
+/// connected or was last answered); else the one quiet the longest if it has been quiet
+/// [`IDLE_ENOUGH_TO_CLOSE`].
 fn victim(pool: &[&Seen], now: Instant) -> Option<u64> {
     if let Some(s) = pool
         .iter()
         .filter(|s| s.active.is_none())
         .min_by_key(|s| (s.since, s.id))
+    {
+        return Some(s.id);
+    }
+    let unanswered = |s: &Seen| now.saturating_duration_since(s.answered.unwrap_or(s.since));
+    if let Some(s) = pool
+        .iter()
+        .filter(|s| s.answered.is_none_or(|a| s.active.is_some_and(|t| t > a)))
+        .filter(|s| unanswered(s) >= STALLED)
+        .max_by_key(|s| (unanswered(s), std::cmp::Reverse(s.id)))
     {
         return Some(s.id);
     }
@@ -84,7 +100,40 @@ mod tests {
             addr,
             since,
             active,
+            answered: None,
         }
+    }
+
+    #[test]
+    fn a_dribbling_request_is_closed_for_room_once_stalled() {
+        let t0 = Instant::now();
+        // Each sent a byte just now, none was ever answered: a slow request each.
+        let open: Vec<Seen> = (0..PER_ADDRESS as u64)
+            .map(|i| seen(i, ip(1), t0 + Duration::from_millis(i), Some(t0 + STALLED)))
+            .collect();
+        let just_now = t0 + STALLED;
+        assert_eq!(
+            admit(&open, ip(1), just_now),
+            Decision::Evict(0),
+            "the one stalled longest"
+        );
+        assert_eq!(
+            admit(&open, ip(1), t0 + STALLED / 2),
+            Decision::Refuse,
+            "not stalled yet"
+        );
+        // One answered after its last byte is waiting for its next request, not stalled.
+        let answered: Vec<Seen> = open
+            .iter()
+            .map(|s| Seen {
+                answered: Some(just_now),
+                ..*s
+            })
+            .collect();
+        assert_eq!(
+            admit(&answered, ip(1), just_now + Duration::from_secs(1)),
+            Decision::Refuse
+        );
     }
 
     #[test]

@@ -121,23 +121,50 @@ fn lock(r: &Shared) -> std::sync::MutexGuard<'_, Registry> {
     r.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// When a connection last read or wrote, in milliseconds after `epoch` (0: never).
+/// When a connection last read or wrote, and last wrote, in milliseconds after `epoch` (0:
+/// never).
 struct Activity {
     epoch: Instant,
     last: AtomicU64,
+    wrote: AtomicU64,
 }
 
 impl Activity {
-    fn touch(&self) {
-        let ms = self.epoch.elapsed().as_millis() as u64 + 1;
-        self.last.store(ms, Ordering::Relaxed);
+    fn new(epoch: Instant) -> Activity {
+        Activity {
+            epoch,
+            last: AtomicU64::new(0),
+            wrote: AtomicU64::new(0),
+        }
     }
 
-    fn last(&self) -> Option<Instant> {
-        match self.last.load(Ordering::Relaxed) {
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64 + 1
+    }
+
+    fn touch(&self) {
+        self.last.store(self.now(), Ordering::Relaxed);
+    }
+
+    fn answered(&self) {
+        let now = self.now();
+        self.last.store(now, Ordering::Relaxed);
+        self.wrote.store(now, Ordering::Relaxed);
+    }
+
+    fn at(&self, ms: &AtomicU64) -> Option<Instant> {
+        match ms.load(Ordering::Relaxed) {
             0 => None,
             ms => Some(self.epoch + Duration::from_millis(ms - 1)),
         }
+    }
+
+    fn last(&self) -> Option<Instant> {
+        self.at(&self.last)
+    }
+
+    fn wrote(&self) -> Option<Instant> {
+        self.at(&self.wrote)
     }
 }
 
@@ -202,6 +229,7 @@ fn admit(
         .values()
         .map(|(s, activity, _)| Seen {
             active: activity.last(),
+            answered: activity.wrote(),
             ..*s
         })
         .collect();
@@ -219,16 +247,14 @@ fn admit(
     }
     let id = r.next;
     r.next += 1;
-    let activity = Arc::new(Activity {
-        epoch,
-        last: AtomicU64::new(0),
-    });
+    let activity = Arc::new(Activity::new(epoch));
     let cancel = CancellationToken::new();
     let seen = Seen {
         id,
         addr: peer.ip(),
         since: Instant::now(),
         active: None,
+        answered: None,
     };
     r.open.insert(id, (seen, activity.clone(), cancel.clone()));
     Some(Guarded {
@@ -298,8 +324,12 @@ impl<S> Guarded<S> {
         None
     }
 
-    fn moved(&mut self) {
-        self.activity.touch();
+    fn moved(&mut self, wrote: bool) {
+        if wrote {
+            self.activity.answered();
+        } else {
+            self.activity.touch();
+        }
         self.idle
             .as_mut()
             .reset(tokio::time::Instant::now() + gate::IDLE);
@@ -316,7 +346,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
         match Pin::new(&mut self.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
                 if buf.filled().len() > before {
-                    self.moved();
+                    self.moved(false);
                 }
                 Poll::Ready(Ok(()))
             }
@@ -340,7 +370,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
         }
         let r = Pin::new(&mut self.inner).poll_write(cx, data);
         if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            self.moved();
+            self.moved(true);
         }
         r
     }
@@ -386,13 +416,13 @@ mod tests {
 
     #[tokio::test]
     async fn activity_is_told_to_the_millisecond_and_never_before_it_happens() {
-        let a = Activity {
-            epoch: Instant::now(),
-            last: AtomicU64::new(0),
-        };
+        let a = Activity::new(Instant::now());
         assert_eq!(a.last(), None);
         a.touch();
         let t = a.last().unwrap();
         assert!(t <= Instant::now());
+        assert_eq!(a.wrote(), None, "read, not answered");
+        a.answered();
+        assert!(a.wrote().unwrap() >= t);
     }
 }

@@ -575,7 +575,9 @@ pub async fn export_to(
     let summary = export(cfg, req, out.writer(), progress)
         .await
         .map_err(|e| match e {
-            ReviewError::Refused(m) if m.starts_with("writing the output") => {
+            ReviewError::Refused(m)
+                if m.starts_with("writing the output") || m.starts_with("writing Parquet") =>
+            {
                 ReviewError::Refused(format!("{m} (--output {})", path.display()))
             }
             e => e,

@@ -17,6 +17,9 @@ pub enum Target {
     Replace { file: PathBuf },
     /// A FIFO or a character device (`/dev/null`, a terminal): opened and written in place.
     Direct,
+    /// This process's own standard output (`/dev/stdout`, `/proc/self/fd/1`), whatever it is: it
+    /// is written as stdout is, so `--output /dev/stdout >> log` appends as `>>` asked.
+    Stdout,
 }
 
 /// The kind of thing a path names, as far as `--output` cares.
@@ -75,7 +78,14 @@ pub fn target(path: &Path) -> Result<Target, String> {
         return Err("--output names no file".into());
     }
     if path.as_os_str().to_string_lossy().ends_with('/') {
-        return Err(named(&"is a directory: name a file"));
+        return Err(named(if path.is_dir() {
+            &"is a directory: name a file"
+        } else {
+            &"ends with '/', which names a directory: name a file"
+        }));
+    }
+    if is_stdout(path) {
+        return Ok(Target::Stdout);
     }
     let link = std::fs::symlink_metadata(path);
     let kind = match std::fs::metadata(path) {
@@ -111,6 +121,32 @@ pub fn target(path: &Path) -> Result<Target, String> {
     kind.target(file).map_err(|why| named(&why))
 }
 
+/// Whether `path` is this process's standard output (the same file, by device and inode).
+fn is_stdout(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(named) = std::fs::metadata(path) else {
+        return false;
+    };
+    let Ok(out) = std::fs::metadata("/proc/self/fd/1") else {
+        return false;
+    };
+    named.dev() == out.dev() && named.ino() == out.ino()
+}
+
+/// The longest file name a temporary file's prefix takes from the target's (a file system takes
+/// 255 bytes in all; the rest is `.`, the random part and `.partial`).
+const PARTIAL_NAME_BYTES: usize = 200;
+
+/// The hidden temporary file's prefix for a target named `name`: `.NAME.`, the name cut to
+/// [`PARTIAL_NAME_BYTES`] on a character boundary.
+fn partial_prefix(name: &str) -> String {
+    let mut end = name.len().min(PARTIAL_NAME_BYTES);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(".{}.", &name[..end])
+}
+
 /// An open `--output`: a temporary file to be renamed over the target, or the target itself.
 pub enum Output {
     Replace {
@@ -122,6 +158,7 @@ pub enum Output {
         path: PathBuf,
         file: File,
     },
+    Stdout(std::io::Stdout),
 }
 
 impl Output {
@@ -134,6 +171,7 @@ impl Output {
             ReviewError::Refused(format!("--output {}: {e}", path.display()))
         };
         match target(path).map_err(ReviewError::Refused)? {
+            Target::Stdout => Ok(Output::Stdout(std::io::stdout())),
             Target::Direct => {
                 let file = std::fs::OpenOptions::new()
                     .write(true)
@@ -155,7 +193,7 @@ impl Output {
                     _ => PathBuf::from("."),
                 };
                 let tmp = tempfile::Builder::new()
-                    .prefix(&format!(".{name}."))
+                    .prefix(&partial_prefix(&name))
                     .suffix(".partial")
                     .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
                     .tempfile_in(dir)
@@ -169,10 +207,11 @@ impl Output {
         }
     }
 
-    pub fn writer(&mut self) -> std::io::BufWriter<&mut File> {
-        let f = match self {
+    pub fn writer(&mut self) -> std::io::BufWriter<&mut (dyn Write + Send)> {
+        let f: &mut (dyn Write + Send) = match self {
             Output::Replace { tmp, .. } => tmp.as_file_mut(),
             Output::Direct { file, .. } => file,
+            Output::Stdout(out) => out,
         };
         std::io::BufWriter::with_capacity(1 << 16, f)
     }
@@ -185,6 +224,9 @@ impl Output {
             Output::Direct { path, mut file } => file
                 .flush()
                 .map_err(|e| ReviewError::Refused(format!("--output {}: {e}", path.display()))),
+            Output::Stdout(mut out) => out
+                .flush()
+                .map_err(|e| ReviewError::Refused(format!("--output (stdout): {e}"))),
             Output::Replace { path, file, tmp } => {
                 let refused = |e: &dyn std::fmt::Display| {
                     ReviewError::Refused(format!("--output {}: {e}", path.display()))
@@ -211,7 +253,7 @@ impl Output {
     pub fn partial(&self) -> Option<&Path> {
         match self {
             Output::Replace { tmp, .. } => Some(tmp.path()),
-            Output::Direct { .. } => None,
+            Output::Direct { .. } | Output::Stdout(_) => None,
         }
     }
 }
@@ -269,7 +311,7 @@ mod tests {
             (d.join("no/such/dir/x.csv"), "does not exist"),
             (
                 PathBuf::from(format!("{}/", regular.display())),
-                "is a directory",
+                "names a directory",
             ),
         ] {
             let e = target(&p).unwrap_err();
@@ -299,6 +341,25 @@ mod tests {
         drop(out);
         assert!(!partial.exists());
         assert_eq!(std::fs::read_to_string(&real).unwrap(), "new");
+    }
+
+    #[test]
+    fn a_long_name_still_gets_a_partial_file_within_the_file_system_s_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = format!("{}é.csv", "x".repeat(245));
+        assert!(name.len() <= 255);
+        let p = dir.path().join(&name);
+        let mut out = Output::open(&p).unwrap();
+        assert!(out.partial().unwrap().file_name().unwrap().len() <= 255);
+        out.writer().write_all(b"rows").unwrap();
+        out.finish().unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "rows");
+        assert_eq!(partial_prefix("aé"), ".aé.");
+        let cut = partial_prefix(&"é".repeat(150));
+        assert!(
+            cut.len() <= PARTIAL_NAME_BYTES + 2 && cut.ends_with("é."),
+            "{cut}"
+        );
     }
 
     #[test]

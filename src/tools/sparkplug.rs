@@ -240,7 +240,7 @@ fn table(
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<32} {:<16} {:>7}  feeds",
+        "{:<32} {:<24} {:>7}  feeds",
         "metric", "type", "births"
     );
     for (name, seen, signal, why) in rows {

@@ -56,6 +56,17 @@ impl Broker {
         Broker::start_with(&text)
     }
 
+    /// The project's configuration without persistence: restarted, it has forgotten every
+    /// session.
+    pub fn start_forgetful() -> Broker {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("config/mosquitto.conf"),
+        )
+        .expect("read config/mosquitto.conf")
+        .replace("persistence true", "persistence false");
+        Broker::start_with(&text)
+    }
+
     /// Mosquitto's own defaults (what a Debian install runs), on a private port with persistence.
     pub fn start_default() -> Broker {
         Broker::start_with("listener 1883 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location /var/lib/mosquitto/\nlog_dest stderr\n")
@@ -571,7 +582,12 @@ impl Daemon {
 
     /// Waits (at most 60 s) until the log holds what `cond` looks for.
     pub fn wait_log(&mut self, cond: impl Fn(&str) -> bool, what: &str) {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        self.wait_log_within(Duration::from_secs(60), cond, what)
+    }
+
+    /// [`Daemon::wait_log`] for at most `within`.
+    pub fn wait_log_within(&mut self, within: Duration, cond: impl Fn(&str) -> bool, what: &str) {
+        let deadline = Instant::now() + within;
         loop {
             if cond(&self.log()) {
                 return;
