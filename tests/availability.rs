@@ -231,9 +231,23 @@ async fn availability_is_counted_exactly_and_told_everywhere() {
         "jsonl",
     ]);
     let rows = stdout_jsonl(&out);
-    let sum = |k: &str| rows.iter().map(|r| r[k].as_i64().unwrap_or(0)).sum::<i64>();
-    assert_eq!(sum("avail_full_performance"), 1201);
-    assert_eq!(sum("avail_forced_outage"), 99);
+    let sum = |k: &str| {
+        rows.iter()
+            .map(|r| r[k].as_f64().unwrap_or(0.0))
+            .sum::<f64>()
+    };
+    assert_eq!(sum("avail_full_performance"), 1201.0);
+    assert_eq!(sum("avail_forced_outage"), 99.0);
+    // One rule with the panel: the readings that never came are information unavailable, and
+    // the categories add up to the time the intervals expect.
+    let expected: f64 = rows.iter().map(|r| r["expected"].as_f64().unwrap()).sum();
+    let categories: f64 = rows
+        .iter()
+        .flat_map(|r| r.as_object().unwrap().iter())
+        .filter(|(k, _)| k.starts_with("avail_"))
+        .map(|(_, v)| v.as_f64().unwrap_or(0.0))
+        .sum();
+    assert_eq!(categories, expected, "{rows:?}");
     // The first interval: 300 readings, all running.
     assert_eq!(rows[0]["availability"], 1.0);
 }

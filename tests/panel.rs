@@ -474,51 +474,6 @@ async fn healthz_fails_when_the_database_does_not_answer() {
     .await;
 }
 
-/// Chromium under its Debian name, or fail saying how to get it.
-fn chromium() -> &'static str {
-    for c in ["chromium", "chromium-browser", "google-chrome"] {
-        if Command::new(c).arg("--version").output().is_ok() {
-            return c;
-        }
-    }
-    panic!(
-        "the browser test needs headless Chromium: apt-get install chromium (.ci/run installs it)"
-    );
-}
-
-fn headless(browser: &str) -> Command {
-    headless_at(browser, 1280)
-}
-
-/// Headless Chromium with a window `width` pixels wide.
-fn headless_at(browser: &str, width: u32) -> Command {
-    let mut c = Command::new(browser);
-    // --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
-    c.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--hide-scrollbars",
-        &format!("--window-size={width},1500"),
-        "--virtual-time-budget=3000",
-    ]);
-    c
-}
-
-/// Runs a Chromium command off the runtime's threads; its output, once it has succeeded.
-async fn browse(mut c: Command) -> std::process::Output {
-    let out = tokio::task::spawn_blocking(move || c.output())
-        .await
-        .unwrap()
-        .expect("run chromium");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
 /// Added to a page before `</body>` by [`layout_problems`]: once the page has loaded, it writes
 /// into `<pre id="layout-report">` the window's width and every way the page fails to fit it:
 /// the page wider than the window (it scrolls sideways), an element reaching past the window's

@@ -93,6 +93,22 @@ impl Chart<'_> {
             esc(self.title),
             esc(&shortened(self.unit, UNIT_CHARS))
         );
+        // The axes: the value in its unit up the left, the time across (UTC).
+        let y_title = if self.unit.is_empty() {
+            esc(&shortened(self.title, 24))
+        } else {
+            format!(
+                "{} ({})",
+                esc(&shortened(self.title, 24)),
+                esc(&shortened(self.unit, UNIT_CHARS))
+            )
+        };
+        let _ = write!(
+            s,
+            r##"<text class="axis-title y" transform="translate(12 {:.1}) rotate(-90)" text-anchor="middle" fill="#555" font-size="11">{y_title}</text><text class="axis-title x" x="{}" y="18" text-anchor="end" fill="#555" font-size="11">time (UTC)</text>"##,
+            (TOP + H - BOTTOM) / 2.0,
+            W - RIGHT
+        );
     }
 
     /// Each flagged interval as a bar along the foot of the plot, its flags in its title.
@@ -264,15 +280,26 @@ fn frame(s: &mut String) {
 /// and the intervals the bin filter found (orange).
 pub struct CurveChart<'a> {
     pub title: &'a str,
+    /// The axes' titles, with their units: "wind speed, wind_speed_ms (m/s)".
+    pub x_title: &'a str,
+    pub y_title: &'a str,
     /// (wind, power) of each interval drawn.
     pub points: &'a [(f64, f64)],
     pub bins: &'a [(f64, f64)],
     pub reference: &'a [(f64, f64)],
+    /// Whether the reference is a declared curve (else the fleet's own).
+    pub reference_declared: bool,
     pub outliers: &'a [(f64, f64)],
 }
 
 /// The colours of a power curve: its bins and the bin filter's intervals.
 pub const CURVE_COLOUR: &str = "#1f77b4";
+
+/// The power curve's own frame: taller than a time chart, with room for the axes' titles.
+const CH: f64 = 320.0;
+const CLEFT: f64 = 78.0;
+const CBOTTOM: f64 = 48.0;
+const CTOP: f64 = 52.0;
 
 impl CurveChart<'_> {
     pub fn svg(&self) -> String {
@@ -290,21 +317,22 @@ impl CurveChart<'_> {
         });
         let (x0, x1, xticks) = nice_scale(0.0, wmax);
         let (y0, y1, yticks) = nice_scale(plo, phi);
-        let x = |w: f64| LEFT + (w - x0) / (x1 - x0).max(f64::MIN_POSITIVE) * (W - LEFT - RIGHT);
-        let y = |p: f64| TOP + (y1 - p) / (y1 - y0).max(f64::MIN_POSITIVE) * (H - TOP - BOTTOM);
+        let x = |w: f64| CLEFT + (w - x0) / (x1 - x0).max(f64::MIN_POSITIVE) * (W - CLEFT - RIGHT);
+        let y = |p: f64| CTOP + (y1 - p) / (y1 - y0).max(f64::MIN_POSITIVE) * (CH - CTOP - CBOTTOM);
         let mut s = String::with_capacity(8 * 1024 + self.points.len() * 48);
         let _ = write!(
             s,
-            r##"<svg class="chart curve" viewBox="0 0 {W} {H}" width="100%" role="img" aria-label="{t}" xmlns="http://www.w3.org/2000/svg" font-family="system-ui, sans-serif" font-size="12"><text x="{LEFT}" y="18" font-size="14" font-weight="600" fill="#222">{t}</text>"##,
+            r##"<svg class="chart curve" viewBox="0 0 {W} {CH}" width="100%" role="img" aria-label="{t}" xmlns="http://www.w3.org/2000/svg" font-family="system-ui, sans-serif" font-size="12"><text x="{CLEFT}" y="18" font-size="14" font-weight="600" fill="#222">{t}</text>"##,
             t = esc(self.title)
         );
+        self.legend(&mut s);
         for (v, label) in yticks.iter().zip(tick_labels(&yticks)) {
             let yy = y(*v);
             let _ = write!(
                 s,
-                r##"<line x1="{LEFT}" x2="{}" y1="{yy:.1}" y2="{yy:.1}" stroke="#e5e5e5"/><text x="{}" y="{:.1}" text-anchor="end" fill="#555">{label}</text>"##,
+                r##"<line x1="{CLEFT}" x2="{}" y1="{yy:.1}" y2="{yy:.1}" stroke="#e5e5e5"/><text x="{}" y="{:.1}" text-anchor="end" fill="#555">{label}</text>"##,
                 W - RIGHT,
-                LEFT - 6.0,
+                CLEFT - 6.0,
                 yy + 4.0
             );
         }
@@ -313,18 +341,20 @@ impl CurveChart<'_> {
             let _ = write!(
                 s,
                 r##"<text x="{xx:.1}" y="{:.1}" text-anchor="middle" fill="#555">{label}</text>"##,
-                H - BOTTOM + 16.0
+                CH - CBOTTOM + 16.0
             );
         }
-        frame(&mut s);
-        for (w, p) in self.points {
-            let _ = write!(
-                s,
-                r##"<circle class="point" cx="{:.1}" cy="{:.1}" r="1.6" fill="#888" fill-opacity="0.35"/>"##,
-                x(*w),
-                y(*p)
-            );
-        }
+        let _ = write!(
+            s,
+            r##"<text class="axis-title x" x="{:.1}" y="{:.1}" text-anchor="middle" fill="#222">{}</text><text class="axis-title y" transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle" fill="#222">{}</text><rect x="{CLEFT}" y="{CTOP}" width="{:.1}" height="{:.1}" fill="none" stroke="#ccc"/>"##,
+            (CLEFT + W - RIGHT) / 2.0,
+            CH - 8.0,
+            esc(self.x_title),
+            (CTOP + CH - CBOTTOM) / 2.0,
+            esc(self.y_title),
+            W - CLEFT - RIGHT,
+            CH - CTOP - CBOTTOM
+        );
         let line = |pts: &[(f64, f64)]| -> String {
             pts.iter()
                 .map(|(w, p)| format!("{:.1},{:.1}", x(*w), y(*p)))
@@ -341,8 +371,17 @@ impl CurveChart<'_> {
         if !self.bins.is_empty() {
             let _ = write!(
                 s,
-                r##"<polyline class="bins" points="{}" fill="none" stroke="{CURVE_COLOUR}" stroke-width="2.5"/>"##,
+                r##"<polyline class="bins" points="{}" fill="none" stroke="{CURVE_COLOUR}" stroke-width="2" stroke-opacity="0.8"/>"##,
                 line(self.bins)
+            );
+        }
+        // The 10-minute points over the lines, so that a line never hides them.
+        for (w, p) in self.points {
+            let _ = write!(
+                s,
+                r##"<circle class="point" cx="{:.1}" cy="{:.1}" r="2" fill="#555" fill-opacity="0.45"/>"##,
+                x(*w),
+                y(*p)
             );
         }
         for (w, p) in self.outliers {
@@ -358,6 +397,53 @@ impl CurveChart<'_> {
         }
         s.push_str("</svg>");
         s
+    }
+
+    /// What each mark is: the intervals, the measured curve, the reference, the bin filter.
+    fn legend(&self, s: &mut String) {
+        enum Mark {
+            Dot(&'static str, f64, f64),
+            Line(&'static str, &'static str),
+        }
+        let reference = if self.reference_declared {
+            "reference (declared)"
+        } else {
+            "reference (the fleet's)"
+        };
+        let mut items = vec![
+            (Mark::Dot("#555", 2.5, 0.6), "10-minute means"),
+            (Mark::Line(CURVE_COLOUR, ""), "measured curve (bin means)"),
+        ];
+        if self.reference.len() >= 2 {
+            items.push((Mark::Line("#222", r#" stroke-dasharray="6 4""#), reference));
+        }
+        if !self.outliers.is_empty() {
+            items.push((
+                Mark::Dot(FLAG_COLOUR, 3.0, 1.0),
+                "left out by the bin filter",
+            ));
+        }
+        let (mut at, y) = (CLEFT, 38.0);
+        for (mark, text) in items {
+            let mark = match mark {
+                Mark::Dot(fill, r, o) => format!(
+                    r##"<circle cx="{:.1}" cy="{y}" r="{r}" fill="{fill}" fill-opacity="{o}"/>"##,
+                    at + 8.0
+                ),
+                Mark::Line(stroke, dash) => format!(
+                    r##"<line x1="{at:.1}" x2="{:.1}" y1="{y}" y2="{y}" stroke="{stroke}" stroke-width="2"{dash}/>"##,
+                    at + 16.0
+                ),
+            };
+            let _ = write!(
+                s,
+                r##"<g class="legend-item">{mark}<text x="{:.1}" y="{:.1}" fill="#333">{}</text></g>"##,
+                at + 22.0,
+                y + 4.0,
+                esc(text)
+            );
+            at += 30.0 + 6.8 * text.len() as f64;
+        }
     }
 }
 

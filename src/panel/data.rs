@@ -355,6 +355,8 @@ pub struct Status {
     pub clock_suspect: bool,
     pub clock_offset_seconds: Option<f64>,
     pub clock_drift_seconds_per_day: Option<f64>,
+    /// What makes the clock suspect, in words (`drift -2869 s/day, 12 collisions in 24 h`).
+    pub clock_suspect_because: Option<String>,
     /// Quarantined readings not yet resolved.
     pub quarantined: i64,
     /// The declared signals none of its readings of the last 24 hours carried (from the
@@ -418,6 +420,10 @@ pub enum Sort {
     /// (`curve`, the column's name, says the same).
     #[serde(alias = "curve")]
     Deviation,
+    /// Yesterday's time-based availability, the least available first (`avail`, the column's
+    /// name, says the same).
+    #[serde(alias = "avail")]
+    Availability,
 }
 
 impl Sort {
@@ -437,6 +443,7 @@ impl Sort {
             Sort::Clock => "clock",
             Sort::Quarantined => "quarantined",
             Sort::Deviation => "deviation",
+            Sort::Availability => "availability",
         }
     }
 
@@ -448,7 +455,7 @@ impl Sort {
             Sort::Clock => "suspect",
             Sort::Quarantined => "quarantined",
             // Ordered by the panel itself (Db::fleet); the statement lists the page's ids.
-            Sort::Deviation => "turbine_id",
+            Sort::Deviation | Sort::Availability => "turbine_id",
         };
         let dir = if desc {
             "DESC NULLS LAST"
@@ -599,6 +606,9 @@ pub struct Curve {
     /// Production-based availability over the range, when availability is kept and there is a
     /// reference.
     pub production: Option<crate::core::power_curve::Production>,
+    /// Positions of the wind speed and power signals among the declared ones (the axes).
+    pub wind: usize,
+    pub power: usize,
 }
 
 /// The fleet page's ids in deviation order, and every turbine's deviation they were ranked by.
@@ -768,6 +778,8 @@ impl Db {
             intervals,
             bin_width: policy.bin_width,
             production,
+            wind: policy.wind,
+            power: policy.power,
         }))
     }
 
@@ -951,39 +963,50 @@ impl Db {
             return Ok(None);
         }
         let all = self.deviations(c, None).await?;
-        let mut ranked: Vec<(&String, f64)> = all
+        let ranked: Vec<(&str, f64)> = all
             .iter()
             .filter(|(id, _)| id.starts_with(prefix))
-            .filter_map(|(id, y)| y.deviation.map(|d| (id, d)))
+            .filter_map(|(id, y)| y.deviation.map(|d| (id.as_str(), d)))
             .collect();
-        ranked.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(b.0)));
-        if desc {
-            ranked.reverse();
-        }
-        let mut ids: Vec<String> = ranked
-            .into_iter()
-            .take(FLEET_LIMIT as usize)
-            .map(|(id, _)| id.clone())
-            .collect();
-        let room = FLEET_LIMIT - ids.len() as i64;
-        if room > 0 {
-            let rest = c
-                .query(
-                    "SELECT turbine_id FROM turbine_status
-                      WHERE turbine_id LIKE $1 AND NOT (turbine_id = ANY($2))
-                      ORDER BY turbine_id LIMIT $3",
-                    &[&pattern, &ids, &room],
-                )
-                .await
-                .map_err(|e| Error::db("listing the turbines with no deviation", e))?;
-            ids.extend(rest.iter().map(|r| r.get::<_, String>(0)));
-        }
+        let ids = page_in_order(c, pattern, ranked, desc).await?;
         Ok(Some((ids, all)))
+    }
+
+    /// Sorted by yesterday's time-based availability: the page's ids, the least available
+    /// first (`desc`: the most), then those with none (nothing counted) by id. None for
+    /// another order, or when availability is not kept.
+    async fn ranked_by_availability(
+        &self,
+        c: &Client,
+        (prefix, pattern): (&str, &str),
+        sort: Sort,
+        desc: bool,
+    ) -> Result<Option<Vec<String>>, Error> {
+        let (Sort::Availability, Some((sql, _)), Some(view)) = (sort, &self.quality, &self.view)
+        else {
+            return Ok(None);
+        };
+        let today = midnight(Utc::now());
+        let yesterday = (today - chrono::Duration::days(1), today);
+        let times = crate::sink::quality::time_by_category(c, sql, yesterday, None).await?;
+        let ranked: Vec<(&str, f64)> = times
+            .iter()
+            .filter(|t| t.turbine_id.starts_with(prefix))
+            .filter_map(|t| t.availability(view).map(|a| (t.turbine_id.as_str(), a)))
+            .collect();
+        page_in_order(c, pattern, ranked, desc).await.map(Some)
     }
 
     /// Which categories count as available time, when availability is kept.
     pub fn availability_view(&self) -> Option<&crate::core::availability::View> {
         self.view.as_ref()
+    }
+
+    /// The declared status signal's position, when availability is kept.
+    pub fn status_signal(&self) -> Option<usize> {
+        self.view.as_ref()?;
+        let (sql, _) = self.quality.as_ref()?;
+        sql.availability.as_ref().map(|a| a.status)
     }
 
     /// One turbine's time by availability category over the window (up to now); None when
@@ -1209,6 +1232,10 @@ impl Db {
             Some((ids, all)) => (Some(ids), Some(all)),
             None => (None, None),
         };
+        let by_availability = self
+            .ranked_by_availability(&c, (prefix, &pattern), sort, desc)
+            .await?;
+        let ordered = by_deviation.or(by_availability);
         let rows = c
             .query(
                 &fleet_sql(&headline, sort, desc),
@@ -1217,14 +1244,14 @@ impl Db {
                     &th.max_drift_per_day,
                     &th.max_collisions_per_day,
                     &pattern,
-                    &by_deviation,
+                    &ordered,
                 ],
             )
             .await
             .map_err(|e| Error::db("reading the fleet", e))?;
         let total = rows.first().map_or(0, |r| r.get(8));
         let mut page: Vec<Status> = rows.iter().map(fleet_row).collect();
-        if let Some(order) = &by_deviation {
+        if let Some(order) = &ordered {
             let at: std::collections::HashMap<&str, usize> = order
                 .iter()
                 .enumerate()
@@ -1445,6 +1472,13 @@ fn fleet_sql(headline: &str, sort: Sort, desc: bool) -> String {
                                  (abs(coalesce(s.offset_seconds, 0)) > $1
                                   OR abs(coalesce(s.drift_seconds_per_day, 0)) > $2
                                   OR coalesce(c.n, 0) >= $3) AS suspect,
+                                 nullif(concat_ws(', ',
+                                   CASE WHEN abs(coalesce(s.offset_seconds, 0)) > $1
+                                        THEN format('offset %s s', round(s.offset_seconds::numeric, 1)) END,
+                                   CASE WHEN abs(coalesce(s.drift_seconds_per_day, 0)) > $2
+                                        THEN format('drift %s s/day', round(s.drift_seconds_per_day::numeric)) END,
+                                   CASE WHEN coalesce(c.n, 0) >= $3
+                                        THEN format('%s collisions in 24 h', c.n) END), '') AS why,
                                  s.offset_seconds, s.drift_seconds_per_day,
                                  coalesce(o.n, 0) AS quarantined
                             FROM turbine_status s
@@ -1456,11 +1490,45 @@ fn fleet_sql(headline: &str, sort: Sort, desc: bool) -> String {
                            ORDER BY {order} LIMIT {FLEET_LIMIT})
              SELECT s.turbine_id, s.last_seen, s.last_recorded_at,
                     {}, s.suspect, s.offset_seconds, s.drift_seconds_per_day, s.quarantined,
-                    (SELECT count(*) FROM turbine_status WHERE turbine_id LIKE $4) AS total
+                    (SELECT count(*) FROM turbine_status WHERE turbine_id LIKE $4) AS total,
+                    s.why
                FROM hit s
               ORDER BY {order}",
         "s.power_kw",
     )
+}
+
+/// A page of turbine ids in the order of `ranked`'s figures (ascending, or `desc`), at most
+/// [`FLEET_LIMIT`], the rest of the page those matching `pattern` with no figure, by id.
+async fn page_in_order(
+    c: &Client,
+    pattern: &str,
+    mut ranked: Vec<(&str, f64)>,
+    desc: bool,
+) -> Result<Vec<String>, Error> {
+    ranked.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(b.0)));
+    if desc {
+        ranked.reverse();
+    }
+    let mut ids: Vec<String> = ranked
+        .into_iter()
+        .take(FLEET_LIMIT as usize)
+        .map(|(id, _)| id.to_string())
+        .collect();
+    let room = FLEET_LIMIT - ids.len() as i64;
+    if room > 0 {
+        let rest = c
+            .query(
+                "SELECT turbine_id FROM turbine_status
+                  WHERE turbine_id LIKE $1 AND NOT (turbine_id = ANY($2))
+                  ORDER BY turbine_id LIMIT $3",
+                &[&pattern, &ids, &room],
+            )
+            .await
+            .map_err(|e| Error::db("listing the turbines with no figure to sort by", e))?;
+        ids.extend(rest.iter().map(|r| r.get::<_, String>(0)));
+    }
+    Ok(ids)
 }
 
 /// One row of the fleet statement.
@@ -1473,6 +1541,7 @@ fn fleet_row(r: &Row) -> Status {
         clock_suspect: r.get(4),
         clock_offset_seconds: r.get(5),
         clock_drift_seconds_per_day: r.get(6),
+        clock_suspect_because: r.get(9),
         quarantined: r.get(7),
         missing: None,
         completeness: None,

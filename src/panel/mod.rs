@@ -13,6 +13,7 @@ pub mod flight;
 pub mod gate;
 pub mod listen;
 pub mod page;
+pub mod strip;
 pub mod window;
 
 use std::net::SocketAddr;
@@ -388,7 +389,7 @@ fn fleet_query(p: FleetQuery) -> Result<FleetParams, Failure> {
     p.map(|Query(p)| p).map_err(|e| Failure {
         status: StatusCode::BAD_REQUEST,
         message: format!(
-            "bad query string: {} (sort: {}, deviation or its column's name curve; desc: true or false)",
+            "bad query string: {} (sort: {}, deviation or its column's name curve, availability or avail; desc: true or false)",
             e.body_text(),
             Sort::ALL.map(Sort::as_str).join(", ")
         ),
@@ -581,6 +582,27 @@ async fn turbine_page(
                 )
             }),
         availability: time.zip(db.db.availability_view().cloned()),
+        strip: db.db.status_signal().map(|status| {
+            let width = db.queries.stats_width.map_or(600, |w| i64::from(w.secs()));
+            let step = w.step.map_or(width, |s| s.as_secs() as i64);
+            let periods = db.db.sample_periods();
+            let now = chrono::Utc::now();
+            let ivs: Vec<strip::Interval> = intervals
+                .iter()
+                .filter_map(|i| {
+                    // The interval still filling expects only what its time so far holds.
+                    let secs = (now - i.start).num_seconds().clamp(0, width) as i32;
+                    Some(strip::Interval {
+                        start: i.start,
+                        counts: i.categories?,
+                        missing: periods
+                            .and_then(|p| p.expected(&id, secs))
+                            .map_or(0.0, |e| (e - i.readings as f64).max(0.0)),
+                    })
+                })
+                .collect();
+            (status, strip::buckets(&ivs, width, step))
+        }),
         curve,
     })))
 }

@@ -155,6 +155,17 @@ pub fn fleet(
                     span.num { (pct(figures.production_yesterday)) } " yesterday, "
                     span.num { (pct(figures.production_month)) } " this month."
                 }
+            } @else {
+                " "
+                span.not-kept title="docs/stats.md, Availability" {
+                    "Availability is not kept: no status signal is declared (availability_status_signal and availability_categories)."
+                }
+            }
+            @if !figures.curve {
+                " "
+                span.not-kept title="docs/stats.md, Power curve" {
+                    "No power curve: its wind and power signals (power_curve_wind_signal, power_curve_power_signal) are not both declared, or statistics are off."
+                }
             }
             @if rows.first().is_some_and(|r| r.missing.is_none()) {
                 " Which signals their readings lack is not known: statistics are off."
@@ -180,7 +191,13 @@ pub fn fleet(
                         }
                     }
                     @if figures.kept {
-                        th title="time-based availability, yesterday (UTC) and this month" { "avail." }
+                        @let next_desc = sort == Sort::Availability && !desc;
+                        th title="time-based availability, yesterday (UTC) and this month; sorted by yesterday's, the least available first" {
+                            a href=(format!("/?prefix={}&sort=availability&desc={next_desc}", url_escape(prefix))) {
+                                "avail."
+                                @if sort == Sort::Availability { @if desc { " ▼" } @else { " ▲" } }
+                            }
+                        }
                     }
                     @if figures.curve {
                         @let next_desc = sort == Sort::Deviation && !desc;
@@ -211,7 +228,8 @@ pub fn fleet(
                         td data-label="clock" {
                             (clock_word(r.clock_suspect)) " "
                             span.muted.t {
-                                @if let Some(o) = r.clock_offset_seconds { "offset " (format!("{o:.1}")) "s" }
+                                @if let Some(why) = &r.clock_suspect_because { (why) }
+                                @else if let Some(o) = r.clock_offset_seconds { "offset " (format!("{o:.1}")) "s" }
                             }
                         }
                         td.num data-label="quarantined" {
@@ -265,6 +283,9 @@ pub struct TurbineView<'a> {
     )>,
     /// The range's power curve; None when the fleet has none.
     pub curve: Option<super::data::Curve>,
+    /// The declared status signal's position and its categories over the range (drawn as a
+    /// strip instead of a line); None when availability is not kept.
+    pub strip: Option<(usize, Vec<super::strip::Bucket>)>,
 }
 
 /// What the statistics say of a turbine's range: its completeness and, per declared signal,
@@ -325,13 +346,15 @@ pub fn turbine(v: &TurbineView<'_>) -> String {
         }
         @if let Some((t, view)) = &v.availability {
             (availability_bar(t, view))
+        } @else {
+            p.muted.not-kept { "Availability is not kept: no status signal is declared (availability_status_signal and availability_categories, docs/stats.md)." }
         }
         (range_choice(v))
         @for svg in &charts {
             div.card { (PreEscaped(svg)) }
         }
         @if let Some(c) = &v.curve {
-            (power_curve(c))
+            (power_curve(c, &v.queries.signals))
         }
         @if !v.queries.listed.is_empty() {
             (status_changes(v))
@@ -364,6 +387,9 @@ fn charts(v: &TurbineView<'_>) -> Vec<String> {
         .enumerate()
         .map(|(k, &i)| {
             let s = signals.get(i);
+            if let Some((_, buckets)) = v.strip.as_ref().filter(|(status, _)| *status == i) {
+                return super::strip::svg(&s.name, w.from, w.to, buckets);
+            }
             let pts: Vec<_> = points.iter().map(|p| (p.t, p.stats[k])).collect();
             let flags = v
                 .quality
@@ -396,6 +422,7 @@ fn status_line(s: &Status, queries: &Queries) -> Markup {
             (opt(s.headline, 1))
             " · clock " (clock_word(s.clock_suspect))
             @if s.clock_suspect {
+                @if let Some(why) = &s.clock_suspect_because { ": " (why) }
                 " (offset " (opt(s.clock_offset_seconds, 1)) " s, drift "
                 (opt(s.clock_drift_seconds_per_day, 0)) " s/day)"
             }
@@ -453,7 +480,15 @@ pub fn curve_json(id: &str, w: &Window, c: &super::data::Curve) -> Value {
 
 /// The range's power curve: the chart, the energy against the reference, the bin filter's
 /// intervals (the first 20).
-fn power_curve(c: &super::data::Curve) -> Markup {
+fn power_curve(c: &super::data::Curve, signals: &crate::core::signals::Signals) -> Markup {
+    let axis = |i: usize, what: &str| {
+        let s = signals.get(i);
+        if s.unit.is_empty() {
+            format!("{what}, {}", s.name)
+        } else {
+            format!("{what}, {} ({})", s.name, s.unit)
+        }
+    };
     let pts: Vec<(f64, f64)> = c
         .points
         .iter()
@@ -471,9 +506,12 @@ fn power_curve(c: &super::data::Curve) -> Markup {
         .collect();
     let svg = super::chart::CurveChart {
         title: "Power curve (IEC 61400-12-1, method of bins)",
+        x_title: &axis(c.wind, "wind speed"),
+        y_title: &axis(c.power, "power"),
         points: &pts,
         bins: &bins,
         reference: &reference,
+        reference_declared: c.declared,
         outliers: &outliers,
     }
     .svg();
@@ -523,11 +561,7 @@ fn power_curve(c: &super::data::Curve) -> Markup {
     }
 }
 
-/// The colour of each availability category on the turbine page's bar (the standard's order).
-const CATEGORY_COLOURS: [&str; 12] = [
-    "#2ca02c", "#98df8a", "#c5e1a5", "#bcbd22", "#17becf", "#9edae5", "#1f77b4", "#aec7e8",
-    "#d62728", "#ff9896", "#9467bd", "#c7c7c7",
-];
+use super::strip::CATEGORY_COLOURS;
 
 /// The range's time as one bar of the IEC 61400-26-1 categories (the time no reading came counted
 /// as information unavailable), its time-based availability, and a legend with each category's
@@ -999,6 +1033,7 @@ mod tests {
                 crate::core::availability::View::default(),
             )),
             curve: None,
+            strip: None,
         });
         // 760 available of 760 + 40 forced outage; the 200 readings that never came excluded.
         assert!(
@@ -1062,6 +1097,7 @@ mod tests {
             clock_suspect: true,
             clock_offset_seconds: Some(1.5),
             clock_drift_seconds_per_day: None,
+            clock_suspect_because: None,
             quarantined: 2,
             missing: Some(vec!["gen_temp_c".into()]),
             completeness: Some(0.5),
@@ -1100,6 +1136,7 @@ mod tests {
                 quality: None,
                 availability: None,
                 curve: None,
+                strip: None,
             }),
             error(400, evil),
         ] {

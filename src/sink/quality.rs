@@ -22,6 +22,9 @@ pub struct IntervalFigures {
     /// Per declared signal, in declared order (a text or boolean one has no minimum, maximum or
     /// implausible count).
     pub signals: Vec<Figures>,
+    /// Its readings in each availability category, when availability is kept (and was when the
+    /// interval was written).
+    pub categories: Option<crate::core::availability::Counts>,
 }
 
 impl IntervalFigures {
@@ -82,6 +85,12 @@ pub async fn intervals<C: GenericClient>(
         .into_iter()
         .flat_map(|c| c.into_iter())
         .collect();
+    use crate::core::availability::{Category, Counts};
+    let mut cols = cols;
+    let categories = sql.availability.is_some().then_some(cols.len());
+    if categories.is_some() {
+        cols.extend(Category::ALL.iter().map(|k| stats::category_column(*k)));
+    }
     let statement = format!(
         "SELECT interval_start, readings, expected, {}
            FROM interval_stats
@@ -114,6 +123,13 @@ pub async fn intervals<C: GenericClient>(
                         }
                     })
                     .collect(),
+                categories: categories.and_then(|from| {
+                    let mut counts = Counts::default();
+                    for k in 0..Category::ALL.len() {
+                        counts.0[k] = r.get::<_, Option<i64>>(3 + from + k)?;
+                    }
+                    Some(counts)
+                }),
             }
         })
         .collect())

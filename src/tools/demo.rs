@@ -666,10 +666,21 @@ impl InProcess {
     /// panel, and says how the daemon ended if not cleanly.
     async fn wind_down(&mut self, sent: Option<&Sent>, started: Instant) {
         if let Some(s) = sent {
+            // Until all that was sent has been received, nothing is held, and nothing has
+            // arrived for a second (redeliveries count in `received` too, so reaching the count
+            // alone does not mean the broker's queue is empty); or until nothing has arrived for
+            // 20 s (the broker holds nothing more for the daemon, or it is stuck).
             let want = (s.all_readings() + s.bad) as f64;
-            let wait = Instant::now();
-            while wait.elapsed() < Duration::from_secs(20) {
-                if self.snapshot(started.elapsed()).received >= want {
+            let (mut last, mut since) = (-1.0, Instant::now());
+            loop {
+                let now = self.snapshot(started.elapsed());
+                if now.received != last {
+                    (last, since) = (now.received, Instant::now());
+                }
+                let quiet = since.elapsed();
+                if (now.received >= want && now.unacked == 0.0 && quiet >= Duration::from_secs(1))
+                    || quiet >= Duration::from_secs(20)
+                {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -901,24 +912,53 @@ async fn live_view(
     let end = opts.duration.and_then(|d| Instant::now().checked_add(d));
     let mut prev = Snapshot::default();
     let mut last_plain = Instant::now();
+    // When the fleet's history had landed (its readings received), once it has.
+    let mut landed: Option<Duration> = None;
+    let (mut last_received, mut moved_at) = (-1.0, Instant::now());
     loop {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = inside.signal.cancelled() => break,
         }
+        let mut snap = inside.snapshot(started.elapsed());
+        if snap.received != last_received {
+            (last_received, moved_at) = (snap.received, Instant::now());
+        }
+        // With a history: once the fleet has sent it all and the live part, and the history has
+        // landed (or nothing has arrived for 30 s: the daemon is taking nothing more in).
         let up = if opts.history.is_zero() {
             end.is_some_and(|e| Instant::now() >= e)
         } else {
-            timed && fleet.is_finished()
+            timed
+                && fleet.is_finished()
+                && (landed.is_some() || moved_at.elapsed() >= Duration::from_secs(30))
         };
         if up || stdout_gone() {
             break;
         }
-        let mut snap = inside.snapshot(started.elapsed());
         if let Some(db) = db {
             snap.top_colliders = top_colliders(db).await;
         }
+        if landed.is_none()
+            && !opts.history.is_zero()
+            && snap.received >= opts.history_readings() as f64
+        {
+            landed = Some(started.elapsed());
+            if !tty {
+                say!(
+                    "history landed: the fleet's last {} ({} readings) in {}s; live from now",
+                    span_text(opts.history),
+                    opts.history_readings(),
+                    started.elapsed().as_secs()
+                );
+            }
+        }
         if tty {
+            let header = match landed {
+                Some(t) => format!("{header} · history landed in {}s, live", t.as_secs()),
+                None if !opts.history.is_zero() => format!("{header} · sending the history"),
+                None => header.clone(),
+            };
             say!(
                 "\x1b[H\x1b[2J{}",
                 view::render(&snap, &prev, &header).join("\n")

@@ -280,10 +280,14 @@ impl Layout {
         let view = view.filter(|_| sql.availability.is_some());
         if view.is_some() {
             columns.push(fixed("availability", Type::Float, true));
+            // Each category's time in sample periods (readings' worth): a reading counts one in
+            // its status's category, the readings that never came count in
+            // information_unavailable, as the panel and the gauges count them. Fractional where
+            // an interval expects a fractional number of readings.
             for c in crate::core::availability::Category::ALL {
                 columns.push(fixed(
                     &crate::sink::stats::category_column(c),
-                    Type::Int64,
+                    Type::Float,
                     true,
                 ));
             }
@@ -392,20 +396,24 @@ impl Layout {
             }
         }
         if let Some(view) = &self.view {
+            use crate::core::availability::Category;
             let cats = s.categories.unwrap_or([None; 12]);
             let counted = cats.iter().all(Option::is_some);
+            let missing = s.expected.map_or(0.0, |e| (e - s.readings as f64).max(0.0));
             let availability = counted
                 .then(|| {
                     let mut c = crate::core::availability::Counts::default();
                     for (k, n) in cats.iter().enumerate() {
                         c.0[k] = n.unwrap_or(0);
                     }
-                    let missing = s.expected.map_or(0.0, |e| (e - s.readings as f64).max(0.0));
                     view.time_based(&c, missing)
                 })
                 .flatten();
             cells.push(float(availability));
-            cells.extend(cats.iter().map(|n| int(*n)));
+            let unavailable = Category::InformationUnavailable.index();
+            cells.extend(cats.iter().enumerate().map(|(k, n)| {
+                float(n.map(|n| n as f64 + if k == unavailable { missing } else { 0.0 }))
+            }));
         }
         Row {
             cells,
@@ -462,6 +470,8 @@ mod tests {
     /// Power with an IEC name, rotor speed an angle named WNAC.Dir, and a text status.
     fn fleet(s: &mut Vec<SignalSetting>) {
         s[0].iec_name = Some("WTUR.W".into());
+        // A signal without an IEC name writes its own.
+        s[1].iec_name = None;
         s[2].angle = true;
         s[2].iec_name = Some("WNAC.Dir".into());
         s.push(SignalSetting::new("status", Kind::Text));

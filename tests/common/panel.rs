@@ -160,3 +160,48 @@ impl TlsFiles {
         }
     }
 }
+
+/// Chromium under its Debian name, or fail saying how to get it.
+pub fn chromium() -> &'static str {
+    for c in ["chromium", "chromium-browser", "google-chrome"] {
+        if Command::new(c).arg("--version").output().is_ok() {
+            return c;
+        }
+    }
+    panic!(
+        "the browser test needs headless Chromium: apt-get install chromium (.ci/run installs it)"
+    );
+}
+
+pub fn headless(browser: &str) -> Command {
+    headless_at(browser, 1280)
+}
+
+/// Headless Chromium with a window `width` pixels wide.
+pub fn headless_at(browser: &str, width: u32) -> Command {
+    let mut c = Command::new(browser);
+    // --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        &format!("--window-size={width},1500"),
+        "--virtual-time-budget=3000",
+    ]);
+    c
+}
+
+/// Runs a Chromium command off the runtime's threads; its output, once it has succeeded.
+pub async fn browse(mut c: Command) -> std::process::Output {
+    let out = tokio::task::spawn_blocking(move || c.output())
+        .await
+        .unwrap()
+        .expect("run chromium");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
