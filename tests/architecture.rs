@@ -86,7 +86,9 @@ fn files() -> Vec<(String, PathBuf, String)> {
 fn every_module_imports_only_from_layers_below_it() {
     let mut broken = Vec::new();
     for (top, path, text) in files() {
-        if top == "lib" || top == "main" {
+        // The binary (main.rs and its cli/, one command a file) sits above every layer and uses
+        // the library by its public paths (`galewatch::…`), never `crate::`.
+        if top == "lib" || top == "main" || top == "cli" {
             continue;
         }
         let own = layer(&top).unwrap_or_else(|| {
