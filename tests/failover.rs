@@ -33,24 +33,7 @@ fn wait_on(d: &mut Daemon, position: f64, within: Duration) -> Duration {
 /// scrape where it holds, waited for (at most 60 s), since a batch's counters move one by one
 /// just after its rows show (received first).
 async fn assert_accounted(d: &Daemon) {
-    let account = |m: &str| {
-        let received = sample(m, "galewatch_readings_received_total");
-        let parts: f64 = [
-            "galewatch_readings_inserted_total",
-            "galewatch_readings_duplicate_total",
-            "galewatch_readings_quarantined_total",
-            "galewatch_readings_rejected_total",
-        ]
-        .iter()
-        .map(|s| total(m, s))
-        .sum();
-        (received, parts)
-    };
-    let m = scrape_when(d, Duration::from_secs(60), |m| {
-        let (received, parts) = account(m);
-        received == parts
-    })
-    .await;
+    let m = scrape_when(d, Duration::from_secs(60), adds_up).await;
     let (received, parts) = account(&m);
     assert_eq!(received, parts, "the metrics' account");
 }

@@ -285,17 +285,7 @@ async fn every_scrape_during_a_flood_adds_up() {
         tokio::task::spawn_blocking(move || {
             let mut seen = Vec::new();
             for _ in 0..300 {
-                let m = d.scrape();
-                let parts: f64 = [
-                    "galewatch_readings_inserted_total",
-                    "galewatch_readings_duplicate_total",
-                    "galewatch_readings_quarantined_total",
-                    "galewatch_readings_rejected_total",
-                ]
-                .iter()
-                .map(|s| total(&m, s))
-                .sum();
-                seen.push((sample(&m, "galewatch_readings_received_total"), parts));
+                seen.push(account(&d.scrape()));
             }
             seen
         })

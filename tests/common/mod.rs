@@ -812,6 +812,27 @@ pub fn total(text: &str, name: &str) -> f64 {
         .sum()
 }
 
+/// The daemon's account in one scrape: (received, inserted + duplicate + quarantined +
+/// rejected), each counter summed over its labels.
+pub fn account(m: &str) -> (f64, f64) {
+    let parts = [
+        "galewatch_readings_inserted_total",
+        "galewatch_readings_duplicate_total",
+        "galewatch_readings_quarantined_total",
+        "galewatch_readings_rejected_total",
+    ]
+    .iter()
+    .map(|s| total(m, s))
+    .sum();
+    (sample(m, "galewatch_readings_received_total"), parts)
+}
+
+/// Whether a scrape's account adds up ([`account`]).
+pub fn adds_up(m: &str) -> bool {
+    let (received, parts) = account(m);
+    received == parts
+}
+
 /// Polls `f` until it returns true or the time runs out; panics with `what` then.
 pub async fn eventually<F, Fut>(within: Duration, what: &str, mut f: F)
 where
