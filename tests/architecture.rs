@@ -123,6 +123,23 @@ fn every_module_imports_only_from_layers_below_it() {
 }
 
 #[test]
+fn no_two_top_level_modules_import_each_other() {
+    let mut imports_of: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
+    for (top, _, text) in files() {
+        imports_of.entry(top).or_default().extend(imports(&text));
+    }
+    let mut both = Vec::new();
+    for (a, theirs) in &imports_of {
+        for b in theirs.iter().filter(|b| *b > a) {
+            if imports_of.get(b).is_some_and(|t| t.contains(a)) {
+                both.push(format!("{a} and {b}"));
+            }
+        }
+    }
+    assert!(both.is_empty(), "modules that import each other: {both:?}");
+}
+
+#[test]
 fn intake_and_sink_never_name_each_other() {
     for (top, path, text) in files() {
         let other = match top.as_str() {

@@ -143,6 +143,24 @@ async fn or_interrupted<T>(
     std::process::exit(128 + number)
 }
 
+/// `--names iec`: which signals declare no IEC name (their own names are written), on stderr.
+fn say_unnamed(cfg: &config::Config) {
+    let unnamed: Vec<&str> = cfg
+        .rules
+        .limits
+        .signals
+        .iter()
+        .filter(|s| s.iec_name.is_none())
+        .map(|s| s.name.as_str())
+        .collect();
+    if !unnamed.is_empty() {
+        eprintln!(
+            "galewatch export: --names iec: no iec_name declared for {} (their own names are used; declare one in [[signals]])",
+            unnamed.join(", ")
+        );
+    }
+}
+
 pub(super) fn export_cmd(runtime: &tokio::runtime::Runtime, a: ExportArgs) -> ExitCode {
     use galewatch::tools::export::{ExportFormat, Request, Turbines};
     use std::io::IsTerminal;
@@ -198,20 +216,7 @@ pub(super) fn export_cmd(runtime: &tokio::runtime::Runtime, a: ExportArgs) -> Ex
         return usage(&e);
     }
     if req.names == galewatch::tools::figures::Names::Iec {
-        let unnamed: Vec<&str> = cfg
-            .rules
-            .limits
-            .signals
-            .iter()
-            .filter(|s| s.iec_name.is_none())
-            .map(|s| s.name.as_str())
-            .collect();
-        if !unnamed.is_empty() {
-            eprintln!(
-                "galewatch export: --names iec: no iec_name declared for {} (their own names are used; declare one in [[signals]])",
-                unnamed.join(", ")
-            );
-        }
+        say_unnamed(&cfg);
     }
     let progress = std::io::stderr().is_terminal();
     let s = match runtime.block_on(or_interrupted(

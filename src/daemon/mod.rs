@@ -211,23 +211,9 @@ fn start(
     let formats = Formats::new(&mqtt, births);
     let (mut subscriber, client) =
         Subscriber::new(&mqtt, ledger.clone(), probe.clone(), msg_tx, formats);
-    let independent = mqtt.brokers.kind == crate::intake::broker::Kind::Independent
-        && mqtt.brokers.list.len() > 1;
     match leaving {
         Some(leaving) => subscriber = subscriber.leaving(leaving),
-        // A session with the subscription on every broker of an independent list, so that a
-        // standby queues for this daemon before it moves there (`standby.rs`).
-        None if independent => {
-            let sessions = standby::Sessions::new(mqtt.brokers.list.len(), mqtt.session_expiry);
-            tracker.spawn(standby::keep(
-                mqtt.clone(),
-                subscriber.filters(),
-                sessions.clone(),
-                background.clone(),
-            ));
-            subscriber = subscriber.sessions(sessions);
-        }
-        None => {}
+        None => subscriber = with_standbys(subscriber, &mqtt, &tracker, &background),
     }
     let offline = subscriber.offline_state();
     let subscriber = tokio::spawn(subscriber.run(shutdown.clone()));
@@ -292,6 +278,30 @@ fn start(
         background,
         tracker,
     }
+}
+
+/// With an independent list of brokers, a session with the subscription on every one, so that a
+/// standby queues for this daemon before it moves there: the keeper (`standby.rs`) runs until
+/// `background` ends, sharing the brokers' locks with `subscriber`.
+fn with_standbys(
+    subscriber: Subscriber,
+    mqtt: &crate::intake::subscribe::MqttGroup,
+    tracker: &TaskTracker,
+    background: &CancellationToken,
+) -> Subscriber {
+    let independent = mqtt.brokers.kind == crate::intake::broker::Kind::Independent
+        && mqtt.brokers.list.len() > 1;
+    if !independent {
+        return subscriber;
+    }
+    let sessions = standby::Sessions::new(mqtt.brokers.list.len(), mqtt.session_expiry);
+    tracker.spawn(standby::keep(
+        mqtt.clone(),
+        subscriber.filters(),
+        sessions.clone(),
+        background.clone(),
+    ));
+    subscriber.sessions(sessions)
 }
 
 /// Waits for shutdown. A stage that ends before shutdown was asked for is a bug: stop loudly
