@@ -139,6 +139,78 @@ fn no_two_top_level_modules_import_each_other() {
     assert!(both.is_empty(), "modules that import each other: {both:?}");
 }
 
+/// The modules of `src/intake/` each file names (`crate::intake::X`), by the module it is in
+/// (its first path component under `intake/`; `mod.rs` left out: it only declares them).
+fn intake_imports() -> std::collections::BTreeMap<String, BTreeSet<String>> {
+    let intake = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/intake");
+    let mut out: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
+    for (_, path, text) in files() {
+        let Ok(rel) = path.strip_prefix(&intake) else {
+            continue;
+        };
+        let own = rel.components().next().expect("a path");
+        let own = own
+            .as_os_str()
+            .to_string_lossy()
+            .trim_end_matches(".rs")
+            .to_string();
+        if own == "mod" {
+            continue;
+        }
+        let named = out.entry(own.clone()).or_default();
+        for (i, _) in text.match_indices("crate::intake::") {
+            let rest = &text[i + "crate::intake::".len()..];
+            let m: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            if !m.is_empty() && m != own {
+                named.insert(m);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_intake_s_modules_import_one_another_in_no_circle() {
+    let graph = intake_imports();
+    assert!(graph.len() >= 10, "{graph:?}");
+    // Depth-first from each module: a path that comes back to where it started is a circle.
+    fn walk<'a>(
+        graph: &'a std::collections::BTreeMap<String, BTreeSet<String>>,
+        at: &'a str,
+        path: &mut Vec<&'a str>,
+        circles: &mut Vec<String>,
+    ) {
+        if let Some(i) = path.iter().position(|p| *p == at) {
+            if i == 0 {
+                circles.push(format!("{} -> {at}", path.join(" -> ")));
+            }
+            return;
+        }
+        path.push(at);
+        for next in graph.get(at).into_iter().flatten() {
+            walk(graph, next, path, circles);
+        }
+        path.pop();
+    }
+    let mut circles = Vec::new();
+    for start in graph.keys() {
+        walk(&graph, start, &mut Vec::new(), &mut circles);
+    }
+    assert!(
+        circles.is_empty(),
+        "intake modules in a circle (share what both need from a third, as connect.rs and \
+         broker.rs hold what subscribe, standby and leave share): {circles:?}"
+    );
+    assert!(
+        graph["format"].is_empty(),
+        "the format seam names {:?}: the daemon builds the list of formats",
+        graph["format"]
+    );
+}
+
 #[test]
 fn intake_and_sink_never_name_each_other() {
     for (top, path, text) in files() {
@@ -158,7 +230,7 @@ fn intake_and_sink_never_name_each_other() {
 #[test]
 fn no_input_format_names_another() {
     // Each folder under src/intake/ that implements a format; the rules they share are in
-    // intake/format/judge.rs. Only the registry (`Formats::new`) names them all.
+    // intake/format/judge.rs. Only the daemon's registry (`daemon::stages::formats`) names them all.
     let intake = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/intake");
     let formats = ["json", "sparkplug"];
     for f in formats {

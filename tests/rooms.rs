@@ -14,11 +14,10 @@ const FN_LINES: usize = 100;
 /// Rooms past the rule when it began to be checked (2026-12-06), with their size then: to be
 /// split (issue "A statistic is one room"). None may grow.
 const OVERSIZE_ROOMS: &[(&str, usize)] = &[
-    ("src/daemon/config.rs", 1082),
+    ("src/daemon/config.rs", 1070),
     ("src/intake/sparkplug/mod.rs", 843),
     ("src/panel/data.rs", 1334),
     ("src/panel/page.rs", 839),
-    ("src/sink/stats.rs", 1030),
     ("src/tools/demo.rs", 923),
 ];
 
@@ -28,7 +27,6 @@ const LONG_FNS: &[(&str, usize)] = &[
     ("src/intake/subscribe.rs::on_lost", 103),
     ("src/panel/data.rs::missing_signals", 115),
     ("src/panel/page.rs::fleet", 142),
-    ("src/sink/stats.rs::layout", 129),
     ("src/tools/export.rs::power_curve", 104),
     ("src/tools/review.rs::turbines", 101),
     ("src/tools/sparkplug.rs::metrics", 103),
@@ -127,7 +125,13 @@ fn files() -> Vec<(String, String)> {
 #[test]
 fn rooms_hold_at_most_800_lines_of_code() {
     let mut problems = Vec::new();
-    for (rel, text) in files() {
+    let all = files();
+    for (listed, _) in OVERSIZE_ROOMS {
+        if !all.iter().any(|(rel, _)| rel == listed) {
+            problems.push(format!("{listed}: gone: take it off OVERSIZE_ROOMS"));
+        }
+    }
+    for (rel, text) in all {
         let n = code_lines(&before_tests(&text));
         match OVERSIZE_ROOMS.iter().find(|(f, _)| *f == rel) {
             Some((_, cap)) if n > *cap => problems.push(format!(
@@ -149,9 +153,11 @@ fn rooms_hold_at_most_800_lines_of_code() {
 #[test]
 fn functions_hold_at_most_100_lines() {
     let mut problems = Vec::new();
+    let mut seen = Vec::new();
     for (rel, text) in files() {
         for (name, n) in functions(&before_tests(&text)) {
             let key = format!("{rel}::{name}");
+            seen.push(key.clone());
             match LONG_FNS.iter().find(|(f, _)| *f == key) {
                 Some((_, cap)) if n > *cap => {
                     problems.push(format!("{key}: {n} lines, grown past {cap}"))
@@ -165,6 +171,11 @@ fn functions_hold_at_most_100_lines() {
                 }
                 None => {}
             }
+        }
+    }
+    for (listed, _) in LONG_FNS {
+        if !seen.iter().any(|k| k == listed) {
+            problems.push(format!("{listed}: gone: take it off LONG_FNS"));
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));

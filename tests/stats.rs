@@ -241,6 +241,7 @@ async fn play(db: &TestDb, s: &Scenario) {
     );
     assert_stats_exact(db, 600).await;
     assert_quality_exact(db, 600, &cfg.rules.limits.signals, &cfg.sample_periods()).await;
+    assert_families_exact(db, &cfg.stats_sql()).await;
 
     let ids: Vec<i64> = db
         .client()
@@ -271,6 +272,7 @@ async fn play(db: &TestDb, s: &Scenario) {
         // Replacing a stored reading recomputes its interval: still one pass's statistics.
         assert_stats_exact(db, 600).await;
         assert_quality_exact(db, 600, &cfg.rules.limits.signals, &cfg.sample_periods()).await;
+        assert_families_exact(db, &cfg.stats_sql()).await;
     }
 }
 
@@ -625,7 +627,7 @@ async fn rebuild_is_idempotent_and_export_gives_one_row_per_interval() {
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(
         lines[0],
-        "turbine_id,interval_start,interval_seconds,readings,expected,completeness,power_kw_n,power_kw_mean,power_kw_min,power_kw_max,power_kw_std,power_kw_implausible,power_kw_flags,wind_speed_ms_n,wind_speed_ms_mean,wind_speed_ms_min,wind_speed_ms_max,wind_speed_ms_std,wind_speed_ms_implausible,wind_speed_ms_flags,rotor_rpm_n,rotor_rpm_mean,rotor_rpm_min,rotor_rpm_max,rotor_rpm_std,rotor_rpm_implausible,rotor_rpm_flags"
+        "turbine_id,interval_start,interval_seconds,readings,expected,completeness,power_kw_n,power_kw_mean,power_kw_min,power_kw_max,power_kw_std,power_kw_implausible,power_kw_flags,wind_speed_ms_n,wind_speed_ms_mean,wind_speed_ms_min,wind_speed_ms_max,wind_speed_ms_std,wind_speed_ms_implausible,wind_speed_ms_flags,wind_speed_ms_ti,rotor_rpm_n,rotor_rpm_mean,rotor_rpm_min,rotor_rpm_max,rotor_rpm_std,rotor_rpm_implausible,rotor_rpm_flags"
     );
     assert_eq!(lines.len(), 4, "three intervals: {csv}");
     let row: Vec<&str> = lines[1].split(',').collect();
@@ -641,7 +643,8 @@ async fn rebuild_is_idempotent_and_export_gives_one_row_per_interval() {
         &row[13..20],
         ["300", "8.5", "8.5", "8.5", "0.0", "0", "stuck"]
     );
-    assert_eq!(row[20], "150", "rotor_rpm in every other reading");
+    assert_eq!(row[20], "0.0", "a steady wind has no turbulence");
+    assert_eq!(row[21], "150", "rotor_rpm in every other reading");
     assert_eq!(lines[1].rsplit_once(",0,").unwrap().1, "\"stuck,absent\"");
     eprintln!("{}", lines[..2].join("\n"));
 
@@ -786,7 +789,7 @@ async fn export_keeps_formulas_out_of_spreadsheets_and_raw_keeps_values() {
     // The CSV's row, after its header.
     let row = |t: &str, extra: &[&str]| export(t, extra).split_once('\n').unwrap().1.to_string();
     let rest =
-        ",2026-11-20T00:00:00Z,600,1,,,1,-3.5,-3.5,-3.5,0.0,0,,0,,,,,0,absent,0,,,,,0,absent\n";
+        ",2026-11-20T00:00:00Z,600,1,,,1,-3.5,-3.5,-3.5,0.0,0,,0,,,,,0,absent,,0,,,,,0,absent\n";
     for (t, cell) in [
         (ids[0], r#""'=HYPERLINK(""http:evil.example"",""click"")""#),
         (ids[1], "'=cmd|calc"),
@@ -1667,6 +1670,8 @@ async fn table_figures(db: &TestDb) -> Vec<serde_json::Map<String, serde_json::V
             flags(s, true),
         ]);
     }
+    // IEC 61400-12-1's turbulence intensity of the power curve's wind signal: σ / V.
+    cols.push("CASE WHEN wind_speed_ms_mean > 0 THEN sqrt(wind_speed_ms_m2 / wind_speed_ms_n) / wind_speed_ms_mean END AS wind_speed_ms_ti".into());
     let (sin, cos) = ("wind_dir_sin", "wind_dir_cos");
     let e = format!("sqrt(greatest(0, 1 - ({sin} * {sin} + {cos} * {cos})))");
     cols.extend([
@@ -1795,7 +1800,7 @@ async fn export_gives_the_figures_engineers_sign_off_in_every_format() {
 
     // CSV, signal names: the documented header, one row per interval.
     let (csv, _) = ok(&run(&g1));
-    let header = "turbine_id,interval_start,interval_seconds,readings,expected,completeness,power_kw_n,power_kw_mean,power_kw_min,power_kw_max,power_kw_std,power_kw_implausible,power_kw_flags,wind_speed_ms_n,wind_speed_ms_mean,wind_speed_ms_min,wind_speed_ms_max,wind_speed_ms_std,wind_speed_ms_implausible,wind_speed_ms_flags,wind_dir_n,wind_dir_mean,wind_dir_std,wind_dir_flags,status_n,status_flags";
+    let header = "turbine_id,interval_start,interval_seconds,readings,expected,completeness,power_kw_n,power_kw_mean,power_kw_min,power_kw_max,power_kw_std,power_kw_implausible,power_kw_flags,wind_speed_ms_n,wind_speed_ms_mean,wind_speed_ms_min,wind_speed_ms_max,wind_speed_ms_std,wind_speed_ms_implausible,wind_speed_ms_flags,wind_speed_ms_ti,wind_dir_n,wind_dir_mean,wind_dir_std,wind_dir_flags,status_n,status_flags";
     assert_eq!(csv.lines().next(), Some(header));
     assert_eq!(csv.lines().count(), 5, "{csv}");
     eprintln!("{}", csv.lines().take(4).collect::<Vec<_>>().join("\n"));
@@ -1890,6 +1895,7 @@ async fn export_gives_the_figures_engineers_sign_off_in_every_format() {
     assert_eq!(keys, names);
     assert_eq!(keys[7], "WTUR.W_avg");
     assert!(keys.contains(&"WMET.HorWdDir_avg"));
+    assert!(keys.contains(&"WMET.HorWdSpd_ti"), "{keys:?}");
     assert!(keys.contains(&"status_n"), "no iec_name: its own");
     for (a, b) in iec.iter().zip(&rows) {
         assert_eq!(
@@ -2191,4 +2197,111 @@ async fn export_gives_the_figures_engineers_sign_off_in_every_format() {
             "{err}"
         );
     }
+}
+
+/// Turbulence intensity (IEC 61400-12-1: σ / V of the interval's wind speeds), the statistic
+/// added through the families' seam: exported as `{wind}_ti`, equal to PostgreSQL's
+/// `stddev_pop / avg` over the raw readings however the readings were batched and ordered, the
+/// same after `galewatch stats rebuild`; none for a calm interval (V = 0) or one without wind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turbulence_intensity_is_sigma_over_v_of_the_raw_winds_merged_and_rebuilt() {
+    let db = TestDb::create().await;
+    migrate(&db).await;
+    let cfg = config(&db, |_| {});
+    let t0 = Utc.with_ymd_and_hms(2026, 11, 20, 0, 0, 0).unwrap();
+    let mut rs = Vec::new();
+    for i in 0..900i64 {
+        let at = t0 + chrono::Duration::seconds(2 * i);
+        let x = i as f64;
+        for (k, t) in ["T-1", "T-2"].into_iter().enumerate() {
+            let wind = match i / 300 {
+                // 00:00: gusty; 00:10: calm on T-1, no wind signal at all on T-2; 00:20: steady
+                // but for one reading in ten.
+                0 => Some(8.0 + 3.0 * (x * 0.7 + k as f64).sin() + (x * 0.013).cos()),
+                1 if k == 0 => Some(0.0),
+                1 => None,
+                _ => Some(if i % 10 == 0 { 14.0 } else { 11.5 }),
+            };
+            rs.push(reading(t, at, 1000.0, wind, None));
+        }
+    }
+    rs.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(57));
+    land(&cfg, rs, &[7, 13, 50, 1]).await;
+
+    let direct: Vec<(String, String, Option<f64>)> = db
+        .client()
+        .await
+        .query(
+            "SELECT turbine_id,
+                    to_char(date_bin('10 minutes', recorded_at, TIMESTAMPTZ '2000-01-03 00:00:00+00')
+                            AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),
+                    CASE WHEN avg(wind_speed_ms) > 0 THEN stddev_pop(wind_speed_ms) / avg(wind_speed_ms) END
+               FROM readings GROUP BY 1, 2 ORDER BY 1, 2",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(direct.len(), 6);
+    let exported = || {
+        jsonl(&galewatch_cmd(
+            &db,
+            &[
+                "export",
+                "--from",
+                "2026-11-20",
+                "--to",
+                "2026-11-21",
+                "--format",
+                "jsonl",
+            ],
+        ))
+        .iter()
+        .map(|r| {
+            (
+                r["turbine_id"].as_str().unwrap().to_string(),
+                r["interval_start"].as_str().unwrap().to_string(),
+                r["wind_speed_ms_ti"].as_f64(),
+            )
+        })
+        .collect::<Vec<_>>()
+    };
+    let check = |got: &[(String, String, Option<f64>)], when: &str| {
+        assert_eq!(got.len(), direct.len(), "{when}");
+        for (g, d) in got.iter().zip(&direct) {
+            assert_eq!((&g.0, &g.1), (&d.0, &d.1), "{when}");
+            match (g.2, d.2) {
+                (Some(x), Some(y)) => assert!(
+                    (x - y).abs() <= 1e-12 * y.max(1e-3),
+                    "{when} {} {}: {x} exported, {y} direct",
+                    g.0,
+                    g.1
+                ),
+                (x, y) => assert_eq!(x, y, "{when} {} {}", g.0, g.1),
+            }
+        }
+    };
+    let merged = exported();
+    check(&merged, "merged");
+    let gusty = merged[0].2.expect("a gusty interval has turbulence");
+    assert!(gusty > 0.2 && gusty < 0.4, "{gusty}");
+    assert_eq!(merged[1].2, None, "T-1 calm: V = 0, no intensity");
+    assert_eq!(merged[4].2, None, "T-2 without wind: none");
+    // One reading in ten at 14 and the rest at 11.5: σ = 0.75, V = 11.75.
+    assert!((merged[2].2.unwrap() - 0.75 / 11.75).abs() < 1e-12);
+
+    ok(&galewatch_cmd(
+        &db,
+        &[
+            "stats",
+            "rebuild",
+            "--from",
+            "2026-11-20",
+            "--to",
+            "2026-11-21",
+        ],
+    ));
+    check(&exported(), "rebuilt");
 }

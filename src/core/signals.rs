@@ -398,6 +398,14 @@ impl Signals {
         })
     }
 
+    /// One checked signal alone: what is built per signal (its statistics' columns).
+    pub fn one(s: Signal) -> Signals {
+        Signals {
+            list: Arc::from(vec![s]),
+            by_name: Arc::from(vec![0]),
+        }
+    }
+
     /// Today's three signals.
     pub fn defaults() -> Signals {
         Signals::new(&SignalSetting::defaults()).expect("the default signals are valid")

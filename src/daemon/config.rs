@@ -25,10 +25,10 @@ use crate::core::availability::Category;
 use crate::core::signals::{LegacyBounds, SignalSetting, Signals};
 use crate::intake::batch::IntakeGroup;
 use crate::intake::broker::{self, Brokers};
+use crate::intake::connect::MqttGroup;
 use crate::intake::json::{self, Rules, TimestampFormat};
 use crate::intake::sparkplug::intake::SparkplugGroup;
 use crate::intake::sparkplug::{Mapping, TimeFrom, TurbineFrom};
-use crate::intake::subscribe::MqttGroup;
 use crate::secret::Secret;
 use crate::sink::maintain::UpkeepGroup;
 use crate::sink::write::WriteGroup;
@@ -635,33 +635,6 @@ impl Config {
     pub fn clock(&self) -> crate::sink::health::Thresholds {
         self.settings.clock_thresholds()
     }
-
-    /// The statements of the interval statistics, for the declared signals, width and sample
-    /// periods.
-    pub fn stats_sql(&self) -> crate::sink::stats::Sql {
-        crate::sink::stats::Sql::keeping(
-            &self.rules.limits.signals,
-            self.settings.stats_width(),
-            &self.sample_periods(),
-            self.availability()
-                .map(|(status, mapping, _)| crate::sink::stats::Availability { status, mapping }),
-        )
-    }
-
-    /// The power curve's policy: None when the wind or the power signal is not declared.
-    pub fn power_curve(&self) -> Option<crate::core::power_curve::Policy> {
-        self.settings.power_curve().expect("checked by validate")
-    }
-
-    /// Availability as the settings keep it: None when no status signal is named.
-    pub fn availability(&self) -> Option<crate::core::availability::Checked> {
-        self.settings.availability().expect("checked by validate")
-    }
-
-    /// How often the turbines sample (the expected readings of an interval).
-    pub fn sample_periods(&self) -> crate::core::sampling::SamplePeriods {
-        self.settings.sample_periods().expect("checked by validate")
-    }
 }
 
 /// Loads the settings: defaults, then `file` if given (it must exist), then the environment.
@@ -1087,7 +1060,9 @@ impl Settings {
     }
 
     /// The power curve's settings, checked against the declared signals (`core/power_curve.rs`).
-    fn power_curve(&self) -> Result<Option<crate::core::power_curve::Policy>, ConfigError> {
+    pub(super) fn power_curve(
+        &self,
+    ) -> Result<Option<crate::core::power_curve::Policy>, ConfigError> {
         let d = Settings::default();
         crate::core::power_curve::Settings {
             wind_signal: &self.power_curve_wind_signal,
@@ -1106,7 +1081,9 @@ impl Settings {
     }
 
     /// Availability's settings, checked against the declared signals (`core/availability.rs`).
-    fn availability(&self) -> Result<Option<crate::core::availability::Checked>, ConfigError> {
+    pub(super) fn availability(
+        &self,
+    ) -> Result<Option<crate::core::availability::Checked>, ConfigError> {
         use crate::core::availability::{Settings as A, Status};
         let categories: Vec<(String, Vec<Status>)> = self
             .availability_categories
@@ -1134,7 +1111,9 @@ impl Settings {
     }
 
     /// The declared sample periods (`core/sampling.rs` checks them).
-    fn sample_periods(&self) -> Result<crate::core::sampling::SamplePeriods, ConfigError> {
+    pub(super) fn sample_periods(
+        &self,
+    ) -> Result<crate::core::sampling::SamplePeriods, ConfigError> {
         let mut overrides = Vec::with_capacity(self.sample_period_overrides.len());
         for (prefix, text) in &self.sample_period_overrides {
             let period = humantime::parse_duration(text).map_err(|e| {

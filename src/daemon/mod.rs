@@ -5,6 +5,7 @@ pub mod config;
 pub mod in_force;
 pub mod reference;
 mod seams;
+mod stages;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,14 +21,11 @@ use crate::backoff::Backoff;
 use crate::daemon::config::Config;
 use crate::error::Error;
 use crate::intake::batch::{self, Acks, Batcher};
-use crate::intake::format::Formats;
 use crate::intake::leave;
 use crate::intake::ledger::Ledger;
-use crate::intake::sparkplug::intake::BirthBook;
 use crate::intake::standby;
 use crate::intake::subscribe::Subscriber;
 use crate::probe::Probe;
-use crate::sink::births::Store;
 use crate::sink::maintain::Maintainer;
 use crate::sink::migrate;
 use crate::sink::write;
@@ -203,12 +201,7 @@ fn start(
     let background = CancellationToken::new();
     let tracker = TaskTracker::new();
     let mqtt = cfg.mqtt();
-    // Sparkplug B reads births through the sink's store, on its own connection.
-    let births = mqtt
-        .sparkplug
-        .as_ref()
-        .map(|sp| Box::new(Store::new(cfg.db.clone(), sp.session.clone())) as Box<dyn BirthBook>);
-    let formats = Formats::new(&mqtt, births);
+    let formats = stages::formats(cfg, &mqtt);
     let (mut subscriber, client) =
         Subscriber::new(&mqtt, ledger.clone(), probe.clone(), msg_tx, formats);
     match leaving {
@@ -285,7 +278,7 @@ fn start(
 /// `background` ends, sharing the brokers' locks with `subscriber`.
 fn with_standbys(
     subscriber: Subscriber,
-    mqtt: &crate::intake::subscribe::MqttGroup,
+    mqtt: &crate::intake::connect::MqttGroup,
     tracker: &TaskTracker,
     background: &CancellationToken,
 ) -> Subscriber {

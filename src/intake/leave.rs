@@ -21,7 +21,7 @@ use rumqttc::v5::mqttbytes::v5::Packet;
 use rumqttc::v5::{AsyncClient, Event};
 
 use crate::error::Error;
-use crate::intake::subscribe::MqttGroup;
+use crate::intake::connect::MqttGroup;
 
 /// How long nothing may arrive, with nothing held, before the session counts as drained.
 pub const QUIET: Duration = Duration::from_secs(2);
@@ -104,7 +104,7 @@ pub async fn end_session(
     g: &MqttGroup,
     broker: &crate::intake::broker::BrokerAddr,
 ) -> Result<(), Error> {
-    let mut opts = crate::intake::subscribe::connect_options(g, broker);
+    let mut opts = crate::intake::connect::connect_options(g, broker);
     opts.set_clean_start(true)
         .set_session_expiry_interval(Some(0));
     let (client, mut eventloop) = AsyncClient::new(opts, 10);

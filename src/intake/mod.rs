@@ -7,6 +7,7 @@
 
 pub mod batch;
 pub mod broker;
+pub mod connect;
 pub mod failover;
 pub mod format;
 pub mod json;

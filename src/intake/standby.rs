@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
 use crate::intake::broker::BrokerAddr;
-use crate::intake::subscribe::{connect_options, subscription, MqttGroup};
+use crate::intake::connect::{connect_options, subscription, MqttGroup};
 use crate::telemetry;
 
 /// How soon a broker that could not be visited is tried again.

@@ -130,57 +130,20 @@ fn homes(s: &Signal, staging: bool) -> Vec<Home> {
     if staging {
         homes.push(value("galewatch_staging", s.name.clone(), true));
     }
-    if s.kind.is_numeric() {
-        for (column, (_, ty)) in crate::sink::stats::column_names(s)
-            .into_iter()
-            .zip(crate::sink::stats::COLUMNS)
-        {
-            // The count of an interval written before the signal was declared is 0.
-            let extra = if ty == "bigint" {
-                " NOT NULL DEFAULT 0"
-            } else {
-                ""
-            };
-            homes.push(Home {
-                table: "interval_stats",
-                column,
-                data_type: ty,
-                extra,
-                extra_if_new: extra,
-                follows_required: false,
-            });
-        }
-        // Counted since it was declared (0 before); before this release, not known (NULL).
+    // The columns its statistics' families keep of it (sink::stats::family).
+    for c in crate::sink::stats::family::signal_columns(s) {
+        use crate::sink::stats::family::Before;
+        let (extra, extra_if_new) = match c.before {
+            Before::Zero => (" NOT NULL DEFAULT 0", " NOT NULL DEFAULT 0"),
+            Before::ZeroIfNew => ("", " DEFAULT 0"),
+            Before::Null => ("", ""),
+        };
         homes.push(Home {
             table: "interval_stats",
-            column: crate::sink::stats::implausible_column(s),
-            data_type: "bigint",
-            extra: "",
-            extra_if_new: " DEFAULT 0",
-            follows_required: false,
-        });
-        if s.angle {
-            for column in crate::sink::stats::circular_columns(s) {
-                homes.push(Home {
-                    table: "interval_stats",
-                    column,
-                    data_type: "double precision",
-                    extra: "",
-                    extra_if_new: "",
-                    follows_required: false,
-                });
-            }
-        }
-    } else {
-        // A text or boolean signal is only counted. In an interval written before it was
-        // declared the count is 0; before it was counted (it was declared, but this release
-        // had not come), unknown: NULL (docs/stats.md).
-        homes.push(Home {
-            table: "interval_stats",
-            column: crate::sink::stats::count_column(s),
-            data_type: "bigint",
-            extra: "",
-            extra_if_new: " DEFAULT 0",
+            column: c.name,
+            data_type: c.ty.sql(),
+            extra,
+            extra_if_new,
             follows_required: false,
         });
     }
@@ -265,10 +228,8 @@ async fn drop_undeclared(
             ("quarantine", format!("existing_{name}")),
         ];
         columns.extend(
-            crate::sink::stats::COLUMNS
+            crate::sink::stats::family::signal_suffixes()
                 .iter()
-                .map(|(suffix, _)| suffix)
-                .chain(&["implausible", "sin", "cos"])
                 .map(|suffix| ("interval_stats", format!("{name}_{suffix}"))),
         );
         for (table, column) in columns {

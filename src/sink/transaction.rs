@@ -692,10 +692,7 @@ impl<'a> Offered<'a> {
         let mut o = Offered {
             rows: QuarantineRows::new(st.signals.len()),
             held: Vec::new(),
-            intervals: st
-                .stats
-                .as_ref()
-                .map(|sql| crate::sink::stats::Fold::for_sql(sql, &st.signals)),
+            intervals: st.stats.as_ref().map(crate::sink::stats::Fold::for_sql),
         };
         for (i, fate) in fates.iter().enumerate() {
             match fate {

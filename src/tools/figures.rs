@@ -99,6 +99,19 @@ pub struct StoredNumeric {
     pub cos: Option<f64>,
 }
 
+impl StoredNumeric {
+    /// Its moments, as the statistics keep them.
+    pub fn partial(&self) -> Partial {
+        Partial {
+            n: self.n,
+            mean: self.mean,
+            m2: self.m2,
+            min: self.min,
+            max: self.max,
+        }
+    }
+}
+
 /// One row of `interval_stats` as an export reads it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stored {
@@ -185,6 +198,42 @@ fn base(s: &Signal, names: Names) -> &str {
     }
 }
 
+/// A numeric signal's columns: its count, mean, minimum, maximum, standard deviation,
+/// implausible count and flags, or for an angle its count, vector mean, Yamartino deviation and
+/// flags; then the figures the statistics' families derive from its moments (`{signal}_ti`).
+fn numeric_columns<'f>(
+    s: &Signal,
+    names: Names,
+    figures: impl Iterator<Item = &'f crate::sink::stats::Figure>,
+) -> Vec<Column> {
+    let b = base(s, names);
+    let col = |stat: Stat, ty, nullable| stat.column(b, names, ty, nullable);
+    let mut cols = if s.angle {
+        vec![
+            col(Stat::N, Type::Int64, false),
+            col(Stat::Mean, Type::Float, true),
+            col(Stat::Std, Type::Float, true),
+            col(Stat::Flags, Type::Text, false),
+        ]
+    } else {
+        vec![
+            col(Stat::N, Type::Int64, false),
+            col(Stat::Mean, Type::Float, true),
+            col(Stat::Min, Type::Float, true),
+            col(Stat::Max, Type::Float, true),
+            col(Stat::Std, Type::Float, true),
+            col(Stat::Implausible, Type::Int64, true),
+            col(Stat::Flags, Type::Text, false),
+        ]
+    };
+    cols.extend(figures.map(|f| Column {
+        name: format!("{b}_{}", f.suffix),
+        ty: Type::Float,
+        nullable: true,
+    }));
+    cols
+}
+
 /// The columns of an export of the declared signals, and how each interval fills them.
 #[derive(Debug, Clone)]
 pub struct Layout {
@@ -194,6 +243,8 @@ pub struct Layout {
     /// Per numeric signal: whether it can be flagged stuck (`quality::may_freeze`).
     freezes: Vec<bool>,
     counted: usize,
+    /// The families' derived figures, each after its signal's columns.
+    figures: Vec<crate::sink::stats::Figure>,
     stuck_min_readings: i64,
     /// Which categories count as available, when availability is kept.
     view: Option<crate::core::availability::View>,
@@ -246,27 +297,8 @@ impl Layout {
             }
             Ok(())
         };
-        for s in &sql.numeric {
-            let b = base(s, names);
-            let col = |stat: Stat, ty, nullable| stat.column(b, names, ty, nullable);
-            let cols = if s.angle {
-                vec![
-                    col(Stat::N, Type::Int64, false),
-                    col(Stat::Mean, Type::Float, true),
-                    col(Stat::Std, Type::Float, true),
-                    col(Stat::Flags, Type::Text, false),
-                ]
-            } else {
-                vec![
-                    col(Stat::N, Type::Int64, false),
-                    col(Stat::Mean, Type::Float, true),
-                    col(Stat::Min, Type::Float, true),
-                    col(Stat::Max, Type::Float, true),
-                    col(Stat::Std, Type::Float, true),
-                    col(Stat::Implausible, Type::Int64, true),
-                    col(Stat::Flags, Type::Text, false),
-                ]
-            };
+        for (j, s) in sql.numeric.iter().enumerate() {
+            let cols = numeric_columns(s, names, sql.figures.iter().filter(|f| f.signal == j));
             add(&mut columns, s, cols)?;
         }
         for s in &sql.counted {
@@ -301,6 +333,7 @@ impl Layout {
                 .map(|s| quality::may_freeze(s.kind))
                 .collect(),
             counted: sql.counted.len(),
+            figures: sql.figures.clone(),
             stuck_min_readings,
             view,
         })
@@ -345,7 +378,8 @@ impl Layout {
             flagged |= f.any();
             Cell::Flags(flags_text(f))
         };
-        for ((x, &angle), &freezes) in s.numeric.iter().zip(&self.angle).zip(&self.freezes) {
+        let numeric = s.numeric.iter().zip(&self.angle).zip(&self.freezes);
+        for (j, ((x, &angle), &freezes)) in numeric.enumerate() {
             let f = flags(Figures {
                 readings: s.readings,
                 n: x.n,
@@ -363,22 +397,18 @@ impl Layout {
                 };
                 cells.extend([float(mean), float(std)]);
             } else {
-                let p = Partial {
-                    n: x.n,
-                    mean: x.mean,
-                    m2: x.m2,
-                    min: x.min,
-                    max: x.max,
-                };
                 cells.extend([
                     float(x.mean),
                     float(x.min),
                     float(x.max),
-                    float(p.std_pop()),
+                    float(x.partial().std_pop()),
                     int(x.implausible),
                 ]);
             }
             cells.push(f);
+            for fig in self.figures.iter().filter(|f| f.signal == j) {
+                cells.push(float((fig.of)(&x.partial())));
+            }
         }
         for &n in &s.counted {
             match n {

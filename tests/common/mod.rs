@@ -1146,6 +1146,76 @@ pub async fn assert_stats_exact(db: &TestDb, width_secs: i32) -> usize {
     a.len()
 }
 
+/// The suite every statistics family passes (`sink::stats::family`): each column `sql` writes
+/// equals its own recompute aggregate over `readings`, whatever batching, order, resends and
+/// resolutions kept it — counts exactly, figures within 1e-9 of their magnitude (or 1e-6: the
+/// merge and the aggregate round differently). Returns the intervals compared.
+pub async fn assert_families_exact(db: &TestDb, sql: &galewatch::sink::stats::Sql) -> usize {
+    use galewatch::sink::stats::{Ty, ORIGIN};
+    let c = db.client().await;
+    let w = sql.width.secs();
+    let cols = sql.columns();
+    let aggs: Vec<&str> = cols.iter().map(|c| c.agg.as_str()).collect();
+    let kept: Vec<String> = cols.iter().map(|c| format!("\"{}\"", c.name)).collect();
+    let direct = c
+        .query(
+            &format!(
+                "SELECT turbine_id, date_bin(make_interval(secs => {w}), recorded_at, {ORIGIN}) AS s, {}
+                   FROM readings GROUP BY 1, 2 ORDER BY 1, 2",
+                aggs.join(", ")
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    let stored = c
+        .query(
+            &format!(
+                "SELECT turbine_id, interval_start, {} FROM interval_stats
+                  WHERE interval_seconds = {w} ORDER BY 1, 2",
+                kept.join(", ")
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        direct.len(),
+        stored.len(),
+        "one kept interval per interval of readings"
+    );
+    for (a, b) in direct.iter().zip(&stored) {
+        let key = |r: &tokio_postgres::Row| {
+            (
+                r.get::<_, String>(0),
+                r.get::<_, chrono::DateTime<chrono::Utc>>(1),
+            )
+        };
+        assert_eq!(key(a), key(b), "the same intervals");
+        for (k, col) in cols.iter().enumerate() {
+            let what = format!("{:?} {}", key(a), col.name);
+            match col.ty {
+                Ty::Int => assert_eq!(
+                    a.get::<_, Option<i64>>(k + 2),
+                    b.get::<_, Option<i64>>(k + 2),
+                    "{what}: kept, direct"
+                ),
+                Ty::Float => match (
+                    a.get::<_, Option<f64>>(k + 2),
+                    b.get::<_, Option<f64>>(k + 2),
+                ) {
+                    (Some(x), Some(y)) => {
+                        let tol = (1e-9 * x.abs().max(y.abs())).max(1e-6);
+                        assert!((x - y).abs() <= tol, "{what}: {y} kept, {x} direct");
+                    }
+                    (x, y) => assert_eq!(x, y, "{what}"),
+                },
+            }
+        }
+    }
+    direct.len()
+}
+
 /// Checks the quality figures of `interval_stats` (width `width_secs`) against a direct
 /// aggregate over `readings`: each numeric signal's implausible count exactly, each angle
 /// signal's mean sine and cosine within 1e-12, and each interval's expected readings exactly as

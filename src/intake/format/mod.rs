@@ -7,8 +7,8 @@
 //!
 //! Adding a format: a folder under `intake/` with an impl of [`Format`] (pure judgement apart
 //! from I/O, as `json/` and `sparkplug/` do), its settings group validated where it lives, one
-//! line in [`Formats::new`], and one line in `tests/conformance.rs`, whose cases every format
-//! must pass.
+//! line in the daemon's list (`daemon::formats`: this seam names none of its formats), and one
+//! line in `tests/conformance.rs`, whose cases every format must pass.
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -24,8 +24,6 @@ pub mod judge;
 use crate::core::birth::{Birth, SeqMark};
 use crate::core::outcome::Decoded;
 use crate::intake::format::judge::Limits;
-use crate::intake::sparkplug::intake::{BirthBook, Intake};
-use crate::intake::subscribe::MqttGroup;
 
 /// One message as it arrived.
 #[derive(Debug, Clone, Copy)]
@@ -97,19 +95,10 @@ pub struct Formats {
 }
 
 impl Formats {
-    /// The formats the settings turn on; `births` is where Sparkplug B reads births back.
-    pub fn new(g: &MqttGroup, births: Option<Box<dyn BirthBook>>) -> Formats {
-        let mut others: Vec<Box<dyn Format>> = Vec::new();
-        if let Some((sp, births)) = g.sparkplug.as_ref().zip(births) {
-            others.push(Box::new(Intake::new(sp, births)));
-        }
-        Formats {
-            default: Box::new(crate::intake::json::Json::new(
-                &g.subscription,
-                g.rules.clone(),
-            )),
-            others,
-        }
+    /// `default` takes every topic none of `others` claims (the daemon builds the list from the
+    /// settings: this seam names none of its formats).
+    pub fn new(default: Box<dyn Format>, others: Vec<Box<dyn Format>>) -> Formats {
+        Formats { default, others }
     }
 
     /// The format that takes messages on `topic`.
