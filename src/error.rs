@@ -61,6 +61,18 @@ enum Kind {
     Other,
 }
 
+/// The context of a database error, on the result that carries it: `query(…).await.db("reading
+/// the partition list")?`, one form for every statement's error.
+pub trait DbContext<T> {
+    fn db(self, context: impl Into<std::borrow::Cow<'static, str>>) -> Result<T, Error>;
+}
+
+impl<T> DbContext<T> for Result<T, tokio_postgres::Error> {
+    fn db(self, context: impl Into<std::borrow::Cow<'static, str>>) -> Result<T, Error> {
+        self.map_err(|e| Error::db(context, e))
+    }
+}
+
 impl Error {
     pub fn db(
         context: impl Into<std::borrow::Cow<'static, str>>,

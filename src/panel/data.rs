@@ -16,7 +16,7 @@ use tokio_postgres::{Client, Row};
 use super::chart::Stat;
 use super::window::Window;
 use crate::core::signals::{Datum, Signal, Signals, Values};
-use crate::error::Error;
+use crate::error::{DbContext, Error};
 use crate::sink::health::Thresholds;
 
 /// The statements that name signals, written for the declared ones: each numeric signal is a
@@ -494,7 +494,7 @@ impl managed::Manager for Manager {
                  SET work_mem = '32MB'; SET jit = off; SET application_name = 'galewatch panel'",
             )
             .await
-            .map_err(|e| Error::db("setting up the panel's session", e))?;
+            .db("setting up the panel's session")?;
         Ok(client)
     }
 
@@ -1089,9 +1089,7 @@ impl Db {
             if answer.is_err() {
                 *held = None;
             }
-            answer
-                .map(drop)
-                .map_err(|e| Error::db("asking the database", e))
+            answer.map(drop).db("asking the database")
         };
         tokio::time::timeout(Duration::from_secs(2), check)
             .await
@@ -1135,7 +1133,7 @@ impl Db {
                     .await
             }
         }
-        .map_err(|e| Error::db("reading a turbine's readings", e))?;
+        .db("reading a turbine's readings")?;
         Ok(rows.iter().map(|r| point(q, r, w.step.is_none())).collect())
     }
 
@@ -1154,7 +1152,7 @@ impl Db {
             let rows = c
                 .query(sql, &[&id, &w.from, &w.to])
                 .await
-                .map_err(|e| Error::db("reading a turbine's status changes", e))?;
+                .db("reading a turbine's status changes")?;
             let kind = q.signals.get(i).kind;
             out.extend(rows.iter().map(|r| Change {
                 t: r.get(0),
@@ -1172,7 +1170,7 @@ impl Db {
         let rows = c
             .query(&self.queries.quarantine, &[&id, &w.from, &w.to])
             .await
-            .map_err(|e| Error::db("reading a turbine's quarantine", e))?;
+            .db("reading a turbine's quarantine")?;
         Ok(rows
             .iter()
             .map(|r| Quarantined {
@@ -1193,7 +1191,7 @@ impl Db {
         c.query_one(KNOWN_SQL, &[&id])
             .await
             .map(|r| r.get(0))
-            .map_err(|e| Error::db("looking a turbine up", e))
+            .db("looking a turbine up")
     }
 
     /// The fleet (or the turbines whose id starts with `prefix`), in `sort` order, at most
@@ -1248,7 +1246,7 @@ impl Db {
                 ],
             )
             .await
-            .map_err(|e| Error::db("reading the fleet", e))?;
+            .db("reading the fleet")?;
         let total = rows.first().map_or(0, |r| r.get(8));
         let mut page: Vec<Status> = rows.iter().map(fleet_row).collect();
         if let Some(order) = &ordered {
@@ -1525,7 +1523,7 @@ async fn page_in_order(
                 &[&pattern, &ids, &room],
             )
             .await
-            .map_err(|e| Error::db("listing the turbines with no figure to sort by", e))?;
+            .db("listing the turbines with no figure to sort by")?;
         ids.extend(rest.iter().map(|r| r.get::<_, String>(0)));
     }
     Ok(ids)
@@ -1573,7 +1571,7 @@ async fn latest_headlines(c: &Client, headline: &str, page: &mut [Status]) -> Re
             &[&ids, &at],
         )
         .await
-        .map_err(|e| Error::db("reading the fleet's latest readings", e))?
+        .db("reading the fleet's latest readings")?
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect();

@@ -14,7 +14,7 @@ use tokio_postgres::GenericClient;
 
 use crate::core::absence;
 use crate::core::signals::Signals;
-use crate::error::Error;
+use crate::error::{DbContext, Error};
 use crate::sink::stats::{count_column, Width};
 use crate::telemetry;
 
@@ -72,7 +72,7 @@ pub async fn lacking<C: GenericClient>(
     let rows = c
         .query(&sql(signals, only.is_some()), &params)
         .await
-        .map_err(|e| Error::db("reading which signals the turbines' readings lack", e))?;
+        .db("reading which signals the turbines' readings lack")?;
     Ok(rows
         .iter()
         .map(|r| {

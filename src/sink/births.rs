@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::{Client, Transaction};
 
 use crate::core::birth::{Birth, History, SeqMark};
-use crate::error::Error;
+use crate::error::{DbContext, Error};
 use crate::sink::db::Database;
 
 const INSERT: &str = "INSERT INTO sparkplug_births
@@ -93,7 +93,7 @@ pub(crate) async fn mark_seq(
             &[&session, &groups, &nodes, &seqs, &conn, &position],
         )
         .await
-        .map_err(|e| Error::db("storing Sparkplug B sequence numbers", e));
+        .db("storing Sparkplug B sequence numbers");
     match all {
         // One node id the database cannot hold (its encoding) must not keep the others' numbers
         // from being stored: one statement each, and the one refused is passed over.
@@ -152,13 +152,13 @@ pub(crate) async fn record(
             ],
         )
         .await
-        .map_err(|e| Error::db("storing a Sparkplug B birth", e))?;
+        .db("storing a Sparkplug B birth")?;
         tx.execute(
             TRIM,
             &[&session, &b.group, &b.node, &b.device, &(HISTORY - 1)],
         )
         .await
-        .map_err(|e| Error::db("trimming a Sparkplug B birth history", e))?;
+        .db("trimming a Sparkplug B birth history")?;
     }
     Ok(())
 }
@@ -172,14 +172,14 @@ pub async fn load(
     let rows = client
         .query(SELECT, &[&session, &group, &node, &device, &HISTORY])
         .await
-        .map_err(|e| Error::db("reading Sparkplug B births", e))?;
+        .db("reading Sparkplug B births")?;
     let withdrawn_at: Option<i64> = if device.is_empty() {
         None
     } else {
         client
             .query_one(NODE_WITHDRAWN, &[&session, &group, &node])
             .await
-            .map_err(|e| Error::db("reading Sparkplug B births", e))?
+            .db("reading Sparkplug B births")?
             .get(0)
     };
     let nothing = History::default();
@@ -231,11 +231,11 @@ pub async fn prove(client: &Client, session: &str, conn: i64) -> Result<u64, Err
     client
         .execute(PROVE, &[&session, &conn])
         .await
-        .map_err(|e| Error::db("proving Sparkplug B births", e))?;
+        .db("proving Sparkplug B births")?;
     client
         .execute(PRUNE, &[&session])
         .await
-        .map_err(|e| Error::db("pruning Sparkplug B births", e))
+        .db("pruning Sparkplug B births")
 }
 
 /// The subscriber's own connection for reading births, made when first needed and made again
@@ -335,7 +335,7 @@ pub async fn newest(client: &Client, session: &str) -> Result<Vec<Stored>, Error
     let rows = client
         .query(NEWEST, &[&session])
         .await
-        .map_err(|e| Error::db("reading the stored Sparkplug B births", e))?;
+        .db("reading the stored Sparkplug B births")?;
     Ok(rows
         .iter()
         .map(|r| {

@@ -19,7 +19,7 @@
 use tokio_postgres::Client;
 
 use crate::core::signals::Signals;
-use crate::error::Error;
+use crate::error::{DbContext, Error};
 
 /// The tables sharded by `turbine_id`, in the order they are distributed (a table before any
 /// that refers to it; each co-located with the first).
@@ -40,7 +40,7 @@ pub async fn is_citus(client: &Client) -> Result<bool, Error> {
             &[],
         )
         .await
-        .map_err(|e| Error::db("looking for the citus extension", e))?
+        .db("looking for the citus extension")?
         .get(0))
 }
 

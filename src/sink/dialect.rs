@@ -19,7 +19,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row, Statement, Transaction};
 
-use crate::error::Error;
+use crate::error::{DbContext, Error};
 
 /// The protocol's limit on one statement's parameters: a multi-row VALUES statement takes at
 /// most this many divided by its parameters per row.
@@ -48,7 +48,7 @@ impl Dialect {
         let shared: bool = client
             .query_one("SELECT to_regclass('galewatch_staging') IS NOT NULL", &[])
             .await
-            .map_err(|e| Error::db("looking for a shared staging table", e))?
+            .db("looking for a shared staging table")?
             .get(0);
         Ok(if shared {
             Dialect::Citus
@@ -67,11 +67,11 @@ impl Dialect {
             Dialect::Single => client
                 .batch_execute(staging)
                 .await
-                .map_err(|e| Error::db("creating the staging table", e)),
+                .db("creating the staging table"),
             Dialect::Citus => client
                 .batch_execute(CITUS_SESSION)
                 .await
-                .map_err(|e| Error::db("setting up the session (citus)", e)),
+                .db("setting up the session (citus)"),
         }
     }
 

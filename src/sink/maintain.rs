@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::Error;
+use crate::error::{DbContext, Error};
 use crate::sink::partition::{Partitions, Policy, Range};
 use crate::telemetry;
 
@@ -65,7 +65,7 @@ pub async fn load(client: &Client) -> Result<Partitions, Error> {
     let rows = client
         .query(LOAD_SQL, &[])
         .await
-        .map_err(|e| Error::db("reading the partition list", e))?;
+        .db("reading the partition list")?;
     Ok(Partitions::new(rows.iter().map(|r| Range {
         name: r.get(0),
         from: r.get(1),
@@ -111,7 +111,7 @@ pub async fn ensure(client: &Client, ts: DateTime<Utc>, size: Duration) -> Resul
     let row = client
         .query_one(ENSURE_SQL, &[&ts, &size.as_secs_f64()])
         .await
-        .map_err(|e| Error::db("creating a readings partition", e))?;
+        .db("creating a readings partition")?;
     Ok(row.get(0))
 }
 
@@ -203,7 +203,7 @@ impl Maintainer {
         let locked: bool = client
             .query_one("SELECT pg_try_advisory_lock($1)", &[&LOCK_KEY])
             .await
-            .map_err(|e| Error::db("taking the maintenance lock", e))?
+            .db("taking the maintenance lock")?
             .get(0);
         if !locked {
             return Ok(Report::default());
@@ -212,7 +212,7 @@ impl Maintainer {
         client
             .execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY])
             .await
-            .map_err(|e| Error::db("releasing the maintenance lock", e))?;
+            .db("releasing the maintenance lock")?;
         let report = result?;
         metrics::gauge!(telemetry::MAINTENANCE_LAST_SUCCESS).set(now.timestamp() as f64);
         Ok(report)
@@ -334,7 +334,7 @@ async fn delete_batched(
         let n = client
             .execute(sql, &[&cutoff, &DELETE_BATCH])
             .await
-            .map_err(|e| Error::db("deleting expired rows", e))?;
+            .db("deleting expired rows")?;
         total += n;
         metrics::counter!(telemetry::RETENTION_DELETED, "table" => table).increment(n);
         if n < DELETE_BATCH as u64 {

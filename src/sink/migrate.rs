@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use tokio_postgres::Client;
 
 use crate::core::signals::{Signal, Signals};
-use crate::error::Error;
+use crate::error::{DbContext, Error};
 
 refinery::embed_migrations!("migrations");
 
@@ -27,7 +27,7 @@ pub async fn run_to(client: &mut Client, version: Option<i32>) -> Result<Vec<Str
     client
         .execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY])
         .await
-        .map_err(|e| Error::db("taking the migration lock", e))?;
+        .db("taking the migration lock")?;
     let mut runner = migrations::runner();
     if let Some(v) = version {
         runner = runner.set_target(refinery::Target::Version(v));
@@ -36,7 +36,7 @@ pub async fn run_to(client: &mut Client, version: Option<i32>) -> Result<Vec<Str
     let unlock = client
         .execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY])
         .await
-        .map_err(|e| Error::db("releasing the migration lock", e));
+        .db("releasing the migration lock");
     let report = result.map_err(|e| Error::other("applying migrations", e))?;
     unlock?;
     Ok(report
@@ -65,7 +65,7 @@ pub async fn apply(client: &mut Client, signals: &Signals) -> Result<Applied, Er
     client
         .execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY])
         .await
-        .map_err(|e| Error::db("taking the migration lock", e))?;
+        .db("taking the migration lock")?;
     // A schema made just now holds no data in the default signals' columns.
     let fresh = migrations
         .iter()
@@ -83,7 +83,7 @@ pub async fn apply(client: &mut Client, signals: &Signals) -> Result<Applied, Er
     let unlock = client
         .execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY])
         .await
-        .map_err(|e| Error::db("releasing the migration lock", e));
+        .db("releasing the migration lock");
     let (signals, distributed) = result?;
     unlock?;
     Ok(Applied {

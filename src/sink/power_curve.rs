@@ -12,7 +12,7 @@ use crate::core::power_curve::{
     Bin, Deviation, Period, Point, Policy, Production, Reference, MIN_BIN_INTERVALS,
 };
 use crate::core::signals::Signals;
-use crate::error::Error;
+use crate::error::{DbContext, Error};
 use crate::sink::stats::{self, Sql};
 
 /// The SQL test that an interval row may stand in a curve, and its mean wind and power.
@@ -80,7 +80,7 @@ pub async fn turbine_bins<C: GenericClient>(
     let rows = c
         .query(&statement, &params)
         .await
-        .map_err(|e| Error::db("binning the power curve", e))?;
+        .db("binning the power curve")?;
     let mut out: Vec<TurbineBins> = Vec::new();
     for r in &rows {
         let id: String = r.get(0);

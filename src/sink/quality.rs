@@ -10,7 +10,7 @@ use tokio_postgres::GenericClient;
 
 use crate::core::quality::{self, Figures};
 use crate::core::signals::Signals;
-use crate::error::Error;
+use crate::error::{DbContext, Error};
 use crate::sink::stats::{self, Sql};
 
 /// One interval of one turbine, as the flags and completeness are judged from it.
@@ -102,7 +102,7 @@ pub async fn intervals<C: GenericClient>(
     let rows = c
         .query(&statement, &[&turbine, &from, &to])
         .await
-        .map_err(|e| Error::db("reading the intervals' quality", e))?;
+        .db("reading the intervals' quality")?;
     Ok(rows
         .iter()
         .map(|r| {
@@ -212,7 +212,7 @@ pub async fn summaries<C: GenericClient>(
     );
     let (rows, secs) = per_turbine(c, sql, &columns, (since, until), only)
         .await
-        .map_err(|e| Error::db("summarising the turbines' quality", e))?;
+        .db("summarising the turbines' quality")?;
     Ok(rows
         .iter()
         .map(|r| {
@@ -257,7 +257,7 @@ pub async fn fleet_flags<C: GenericClient>(
     let r = c
         .query_one(&statement, &[&since, &until])
         .await
-        .map_err(|e| Error::db("counting the fleet's flagged intervals", e))?;
+        .db("counting the fleet's flagged intervals")?;
     Ok((0..signals.len())
         .map(|i| [r.get(3 * i), r.get(3 * i + 1), r.get(3 * i + 2)])
         .collect())
@@ -477,7 +477,7 @@ pub async fn time_by_category<C: GenericClient>(
     let columns = format!("sum(readings)::int8, {}", sums.join(", "));
     let (rows, secs) = per_turbine(c, sql, &columns, (since, until), only)
         .await
-        .map_err(|e| Error::db("reading the turbines' time by availability category", e))?;
+        .db("reading the turbines' time by availability category")?;
     Ok(rows
         .iter()
         .map(|r| {

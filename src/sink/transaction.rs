@@ -48,7 +48,7 @@ use crate::core::outcome::Tally;
 use crate::core::outcome::{Decoded, RejectReason, Rejection};
 use crate::core::reading::{Datum, Reading, Values};
 use crate::core::signals::Signals;
-use crate::error::Error;
+use crate::error::{DbContext, Error};
 use crate::sink::dialect::{Dialect, Params, Stmt};
 use crate::sink::health;
 use crate::sink::partition::Partitions;
@@ -306,7 +306,7 @@ pub(crate) async fn settle(conn: &Conn, doubt: &InDoubt) -> Result<Outcome, Erro
             .client
             .query_one("SELECT txid_status($1)", &[&doubt.xid])
             .await
-            .map_err(|e| Error::db("asking how a batch's transaction ended", e))?
+            .db("asking how a batch's transaction ended")?
             .get(0);
         match status.as_deref() {
             Some("committed") => return Ok(Outcome::Committed),
@@ -505,7 +505,7 @@ async fn future_stored(
     let rows = tx
         .query(statement, &[&ids, &at])
         .await
-        .map_err(|e| Error::db("looking up stored future readings", e))?;
+        .db("looking up stored future readings")?;
     let stored: HashMap<(String, chrono::DateTime<chrono::Utc>), Values> = rows
         .iter()
         .map(|row| ((row.get(0), row.get(1)), signals.from_row(row, 2)))
@@ -535,7 +535,7 @@ pub(crate) async fn write_items(
         .client
         .transaction()
         .await
-        .map_err(|e| Error::db("beginning a transaction", e))?;
+        .db("beginning a transaction")?;
     let existing = stage_and_insert(&tx, st, &parts, &plan).await?;
     let fates = classify::resolve(&parts.readings, &plan, &existing);
     let mut tally = Tally {
@@ -555,7 +555,7 @@ pub(crate) async fn write_items(
         tx.query_one(&st.xid, &[])
             .await
             .map(|row| row.get::<_, i64>(0))
-            .map_err(|e| Error::db("reading the transaction's id", e))
+            .db("reading the transaction's id")
     };
     let status = health::record(&tx, &turbines, drift_window, st.dialect, &st.status);
     let stats = async {
@@ -586,16 +586,14 @@ pub(crate) async fn write_items(
     if st.dialect.empties_staging() && !plan.staged.is_empty() {
         tx.execute("DELETE FROM galewatch_staging", &[])
             .await
-            .map_err(|e| Error::db("emptying the staging table", e))?;
+            .db("emptying the staging table")?;
     }
     // From here until the answer comes, the outcome is unknown to us (see `InDoubt`).
     *in_doubt = Some(InDoubt {
         xid,
         tally: tally.clone(),
     });
-    tx.commit()
-        .await
-        .map_err(|e| Error::db("committing a batch", e))?;
+    tx.commit().await.db("committing a batch")?;
     *in_doubt = None;
     Ok(tally)
 }
@@ -613,10 +611,7 @@ async fn stage_and_insert(
     if plan.staged.is_empty() {
         return Ok(existing);
     }
-    let sink = tx
-        .copy_in(&st.copy)
-        .await
-        .map_err(|e| Error::db("starting COPY", e))?;
+    let sink = tx.copy_in(&st.copy).await.db("starting COPY")?;
     let mut writer = pin!(BinaryCopyInWriter::new(sink, &st.copy_types));
     let staged: Vec<(i32, &str, chrono::DateTime<chrono::Utc>)> = plan
         .staged
@@ -634,27 +629,17 @@ async fn stage_and_insert(
         row.clear();
         row.extend([&s.0 as &(dyn ToSql + Sync), &r.turbine_id, &r.recorded_at]);
         row.extend(r.values.iter().map(|v| v as &(dyn ToSql + Sync)));
-        writer
-            .as_mut()
-            .write(&row)
-            .await
-            .map_err(|e| Error::db("copying readings", e))?;
+        writer.as_mut().write(&row).await.db("copying readings")?;
     }
-    writer
-        .finish()
-        .await
-        .map_err(|e| Error::db("finishing COPY", e))?;
+    writer.finish().await.db("finishing COPY")?;
 
-    let rows = tx
-        .query(&st.insert, &[])
-        .await
-        .map_err(|e| Error::db("inserting readings", e))?;
+    let rows = tx.query(&st.insert, &[]).await.db("inserting readings")?;
     let skipped = st.dialect.skipped(&rows, &staged);
     if !skipped.is_empty() {
         let rows = tx
             .query(&st.existing, &[&skipped])
             .await
-            .map_err(|e| Error::db("reading the stored values of repeated keys", e))?;
+            .db("reading the stored values of repeated keys")?;
         for row in &rows {
             let seq: i32 = row.get(0);
             existing[seq as usize] = Some(st.signals.from_row(row, 1));
@@ -880,7 +865,7 @@ async fn record_rejected(
             ],
         )
         .await
-        .map_err(|e| Error::db("recording rejected input", e))?;
+        .db("recording rejected input")?;
     for row in &rows {
         let r: &str = row.get(0);
         if let Some(i) = RejectReason::ALL.iter().position(|x| x.as_str() == r) {

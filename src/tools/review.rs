@@ -9,7 +9,7 @@ use serde_json::json;
 use tokio_postgres::Client;
 
 use crate::daemon::config::Config;
-use crate::error::Error;
+use crate::error::{DbContext, Error};
 use crate::sink::health::STATUS_SQL;
 
 /// How a listing is printed.
@@ -84,7 +84,7 @@ pub async fn turbines(cfg: &Config, suspect_only: bool, format: Format) -> Resul
             ],
         )
         .await
-        .map_err(|e| Error::db("reading turbine status", e))?;
+        .db("reading turbine status")?;
     let rows: Vec<_> = rows
         .iter()
         .filter(|r| !suspect_only || r.get::<_, bool>(11))
@@ -226,7 +226,7 @@ pub async fn quarantine_list(
             &[&turbine, &reason, &since, &include_resolved],
         )
         .await
-        .map_err(|e| Error::db("reading the quarantine", e))?;
+        .db("reading the quarantine")?;
     let mut out = String::new();
     let _ = write!(
         out,
@@ -286,10 +286,7 @@ pub async fn quarantine_resolve(
     by: &str,
 ) -> Result<String, ReviewError> {
     let mut db = connect(cfg).await?;
-    let tx = db
-        .transaction()
-        .await
-        .map_err(|e| Error::db("beginning a transaction", e))?;
+    let tx = db.transaction().await.db("beginning a transaction")?;
     let (turbine, recorded_at) = lock_entry(&tx, id).await?;
     refuse_if_resolved(&tx, &turbine, id).await?;
     // What the resolution does to `readings`, recorded with it so the tables reconcile with the
@@ -306,10 +303,8 @@ pub async fn quarantine_resolve(
         &[&turbine, &id, &keep.as_str(), &by, &note, &effect],
     )
     .await
-    .map_err(|e| Error::db("recording the resolution", e))?;
-    tx.commit()
-        .await
-        .map_err(|e| Error::db("committing the resolution", e))?;
+    .db("recording the resolution")?;
+    tx.commit().await.db("committing the resolution")?;
     Ok(format!(
         "resolved quarantine entry {id} ({turbine} at {}): kept {}{stats_note}",
         ts(Some(recorded_at)),
@@ -328,7 +323,7 @@ async fn lock_entry(
     let turbine: String = tx
         .query_opt("SELECT turbine_id FROM quarantine WHERE id = $1", &[&id])
         .await
-        .map_err(|e| Error::db("reading the quarantine entry", e))?
+        .db("reading the quarantine entry")?
         .ok_or_else(|| ReviewError::Refused(format!("no quarantine entry {id}")))?
         .get(0);
     let q = tx
@@ -337,7 +332,7 @@ async fn lock_entry(
             &[&turbine, &id],
         )
         .await
-        .map_err(|e| Error::db("reading the quarantine entry", e))?
+        .db("reading the quarantine entry")?
         .ok_or_else(|| ReviewError::Refused(format!("no quarantine entry {id}")))?;
     Ok((turbine, q.get(1)))
 }
@@ -355,7 +350,7 @@ async fn refuse_if_resolved(
             &[&turbine, &id],
         )
         .await
-        .map_err(|e| Error::db("reading resolutions", e))?
+        .db("reading resolutions")?
     {
         return Err(ReviewError::Refused(format!(
             "quarantine entry {id} was already resolved: {} kept {} at {}; nothing changed",
@@ -391,7 +386,7 @@ async fn keep_incoming(
             &[&turbine, &id],
         )
         .await
-        .map_err(|e| Error::db("storing the reading", e))?;
+        .db("storing the reading")?;
     if added == 1 {
         return Ok("added");
     }
@@ -413,7 +408,7 @@ async fn keep_incoming(
         &[&turbine, &id],
     )
     .await
-    .map_err(|e| Error::db("replacing the reading", e))?;
+    .db("replacing the reading")?;
     Ok("replaced")
 }
 
@@ -441,7 +436,7 @@ async fn update_stats(
     if effect == "added" {
         tx.execute(sql.add_quarantined(), &[&turbine, &id])
             .await
-            .map_err(|e| Error::db("updating interval statistics", e))?;
+            .db("updating interval statistics")?;
         return Ok("");
     }
     let start = sql.width.start_of(recorded_at);
@@ -487,7 +482,7 @@ pub async fn rejected_list(
             &[&since, &reason],
         )
         .await
-        .map_err(|e| Error::db("reading rejected input", e))?;
+        .db("reading rejected input")?;
     let mut out = String::new();
     for r in &rows {
         let prefix: Vec<u8> = r.get(6);

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::GenericClient;
 
 use super::{Sql, Width};
-use crate::error::Error;
+use crate::error::{DbContext, Error};
 
 /// Taken by every recomputation before it reads `readings`: it waits for the batches that
 /// merged into `interval_stats` to commit (so their readings are seen) and holds back those that
@@ -97,7 +97,7 @@ pub async fn kept<C: GenericClient>(
     let rows = c
         .query(PARTITIONS_SQL, &[&from, &to])
         .await
-        .map_err(|e| Error::db("reading the partition list", e))?;
+        .db("reading the partition list")?;
     let (mut present, mut lost) = (Vec::new(), Vec::new());
     for r in &rows {
         let range = (r.get(0), r.get(1));
@@ -192,7 +192,7 @@ pub async fn rebuild(
                 &[&at, &end],
             )
             .await
-            .map_err(|e| Error::db("looking for readings to rebuild from", e))?
+            .db("looking for readings to rebuild from")?
             .get(0);
         if !any {
             at = end;
