@@ -130,10 +130,10 @@ impl Acks {
 }
 
 /// One MQTT message, judged, in the intake's custody.
-pub type Message = crate::core::batch::Carried<Custody>;
+pub type CarriedMessage = crate::core::batch::Carried<Custody>;
 
 /// Messages whose outcomes are written in one transaction.
-pub type Batch = crate::core::batch::Batch<Custody>;
+pub type CustodyBatch = crate::core::batch::Batch<Custody>;
 
 /// The flush policy: at `max_items` items or `max_bytes` payload bytes, or `max_wait` after the
 /// batch's first message, whichever comes first.
@@ -142,7 +142,7 @@ pub struct Batcher {
     max_items: usize,
     max_bytes: usize,
     max_wait: Duration,
-    current: Batch,
+    current: CustodyBatch,
     opened: Option<Instant>,
     /// The number the next batch taken gets.
     next_seq: u64,
@@ -156,7 +156,7 @@ impl Batcher {
             max_items,
             max_bytes,
             max_wait,
-            current: Batch::default(),
+            current: CustodyBatch::default(),
             opened: None,
             next_seq: 0,
             track_keys: false,
@@ -171,7 +171,7 @@ impl Batcher {
 
     /// Adds a message; returns the batch when it is full. A message is never split, so a batch
     /// may pass a limit by at most one message's worth.
-    pub fn push(&mut self, m: Message, now: Instant) -> Option<Batch> {
+    pub fn push(&mut self, m: CarriedMessage, now: Instant) -> Option<CustodyBatch> {
         self.opened.get_or_insert(now);
         self.current.items += m.items.len();
         self.current.bytes += m.payload_bytes;
@@ -205,7 +205,7 @@ impl Batcher {
     }
 
     /// Takes the open batch, if it holds anything.
-    pub fn take(&mut self) -> Option<Batch> {
+    pub fn take(&mut self) -> Option<CustodyBatch> {
         self.opened = None;
         if self.current.messages.is_empty() {
             None
@@ -222,8 +222,8 @@ impl Batcher {
 /// Messages still in the channel at shutdown are dropped unacknowledged: the broker redelivers
 /// them to the next run.
 pub async fn run(
-    mut rx: mpsc::UnboundedReceiver<Message>,
-    tx: mpsc::Sender<Batch>,
+    mut rx: mpsc::UnboundedReceiver<CarriedMessage>,
+    tx: mpsc::Sender<CustodyBatch>,
     mut batcher: Batcher,
     shutdown: CancellationToken,
 ) {
@@ -262,8 +262,8 @@ mod tests {
     use proptest::prelude::*;
     use rumqttc::v5::mqttbytes::QoS;
 
-    fn msg(items: usize) -> Message {
-        Message {
+    fn msg(items: usize) -> CarriedMessage {
+        CarriedMessage {
             custody: Custody {
                 ack: AckToken {
                     epoch: 1,

@@ -5,7 +5,7 @@
 //! the age of the oldest), the connection epoch, and the acks owed once a batch has committed.
 //! The subscriber takes from it, the writer gives back to it, the gauges read it.
 //!
-//! The rules are [`Custody`], pure: an ack is owed only once its message's transaction has
+//! The rules are [`CustodyRules`], pure: an ack is owed only once its message's transaction has
 //! committed; owed acks go out in arrival order, so with several writers (`database_writers`) a
 //! batch that commits before an earlier one is parked, its acks and its share of the budget
 //! kept, until every batch before it has committed; an ack owed to an earlier connection is dropped,
@@ -51,7 +51,7 @@ pub enum SendError {
 /// The rules of custody, without I/O. `P` is what a batch keeps while it is parked (the daemon's
 /// budget permits; nothing in the unit tests).
 #[derive(Debug)]
-pub struct Custody<P = ()> {
+pub struct CustodyRules<P = ()> {
     epoch: u64,
     /// Messages handed on whose acks are not owed yet (in flight, or committed and parked behind
     /// an earlier batch), oldest first: arrival and size.
@@ -67,9 +67,9 @@ pub struct Custody<P = ()> {
     parked: BTreeMap<u64, (Vec<AckToken>, P)>,
 }
 
-impl<P> Default for Custody<P> {
+impl<P> Default for CustodyRules<P> {
     fn default() -> Self {
-        Custody {
+        CustodyRules {
             epoch: 0,
             held: VecDeque::new(),
             held_bytes: 0,
@@ -80,7 +80,7 @@ impl<P> Default for Custody<P> {
     }
 }
 
-/// What one [`Custody::send`] did.
+/// What one [`CustodyRules::send`] did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Sent {
     pub sent: u64,
@@ -88,7 +88,7 @@ pub struct Sent {
     pub dropped: u64,
 }
 
-impl<P> Custody<P> {
+impl<P> CustodyRules<P> {
     /// A message is handed on: it is held, and its ack token names this connection.
     pub fn receive(&mut self, pkid: u16, qos: QoS, arrived: Instant, bytes: usize) -> AckToken {
         self.held.push_back((arrived, bytes));
@@ -197,11 +197,11 @@ pub struct Held {
     _bytes: OwnedSemaphorePermit,
 }
 
-/// The shared ledger: [`Custody`] under a lock (a parked batch keeps its messages' budget), and
+/// The shared ledger: [`CustodyRules`] under a lock (a parked batch keeps its messages' budget), and
 /// the budget's two semaphores.
 #[derive(Debug, Clone)]
 pub struct Ledger {
-    custody: Arc<Mutex<Custody<Vec<Held>>>>,
+    custody: Arc<Mutex<CustodyRules<Vec<Held>>>>,
     readings: Arc<Semaphore>,
     bytes: Arc<Semaphore>,
     max_readings: usize,
@@ -232,7 +232,7 @@ impl Ledger {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Custody<Vec<Held>>> {
+    fn lock(&self) -> MutexGuard<'_, CustodyRules<Vec<Held>>> {
         self.custody
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -278,7 +278,7 @@ impl Ledger {
         )
     }
 
-    /// A message is handed on (see [`Custody::receive`]).
+    /// A message is handed on (see [`CustodyRules::receive`]).
     pub fn receive(&self, p: &Publish, arrived: Instant) -> AckToken {
         let mut c = self.lock();
         let t = c.receive(p.pkid, p.qos, arrived, p.payload.len());
@@ -361,7 +361,7 @@ impl Ledger {
 }
 
 impl Ledger {
-    fn publish_held<P>(&self, c: &Custody<P>) {
+    fn publish_held<P>(&self, c: &CustodyRules<P>) {
         self.gauges.messages.set(c.held() as f64);
         self.gauges.bytes.set(c.held_bytes() as f64);
     }
@@ -414,7 +414,7 @@ mod tests {
 
     #[test]
     fn held_bytes_and_age_follow_receipt_and_commit() {
-        let mut c = Custody::<()>::default();
+        let mut c = CustodyRules::<()>::default();
         let t0 = Instant::now();
         let a = c.receive(1, QoS::AtLeastOnce, t0, 100);
         let b = c.receive(2, QoS::AtLeastOnce, t0 + Duration::from_secs(1), 50);
@@ -429,7 +429,7 @@ mod tests {
 
     #[test]
     fn a_batch_that_commits_early_waits_for_the_one_before_it() {
-        let mut c = Custody::<&str>::default();
+        let mut c = CustodyRules::<&str>::default();
         let t = Instant::now();
         let a = c.receive(1, QoS::AtLeastOnce, t, 10);
         let b = c.receive(2, QoS::AtLeastOnce, t, 20);
@@ -462,7 +462,7 @@ mod tests {
 
     #[test]
     fn an_ack_owed_to_a_lost_connection_is_dropped_and_qos0_needs_none() {
-        let mut c = Custody::<()>::default();
+        let mut c = CustodyRules::<()>::default();
         let t = Instant::now();
         let a = c.receive(7, QoS::AtLeastOnce, t, 1);
         c.reconnect();
@@ -516,7 +516,7 @@ mod tests {
         /// on; a batch's budget comes back exactly when its acks are owed.
         #[test]
         fn acks_once_in_order_on_their_own_connection(steps in proptest::collection::vec(step(), 0..200)) {
-            let mut c = Custody::<u64>::default();
+            let mut c = CustodyRules::<u64>::default();
             let now = Instant::now();
             // Every token in arrival order; which are committed.
             let mut received: Vec<AckToken> = Vec::new();

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::backoff::Quiet;
 use crate::core::outcome::Decoded;
 use crate::error::{Error, Refused};
-use crate::intake::batch::{Custody, Message};
+use crate::intake::batch::{CarriedMessage, Custody};
 use crate::intake::broker::BrokerAddr;
 use crate::intake::connect::{connect_options, subscription, MqttGroup};
 use crate::intake::failover::Failover;
@@ -54,7 +54,7 @@ pub struct Subscriber {
     probe: Probe,
     /// How much of a rejected payload is kept for the `rejected` table.
     keep_bytes: usize,
-    out: Option<mpsc::UnboundedSender<Message>>,
+    out: Option<mpsc::UnboundedSender<CarriedMessage>>,
     /// Whether any connection succeeded yet: a TLS failure before that is a configuration error.
     ever_connected: bool,
     /// Which broker of `mqtt_url` the next connection goes to, and the wait before it.
@@ -155,7 +155,7 @@ impl Subscriber {
         g: &MqttGroup,
         ledger: Ledger,
         probe: Probe,
-        out: mpsc::UnboundedSender<Message>,
+        out: mpsc::UnboundedSender<CarriedMessage>,
         formats: Formats,
     ) -> (Subscriber, AsyncClient) {
         let failover = Failover::new(g.brokers.list.clone(), g.brokers.order, rand::random());
@@ -686,7 +686,7 @@ impl Subscriber {
             held = self.ledger.admit(items.len(), bytes) => Some(held),
             _ = shutdown.cancelled() => return false,
         };
-        let msg = Message {
+        let msg = CarriedMessage {
             custody: Custody {
                 ack: self.ledger.receive(&p, arrived),
                 arrived,
