@@ -13,6 +13,7 @@ pub mod format;
 pub mod json;
 pub mod leave;
 pub mod ledger;
+pub mod link;
 pub mod sparkplug;
 pub mod standby;
 pub mod subscribe;

@@ -33,6 +33,7 @@ use crate::intake::failover::Failover;
 use crate::intake::format::judge::Limits;
 use crate::intake::format::{Context, Formats, Incoming, Judgement};
 use crate::intake::ledger::Ledger;
+use crate::intake::link::{self, AfterLoss, Link, Refusal};
 use crate::probe::Probe;
 use crate::telemetry;
 
@@ -55,25 +56,16 @@ pub struct Subscriber {
     /// How much of a rejected payload is kept for the `rejected` table.
     keep_bytes: usize,
     out: Option<mpsc::UnboundedSender<CarriedMessage>>,
-    /// Whether any connection succeeded yet: a TLS failure before that is a configuration error.
-    ever_connected: bool,
-    /// Which broker of `mqtt_url` the next connection goes to, and the wait before it.
-    failover: Failover,
-    /// Before any connection was made: the brokers (by position) that refused TLS or the
-    /// credentials. When all have, it is a setting to fix, and the run ends.
-    refused_before_connect: Vec<bool>,
+    /// The connection's bookkeeping (pure, `link.rs`): which broker of `mqtt_url` the next
+    /// connection goes to and the wait before it, refusals before any connection, brief
+    /// connections.
+    link: Link,
     /// `mqtt_username` and `mqtt_client_id`, to say whom the broker refused.
     username: String,
     client_id: String,
     /// A broker refusing the credentials on every reconnect is logged once a minute.
     refusals: Quiet,
-    /// When the last connection was made, and how many in a row were lost within seconds of
-    /// it: the mark of another client taking the session under the same client id.
-    connected_at: Option<std::time::Instant>,
-    short_lived: u32,
-    /// The broker of those brief connections.
-    brief_on: Option<BrokerAddr>,
-    /// That hint, once a minute at most.
+    /// The hint that another client takes the session, once a minute at most.
     taken_over: Quiet,
     /// Every broker of the list failing in a row, said once a minute at most while it lasts;
     /// the attempts within a round likewise, at INFO.
@@ -86,15 +78,6 @@ pub struct Subscriber {
     /// broker this connection is made to (held while connecting and connected).
     sessions: Option<std::sync::Arc<crate::intake::standby::Sessions>>,
     claim: Option<tokio::sync::OwnedMutexGuard<()>>,
-}
-
-/// A connection lost or an attempt failed, as the log tells it.
-struct Lost<'a> {
-    from: &'a BrokerAddr,
-    next: &'a BrokerAddr,
-    wait: Duration,
-    /// A connection that was up (else an attempt that failed).
-    was_up: bool,
 }
 
 /// Whether a connection error is TLS refusing the peer (a certificate problem, or an alert from
@@ -186,15 +169,10 @@ impl Subscriber {
             probe,
             keep_bytes: g.rejected_payload_keep_bytes,
             out: Some(out),
-            ever_connected: false,
-            refused_before_connect: vec![false; failover.len()],
-            failover,
+            link: Link::new(failover, false),
             username: g.username.clone(),
             client_id: g.client_id.clone(),
             refusals: Quiet::new(Duration::from_secs(60)),
-            connected_at: None,
-            short_lived: 0,
-            brief_on: None,
             taken_over: Quiet::new(Duration::from_secs(60)),
             rounds: Quiet::new(Duration::from_secs(60)),
             attempts: Quiet::new(Duration::from_secs(60)),
@@ -214,6 +192,7 @@ impl Subscriber {
     /// Makes this the subscriber of a leaving member (`galewatch leave`, `leave.rs`).
     pub fn leaving(mut self, leaving: std::sync::Arc<crate::intake::leave::Leaving>) -> Self {
         self.leaving = Some(leaving);
+        self.link.leaving();
         self
     }
 
@@ -234,7 +213,7 @@ impl Subscriber {
         let Some(sessions) = self.sessions.clone() else {
             return true;
         };
-        let index = self.failover.index();
+        let index = self.link.failover().index();
         tokio::select! {
             g = sessions.claim(index) => {
                 self.claim = Some(g);
@@ -318,16 +297,14 @@ impl Subscriber {
 
     /// A connection was made: tell the formats, then subscribe (or, leaving, unsubscribe).
     fn on_connack(&mut self, session_present: bool) {
-        self.failover.connected();
+        self.link.connected(std::time::Instant::now());
         match &self.sessions {
-            Some(sessions) => sessions.connected(self.failover.index()),
+            Some(sessions) => sessions.connected(self.link.failover().index()),
             // One broker, or one cluster's nodes: the one session, where it is connected.
             None => metrics::gauge!(telemetry::BROKER_SESSIONS_HELD).set(1.0),
         }
-        self.ever_connected = true;
-        self.connected_at = Some(std::time::Instant::now());
         metrics::gauge!(telemetry::BROKER_CONNECTED).set(1.0);
-        let (position, of) = (self.failover.index() + 1, self.failover.len());
+        let (position, of) = (self.link.failover().index() + 1, self.link.failover().len());
         metrics::gauge!(telemetry::BROKER_URL_POSITION).set(position as f64);
         let which = if of > 1 {
             format!(" (URL {position} of {of} in mqtt_url)")
@@ -336,7 +313,7 @@ impl Subscriber {
         };
         tracing::info!(
             session_present = session_present,
-            broker = %self.failover.current(),
+            broker = %self.link.failover().current(),
             "connected to the broker{which}"
         );
         for f in self.formats.iter_mut() {
@@ -425,58 +402,31 @@ impl Subscriber {
     }
 
     /// The connection was lost: an error that ends the run (leaving while the member runs, TLS
-    /// refused before any connection), or the ledger moved to the next connection, logged, and
-    /// the wait before the next attempt.
+    /// or the credentials refused by every broker before any connection), or the ledger moved to
+    /// the next connection, logged, and the wait before the next attempt. What to do is
+    /// `link.rs`'s (pure); this does what it says.
     fn on_lost(&mut self, e: rumqttc::v5::ConnectionError) -> Result<Duration, Error> {
-        if self.leaving.is_some() && self.ever_connected {
-            // Most likely the member itself, still running, took its session back
-            // (Mosquitto closes the older connection without a word). Retrying would
-            // take it from the member again, for ever.
-            return Err(Error::other(
+        let refused = crate::error::broker_refused(&e);
+        let refusal = match (refused, is_tls_failure(&e)) {
+            (Some(_), _) => Refusal::Connack,
+            (None, true) => Refusal::Tls,
+            (None, false) => Refusal::None,
+        };
+        let retry = match self.link.lost(refusal, std::time::Instant::now()) {
+            AfterLoss::SessionTaken => return Err(Error::other(
                 "leaving the share group",
                 format!("the connection was lost ({e}); another client with this client id (the member, still running?) may have taken the session: stop the member first, then run galewatch leave again (the session is kept)"),
-            ));
-        }
-        let tls_refused = !self.ever_connected && is_tls_failure(&e);
-        let refused = crate::error::broker_refused(&e);
-        if !self.ever_connected && (tls_refused || refused.is_some()) {
-            // Nothing was taken from a broker yet, and the same settings will be refused again:
-            // a setting to fix, exit 2, once every broker of the list has refused them (once
-            // running, a refusal is waited out below). One broker of several refusing goes on
-            // to the next.
-            self.refused_before_connect[self.failover.index()] = true;
-            if self.refused_before_connect.iter().all(|r| *r) {
-                if tls_refused {
-                    // A setting to fix (exit 2, so that systemd does not restart into it), its
-                    // cause said once.
-                    let e = Error::refused(
-                        "connecting to the broker over TLS (check mqtt_ca_file, the broker's host name, and mqtt_client_cert_file/mqtt_client_key_file)",
-                        tls_cause(&e),
-                    );
-                    return Err(if self.failover.len() > 1 {
-                        e.prefixed(format!(
-                            "every broker in mqtt_url refused TLS, the last {}",
-                            self.failover.current()
-                        ))
-                    } else {
-                        e
-                    });
-                }
-                if let Some(why) = refused {
-                    let blame = self.blame(why);
-                    return Err(Error::broker(self.connecting(), e).prefixed(blame));
-                }
-            }
-        }
-        // Which broker failed, before moving on to the next (whose lock the run loop takes).
-        let lost_from = self.failover.current().clone();
+            )),
+            AfterLoss::RefusedByAll(why, last) => return Err(self.refused_by_all(e, why, &last)),
+            AfterLoss::Retry(r) => r,
+        };
         self.claim = None;
-        if self.connected_at.is_some()
+        if retry.was_up
             && self.sessions.as_ref().is_some_and(|s| s.visited_lately())
             && self.taken_over.due(std::time::Instant::now())
         {
             tracing::warn!(
-                broker = %lost_from,
+                broker = %retry.from,
                 setting = %"mqtt_url_kind",
                 "the connection was lost while a standby broker of mqtt_url was being visited: if the brokers are one cluster's nodes (which share sessions), each visit takes the session from this connection; set mqtt_url_kind = \"cluster\""
             );
@@ -488,47 +438,55 @@ impl Subscriber {
         self.ledger.reconnect(|| eventloop.clean());
         metrics::gauge!(telemetry::BROKER_CONNECTED).set(0.0);
         self.set_ready(false);
-        let was_up = self.connected_at.is_some();
-        if was_up {
+        if retry.was_up {
             metrics::counter!(telemetry::BROKER_RECONNECTS).increment(1);
         } else {
             metrics::counter!(telemetry::BROKER_CONNECT_FAILURES).increment(1);
         }
-        let wait = self.failover.failed();
-        let next = self.failover.current().clone();
         self.eventloop
             .options
-            .set_broker_address(next.host.clone(), next.port);
-        // Lost within seconds of being made, three times running, on one broker, with no failed
-        // attempt between: Mosquitto closes the older of two connections with one client id
-        // without a word. A broker that refuses or does not answer an attempt is failing (as is
-        // a list whose brokers die in turn), not another client taking the session.
-        let brief = self
-            .connected_at
-            .take()
-            .is_some_and(|at| at.elapsed() < Duration::from_secs(5));
-        self.short_lived = match (brief, self.brief_on.as_ref() == Some(&lost_from)) {
-            (false, _) => 0,
-            (true, true) => self.short_lived + 1,
-            (true, false) => 1,
-        };
-        self.brief_on = brief.then(|| lost_from.clone());
-        if self.short_lived >= 3 && self.taken_over.due(std::time::Instant::now()) {
+            .set_broker_address(retry.next.host.clone(), retry.next.port);
+        if retry.brief_in_a_row >= link::TAKEN_AFTER
+            && self.taken_over.due(std::time::Instant::now())
+        {
             tracing::error!(
                 client_id = ?self.client_id,
                 setting = %"mqtt_client_id",
-                lost = self.short_lived,
+                lost = retry.brief_in_a_row,
                 "the broker keeps closing each connection within seconds of making it: most likely another client (a second galewatch?) uses this mqtt_client_id and takes the session; give each daemon its own (logged once a minute)"
             );
         }
-        let lost = Lost {
-            from: &lost_from,
-            next: &next,
-            wait,
-            was_up,
-        };
-        self.say_lost(e, &lost, refused, tls_refused);
+        let wait = retry.wait;
+        // TLS refused once connected before is the network's doing as far as the log goes.
+        let tls_refused = refusal == Refusal::Tls && !self.link.ever_connected();
+        self.say_lost(e, &retry, refused, tls_refused);
         Ok(wait)
+    }
+
+    /// Every broker refused TLS or the credentials before any connection (`last` the last
+    /// tried): a setting to fix, its cause said once (exit 2, so that systemd does not restart
+    /// into it).
+    fn refused_by_all(
+        &self,
+        e: rumqttc::v5::ConnectionError,
+        why: Refusal,
+        last: &BrokerAddr,
+    ) -> Error {
+        if let (Refusal::Connack, Some(refused)) = (why, crate::error::broker_refused(&e)) {
+            let blame = self.blame_at(refused, last);
+            return Error::broker(connecting(last, &self.client_id), e).prefixed(blame);
+        }
+        let err = Error::refused(
+            "connecting to the broker over TLS (check mqtt_ca_file, the broker's host name, and mqtt_client_cert_file/mqtt_client_key_file)",
+            tls_cause(&e),
+        );
+        if self.link.failover().len() > 1 {
+            err.prefixed(format!(
+                "every broker in mqtt_url refused TLS, the last {last}"
+            ))
+        } else {
+            err
+        }
     }
 
     /// The log line a lost connection or a failed attempt is worth: a lost connection, a refusal
@@ -538,11 +496,11 @@ impl Subscriber {
     fn say_lost(
         &mut self,
         e: rumqttc::v5::ConnectionError,
-        lost: &Lost<'_>,
+        lost: &link::Retry,
         refused: Option<Refused>,
         tls_refused: bool,
     ) {
-        let (from, next, wait) = (lost.from, lost.next, lost.wait);
+        let (from, next, wait) = (&lost.from, &lost.next, lost.wait);
         let now = std::time::Instant::now();
         if lost.was_up {
             self.rounds.reset();
@@ -562,7 +520,7 @@ impl Subscriber {
             }
             return;
         }
-        let then = if self.failover.len() > 1 {
+        let then = if self.link.failover().len() > 1 {
             "; trying the next in mqtt_url"
         } else {
             ""
@@ -571,12 +529,12 @@ impl Subscriber {
             tracing::warn!(broker = %from, error = %e, next = %next, retry_in = ?wait, "broker connection lost{then}");
             return;
         }
-        let first = if self.ever_connected {
+        let first = if self.link.ever_connected() {
             "could not connect to the broker"
         } else {
             "broker not reachable yet"
         };
-        if !self.failover.round_failed() {
+        if !self.link.failover().round_failed() {
             // The first failed attempt of a while at INFO, the rest at DEBUG: with every broker
             // down the WARN below says it once a minute.
             if self.attempts.due(now) {
@@ -592,24 +550,14 @@ impl Subscriber {
                 broker = %from,
                 setting = %"mqtt_url",
                 error = %e,
-                attempts = self.failover.failures(),
+                attempts = self.link.failover().failures(),
                 next = %next,
                 retry_in = ?wait,
                 "{first}: no broker of mqtt_url answers ({} attempts in a row); next try at {} (logged once a minute while it lasts)",
-                self.failover.failures(),
+                self.link.failover().failures(),
                 at.format("%H:%M:%S UTC")
             );
         }
-    }
-
-    /// What connecting to the broker in use is, for an error.
-    fn connecting(&self) -> String {
-        connecting(self.failover.current(), &self.client_id)
-    }
-
-    /// The settings to blame when the broker in use refuses the credentials.
-    fn blame(&self, why: Refused) -> String {
-        self.blame_at(why, self.failover.current())
     }
 
     /// The settings to blame when `broker` refuses the credentials.
