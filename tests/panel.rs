@@ -1491,3 +1491,61 @@ fn bad_access_settings_exit_2_naming_the_setting_and_the_line() {
         assert!(out.stdout.is_empty());
     }
 }
+
+/// The turbine page charts each figure the statistics derive — turbulence intensity of the wind,
+/// one point per interval — beside the signals' charts, from the same intervals as the export,
+/// equal to `stddev_pop / avg` over the raw readings; the signals' charts are still three.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_turbine_page_charts_turbulence_intensity_from_the_intervals() {
+    let db = known_readings().await;
+    let cfg = galewatch::daemon::config::Settings {
+        database_url: db.url.clone(),
+        ..Default::default()
+    }
+    .validate()
+    .unwrap();
+    let sql = cfg.stats_sql();
+    let at = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
+    let c = db.client().await;
+    let intervals = galewatch::sink::quality::intervals(
+        &c,
+        &sql,
+        &cfg.rules.limits.signals,
+        "API-1",
+        at("2026-11-20T10:00:00Z"),
+        at("2026-11-20T11:00:00Z"),
+    )
+    .await
+    .unwrap();
+    let direct: f64 = c
+        .query_one(
+            "SELECT stddev_pop(wind_speed_ms) / avg(wind_speed_ms) FROM readings WHERE turbine_id = 'API-1'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(intervals.len(), 1);
+    let ti = intervals[0].figures[0].expect("the interval's turbulence intensity");
+    // wind = i % 10: σ = √8.25, V = 4.5.
+    assert!((ti - direct).abs() <= 1e-12 * direct, "{ti} vs {direct}");
+    assert!((ti - 8.25f64.sqrt() / 4.5).abs() < 1e-12, "{ti}");
+
+    let (addr, _stop) = panel(&db).await;
+    let (status, html) = get(
+        addr,
+        "/turbines/API-1?from=2026-11-20T10:00:00Z&to=2026-11-20T11:00:00Z",
+    )
+    .await;
+    assert_eq!(status, 200, "{html}");
+    assert!(
+        html.contains(r#"<svg class="chart figure" data-series="wind_speed_ms_ti""#),
+        "{html}"
+    );
+    assert!(html.contains("turbulence intensity σ/V of wind_speed_ms"));
+    assert_eq!(
+        html.matches("<svg class=\"chart\"").count(),
+        3,
+        "the signals' charts"
+    );
+}

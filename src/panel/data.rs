@@ -1048,9 +1048,9 @@ impl Db {
         crate::sink::quality::intervals(&*c, sql, &self.queries.signals, id, w.from, w.to).await
     }
 
-    /// The declared sample periods, when statistics are kept.
-    pub fn sample_periods(&self) -> Option<&crate::core::sampling::SamplePeriods> {
-        self.quality.as_ref().map(|(sql, _)| &sql.periods)
+    /// The statistics' statements (their width, sample periods, figures), when they are kept.
+    pub fn stats_sql(&self) -> Option<&crate::sink::stats::Sql> {
+        self.quality.as_ref().map(|(sql, _)| sql)
     }
 
     /// The stuck rule (`stats_stuck_min_readings`), when statistics are kept.

@@ -11,6 +11,7 @@ pub mod chart;
 pub mod data;
 pub mod flight;
 pub mod gate;
+pub mod intervals;
 pub mod listen;
 pub mod page;
 pub mod strip;
@@ -574,18 +575,18 @@ async fn turbine_page(
                 let from = width.start_of(w.from);
                 let to = w.to.min(chrono::Utc::now());
                 let secs = i32::try_from((to - from).num_seconds().max(0)).unwrap_or(i32::MAX);
-                page::Quality::of(
+                intervals::Quality::of(
                     &intervals,
                     k,
                     chrono::Duration::seconds(i64::from(width.secs())),
-                    db.db.sample_periods().and_then(|p| p.expected(&id, secs)),
+                    (db.db.stats_sql()).and_then(|s| s.periods.expected(&id, secs)),
                 )
             }),
         availability: time.zip(db.db.availability_view().cloned()),
         strip: db.db.status_signal().map(|status| {
             let width = db.queries.stats_width.map_or(600, |w| i64::from(w.secs()));
             let step = w.step.map_or(width, |s| s.as_secs() as i64);
-            let periods = db.db.sample_periods();
+            let periods = db.db.stats_sql().map(|s| &s.periods);
             let now = chrono::Utc::now();
             let ivs: Vec<strip::Interval> = intervals
                 .iter()
@@ -602,6 +603,9 @@ async fn turbine_page(
                 })
                 .collect();
             (status, strip::buckets(&ivs, width, step))
+        }),
+        derived: (db.db.stats_sql()).map_or_else(Vec::new, |sql| {
+            intervals::derived_charts(sql, &intervals, &w)
         }),
         curve,
     })))

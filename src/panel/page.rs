@@ -274,7 +274,7 @@ pub struct TurbineView<'a> {
     pub quarantined: &'a [Quarantined],
     pub changes: &'a [Change],
     /// The range's completeness and flagged intervals; None when statistics are off.
-    pub quality: Option<Quality>,
+    pub quality: Option<super::intervals::Quality>,
     /// The range's time by availability category, and which categories count as available;
     /// None when availability is not kept.
     pub availability: Option<(
@@ -286,50 +286,8 @@ pub struct TurbineView<'a> {
     /// The declared status signal's position and its categories over the range (drawn as a
     /// strip instead of a line); None when availability is not kept.
     pub strip: Option<(usize, Vec<super::strip::Bucket>)>,
-}
-
-/// What the statistics say of a turbine's range: its completeness and, per declared signal,
-/// the intervals flagged.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Quality {
-    pub intervals: usize,
-    /// Readings of the intervals that declare their expected readings, and those expected.
-    pub readings: i64,
-    pub expected: Option<f64>,
-    /// Per declared signal: each flagged interval's start, end and flags.
-    pub flagged: Vec<Vec<super::chart::Flagged>>,
-}
-
-impl Quality {
-    /// The quality of `intervals` (of width `width`), flags judged with `stuck_min_readings`;
-    /// `expected`: the readings the range (up to now) should hold, silent intervals included.
-    pub fn of(
-        intervals: &[crate::sink::quality::IntervalFigures],
-        stuck_min_readings: i64,
-        width: chrono::Duration,
-        expected: Option<f64>,
-    ) -> Quality {
-        let signals = intervals.first().map_or(0, |i| i.signals.len());
-        let mut q = Quality {
-            intervals: intervals.len(),
-            readings: intervals.iter().map(|i| i.readings).sum(),
-            expected,
-            flagged: vec![Vec::new(); signals],
-        };
-        for i in intervals {
-            for (k, f) in i.flags(stuck_min_readings).iter().enumerate() {
-                if f.any() {
-                    q.flagged[k].push((i.start, i.start + width, f.names().join(", ")));
-                }
-            }
-        }
-        q
-    }
-
-    /// The range's readings over those expected.
-    pub fn completeness(&self) -> Option<f64> {
-        crate::core::quality::completeness(self.readings, self.expected)
-    }
+    /// The charts of the figures the statistics derive (`intervals::derived_charts`).
+    pub derived: Vec<String>,
 }
 
 /// The turbine page: a chart per numeric signal with the quarantined readings marked, the
@@ -342,7 +300,7 @@ pub fn turbine(v: &TurbineView<'_>) -> String {
             (status_line(s, v.queries))
         }
         @if let Some(q) = &v.quality {
-            (quality_line(q))
+            (super::intervals::quality_line(q))
         }
         @if let Some((t, view)) = &v.availability {
             (availability_bar(t, view))
@@ -350,7 +308,7 @@ pub fn turbine(v: &TurbineView<'_>) -> String {
             p.muted.not-kept { "Availability is not kept: no status signal is declared (availability_status_signal and availability_categories, docs/stats.md)." }
         }
         (range_choice(v))
-        @for svg in &charts {
+        @for svg in charts.iter().chain(&v.derived) {
             div.card { (PreEscaped(svg)) }
         }
         @if let Some(c) = &v.curve {
@@ -643,27 +601,6 @@ fn day_quality(r: &Status) -> Markup {
                 @if low.is_some() && flagged.is_some() { ", " }
                 @if let Some(f) = flagged { (f) " flagged" }
             }
-        }
-    }
-}
-
-/// The range's completeness, and how many of its intervals are flagged (marked on the charts).
-fn quality_line(q: &Quality) -> Markup {
-    let flagged: usize = q.flagged.iter().map(Vec::len).sum();
-    html! {
-        p.quality {
-            @match q.completeness() {
-                Some(c) => {
-                    "Completeness " span.num { (format!("{:.1}", 100.0 * c)) " %" }
-                    " (" (q.readings) " of " (format!("{:.0}", q.expected.unwrap_or(0.0)))
-                    " readings expected; " (q.intervals) " intervals hold readings)"
-                }
-                None => {
-                    "Completeness: not known (declare sample_period)"
-                }
-            }
-            " · " (flagged) " flagged interval" @if flagged != 1 { "s" }
-            @if flagged > 0 { " (orange on the charts: stuck, implausible or absent)" }
         }
     }
 }
@@ -1003,7 +940,7 @@ mod tests {
             points: &points,
             quarantined: &[q],
             changes: &[],
-            quality: Some(Quality {
+            quality: Some(super::super::intervals::Quality {
                 intervals: 6,
                 readings: 900,
                 expected: Some(1800.0),
@@ -1034,6 +971,7 @@ mod tests {
             )),
             curve: None,
             strip: None,
+            derived: Vec::new(),
         });
         // 760 available of 760 + 40 forced outage; the 200 readings that never came excluded.
         assert!(
@@ -1137,6 +1075,7 @@ mod tests {
                 availability: None,
                 curve: None,
                 strip: None,
+                derived: Vec::new(),
             }),
             error(400, evil),
         ] {

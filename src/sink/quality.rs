@@ -25,6 +25,9 @@ pub struct IntervalFigures {
     /// Its readings in each availability category, when availability is kept (and was when the
     /// interval was written).
     pub categories: Option<crate::core::availability::Counts>,
+    /// The figures the statistics' families derive (`Sql::figures`' order: turbulence
+    /// intensity), None where the interval has none.
+    pub figures: Vec<Option<f64>>,
 }
 
 impl IntervalFigures {
@@ -91,6 +94,12 @@ pub async fn intervals<C: GenericClient>(
     if categories.is_some() {
         cols.extend(Category::ALL.iter().map(|k| stats::category_column(*k)));
     }
+    // Each derived figure's moments: its signal's count, mean and m2.
+    let figures = cols.len();
+    for f in &sql.figures {
+        let [n, mean, m2, _, _] = stats::column_names(&sql.numeric[f.signal]);
+        cols.extend([n, mean, m2].map(|c| format!("\"{c}\"")));
+    }
     let statement = format!(
         "SELECT interval_start, readings, expected, {}
            FROM interval_stats
@@ -130,6 +139,18 @@ pub async fn intervals<C: GenericClient>(
                     }
                     Some(counts)
                 }),
+                figures: (sql.figures.iter().enumerate())
+                    .map(|(k, f)| {
+                        let at = 3 + figures + 3 * k;
+                        (f.of)(&stats::Partial {
+                            n: r.get::<_, Option<i64>>(at).unwrap_or(0),
+                            mean: r.get(at + 1),
+                            m2: r.get(at + 2),
+                            min: None,
+                            max: None,
+                        })
+                    })
+                    .collect(),
             }
         })
         .collect())

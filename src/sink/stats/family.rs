@@ -160,6 +160,8 @@ pub struct Figure {
     /// The signal's position among the numeric ones (`Sql::numeric`).
     pub signal: usize,
     pub suffix: &'static str,
+    /// What it is, for a chart's title.
+    pub title: &'static str,
     pub of: fn(&Partial) -> Option<f64>,
 }
 

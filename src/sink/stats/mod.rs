@@ -406,6 +406,11 @@ ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}
         )
     }
 
+    /// The name of a derived figure's column in an export: `{signal}_{suffix}`.
+    pub fn figure_name(&self, f: &Figure) -> String {
+        format!("{}_{}", self.numeric[f.signal].name, f.suffix)
+    }
+
     /// Every column the statements write, the interval's own first, then each family's.
     pub fn columns(&self) -> &[Col] {
         &self.cols

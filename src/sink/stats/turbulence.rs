@@ -49,6 +49,7 @@ impl Family for Turbulence {
         vec![Figure {
             signal: self.numeric,
             suffix: "ti",
+            title: "turbulence intensity σ/V",
             of: intensity,
         }]
     }

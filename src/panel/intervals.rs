@@ -1,0 +1,117 @@
+//! Intervals: what the turbine page draws from the range's interval statistics — its quality
+//! (completeness, and per signal the intervals flagged) and a chart of each figure the
+//! statistics' families derive (turbulence intensity, one point per interval).
+
+use maud::{html, Markup};
+
+use super::chart::{Chart, Stat};
+use super::window::Window;
+use crate::sink::quality::IntervalFigures;
+use crate::sink::stats::Sql;
+
+/// What the statistics say of a turbine's range: its completeness and, per declared signal,
+/// the intervals flagged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Quality {
+    pub intervals: usize,
+    /// Readings of the intervals that declare their expected readings, and those expected.
+    pub readings: i64,
+    pub expected: Option<f64>,
+    /// Per declared signal: each flagged interval's start, end and flags.
+    pub flagged: Vec<Vec<super::chart::Flagged>>,
+}
+
+impl Quality {
+    /// The quality of `intervals` (of width `width`), flags judged with `stuck_min_readings`;
+    /// `expected`: the readings the range (up to now) should hold, silent intervals included.
+    pub fn of(
+        intervals: &[crate::sink::quality::IntervalFigures],
+        stuck_min_readings: i64,
+        width: chrono::Duration,
+        expected: Option<f64>,
+    ) -> Quality {
+        let signals = intervals.first().map_or(0, |i| i.signals.len());
+        let mut q = Quality {
+            intervals: intervals.len(),
+            readings: intervals.iter().map(|i| i.readings).sum(),
+            expected,
+            flagged: vec![Vec::new(); signals],
+        };
+        for i in intervals {
+            for (k, f) in i.flags(stuck_min_readings).iter().enumerate() {
+                if f.any() {
+                    q.flagged[k].push((i.start, i.start + width, f.names().join(", ")));
+                }
+            }
+        }
+        q
+    }
+
+    /// The range's readings over those expected.
+    pub fn completeness(&self) -> Option<f64> {
+        crate::core::quality::completeness(self.readings, self.expected)
+    }
+}
+
+/// A chart of each derived figure of `sql` (`Sql::figures`) over the window, one point per
+/// interval of `intervals`, the line broken where more than three intervals have none. Its SVG
+/// is marked `chart figure`, beside the signals' `chart`s.
+pub fn derived_charts(sql: &Sql, intervals: &[IntervalFigures], w: &Window) -> Vec<String> {
+    let gap = chrono::Duration::seconds(3 * i64::from(sql.width.secs()));
+    sql.figures
+        .iter()
+        .enumerate()
+        .map(|(k, f)| {
+            let name = sql.figure_name(f);
+            let title = format!("{} of {}", f.title, sql.numeric[f.signal].name);
+            let points: Vec<_> = intervals
+                .iter()
+                .map(|i| {
+                    let x = i.figures.get(k).copied().flatten();
+                    (
+                        i.start,
+                        x.map(|v| Stat {
+                            min: v,
+                            avg: v,
+                            max: v,
+                        }),
+                    )
+                })
+                .collect();
+            Chart {
+                series: &name,
+                title: &title,
+                unit: "",
+                from: w.from,
+                to: w.to,
+                points: &points,
+                max_gap: gap,
+                markers: &[],
+                flags: &[],
+            }
+            .svg()
+            .replacen("<svg class=\"chart\"", "<svg class=\"chart figure\"", 1)
+        })
+        .collect()
+}
+
+/// The range's completeness, and how many of its intervals are flagged (marked on the charts).
+pub fn quality_line(q: &Quality) -> Markup {
+    let flagged: usize = q.flagged.iter().map(Vec::len).sum();
+    html! {
+        p.quality {
+            @match q.completeness() {
+                Some(c) => {
+                    "Completeness " span.num { (format!("{:.1}", 100.0 * c)) " %" }
+                    " (" (q.readings) " of " (format!("{:.0}", q.expected.unwrap_or(0.0)))
+                    " readings expected; " (q.intervals) " intervals hold readings)"
+                }
+                None => {
+                    "Completeness: not known (declare sample_period)"
+                }
+            }
+            " · " (flagged) " flagged interval" @if flagged != 1 { "s" }
+            @if flagged > 0 { " (orange on the charts: stuck, implausible or absent)" }
+        }
+    }
+}
