@@ -25,9 +25,6 @@ const LONG_FNS: &[(&str, usize)] = &[
     ("src/core/availability.rs::check", 161),
     ("src/panel/data.rs::missing_signals", 115),
     ("src/panel/page.rs::fleet", 142),
-    ("src/tools/export.rs::power_curve", 104),
-    ("src/tools/review.rs::turbines", 101),
-    ("src/tools/sparkplug.rs::metrics", 103),
 ];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -649,6 +649,20 @@ pub async fn rebuild_as_of(
     Ok(out)
 }
 
+/// The columns of `galewatch export --power-curve`, a row per turbine and bin.
+const CURVE_COLUMNS: [&str; 10] = [
+    "turbine_id",
+    "wind_from",
+    "wind_to",
+    "n",
+    "mean_wind",
+    "mean_power",
+    "std_power",
+    "reference_power",
+    "deviation",
+    "production_based_availability",
+];
+
 /// `galewatch export --power-curve`: per turbine (of `turbines`) and bin of wind speed over the
 /// clean intervals starting in `[from, to)`: the bin, its count, mean wind, mean power and the
 /// spread of the means, the reference's power at the bin's mean wind, and the turbine's
@@ -685,18 +699,7 @@ pub async fn power_curve(
         Turbines::Prefix(p) => id.starts_with(p.as_str()),
         Turbines::All => true,
     };
-    let header = [
-        "turbine_id",
-        "wind_from",
-        "wind_to",
-        "n",
-        "mean_wind",
-        "mean_power",
-        "std_power",
-        "reference_power",
-        "deviation",
-        "production_based_availability",
-    ];
+    let header = CURVE_COLUMNS;
     let write_err = |e: std::io::Error| ReviewError::Refused(format!("writing the output: {e}"));
     // JSON lines' keys, quoted once.
     let keys: Vec<String> = header

@@ -96,29 +96,7 @@ pub async fn turbines(cfg: &Config, suspect_only: bool, format: Format) -> Resul
     };
     let mut out = String::new();
     match format {
-        Format::Json => {
-            let list: Vec<_> = rows
-                .iter()
-                .map(|r| {
-                    json!({
-                        "turbine_id": r.get::<_, String>(0),
-                        "first_seen": r.get::<_, DateTime<Utc>>(1),
-                        "last_seen": r.get::<_, DateTime<Utc>>(2),
-                        "last_recorded_at": r.get::<_, Option<DateTime<Utc>>>(3),
-                        "readings": r.get::<_, i64>(4),
-                        "duplicates": r.get::<_, i64>(5),
-                        "collisions": r.get::<_, i64>(6),
-                        "future_timestamps": r.get::<_, i64>(7),
-                        "offset_seconds": r.get::<_, Option<f64>>(8),
-                        "drift_seconds_per_day": r.get::<_, Option<f64>>(9),
-                        "collisions_last_day": r.get::<_, i64>(10),
-                        "suspect": r.get::<_, bool>(11),
-                        "signals_missing_last_day": missing_of(r.get(0)),
-                    })
-                })
-                .collect();
-            out = serde_json::to_string_pretty(&list).unwrap_or_default();
-        }
+        Format::Json => out = turbines_json(&rows, &missing_of),
         Format::Table => {
             let _ = writeln!(
                 out,
@@ -171,6 +149,35 @@ pub async fn turbines(cfg: &Config, suspect_only: bool, format: Format) -> Resul
         }
     }
     Ok(out)
+}
+
+/// `galewatch turbines --format json`: an object per turbine, `missing_of` its declared signals
+/// none of its readings of the last 24 h carried (None: not known).
+fn turbines_json(
+    rows: &[&tokio_postgres::Row],
+    missing_of: &dyn Fn(&str) -> Option<Vec<String>>,
+) -> String {
+    let list: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            json!({
+                "turbine_id": r.get::<_, String>(0),
+                "first_seen": r.get::<_, DateTime<Utc>>(1),
+                "last_seen": r.get::<_, DateTime<Utc>>(2),
+                "last_recorded_at": r.get::<_, Option<DateTime<Utc>>>(3),
+                "readings": r.get::<_, i64>(4),
+                "duplicates": r.get::<_, i64>(5),
+                "collisions": r.get::<_, i64>(6),
+                "future_timestamps": r.get::<_, i64>(7),
+                "offset_seconds": r.get::<_, Option<f64>>(8),
+                "drift_seconds_per_day": r.get::<_, Option<f64>>(9),
+                "collisions_last_day": r.get::<_, i64>(10),
+                "suspect": r.get::<_, bool>(11),
+                "signals_missing_last_day": missing_of(r.get(0)),
+            })
+        })
+        .collect();
+    serde_json::to_string_pretty(&list).unwrap_or_default()
 }
 
 /// Per turbine, the declared signals that no reading it stored in the last 24 hours carried

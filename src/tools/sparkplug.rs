@@ -144,36 +144,7 @@ pub async fn metrics(cfg: &Config, filter: &Filter, format: Format) -> Result<St
             seen.on_nodes |= b.device.is_empty();
         }
     }
-    // The declared signals no stored birth feeds, with the metric names that would.
-    let signals = &cfg.rules.limits.signals;
-    let fed: std::collections::HashSet<usize> = kept
-        .iter()
-        .filter(|b| !b.withdrawn)
-        .flat_map(|b| {
-            b.metrics
-                .iter()
-                .filter_map(|(_, n, _)| match map?.feeds(!b.device.is_empty(), n) {
-                    Feed::Signal(i) => Some(i),
-                    _ => None,
-                })
-        })
-        .collect();
-    let unfed: Vec<(String, Vec<String>)> = match map {
-        None => Vec::new(),
-        Some(m) => (0..signals.len())
-            .filter(|i| !fed.contains(i))
-            .map(|i| {
-                let mut by: Vec<String> = m
-                    .signals
-                    .iter()
-                    .filter(|(_, &s)| s == i)
-                    .map(|(n, _)| n.clone())
-                    .collect();
-                by.sort();
-                (signals.get(i).name.clone(), by)
-            })
-            .collect(),
-    };
+    let unfed = unfed_signals(cfg, map, &kept);
     let withdrawn: Vec<String> = kept
         .iter()
         .filter(|b| b.withdrawn)
@@ -222,6 +193,43 @@ pub async fn metrics(cfg: &Config, filter: &Filter, format: Format) -> Result<St
         }
         Format::Table => table(cfg, &rows, &unfed, kept.len(), &withdrawn),
     })
+}
+
+/// The declared signals no stored birth feeds, each with the metric names that would.
+fn unfed_signals(
+    cfg: &Config,
+    map: Option<&Mapping>,
+    kept: &[&Stored],
+) -> Vec<(String, Vec<String>)> {
+    let signals = &cfg.rules.limits.signals;
+    let fed: std::collections::HashSet<usize> = kept
+        .iter()
+        .filter(|b| !b.withdrawn)
+        .flat_map(|b| {
+            b.metrics
+                .iter()
+                .filter_map(|(_, n, _)| match map?.feeds(!b.device.is_empty(), n) {
+                    Feed::Signal(i) => Some(i),
+                    _ => None,
+                })
+        })
+        .collect();
+    match map {
+        None => Vec::new(),
+        Some(m) => (0..signals.len())
+            .filter(|i| !fed.contains(i))
+            .map(|i| {
+                let mut by: Vec<String> = m
+                    .signals
+                    .iter()
+                    .filter(|(_, &s)| s == i)
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                by.sort();
+                (signals.get(i).name.clone(), by)
+            })
+            .collect(),
+    }
 }
 
 /// One metric name's line: its name, the birth data types, how many births carry it, what it
