@@ -167,6 +167,16 @@ async fn refused_credentials_exit_2_only_when_every_broker_refuses_them() {
             && log.contains(&format!("127.0.0.1:{}", strict2.port)),
         "both refusals said:\n{log}"
     );
+    // The last line says it was every broker, not only the last one tried.
+    let last = log
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    assert!(
+        last.contains("every broker in mqtt_url (2) refused the connection"),
+        "the final error says every broker refused:\n{log}"
+    );
 }
 
 /// A list that cannot be used is refused at start, naming the setting and the URL's place.

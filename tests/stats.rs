@@ -1671,7 +1671,7 @@ async fn table_figures(db: &TestDb) -> Vec<serde_json::Map<String, serde_json::V
         ]);
     }
     // IEC 61400-12-1's turbulence intensity of the power curve's wind signal: σ / V.
-    cols.push("CASE WHEN wind_speed_ms_mean > 0 THEN sqrt(wind_speed_ms_m2 / wind_speed_ms_n) / wind_speed_ms_mean END AS wind_speed_ms_ti".into());
+    cols.push("CASE WHEN wind_speed_ms_mean >= 1e-100 THEN sqrt(wind_speed_ms_m2 / wind_speed_ms_n) / wind_speed_ms_mean END AS wind_speed_ms_ti".into());
     let (sin, cos) = ("wind_dir_sin", "wind_dir_cos");
     let e = format!("sqrt(greatest(0, 1 - ({sin} * {sin} + {cos} * {cos})))");
     cols.extend([
@@ -2235,7 +2235,7 @@ async fn turbulence_intensity_is_sigma_over_v_of_the_raw_winds_merged_and_rebuil
             "SELECT turbine_id,
                     to_char(date_bin('10 minutes', recorded_at, TIMESTAMPTZ '2000-01-03 00:00:00+00')
                             AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),
-                    CASE WHEN avg(wind_speed_ms) > 0 THEN stddev_pop(wind_speed_ms) / avg(wind_speed_ms) END
+                    CASE WHEN avg(wind_speed_ms) >= 1e-100 THEN stddev_pop(wind_speed_ms) / avg(wind_speed_ms) END
                FROM readings GROUP BY 1, 2 ORDER BY 1, 2",
             &[],
         )

@@ -472,20 +472,25 @@ impl Subscriber {
         why: Refusal,
         last: &BrokerAddr,
     ) -> Error {
-        if let (Refusal::Connack, Some(refused)) = (why, crate::error::broker_refused(&e)) {
-            let blame = self.blame_at(refused, last);
-            return Error::broker(connecting(last, &self.client_id), e).prefixed(blame);
-        }
-        let err = Error::refused(
-            "connecting to the broker over TLS (check mqtt_ca_file, the broker's host name, and mqtt_client_cert_file/mqtt_client_key_file)",
-            tls_cause(&e),
-        );
-        if self.link.failover().len() > 1 {
-            err.prefixed(format!(
-                "every broker in mqtt_url refused TLS, the last {last}"
-            ))
-        } else {
-            err
+        let (err, what) = match (why, crate::error::broker_refused(&e)) {
+            (Refusal::Connack, Some(refused)) => {
+                let blame = self.blame_at(refused, last);
+                let err = Error::broker(connecting(last, &self.client_id), e).prefixed(blame);
+                (err, "the connection")
+            }
+            _ => {
+                let err = Error::refused(
+                    "connecting to the broker over TLS (check mqtt_ca_file, the broker's host name, and mqtt_client_cert_file/mqtt_client_key_file)",
+                    tls_cause(&e),
+                );
+                (err, "TLS")
+            }
+        };
+        match self.link.failover().len() {
+            1 => err,
+            n => err.prefixed(format!(
+                "every broker in mqtt_url ({n}) refused {what}, the last {last}"
+            )),
         }
     }
 

@@ -2,7 +2,7 @@
 //! `I = σ / V` (the standard deviation of the interval's wind speeds over their mean), derived
 //! from the moments the interval keeps — so it is merged, recomputed and rebuilt exactly as they
 //! are, and costs the ingest path nothing. σ is the population deviation, as every kept
-//! deviation is (docs/stats.md); an interval whose mean wind is not above 0 has none.
+//! deviation is (docs/stats.md); an interval whose mean wind is below 1e-100 has none.
 
 use crate::core::reading::Reading;
 use crate::core::signals::Signals;
@@ -55,10 +55,16 @@ impl Family for Turbulence {
     }
 }
 
+/// The smallest mean wind an interval's turbulence intensity is given for: below it the merge
+/// may have taken spreads under 2^-536 as 0 (`TINY_SPREAD`), and σ/V would read as a steady
+/// wind that was not. The mirror of `HUGE` (1e100), from which `m2` is not kept.
+pub const MIN_MEAN: f64 = 1e-100;
+
 /// The turbulence intensity of an interval's wind speeds: their population standard deviation
-/// over their mean; None where the mean is not above 0 or the deviation is not kept.
+/// over their mean; None where the mean is below [`MIN_MEAN`] (0, negative, or too small for
+/// its spread to be kept) or the deviation is not kept.
 pub fn intensity(p: &Partial) -> Option<f64> {
-    let mean = p.mean.filter(|m| *m > 0.0 && m.is_finite())?;
+    let mean = p.mean.filter(|m| *m >= MIN_MEAN && m.is_finite())?;
     Some(p.std_pop()? / mean)
 }
 
@@ -93,6 +99,16 @@ mod tests {
         }
         // σ = 2, μ = 8.
         assert_eq!(intensity(&m), Some(0.25));
+        // Winds so small that their spread was taken as 0 have no intensity, not 0.
+        let mut tiny = Partial::EMPTY;
+        for x in [1e-300, 3e-300] {
+            tiny.add(x);
+        }
+        assert_eq!(tiny.std_pop(), Some(0.0));
+        assert_eq!(intensity(&tiny), None);
+        let mut at = Partial::EMPTY;
+        at.add(MIN_MEAN);
+        assert_eq!(intensity(&at), Some(0.0), "the floor itself has one");
     }
 
     proptest! {
