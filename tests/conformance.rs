@@ -918,6 +918,13 @@ async fn collisions<F: Format>() {
     assert_eq!(got, want);
     got.assert_adds_up("the first run's metrics");
     d.kill9();
+    // Every ack the killed daemon wrote is read (and dropped) before acks pass again.
+    eventually(
+        Duration::from_secs(60),
+        "the killed daemon's connection through the proxy ended",
+        || async { proxy.open.load(Ordering::SeqCst) == 0 },
+    )
+    .await;
     proxy.drop_acks.store(false, Ordering::SeqCst);
     let mut d = fresh(&f);
     d.start_ready();

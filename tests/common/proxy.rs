@@ -16,6 +16,10 @@ pub struct AckDropper {
     /// PUBACKs passed on to the broker so far: the daemon handing an ack to its client is not
     /// the ack reaching the broker, and a test that starts dropping them waits for this first.
     pub acks_passed: Arc<AtomicUsize>,
+    /// Daemon connections whose forwarding has not ended: a test that stops dropping after a
+    /// kill waits for 0 first, or an ack the killed daemon wrote, read late, would reach the
+    /// broker (and the broker would not deliver that message again).
+    pub open: Arc<AtomicUsize>,
 }
 
 impl AckDropper {
@@ -24,7 +28,8 @@ impl AckDropper {
         let port = listener.local_addr().unwrap().port();
         let drop_acks = Arc::new(AtomicBool::new(false));
         let acks_passed = Arc::new(AtomicUsize::new(0));
-        let (dropping, passed) = (drop_acks.clone(), acks_passed.clone());
+        let open = Arc::new(AtomicUsize::new(0));
+        let (dropping, passed, live) = (drop_acks.clone(), acks_passed.clone(), open.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
@@ -33,14 +38,19 @@ impl AckDropper {
                 };
                 let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
                 std::thread::spawn(move || copy(s2, c2));
-                let (dropping, passed) = (dropping.clone(), passed.clone());
-                std::thread::spawn(move || filter_acks(client, server, &dropping, &passed));
+                let (dropping, passed, live) = (dropping.clone(), passed.clone(), live.clone());
+                live.fetch_add(1, Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    filter_acks(client, server, &dropping, &passed);
+                    live.fetch_sub(1, Ordering::SeqCst);
+                });
             }
         });
         AckDropper {
             port,
             drop_acks,
             acks_passed,
+            open,
         }
     }
 
