@@ -244,24 +244,6 @@ impl Settings<'_> {
     ) -> Result<Option<Checked>, (String, String)> {
         use crate::core::signals::Kind;
         let bad = |s: &str, p: String| Err((s.to_string(), p));
-        let names = || {
-            Category::ALL
-                .iter()
-                .map(|c| c.name())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let category = |setting: String, n: &str| -> Result<Category, (String, String)> {
-            Category::from_name(n).ok_or_else(|| {
-                (
-                    setting,
-                    format!(
-                        "{n:?} is not one of IEC 61400-26-1's categories: {}",
-                        names()
-                    ),
-                )
-            })
-        };
         if self.status_signal.is_empty() {
             if !self.categories.is_empty() {
                 return bad(
@@ -301,59 +283,89 @@ impl Settings<'_> {
         let mut mapped = Vec::with_capacity(self.categories.len());
         for (name, values) in self.categories {
             let setting = format!("availability_categories.{name}");
-            let c = category(setting.clone(), name)?;
-            for v in values {
-                let fits = matches!(
-                    (kind, v),
-                    (Kind::Text, Status::Text(_)) | (Kind::Integer | Kind::Float, Status::Code(_))
-                );
-                if !fits {
-                    return bad(
-                        &setting,
-                        format!(
-                            "{} cannot be a value of {} ({})",
-                            match v {
-                                Status::Code(c) => format!("the code {c}"),
-                                Status::Text(t) => format!("the text {t:?}"),
-                            },
-                            self.status_signal,
-                            kind.as_str()
-                        ),
-                    );
-                }
-            }
-            let longest = signals.get(status).max_bytes;
-            if let Some(Status::Text(t)) = values
-                .iter()
-                .find(|v| matches!(v, Status::Text(t) if t.len() > longest))
-            {
-                return bad(
-                    &setting,
-                    format!(
-                        "the text {t:?} is {} bytes, longer than {}'s max_bytes ({longest}): no \
-                         reading can carry it",
-                        t.len(),
-                        self.status_signal
-                    ),
-                );
-            }
-            if let Some(Status::Text(t)) = values
-                .iter()
-                .find(|v| matches!(v, Status::Text(t) if t.contains('\0')))
-            {
-                return bad(
-                    &setting,
-                    format!(
-                        "the text {t:?} holds a NUL byte, which no stored reading can hold \
-                         (PostgreSQL's text cannot)"
-                    ),
-                );
-            }
+            let c = category_named(setting.clone(), name)?;
+            self.check_values(&setting, values, signals.get(status))?;
             mapped.push((c, values.clone()));
         }
+        let view = self.view()?;
+        if mapped.iter().all(|(_, values)| values.is_empty()) {
+            return bad(
+                "availability_categories",
+                format!(
+                    "maps no value of {}: every reading would be information unavailable; map its values to categories (forced_outage = [6])",
+                    self.status_signal
+                ),
+            );
+        }
+        if view.available.is_empty() && view.unavailable.is_empty() {
+            return bad(
+                "availability_available",
+                "and availability_unavailable are both empty: no time would count either way"
+                    .into(),
+            );
+        }
+        Ok(Some((status, Mapping::new(&mapped), view)))
+    }
+
+    /// The values one category (`setting`) maps: each of the status signal's kind, no text
+    /// longer than its `max_bytes` or holding a NUL (no reading could carry it).
+    fn check_values(
+        &self,
+        setting: &str,
+        values: &[Status],
+        signal: &crate::core::signals::Signal,
+    ) -> Result<(), (String, String)> {
+        use crate::core::signals::Kind;
+        let bad = |p: String| Err((setting.to_string(), p));
+        let kind = signal.kind;
+        for v in values {
+            let fits = matches!(
+                (kind, v),
+                (Kind::Text, Status::Text(_)) | (Kind::Integer | Kind::Float, Status::Code(_))
+            );
+            if !fits {
+                return bad(format!(
+                    "{} cannot be a value of {} ({})",
+                    match v {
+                        Status::Code(c) => format!("the code {c}"),
+                        Status::Text(t) => format!("the text {t:?}"),
+                    },
+                    self.status_signal,
+                    kind.as_str()
+                ));
+            }
+        }
+        let longest = signal.max_bytes;
+        if let Some(Status::Text(t)) = values
+            .iter()
+            .find(|v| matches!(v, Status::Text(t) if t.len() > longest))
+        {
+            return bad(format!(
+                "the text {t:?} is {} bytes, longer than {}'s max_bytes ({longest}): no \
+                 reading can carry it",
+                t.len(),
+                self.status_signal
+            ));
+        }
+        if let Some(Status::Text(t)) = values
+            .iter()
+            .find(|v| matches!(v, Status::Text(t) if t.contains('\0')))
+        {
+            return bad(format!(
+                "the text {t:?} holds a NUL byte, which no stored reading can hold \
+                 (PostgreSQL's text cannot)"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Which categories count as available and which as unavailable: known names, none in
+    /// both, none twice.
+    fn view(&self) -> Result<View, (String, String)> {
+        let bad = |s: &str, p: String| Err((s.to_string(), p));
         let view_of = |setting: &str, list: &[String]| -> Result<Vec<Category>, (String, String)> {
             list.iter()
-                .map(|n| category(setting.to_string(), n))
+                .map(|n| category_named(setting.to_string(), n))
                 .collect()
         };
         let view = View {
@@ -381,24 +393,22 @@ impl Settings<'_> {
                 return bad(setting, format!("lists {} twice", c.1.name()));
             }
         }
-        if mapped.iter().all(|(_, values)| values.is_empty()) {
-            return bad(
-                "availability_categories",
-                format!(
-                    "maps no value of {}: every reading would be information unavailable; map its values to categories (forced_outage = [6])",
-                    self.status_signal
-                ),
-            );
-        }
-        if view.available.is_empty() && view.unavailable.is_empty() {
-            return bad(
-                "availability_available",
-                "and availability_unavailable are both empty: no time would count either way"
-                    .into(),
-            );
-        }
-        Ok(Some((status, Mapping::new(&mapped), view)))
+        Ok(view)
     }
+}
+
+/// The category named `n`, else the setting to blame and the names there are.
+fn category_named(setting: String, n: &str) -> Result<Category, (String, String)> {
+    Category::from_name(n).ok_or_else(|| {
+        let names: Vec<&str> = Category::ALL.iter().map(|c| c.name()).collect();
+        (
+            setting,
+            format!(
+                "{n:?} is not one of IEC 61400-26-1's categories: {}",
+                names.join(", ")
+            ),
+        )
+    })
 }
 
 #[cfg(test)]
