@@ -4,7 +4,7 @@
 use crate::core::reading::Reading;
 use crate::core::signals::{Signal, Signals};
 
-use super::family::{pick, Acc, Before, Col, Family, Ty, Value};
+use super::family::{pick, Acc, Before, Col, Family, Value};
 
 /// The family: the text and boolean signals' counts.
 #[derive(Debug)]
@@ -29,18 +29,15 @@ impl Family for Carried {
         self.signals
             .iter()
             .map(|(_, s)| {
-                let name = count_column(s);
-                Col {
-                    merge: format!("\"{name}\" = t.\"{name}\" + EXCLUDED.\"{name}\""),
-                    agg: format!("count({})", s.column()),
-                    one: format!("CASE WHEN {} IS NULL THEN 0 ELSE 1 END", s.column()),
-                    name,
-                    ty: Ty::Int,
-                    signal: Some(s.name.clone()),
-                    // 0 in an interval written before it was declared; before it was counted
-                    // (declared, but this release had not come), unknown (docs/stats.md).
-                    before: Before::ZeroIfNew,
-                }
+                // 0 in an interval written before it was declared; before it was counted
+                // (declared, but this release had not come), unknown (docs/stats.md).
+                Col::count(
+                    count_column(s),
+                    format!("count({})", s.column()),
+                    format!("CASE WHEN {} IS NULL THEN 0 ELSE 1 END", s.column()),
+                    Some(s.name.clone()),
+                    Before::ZeroIfNew,
+                )
             })
             .collect()
     }

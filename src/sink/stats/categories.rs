@@ -6,7 +6,7 @@ use crate::core::availability::{Category, Counts, Mapping, Status};
 use crate::core::reading::Reading;
 use crate::core::signals::{Signal, Signals};
 
-use super::family::{Acc, Before, Col, Family, Ty, Value};
+use super::family::{Acc, Before, Col, Family, Value};
 
 /// The family: the readings of each category.
 #[derive(Debug)]
@@ -34,18 +34,15 @@ impl Family for Categories {
         Category::ALL
             .into_iter()
             .map(|c| {
-                let name = category_column(c);
                 let test = category_sql(&self.status, &col, &self.availability.mapping, c);
-                Col {
-                    merge: format!("\"{name}\" = t.\"{name}\" + EXCLUDED.\"{name}\""),
-                    agg: format!("count(*) FILTER (WHERE {test})"),
-                    one: format!("CASE WHEN {test} THEN 1 ELSE 0 END"),
-                    name,
-                    ty: Ty::Int,
-                    // Made by a migration (V13), whatever the signals.
-                    signal: None,
-                    before: Before::Null,
-                }
+                // Made by a migration (V13), whatever the signals.
+                Col::count(
+                    category_column(c),
+                    format!("count(*) FILTER (WHERE {test})"),
+                    format!("CASE WHEN {test} THEN 1 ELSE 0 END"),
+                    None,
+                    Before::Null,
+                )
             })
             .collect()
     }

@@ -59,6 +59,28 @@ pub struct Col {
     pub before: Before,
 }
 
+impl Col {
+    /// A count of readings: merged by adding the batch's to the stored one, recomputed by `agg`,
+    /// `one` for one quarantined reading.
+    pub fn count(
+        name: String,
+        agg: String,
+        one: String,
+        signal: Option<String>,
+        before: Before,
+    ) -> Col {
+        Col {
+            merge: format!("\"{name}\" = t.\"{name}\" + EXCLUDED.\"{name}\""),
+            name,
+            ty: Ty::Int,
+            agg,
+            one,
+            signal,
+            before,
+        }
+    }
+}
+
 /// A column's SQL type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ty {

@@ -312,8 +312,11 @@ impl Sql {
         periods: &SamplePeriods,
         keeping: Keeping,
     ) -> Sql {
-        let pick = |f: &dyn Fn(&Signal) -> bool| -> Vec<Signal> {
-            signals.iter().filter(|s| f(s)).cloned().collect()
+        let pick = |f: fn(&Signal) -> bool| -> Vec<Signal> {
+            family::pick(signals, f)
+                .into_iter()
+                .map(|(_, s)| s)
+                .collect()
         };
         let w = width.secs();
         let families = Families::new(signals, &keeping);
@@ -360,9 +363,9 @@ ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}
         );
         Sql {
             width,
-            numeric: pick(&|s| s.kind.is_numeric()),
-            angles: pick(&|s| s.kind.is_numeric() && s.angle),
-            counted: pick(&|s| !s.kind.is_numeric()),
+            numeric: pick(|s| s.kind.is_numeric()),
+            angles: pick(|s| s.kind.is_numeric() && s.angle),
+            counted: pick(|s| !s.kind.is_numeric()),
             periods: periods.clone(),
             availability: keeping.availability,
             families: Arc::new(families),

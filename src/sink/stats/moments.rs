@@ -72,18 +72,15 @@ impl Family for Moments {
                     before: if f == 0 { Before::Zero } else { Before::Null },
                 });
             }
-            let name = implausible_column(s);
             let outside = implausible_sql(s, &c);
-            cols.push(Col {
-                merge: format!("\"{name}\" = t.\"{name}\" + EXCLUDED.\"{name}\""),
-                agg: format!("count(*) FILTER (WHERE {outside})"),
-                one: format!("CASE WHEN {outside} THEN 1 ELSE 0 END"),
-                name,
-                ty: Ty::Int,
-                signal: Some(s.name.clone()),
-                // Counted since it was declared (0 before); before this release, not known.
-                before: Before::ZeroIfNew,
-            });
+            // Counted since it was declared (0 before); before this release, not known.
+            cols.push(Col::count(
+                implausible_column(s),
+                format!("count(*) FILTER (WHERE {outside})"),
+                format!("CASE WHEN {outside} THEN 1 ELSE 0 END"),
+                Some(s.name.clone()),
+                Before::ZeroIfNew,
+            ));
         }
         cols
     }
