@@ -15,6 +15,8 @@ pub struct Stat {
 
 /// What to draw.
 pub struct Chart<'a> {
+    /// The SVG's class: `chart` for a signal, `chart figure` for a figure the statistics derive.
+    pub class: &'a str,
     /// Series name, also the SVG's `data-series` (power_kw, …).
     pub series: &'a str,
     pub title: &'a str,
@@ -82,7 +84,8 @@ impl Chart<'_> {
     fn head(&self, s: &mut String) {
         let _ = write!(
             s,
-            r#"<svg class="chart" data-series="{series}" viewBox="0 0 {W} {H}" width="100%" role="img" aria-label="{title} ({unit})" xmlns="http://www.w3.org/2000/svg" font-family="system-ui, sans-serif" font-size="12">"#,
+            r#"<svg class="{class}" data-series="{series}" viewBox="0 0 {W} {H}" width="100%" role="img" aria-label="{title} ({unit})" xmlns="http://www.w3.org/2000/svg" font-family="system-ui, sans-serif" font-size="12">"#,
+            class = esc(self.class),
             series = esc(self.series),
             title = esc(self.title),
             unit = esc(self.unit),
@@ -661,6 +664,7 @@ mod tests {
             (t("2026-11-30T00:23:00Z"), st(9.0)),
         ];
         let svg = Chart {
+            class: "chart",
             series: "power_kw",
             title: "Power",
             unit: "kW",
@@ -694,6 +698,7 @@ mod tests {
     #[test]
     fn an_empty_series_says_so() {
         let svg = Chart {
+            class: "chart",
             series: "rotor_rpm",
             title: "Rotor <speed>",
             unit: "rpm",
@@ -803,6 +808,7 @@ mod tests {
                 (from + chrono::Duration::seconds(i as i64 * 2), v.map(|v| Stat { min: v, avg: v, max: v }))
             }).collect();
             let svg = Chart {
+                class: "chart",
                 series: "s", title: "t", unit: "u", from, to: from + chrono::Duration::seconds(120),
                 points: &points, max_gap: chrono::Duration::seconds(5), markers: &[], flags: &[],
             }.svg();
@@ -827,6 +833,7 @@ mod tests {
                 (from + chrono::Duration::seconds(i as i64 * 2), v.map(|v| Stat { min: v, avg: v, max: v }))
             }).collect();
             let svg = Chart {
+                class: "chart",
                 series: "s", title: "t", unit: "u", from, to: from + chrono::Duration::seconds(200),
                 points: &points, max_gap: chrono::Duration::seconds(5), markers: &[], flags: &[],
             }.svg();

@@ -54,8 +54,8 @@ impl Quality {
 }
 
 /// A chart of each derived figure of `sql` (`Sql::figures`) over the window, one point per
-/// interval of `intervals`, the line broken where more than three intervals have none. Its SVG
-/// is marked `chart figure`, beside the signals' `chart`s.
+/// interval of `intervals`, the line broken where more than three intervals have none; its SVG's
+/// class is `chart figure`, beside the signals' `chart`s.
 pub fn derived_charts(sql: &Sql, intervals: &[IntervalFigures], w: &Window) -> Vec<String> {
     let gap = chrono::Duration::seconds(3 * i64::from(sql.width.secs()));
     sql.figures
@@ -79,6 +79,7 @@ pub fn derived_charts(sql: &Sql, intervals: &[IntervalFigures], w: &Window) -> V
                 })
                 .collect();
             Chart {
+                class: "chart figure",
                 series: &name,
                 title: &title,
                 unit: "",
@@ -90,7 +91,6 @@ pub fn derived_charts(sql: &Sql, intervals: &[IntervalFigures], w: &Window) -> V
                 flags: &[],
             }
             .svg()
-            .replacen("<svg class=\"chart\"", "<svg class=\"chart figure\"", 1)
         })
         .collect()
 }

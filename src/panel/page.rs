@@ -355,6 +355,7 @@ fn charts(v: &TurbineView<'_>) -> Vec<String> {
                 .and_then(|q| q.flagged.get(i))
                 .unwrap_or(&none);
             Chart {
+                class: "chart",
                 series: &s.name,
                 title: &s.name,
                 unit: &s.unit,
