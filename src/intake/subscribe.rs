@@ -417,7 +417,7 @@ impl Subscriber {
                 "leaving the share group",
                 format!("the connection was lost ({e}); another client with this client id (the member, still running?) may have taken the session: stop the member first, then run galewatch leave again (the session is kept)"),
             )),
-            AfterLoss::RefusedByAll(why, last) => return Err(self.refused_by_all(e, why, &last)),
+            AfterLoss::RefusedByAll(_, last) => return Err(self.refused_by_all(e, refused, &last)),
             AfterLoss::Retry(r) => r,
         };
         self.claim = None;
@@ -463,22 +463,22 @@ impl Subscriber {
         Ok(wait)
     }
 
-    /// Every broker refused TLS or the credentials before any connection (`last` the last
-    /// tried): a setting to fix, its cause said once (exit 2, so that systemd does not restart
-    /// into it).
+    /// Every broker refused the credentials (`refused` says how), or else TLS, before any
+    /// connection (`last` the last tried): a setting to fix, its cause said once (exit 2, so
+    /// that systemd does not restart into it).
     fn refused_by_all(
         &self,
         e: rumqttc::v5::ConnectionError,
-        why: Refusal,
+        refused: Option<Refused>,
         last: &BrokerAddr,
     ) -> Error {
-        let (err, what) = match (why, crate::error::broker_refused(&e)) {
-            (Refusal::Connack, Some(refused)) => {
+        let (err, what) = match refused {
+            Some(refused) => {
                 let blame = self.blame_at(refused, last);
                 let err = Error::broker(connecting(last, &self.client_id), e).prefixed(blame);
                 (err, "the connection")
             }
-            _ => {
+            None => {
                 let err = Error::refused(
                     "connecting to the broker over TLS (check mqtt_ca_file, the broker's host name, and mqtt_client_cert_file/mqtt_client_key_file)",
                     tls_cause(&e),
