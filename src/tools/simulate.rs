@@ -75,6 +75,19 @@ impl Fleet {
         )
     }
 
+    /// The power offset of turbine `i`'s reading `j` sent with reading `j - 1`'s time: half a
+    /// kilowatt, away from reading `j - 1`'s power, so the two always differ and the drifted one
+    /// collides (an idle turbine's draw, logged in tenths, can be `j - 1`'s less exactly 0.5 kW,
+    /// and its wind and rotor speed alike: +0.5 would then make an exact duplicate).
+    fn drift_skew(&self, i: usize, j: usize) -> f64 {
+        let (now, before) = (self.sample(i, j).power_kw, self.sample(i, j - 1).power_kw);
+        if (now + 0.5 - before).abs() < 0.25 {
+            -0.5
+        } else {
+            0.5
+        }
+    }
+
     /// Turbine `i`'s reading `j` as the site makes it (its time from the start of the run).
     pub fn sample(&self, i: usize, j: usize) -> Sample {
         let at = (self.stamp(i, j) - self.start).to_std().unwrap_or_default();
@@ -350,7 +363,7 @@ impl Traffic {
                     && j > 0
                     && self.last_true[i];
                 if may_drift && self.rng.random_bool(self.knobs.drift_rate.clamp(0.0, 1.0)) {
-                    body.push(self.fleet.json(i, j, j - 1, 0.5));
+                    body.push(self.fleet.json(i, j, j - 1, self.fleet.drift_skew(i, j)));
                     kind.drifted += 1;
                     self.last_true[i] = false;
                 } else {
@@ -565,13 +578,53 @@ pub struct PublishReport {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
+/// Replays planned traffic through the decoder and the classifier (an empty table, every
+/// message its own batch in order, `now` the daemon's clock), to check the simulator's expectation
+/// against: (received, inserted, duplicate, quarantined, rejected).
+pub(crate) fn replay(all: &[Planned], now: DateTime<Utc>) -> (u64, u64, u64, u64, u64) {
     use crate::core::classify;
     use crate::core::outcome::Decoded;
     use crate::intake::json::{decode, Rules};
-    use chrono::TimeZone;
     use std::collections::{HashMap, HashSet};
+    let rules = Rules::for_filter("turbines/+/readings");
+    let mut stored: HashMap<(String, DateTime<Utc>), crate::core::reading::Values> = HashMap::new();
+    let mut quarantined: HashSet<String> = HashSet::new();
+    let (mut rx, mut ins, mut dup, mut q, mut rej) = (0, 0, 0, 0, 0);
+    for m in all {
+        for d in decode(&m.topic, m.payload.as_bytes(), now, &rules) {
+            rx += 1;
+            match d {
+                Decoded::Reading(r) => {
+                    let key = (r.turbine_id.clone(), r.recorded_at);
+                    match stored.get(&key) {
+                        None => {
+                            stored.insert(key, r.values);
+                            ins += 1;
+                        }
+                        Some(v) if classify::same_values(v, &r.values) => dup += 1,
+                        Some(_) => {
+                            if quarantined.insert(format!("{r:?}")) {
+                                q += 1
+                            } else {
+                                dup += 1
+                            }
+                        }
+                    }
+                }
+                Decoded::Rejected(_) => rej += 1,
+                Decoded::Future(_) => panic!("no future stamps planned"),
+            }
+        }
+    }
+    (rx, ins, dup, q, rej)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::outcome::Decoded;
+    use crate::intake::json::{decode, Rules};
+    use chrono::TimeZone;
 
     fn fleet(batch: usize) -> Fleet {
         Fleet {
@@ -606,43 +659,6 @@ mod tests {
         let f = fleet(1);
         assert_eq!(f.reading_json(2, 3), f.reading_json(2, 3));
         assert_ne!(f.reading_json(2, 3), f.reading_json(2, 4));
-    }
-
-    /// Replays planned traffic through the decoder and the classifier (an empty table, every
-    /// message its own batch in order) and checks the simulator's expectation against it.
-    fn replay(all: &[Planned], start: DateTime<Utc>) -> (u64, u64, u64, u64, u64) {
-        let rules = Rules::for_filter("turbines/+/readings");
-        let mut stored: HashMap<(String, DateTime<Utc>), crate::core::reading::Values> =
-            HashMap::new();
-        let mut quarantined: HashSet<String> = HashSet::new();
-        let (mut rx, mut ins, mut dup, mut q, mut rej) = (0, 0, 0, 0, 0);
-        for m in all {
-            for d in decode(&m.topic, m.payload.as_bytes(), start, &rules) {
-                rx += 1;
-                match d {
-                    Decoded::Reading(r) => {
-                        let key = (r.turbine_id.clone(), r.recorded_at);
-                        match stored.get(&key) {
-                            None => {
-                                stored.insert(key, r.values);
-                                ins += 1;
-                            }
-                            Some(v) if classify::same_values(v, &r.values) => dup += 1,
-                            Some(_) => {
-                                if quarantined.insert(format!("{r:?}")) {
-                                    q += 1
-                                } else {
-                                    dup += 1
-                                }
-                            }
-                        }
-                    }
-                    Decoded::Rejected(_) => rej += 1,
-                    Decoded::Future(_) => panic!("no future stamps planned"),
-                }
-            }
-        }
-        (rx, ins, dup, q, rej)
     }
 
     #[test]
