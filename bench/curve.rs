@@ -68,19 +68,31 @@ async fn main() {
     );
 
     let settings = galewatch::daemon::config::Settings {
-        database_url: url.clone(),
-        sample_period: std::time::Duration::from_secs(2),
-        availability_status_signal: "status_code".into(),
-        availability_categories: [("full_performance", 1), ("forced_outage", 6)]
-            .into_iter()
-            .map(|(k, v)| {
-                (
-                    k.to_string(),
-                    vec![galewatch::daemon::config::StatusValue::Code(v)],
-                )
-            })
-            .collect(),
-        signals,
+        database: galewatch::sink::db::DatabaseSettings {
+            database_url: url.clone(),
+            ..Default::default()
+        },
+        stats: galewatch::sink::stats::settings::StatsSettings {
+            sample_period: std::time::Duration::from_secs(2),
+            ..Default::default()
+        },
+        availability: galewatch::core::availability::AvailabilitySettings {
+            availability_status_signal: "status_code".into(),
+            availability_categories: [("full_performance", 1), ("forced_outage", 6)]
+                .into_iter()
+                .map(|(k, v)| {
+                    (
+                        k.to_string(),
+                        vec![galewatch::core::availability::Status::Code(v)],
+                    )
+                })
+                .collect(),
+            ..Default::default()
+        },
+        signals: galewatch::core::signals::SignalSettings {
+            signals,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let (addr, _stop) = panel_http::serve_with(settings).await;

@@ -32,7 +32,10 @@ pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
 /// Serves the panel on the database at `url`, on a free port, until the token is cancelled.
 pub async fn serve(url: &str) -> (SocketAddr, CancellationToken) {
     serve_with(Settings {
-        database_url: url.to_string(),
+        database: galewatch::sink::db::DatabaseSettings {
+            database_url: url.to_string(),
+            ..Default::default()
+        },
         ..Settings::default()
     })
     .await

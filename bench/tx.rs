@@ -36,12 +36,15 @@ async fn main() {
         .map(|n| n.parse().expect("connections: a list like 1,2,4"))
         .collect();
     let cfg = Settings {
-        database_url: url.clone(),
+        database: galewatch::sink::db::DatabaseSettings {
+            database_url: url.clone(),
+            ..Default::default()
+        },
         ..Settings::default()
     }
     .validate()
     .expect("the default settings with DATABASE_URL");
-    let max = cfg.settings.batch_max_readings;
+    let max = cfg.settings.batch.batch_max_readings;
     let fleet = Fleet {
         turbines: 1000,
         readings: per_turbine,

@@ -478,7 +478,7 @@ fn settings_shows_each_value_with_where_it_came_from() {
     );
     assert_eq!(
         text.lines().count(),
-        galewatch::daemon::reference::SETTINGS.len() + 1,
+        galewatch::daemon::reference::settings().len() + 1,
         "a header and one line a setting"
     );
 

@@ -9,9 +9,12 @@ use galewatch::daemon::config::Settings;
 /// Connects with these settings; Ok(whether the session is encrypted) or the error's text.
 async fn try_connect(url: &str, sslmode: &str, ca_file: &str) -> Result<bool, String> {
     let cfg = Settings {
-        database_url: url.to_string(),
-        database_sslmode: sslmode.to_string(),
-        database_ca_file: ca_file.to_string(),
+        database: galewatch::sink::db::DatabaseSettings {
+            database_url: url.to_string(),
+            database_sslmode: sslmode.to_string(),
+            database_ca_file: ca_file.to_string(),
+            ..Default::default()
+        },
         ..Settings::default()
     }
     .validate()
@@ -41,7 +44,7 @@ async fn sslmode_verify_full_verify_ca_require_and_disable() {
     let (cert, key) = ca.leaf(&["localhost"]);
     let wrong_ca = TestCa::new("another CA");
     let (_cluster, url) = tokio::task::spawn_blocking(move || {
-        galewatch::tools::demo::start_cluster_with(Some((&cert, &key)))
+        galewatch::tools::demo::services::start_cluster_with(Some((&cert, &key)))
     })
     .await
     .unwrap()

@@ -244,12 +244,7 @@ async fn a_burst_of_wrong_passwords_hashes_at_most_ten_and_the_right_one_waits_o
     let dir = tempfile::tempdir().unwrap();
     let users = dir.path().join("users");
     std::fs::write(&users, hash_line("alice", "s3cret")).unwrap();
-    let (addr, _stop) = panel_with_settings(galewatch::daemon::config::Settings {
-        database_url: db.url.clone(),
-        panel_users_file: users.display().to_string(),
-        ..Default::default()
-    })
-    .await;
+    let (addr, _stop) = panel_with_settings(common::panel::with_users(&db.url, &users)).await;
     // 80 at once from 127.0.0.5: each 401 is a hash that ran.
     let tries: Vec<_> = (0..80)
         .map(|i| {
@@ -305,7 +300,10 @@ async fn a_crowd_of_silent_connections_shuts_out_no_one() {
     let ca_file = files.ca.clone();
     let (tls, _stop_tls) = panel_with_settings(files.settings(&db.url)).await;
     let (plain, _stop_plain) = panel_with_settings(galewatch::daemon::config::Settings {
-        database_url: db.url.clone(),
+        database: galewatch::sink::db::DatabaseSettings {
+            database_url: db.url.clone(),
+            ..Default::default()
+        },
         ..Default::default()
     })
     .await;

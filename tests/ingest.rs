@@ -116,9 +116,15 @@ async fn the_daemon_runs_in_process_and_reports_through_its_probe() {
     let broker = Broker::start();
     let db = TestDb::create().await;
     let cfg = galewatch::daemon::config::Settings {
-        database_url: db.url.clone(),
-        mqtt_url: broker.url(),
-        mqtt_client_id: "gw-in-process".into(),
+        database: galewatch::sink::db::DatabaseSettings {
+            database_url: db.url.clone(),
+            ..Default::default()
+        },
+        broker: galewatch::intake::broker::BrokerSettings {
+            mqtt_url: broker.url(),
+            mqtt_client_id: "gw-in-process".into(),
+            ..Default::default()
+        },
         ..Default::default()
     }
     .validate()

@@ -17,7 +17,10 @@ use serde_json::Value;
 /// A panel served in-process on a free port until the returned guard is dropped.
 async fn panel(db: &TestDb) -> (SocketAddr, tokio_util::sync::DropGuard) {
     panel_with_settings(galewatch::daemon::config::Settings {
-        database_url: db.url.clone(),
+        database: galewatch::sink::db::DatabaseSettings {
+            database_url: db.url.clone(),
+            ..Default::default()
+        },
         ..Default::default()
     })
     .await
@@ -903,8 +906,14 @@ async fn panel_with_signals(
     signals: Vec<galewatch::core::signals::SignalSetting>,
 ) -> (SocketAddr, tokio_util::sync::DropGuard) {
     let s = galewatch::daemon::config::Settings {
-        database_url: db.url.clone(),
-        signals,
+        database: galewatch::sink::db::DatabaseSettings {
+            database_url: db.url.clone(),
+            ..Default::default()
+        },
+        signals: galewatch::core::signals::SignalSettings {
+            signals,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let mut c = db.client().await;
@@ -958,10 +967,13 @@ async fn values_at_the_edges_of_a_double_chart_and_bucket() {
         &mut db.client().await,
         &galewatch::sink::stats::Sql::new(
             &galewatch::daemon::config::Settings {
-                signals: {
-                    let mut v = galewatch::core::signals::SignalSetting::defaults();
-                    v.push(serde_json::from_str(r#"{"name":"strain"}"#).unwrap());
-                    v
+                signals: galewatch::core::signals::SignalSettings {
+                    signals: {
+                        let mut v = galewatch::core::signals::SignalSetting::defaults();
+                        v.push(serde_json::from_str(r#"{"name":"strain"}"#).unwrap());
+                        v
+                    },
+                    ..Default::default()
                 },
                 ..Default::default()
             }
@@ -1114,12 +1126,7 @@ async fn users_sign_in_with_basic_auth_and_healthz_stays_open() {
         ),
     )
     .unwrap();
-    let (addr, _stop) = panel_with_settings(galewatch::daemon::config::Settings {
-        database_url: db.url.clone(),
-        panel_users_file: users.display().to_string(),
-        ..Default::default()
-    })
-    .await;
+    let (addr, _stop) = panel_with_settings(common::panel::with_users(&db.url, &users)).await;
 
     // Refused: no credentials, a wrong password, an unknown user, an empty password, another
     // scheme, garbage; the pages, the API and an unknown path alike.
@@ -1218,9 +1225,10 @@ async fn the_panel_serves_https_with_its_certificate_and_tells_plain_http_to_use
         &TestCa::new("another CA").cert.pem(),
     );
     let users = write_in(files.dir.path(), "users", &hash_line("alice", "s3cret"));
-    let (addr, _stop) = panel_with_settings(galewatch::daemon::config::Settings {
-        panel_users_file: users.display().to_string(),
-        ..files.settings(&db.url)
+    let (addr, _stop) = panel_with_settings({
+        let mut s = files.settings(&db.url);
+        s.listeners.panel_users_file = users.display().to_string();
+        s
     })
     .await;
     let get = |ca: std::path::PathBuf, path: &'static str, auth: String| {
@@ -1268,9 +1276,15 @@ async fn the_panel_serves_https_with_its_certificate_and_tells_plain_http_to_use
 async fn a_trusted_proxys_header_is_believed_from_the_proxy_alone() {
     let db = known_readings().await;
     let (addr, _stop) = panel_with_settings(galewatch::daemon::config::Settings {
-        database_url: db.url.clone(),
-        panel_trusted_proxy_header: "X-Forwarded-User".into(),
-        panel_trusted_proxies: "127.0.0.2".into(),
+        database: galewatch::sink::db::DatabaseSettings {
+            database_url: db.url.clone(),
+            ..Default::default()
+        },
+        listeners: galewatch::daemon::listeners::ListenerSettings {
+            panel_trusted_proxy_header: "X-Forwarded-User".into(),
+            panel_trusted_proxies: "127.0.0.2".into(),
+            ..Default::default()
+        },
         ..Default::default()
     })
     .await;
@@ -1499,7 +1513,10 @@ fn bad_access_settings_exit_2_naming_the_setting_and_the_line() {
 async fn the_turbine_page_charts_turbulence_intensity_from_the_intervals() {
     let db = known_readings().await;
     let cfg = galewatch::daemon::config::Settings {
-        database_url: db.url.clone(),
+        database: galewatch::sink::db::DatabaseSettings {
+            database_url: db.url.clone(),
+            ..Default::default()
+        },
         ..Default::default()
     }
     .validate()

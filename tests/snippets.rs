@@ -142,11 +142,11 @@ fn settings_problem(text: &str) -> Option<String> {
     if !text.parse::<toml::Table>().unwrap().contains_key("signals") {
         figment = figment.merge(Toml::string(DOC_SIGNALS));
     }
-    let settings: galewatch::daemon::config::Settings =
-        match figment.merge(Toml::string(text)).extract() {
-            Ok(s) => s,
-            Err(e) => return Some(format!("not Galewatch's settings: {e}")),
-        };
+    let figment = figment.merge(Toml::string(text));
+    let settings = match galewatch::daemon::config::Settings::from_figment(&figment) {
+        Ok(s) => s,
+        Err(e) => return Some(format!("not Galewatch's settings: {e}")),
+    };
     match settings.validate() {
         Ok(_) => None,
         // An example names the site's files (certificates, keys, users), which this machine lacks.

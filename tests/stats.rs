@@ -27,7 +27,10 @@ use common::*;
 /// The settings of a writer on `db`, with `f` applied.
 fn config(db: &TestDb, f: impl FnOnce(&mut Settings)) -> Config {
     let mut s = Settings {
-        database_url: db.url.clone(),
+        database: galewatch::sink::db::DatabaseSettings {
+            database_url: db.url.clone(),
+            ..Default::default()
+        },
         ..Settings::default()
     };
     f(&mut s);
@@ -199,13 +202,15 @@ fn scenario() -> impl Strategy<Value = Scenario> {
 /// The default signals, with soft bounds on power and rotor speed, and the rotor speed taken as
 /// an angle (its values, 0–200, are directions as well as any: the statistics do not care).
 fn quality_signals(s: &mut Settings) {
-    s.signals[0].plausible_min = Some(0.0);
-    s.signals[0].plausible_max = Some(40_000.0);
-    s.signals[2].plausible_max = Some(150.0);
-    s.signals[2].angle = true;
+    s.signals.signals[0].plausible_min = Some(0.0);
+    s.signals.signals[0].plausible_max = Some(40_000.0);
+    s.signals.signals[2].plausible_max = Some(150.0);
+    s.signals.signals[2].angle = true;
     // A fleet sampling every 2 s, but turbine P-1 every 7 s (85.71… readings in 10 minutes).
-    s.sample_period = Duration::from_secs(2);
-    s.sample_period_overrides.insert("P-1".into(), "7s".into());
+    s.stats.sample_period = Duration::from_secs(2);
+    s.stats
+        .sample_period_overrides
+        .insert("P-1".into(), "7s".into());
 }
 
 /// Plays `s` into `db` and checks the statistics against a direct aggregate over `readings`.
@@ -408,7 +413,7 @@ async fn outlive(db: &TestDb) {
     land(&config(db, |_| {}), rs, &[2000]).await;
     // ...then raw readings are kept for two days only.
     let cfg = config(db, |s| {
-        s.readings_retention = Duration::from_secs(2 * 86_400);
+        s.upkeep.readings_retention = Duration::from_secs(2 * 86_400);
     });
     assert_eq!(db.rows().await, 5 * 2880);
     assert_stats_exact(db, 600).await;
@@ -447,8 +452,8 @@ async fn outlive(db: &TestDb) {
 
     // Now statistics older than three days go, and only those.
     let cfg = config(db, |s| {
-        s.readings_retention = Duration::from_secs(2 * 86_400);
-        s.stats_retention = Duration::from_secs(3 * 86_400);
+        s.upkeep.readings_retention = Duration::from_secs(2 * 86_400);
+        s.stats.stats_retention = Duration::from_secs(3 * 86_400);
     });
     let report = galewatch::sink::maintain::Maintainer::new(&cfg.upkeep())
         .pass(&db.client().await, now)
@@ -496,7 +501,7 @@ fn galewatch_cmd_with(db: &TestDb, args: &[&str], env: &[(&str, &str)]) -> std::
 async fn rebuild_is_idempotent_and_export_gives_one_row_per_interval() {
     let db = TestDb::create().await;
     migrate(&db).await;
-    let off = config(&db, |s| s.stats_enabled = false);
+    let off = config(&db, |s| s.stats.stats_enabled = false);
     let t0 = Utc.with_ymd_and_hms(2026, 11, 20, 0, 0, 0).unwrap();
     let mut rs = Vec::new();
     // 80 minutes of readings, past 01:00 (so an hour's chunk would cut a 40-minute interval).
@@ -920,10 +925,12 @@ type = "text"
 /// The default signals and `strain`, a float signal without bounds (so it can reach ±f64::MAX).
 fn with_strain(db: &TestDb, f: impl FnOnce(&mut Settings)) -> Config {
     config(db, |s| {
-        s.signals.push(galewatch::core::signals::SignalSetting::new(
-            "strain",
-            galewatch::core::signals::Kind::Float,
-        ));
+        s.signals
+            .signals
+            .push(galewatch::core::signals::SignalSetting::new(
+                "strain",
+                galewatch::core::signals::Kind::Float,
+            ));
         f(s);
     })
 }
@@ -1192,13 +1199,13 @@ async fn retention_cut(db: &TestDb, w: &Widths) -> u64 {
     let at = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
     let (now, first) = (at(w.now), at(w.first));
     let settings = |s: &mut Settings| {
-        s.readings_partition_size = w.partition;
-        s.stats_interval = w.interval;
+        s.upkeep.readings_partition_size = w.partition;
+        s.stats.stats_interval = w.interval;
     };
     let keep_all = config(db, settings);
     let cfg = config(db, |s| {
         settings(s);
-        s.readings_retention = w.retention;
+        s.upkeep.readings_retention = w.retention;
     });
     let c = db.client().await;
     let (part, every) = (w.partition.as_secs_f64(), w.every.as_secs_f64());
@@ -1298,10 +1305,10 @@ async fn retention_cut(db: &TestDb, w: &Widths) -> u64 {
     );
     // Rebuilt to their old figures; the others as they were (the damage undone).
     c.batch_execute(
-        "UPDATE interval_stats s SET power_kw_max = v.power_kw_max FROM saved v
+        "UPDATE interval_stats s SET power_kw_max = v.signals.power_kw_max FROM saved v
           WHERE (s.turbine_id, s.interval_seconds, s.interval_start)
               = (v.turbine_id, v.interval_seconds, v.interval_start)
-            AND s.power_kw_max = -12345",
+            AND s.signals.power_kw_max = -12345",
     )
     .await
     .unwrap();
@@ -1339,9 +1346,9 @@ async fn rebuild_leaves_a_day_whose_hourly_partitions_retention_cut() {
     // A collision resolved by keeping the incoming reading: in the day retention cut, its
     // statistics stay as they were (24 readings); in a whole day they are recomputed.
     let cfg = config(&db, |s| {
-        s.readings_partition_size = w.partition;
-        s.stats_interval = w.interval;
-        s.readings_retention = w.retention;
+        s.upkeep.readings_partition_size = w.partition;
+        s.stats.stats_interval = w.interval;
+        s.upkeep.readings_retention = w.retention;
     });
     let at = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
     let day = |d: &str| {

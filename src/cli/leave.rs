@@ -13,7 +13,7 @@ pub(super) fn leave_cmd(runtime: &tokio::runtime::Runtime, config: Option<PathBu
         Ok(c) => c,
         Err(e) => return config_error(e),
     };
-    let client_id = cfg.settings.mqtt_client_id.clone();
+    let client_id = cfg.settings.broker.mqtt_client_id.clone();
     let subscription = cfg.settings.subscription();
     runtime.block_on(async {
         let shutdown = galewatch::daemon::shutdown_on_signal();

@@ -327,7 +327,7 @@ fn usage(problem: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn config_error(e: config::ConfigError) -> ExitCode {
+fn config_error(e: galewatch::core::setting::SettingError) -> ExitCode {
     eprintln!("galewatch: {e}");
     ExitCode::from(2)
 }

@@ -108,12 +108,15 @@ pub(super) fn simulate_cmd(runtime: &tokio::runtime::Runtime, args: SimulateArgs
         return config_error(e);
     }
     let settings = config::Settings {
-        mqtt_url: args.mqtt_url.clone(),
+        broker: galewatch::intake::broker::BrokerSettings {
+            mqtt_url: args.mqtt_url.clone(),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let broker = match settings.validate() {
         Ok(c) if c.brokers.list.len() > 1 => {
-            return config_error(config::ConfigError::new(
+            return config_error(galewatch::core::setting::SettingError::new(
                 "mqtt_url",
                 "simulate publishes to one broker: give one URL (run one simulate per node to publish to several)",
             ))

@@ -2,8 +2,9 @@
 //! them (with the standard's priority where two apply), and time-based availability from the
 //! time in each — counted per interval like every other statistic, so it merges exactly.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
+use crate::core::setting::{group, SettingError};
 use crate::core::signals::Datum;
 
 /// IEC 61400-26-1:2019's information categories, in its priority order: where two apply to one
@@ -85,11 +86,51 @@ impl Category {
     }
 }
 
-/// A status value as settings name it: an integer code or a text.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// A status value as settings name it: an integer code (`6`) or a text (`"fault"`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(untagged)]
 pub enum Status {
     Code(i64),
     Text(String),
+}
+
+/// Read by hand so a value that is neither says so (`1.5 is not a status value: …`), where an
+/// untagged enum says only that no variant matched.
+impl<'de> serde::Deserialize<'de> for Status {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        const WHAT: &str = "a status value: an integer code (6) or a text (\"fault\")";
+        impl serde::de::Visitor<'_> for V {
+            type Value = Status;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(WHAT)
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Status, E> {
+                Ok(Status::Code(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Status, E> {
+                i64::try_from(v).map(Status::Code).map_err(|_| {
+                    E::custom(format!(
+                        "{v} is too large for a status code (at most {})",
+                        i64::MAX
+                    ))
+                })
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Status, E> {
+                // `{v:?}`: 6.0 is written 6.0, not 6 (which would read as the example given).
+                Err(E::custom(format!(
+                    "{v:?} is not {WHAT}; a code is written without a fraction"
+                )))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Status, E> {
+                Err(E::custom(format!("{v} is not {WHAT}")))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Status, E> {
+                Ok(Status::Text(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 impl Status {
@@ -221,31 +262,64 @@ impl View {
     }
 }
 
-/// Availability's settings as an operator writes them (`availability_*`), to be checked.
-pub struct Settings<'a> {
-    pub status_signal: &'a str,
-    /// Category name → the status values that stand for it.
-    pub categories: &'a [(String, Vec<Status>)],
-    pub available: &'a [String],
-    pub unavailable: &'a [String],
-    pub stats_enabled: bool,
+group! {
+    /// Availability's settings as an operator writes them (`availability_*`), to be checked.
+    pub struct AvailabilitySettings("Availability") {
+        /// The declared signal whose values say what a turbine was doing (a status code or text):
+        /// each reading is counted, per interval, in the IEC 61400-26-1 information category its
+        /// value stands for, and time-based availability follows (docs/stats.md, Availability).
+        /// Empty: availability is not kept.
+        #[serde(deserialize_with = "crate::core::setting::scalar_string")]
+        pub availability_status_signal: String = String::new(),
+        /// IEC 61400-26-1 category to the status values that stand for it, as a table
+        /// (full_performance = [1], forced_outage = [6, 7]); a value under two categories takes the
+        /// one of higher priority (the standard's order); a value under none, or no status, is
+        /// information_unavailable. With a status signal set, at least one value must be mapped.
+        pub availability_categories: BTreeMap<String, Vec<Status>> = BTreeMap::new(),
+        /// The categories whose time counts as available (default: IEC 61400-26-1's operative ones,
+        /// full_performance to out_of_environmental_specification).
+        pub availability_available: Vec<String> = category_names(|c| c.available_by_default()),
+        /// The categories whose time counts as unavailable (default: the non-operative ones,
+        /// scheduled_maintenance to suspended); the categories in neither list (force_majeure,
+        /// information_unavailable) count for neither.
+        pub availability_unavailable: Vec<String> = category_names(|c| c.unavailable_by_default()),
+    }
+}
+
+/// The names of the categories `keep` keeps, in the standard's order.
+fn category_names(keep: impl Fn(Category) -> bool) -> Vec<String> {
+    Category::ALL
+        .into_iter()
+        .filter(|c| keep(*c))
+        .map(|c| c.name().to_string())
+        .collect()
 }
 
 /// Availability as the checked settings keep it: the status signal's position, its mapping
 /// and the view of time.
 pub type Checked = (usize, Mapping, View);
 
-impl Settings<'_> {
-    /// The settings checked against the declared signals: None when availability is not kept;
-    /// else the setting to blame and what is wrong.
+impl AvailabilitySettings {
+    /// The settings checked against the declared signals (availability is kept in the interval
+    /// statistics, so needs `stats_enabled`): None when availability is not kept; else the
+    /// setting to blame and what is wrong.
     pub fn check(
         &self,
         signals: &crate::core::signals::Signals,
+        stats_enabled: bool,
+    ) -> Result<Option<Checked>, SettingError> {
+        Ok(self.checked(signals, stats_enabled)?)
+    }
+
+    fn checked(
+        &self,
+        signals: &crate::core::signals::Signals,
+        stats_enabled: bool,
     ) -> Result<Option<Checked>, (String, String)> {
         use crate::core::signals::Kind;
         let bad = |s: &str, p: String| Err((s.to_string(), p));
-        if self.status_signal.is_empty() {
-            if !self.categories.is_empty() {
+        if self.availability_status_signal.is_empty() {
+            if !self.availability_categories.is_empty() {
                 return bad(
                     "availability_categories",
                     "is set but availability_status_signal is empty: name the signal whose values the categories map".into(),
@@ -253,16 +327,19 @@ impl Settings<'_> {
             }
             return Ok(None);
         }
-        if !self.stats_enabled {
+        if !stats_enabled {
             return bad(
                 "availability_status_signal",
                 "availability is kept in the interval statistics, which stats_enabled = false turns off".into(),
             );
         }
-        let Some(status) = signals.position(self.status_signal) else {
+        let Some(status) = signals.position(&self.availability_status_signal) else {
             return bad(
                 "availability_status_signal",
-                format!("{:?} is not a declared signal", self.status_signal),
+                format!(
+                    "{:?} is not a declared signal",
+                    self.availability_status_signal
+                ),
             );
         };
         let kind = signals.get(status).kind;
@@ -271,7 +348,7 @@ impl Settings<'_> {
                 "availability_status_signal",
                 format!(
                     "{} is a {}: a status is a code or a text",
-                    self.status_signal,
+                    self.availability_status_signal,
                     if kind == Kind::Boolean {
                         "boolean"
                     } else {
@@ -280,8 +357,8 @@ impl Settings<'_> {
                 ),
             );
         }
-        let mut mapped = Vec::with_capacity(self.categories.len());
-        for (name, values) in self.categories {
+        let mut mapped = Vec::with_capacity(self.availability_categories.len());
+        for (name, values) in &self.availability_categories {
             let setting = format!("availability_categories.{name}");
             let c = category_named(setting.clone(), name)?;
             self.check_values(&setting, values, signals.get(status))?;
@@ -293,7 +370,7 @@ impl Settings<'_> {
                 "availability_categories",
                 format!(
                     "maps no value of {}: every reading would be information unavailable; map its values to categories (forced_outage = [6])",
-                    self.status_signal
+                    self.availability_status_signal
                 ),
             );
         }
@@ -330,7 +407,7 @@ impl Settings<'_> {
                         Status::Code(c) => format!("the code {c}"),
                         Status::Text(t) => format!("the text {t:?}"),
                     },
-                    self.status_signal,
+                    self.availability_status_signal,
                     kind.as_str()
                 ));
             }
@@ -344,7 +421,7 @@ impl Settings<'_> {
                 "the text {t:?} is {} bytes, longer than {}'s max_bytes ({longest}): no \
                  reading can carry it",
                 t.len(),
-                self.status_signal
+                self.availability_status_signal
             ));
         }
         if let Some(Status::Text(t)) = values
@@ -369,8 +446,8 @@ impl Settings<'_> {
                 .collect()
         };
         let view = View {
-            available: view_of("availability_available", self.available)?,
-            unavailable: view_of("availability_unavailable", self.unavailable)?,
+            available: view_of("availability_available", &self.availability_available)?,
+            unavailable: view_of("availability_unavailable", &self.availability_unavailable)?,
         };
         if let Some(c) = view.available.iter().find(|c| view.unavailable.contains(c)) {
             return bad(
@@ -433,14 +510,13 @@ mod tests {
         let (avail, unavail) = (names(&["full_performance"]), names(&["forced_outage"]));
         let cats = vec![("full_performance".to_string(), vec![Status::Code(1)])];
         let check = |status: &str, cats: &[(String, Vec<Status>)], a: &[String], u: &[String]| {
-            Settings {
-                status_signal: status,
-                categories: cats,
-                available: a,
-                unavailable: u,
-                stats_enabled: true,
+            AvailabilitySettings {
+                availability_status_signal: status.into(),
+                availability_categories: cats.iter().cloned().collect(),
+                availability_available: a.to_vec(),
+                availability_unavailable: u.to_vec(),
             }
-            .check(&signals)
+            .checked(&signals, true)
         };
         assert!(check("status_code", &cats, &avail, &unavail)
             .unwrap()

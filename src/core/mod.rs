@@ -13,6 +13,7 @@ pub mod power_curve;
 pub mod quality;
 pub mod reading;
 pub mod sampling;
+pub mod setting;
 pub mod shown;
 pub mod signals;
 pub mod timestamp;

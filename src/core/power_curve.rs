@@ -5,6 +5,8 @@
 //! at the wind it had, the intervals far from their bin (OpenOA's bin filter), and
 //! production-based availability (the energy lost in unavailable time against the reference).
 
+use crate::core::setting::{group, SettingError};
+
 /// One interval's figures the curve is made of: its mean wind speed and mean power.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Point {
@@ -354,25 +356,14 @@ mod tests {
     #[test]
     fn a_curve_of_one_signal_against_itself_is_refused() {
         let signals = crate::core::signals::Signals::defaults();
-        let settings = |power: &'static str| Settings {
-            wind_signal: "wind_speed_ms",
-            power_signal: power,
-            bin_width: 0.5,
-            min_completeness: 0.9,
-            full_performance_only: true,
-            reference: &[],
-            outlier_std: 3.0,
+        let settings = |power: &str| PowerCurveSettings {
+            power_curve_power_signal: power.into(),
+            ..PowerCurveSettings::default()
         };
-        let defaults = ("wind_speed_ms", "power_kw");
-        assert!(settings("power_kw")
-            .check(&signals, defaults)
-            .unwrap()
-            .is_some());
-        let (s, p) = settings("wind_speed_ms")
-            .check(&signals, defaults)
-            .unwrap_err();
-        assert_eq!(s, "power_curve_power_signal");
-        assert!(p.contains("is the wind speed signal too"), "{p}");
+        assert!(settings("power_kw").check(&signals).unwrap().is_some());
+        let e = settings("wind_speed_ms").check(&signals).unwrap_err();
+        assert_eq!(e.setting, "power_curve_power_signal");
+        assert!(e.problem.contains("is the wind speed signal too"), "{e}");
     }
 
     proptest! {
@@ -455,26 +446,58 @@ pub struct Policy {
 /// The least intervals a bin needs to stand in a fleet's reference curve or to judge outliers.
 pub const MIN_BIN_INTERVALS: i64 = 3;
 
-/// The `power_curve_*` settings as an operator writes them.
-pub struct Settings<'a> {
-    pub wind_signal: &'a str,
-    pub power_signal: &'a str,
-    pub bin_width: f64,
-    pub min_completeness: f64,
-    pub full_performance_only: bool,
-    pub reference: &'a [(f64, f64)],
-    pub outlier_std: f64,
+group! {
+    /// The `power_curve_*` settings as an operator writes them.
+    pub struct PowerCurveSettings("Power curve") {
+        /// The signal that is the wind speed (m/s) for the power curve (IEC 61400-12-1, method of
+        /// bins; docs/stats.md, Power curve). A fleet that declares no such signal has no curve.
+        #[serde(deserialize_with = "crate::core::setting::scalar_string")]
+        pub power_curve_wind_signal: String = "wind_speed_ms".into(),
+        /// The signal that is the power (kW) for the power curve.
+        #[serde(deserialize_with = "crate::core::setting::scalar_string")]
+        pub power_curve_power_signal: String = "power_kw".into(),
+        /// The curve's bins of wind speed, in m/s (IEC 61400-12-1: 0.5), from 0.01 to 5.
+        pub power_curve_bin_width: f64 = 0.5,
+        /// An interval counts in a curve only with at least this completeness (readings over those
+        /// expected, when a sample period is declared), besides having every reading carry both
+        /// signals, neither stuck nor implausible.
+        pub power_curve_min_completeness: f64 = 0.9,
+        /// With availability kept: only intervals whose every reading was in full performance count
+        /// in a curve (IEC 61400-12-1 takes normal operation only).
+        pub power_curve_full_performance_only: bool = true,
+        /// A declared (warranted) curve to hold each turbine against, [[wind, power], ...], each
+        /// point exactly two numbers, winds from 0 to 100 m/s, powers within ±1e10 (linear between
+        /// points, nothing outside them). Empty: the fleet's own curve (bins of at least 3
+        /// intervals): in the panel over its last 30 days (made again every 10 minutes), in export
+        /// --power-curve over the exported range.
+        #[serde(deserialize_with = "crate::core::setting::curve_points")]
+        pub power_curve_reference: Vec<(f64, f64)> = Vec::new(),
+        /// The bin filter (OpenOA's): intervals further than this many standard deviations of their
+        /// bin's mean powers from its mean are listed as outliers (bins of at least 3 intervals).
+        pub power_curve_outlier_std: f64 = 3.0,
+    }
 }
 
-impl Settings<'_> {
+impl PowerCurveSettings {
     /// The policy, checked against the declared signals: None when either signal is not
     /// declared (no curve: a fleet without a power or wind signal), unless it was named on
     /// purpose (not the default), which is an error; else the setting to blame.
     pub fn check(
         &self,
         signals: &crate::core::signals::Signals,
-        defaults: (&str, &str),
+    ) -> Result<Option<Policy>, SettingError> {
+        Ok(self.policy(signals)?)
+    }
+
+    fn policy(
+        &self,
+        signals: &crate::core::signals::Signals,
     ) -> Result<Option<Policy>, (String, String)> {
+        let d = PowerCurveSettings::default();
+        let defaults = (
+            d.power_curve_wind_signal.as_str(),
+            d.power_curve_power_signal.as_str(),
+        );
         let bad = |s: &str, p: String| Err((s.to_string(), p));
         let find = |setting: &str,
                     name: &str,
@@ -493,31 +516,41 @@ impl Settings<'_> {
                 )),
             }
         };
-        let wind = find("power_curve_wind_signal", self.wind_signal, defaults.0)?;
-        let power = find("power_curve_power_signal", self.power_signal, defaults.1)?;
-        if !(self.bin_width.is_finite() && (0.01..=5.0).contains(&self.bin_width)) {
+        let wind = find(
+            "power_curve_wind_signal",
+            &self.power_curve_wind_signal,
+            defaults.0,
+        )?;
+        let power = find(
+            "power_curve_power_signal",
+            &self.power_curve_power_signal,
+            defaults.1,
+        )?;
+        if !(self.power_curve_bin_width.is_finite()
+            && (0.01..=5.0).contains(&self.power_curve_bin_width))
+        {
             return bad(
                 "power_curve_bin_width",
                 "must be from 0.01 to 5 (m/s; IEC 61400-12-1 uses 0.5)".into(),
             );
         }
-        if !(0.0..=1.0).contains(&self.min_completeness) {
+        if !(0.0..=1.0).contains(&self.power_curve_min_completeness) {
             return bad(
                 "power_curve_min_completeness",
                 "must be a fraction from 0 to 1".into(),
             );
         }
-        if !(self.outlier_std.is_finite() && self.outlier_std > 0.0) {
+        if !(self.power_curve_outlier_std.is_finite() && self.power_curve_outlier_std > 0.0) {
             return bad(
                 "power_curve_outlier_std",
                 "must be a positive number of standard deviations".into(),
             );
         }
-        let reference = if self.reference.is_empty() {
+        let reference = if self.power_curve_reference.is_empty() {
             None
         } else {
             Some(
-                Reference::declared(self.reference)
+                Reference::declared(&self.power_curve_reference)
                     .map_err(|p| ("power_curve_reference".to_string(), p))?,
             )
         };
@@ -529,18 +562,18 @@ impl Settings<'_> {
                 "power_curve_power_signal",
                 format!(
                     "{} is the wind speed signal too: a curve is power against wind",
-                    self.power_signal
+                    self.power_curve_power_signal
                 ),
             );
         }
         Ok(Some(Policy {
             wind,
             power,
-            bin_width: self.bin_width,
-            min_completeness: self.min_completeness,
-            full_performance_only: self.full_performance_only,
+            bin_width: self.power_curve_bin_width,
+            min_completeness: self.power_curve_min_completeness,
+            full_performance_only: self.power_curve_full_performance_only,
             reference,
-            outlier_std: self.outlier_std,
+            outlier_std: self.power_curve_outlier_std,
         }))
     }
 }

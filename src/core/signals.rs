@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::core::setting::{group, SettingError};
+
 /// A signal's type, and so its column's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -304,11 +306,70 @@ pub struct Signals {
     by_name: Arc<[usize]>,
 }
 
-/// A signal setting that cannot be used. `setting` names it (`signals[2].max`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct SignalError {
-    pub setting: String,
-    pub problem: String,
+group! {
+    /// The signals a reading carries, as an operator declares them.
+    pub struct SignalSettings("Signals") {
+        /// The values a reading carries, one [[signals]] table each, in the order the panel shows
+        /// them: name (the column in readings), type (float, integer, boolean or text), required (a
+        /// reading without it is rejected malformed), min and max (outside them: invalid_value),
+        /// max_bytes (text, default 256), unit (shown by the panel), pointer (default /{name}).
+        /// `galewatch migrate` adds a column for a new signal and refuses (exit 2) a type change or
+        /// a required signal removed (docs/signals.md). GALEWATCH_SIGNALS sets the whole list.
+        pub signals: Vec<SignalSetting> = SignalSetting::defaults(),
+        /// The old way to bound the default signal power_kw (from below), still read when signals
+        /// is left at its default (an error beside a declared list: give min and max there).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub power_kw_min: Option<f64> = None,
+        /// The old way to bound power_kw from above (as power_kw_min).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub power_kw_max: Option<f64> = None,
+        /// The old way to bound wind_speed_ms from below (as power_kw_min).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub wind_speed_ms_min: Option<f64> = None,
+        /// The old way to bound wind_speed_ms from above (as power_kw_min).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub wind_speed_ms_max: Option<f64> = None,
+        /// The old way to bound rotor_rpm from below (as power_kw_min).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub rotor_rpm_min: Option<f64> = None,
+        /// The old way to bound rotor_rpm from above (as power_kw_min).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub rotor_rpm_max: Option<f64> = None,
+    }
+}
+
+impl SignalSettings {
+    /// The declared signals, checked; the old `power_kw_min`-style bounds applied to the
+    /// default list.
+    pub fn checked(&self) -> Result<Signals, SettingError> {
+        let bounds = |signal, setting, min, max| LegacyBounds {
+            signal,
+            setting,
+            min,
+            max,
+        };
+        let legacy = [
+            bounds(
+                "power_kw",
+                "power_kw_min",
+                self.power_kw_min,
+                self.power_kw_max,
+            ),
+            bounds(
+                "wind_speed_ms",
+                "wind_speed_ms_min",
+                self.wind_speed_ms_min,
+                self.wind_speed_ms_max,
+            ),
+            bounds(
+                "rotor_rpm",
+                "rotor_rpm_min",
+                self.rotor_rpm_min,
+                self.rotor_rpm_max,
+            ),
+        ];
+        Signals::declared(&self.signals, &legacy)
+    }
 }
 
 /// An older setting that bounds one of the default signals (`power_kw_min`, …): `setting` is the
@@ -327,16 +388,13 @@ impl Signals {
     pub fn declared(
         list: &[SignalSetting],
         legacy: &[LegacyBounds],
-    ) -> Result<Signals, SignalError> {
+    ) -> Result<Signals, SettingError> {
         let mut list = list.to_vec();
         for b in legacy {
             if b.min.is_none() && b.max.is_none() {
                 continue;
             }
-            let err = |problem: String| SignalError {
-                setting: b.setting.into(),
-                problem,
-            };
+            let err = |problem: String| SettingError::new(b.setting, problem);
             if list != SignalSetting::defaults() {
                 return Err(err(format!(
                     "bounds the default {}; with [[signals]] declared, give min and max there",
@@ -360,22 +418,21 @@ impl Signals {
     }
 
     /// Checks the settings.
-    pub fn new(settings: &[SignalSetting]) -> Result<Signals, SignalError> {
-        let err = |i: usize, field: &str, problem: String| SignalError {
-            setting: format!("signals[{i}].{field}"),
-            problem,
+    pub fn new(settings: &[SignalSetting]) -> Result<Signals, SettingError> {
+        let err = |i: usize, field: &str, problem: String| {
+            SettingError::new(format!("signals[{i}].{field}"), problem)
         };
         if settings.is_empty() {
-            return Err(SignalError {
-                setting: "signals".into(),
-                problem: "declares no signal: a reading needs at least one".into(),
-            });
+            return Err(SettingError::new(
+                "signals",
+                "declares no signal: a reading needs at least one",
+            ));
         }
         if settings.len() > MAX_SIGNALS {
-            return Err(SignalError {
-                setting: "signals".into(),
-                problem: format!("declares {}, more than {MAX_SIGNALS}", settings.len()),
-            });
+            return Err(SettingError::new(
+                "signals",
+                format!("declares {}, more than {MAX_SIGNALS}", settings.len()),
+            ));
         }
         let mut list = Vec::with_capacity(settings.len());
         for (i, s) in settings.iter().enumerate() {

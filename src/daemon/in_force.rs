@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use crate::daemon::config::{Origin, Origins, Settings, SECRET_SETTINGS};
-use crate::daemon::reference::{grouped, key_text, value_text, Entry, SETTINGS};
+use crate::daemon::reference::{grouped, key_text, settings, value_text, Entry};
 
 /// How `galewatch settings` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -53,7 +53,7 @@ fn masked(settings: &Settings) -> (toml::Table, Vec<&'static str>) {
 }
 
 fn table(values: &toml::Table, from: &dyn Fn(&Entry) -> Origin) -> String {
-    let rows: Vec<(&str, String, String)> = SETTINGS
+    let rows: Vec<(&str, String, String)> = settings()
         .iter()
         .map(|e| {
             let value = values
@@ -81,7 +81,7 @@ fn settings_file(values: &toml::Table, hidden: &[&str], from: &dyn Fn(&Entry) ->
     );
     let mut tables = String::new();
     for (group, entries) in grouped() {
-        let _ = write!(out, "\n# {}\n", group.title());
+        let _ = write!(out, "\n# {group}\n");
         for e in entries {
             let origin = from(e);
             let note = match &origin {
@@ -133,7 +133,7 @@ fn settings_file(values: &toml::Table, hidden: &[&str], from: &dyn Fn(&Entry) ->
 }
 
 fn json(values: &toml::Table, from: &dyn Fn(&Entry) -> Origin) -> String {
-    let map: serde_json::Map<String, serde_json::Value> = SETTINGS
+    let map: serde_json::Map<String, serde_json::Value> = settings()
         .iter()
         .map(|e| {
             let value = values.get(e.key).map_or(serde_json::Value::Null, |v| {
@@ -321,6 +321,11 @@ fn mask_key_values(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::intake::batch::BatchSettings;
+    use crate::intake::broker::BrokerSettings;
+    use crate::intake::json::settings::PayloadSettings;
+    use crate::intake::sparkplug::settings::SparkplugSettings;
+    use crate::sink::db::DatabaseSettings;
 
     #[test]
     fn a_password_in_the_database_url_is_masked_wherever_it_is() {
@@ -388,15 +393,29 @@ mod tests {
         pairs.iter().cloned().collect()
     }
 
+    /// A database URL and a broker password that hold secrets, and a batch size of 10.
+    fn with_secrets() -> Settings {
+        Settings {
+            database: DatabaseSettings {
+                database_url: "postgresql://gw:pg-s3cret@db:5432/galewatch".into(),
+                ..Default::default()
+            },
+            broker: BrokerSettings {
+                mqtt_username: "gw".into(),
+                mqtt_password: serde_json::from_str("\"mq-s3cret\"").unwrap(),
+                ..Default::default()
+            },
+            batch: BatchSettings {
+                batch_max_readings: 10,
+                ..Default::default()
+            },
+            ..Settings::default()
+        }
+    }
+
     #[test]
     fn each_format_shows_values_and_origins_and_no_secret() {
-        let s = Settings {
-            database_url: "postgresql://gw:pg-s3cret@db:5432/galewatch".into(),
-            mqtt_username: "gw".into(),
-            mqtt_password: serde_json::from_str("\"mq-s3cret\"").unwrap(),
-            batch_max_readings: 10,
-            ..Settings::default()
-        };
+        let s = with_secrets();
         let o = origins(&[
             ("database_url", Origin::Credential("database_url".into())),
             (
@@ -447,7 +466,7 @@ mod tests {
             line("payload_site_topic_level"),
             "payload_site_topic_level default (unset)"
         );
-        assert_eq!(table.lines().count(), SETTINGS.len() + 1);
+        assert_eq!(table.lines().count(), settings().len() + 1);
 
         let json: serde_json::Value = serde_json::from_str(&render(&s, &o, Format::Json)).unwrap();
         assert_eq!(json["batch_max_readings"]["value"], 10);
@@ -463,7 +482,10 @@ mod tests {
         assert_eq!(json["signals"]["value"][0]["name"], "power_kw");
         // Control characters of a hostile value never reach the terminal raw, in any format.
         let hostile = Settings {
-            payload_site_pointer: "/s\u{1b}[2J\u{7f}\u{9b}\nfake 1".into(),
+            payload: PayloadSettings {
+                payload_site_pointer: "/s\u{1b}[2J\u{7f}\u{9b}\nfake 1".into(),
+                ..Default::default()
+            },
             ..Settings::default()
         };
         for f in [Format::Table, Format::Toml, Format::Json] {
@@ -478,33 +500,37 @@ mod tests {
             serde_json::from_str(&render(&hostile, &Origins::new(), Format::Json)).unwrap();
         assert_eq!(
             json["payload_site_pointer"]["value"],
-            hostile.payload_site_pointer
+            hostile.payload.payload_site_pointer
         );
     }
 
     #[test]
     fn the_toml_format_is_a_settings_file_of_the_values_without_the_secrets() {
         let s = Settings {
-            database_url: "postgresql://gw:pg-s3cret@db:5432/galewatch".into(),
-            mqtt_username: "gw".into(),
-            mqtt_password: serde_json::from_str("\"mq-s3cret\"").unwrap(),
-            batch_max_readings: 10,
-            payload_turbine_topic_level: Some(1),
-            sparkplug_metrics: [("Power/Active".to_string(), "power_kw".to_string())].into(),
-            ..Settings::default()
+            payload: PayloadSettings {
+                payload_turbine_topic_level: Some(1),
+                ..Default::default()
+            },
+            sparkplug: SparkplugSettings {
+                sparkplug_metrics: [("Power/Active".to_string(), "power_kw".to_string())].into(),
+                ..Default::default()
+            },
+            ..with_secrets()
         };
         let text = render(&s, &Origins::new(), Format::Toml);
         use figment::providers::{Format as _, Serialized, Toml};
-        let back: Settings = figment::Figment::from(Serialized::defaults(Settings::default()))
-            .merge(Toml::string(&text))
-            .extract()
-            .unwrap_or_else(|e| panic!("{e}:\n{text}"));
+        let back = Settings::from_figment(
+            &figment::Figment::from(Serialized::defaults(Settings::default()))
+                .merge(Toml::string(&text)),
+        )
+        .unwrap_or_else(|e| panic!("{e}:\n{text}"));
         // Every value comes back but the secrets, which stay where they are given: the
         // database URL without its password (the same database, not the default one).
-        let expect = Settings {
-            database_url: "postgresql://gw@db:5432/galewatch".into(),
-            mqtt_password: Default::default(),
-            ..s.clone()
+        let expect = {
+            let mut s = s.clone();
+            s.database.database_url = "postgresql://gw@db:5432/galewatch".into();
+            s.broker.mqtt_password = Default::default();
+            s
         };
         assert_eq!(
             serde_json::to_value(&back).unwrap(),

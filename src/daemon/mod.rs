@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod in_force;
+pub mod listeners;
 pub mod reference;
 mod seams;
 mod stages;
@@ -152,12 +153,12 @@ async fn run_as(
     let mut running = start(&cfg, &shutdown, &probe, leaving);
     tracing::info!(
         brokers = %cfg.brokers.list.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
-        client_id = %s.mqtt_client_id,
+        client_id = %s.broker.mqtt_client_id,
         subscription = %s.subscription(),
         "galewatch running"
     );
     let writer_done = watch(&mut running, &shutdown).await?;
-    stop(running, s.shutdown_grace, writer_done).await;
+    stop(running, s.write.shutdown_grace, writer_done).await;
     tracing::info!("stopped");
     Ok(())
 }
@@ -235,7 +236,7 @@ fn start(
     tracker.spawn(background.clone().run_until_cancelled_owned(
         crate::sink::health::refresh_table_gauges(cfg.db.clone(), cfg.clock()),
     ));
-    if cfg.settings.stats_enabled {
+    if cfg.settings.stats.stats_enabled {
         // Which signals the turbines' readings lack, and the fleet's completeness and flags,
         // from the statistics (at start, then every 10 minutes); without statistics the
         // writers' own fleet-wide watch names the missing signals.
@@ -246,7 +247,7 @@ fn start(
                     cfg.db.clone(),
                     cfg.rules.limits.signals.clone(),
                     cfg.stats_sql(),
-                    cfg.settings.stats_stuck_min_readings,
+                    cfg.settings.stats.stats_stuck_min_readings,
                     cfg.availability().map(|(_, _, view)| view),
                 )),
         );

@@ -42,7 +42,10 @@ impl Config {
 
     /// How often the turbines sample (the expected readings of an interval).
     pub fn sample_periods(&self) -> crate::core::sampling::SamplePeriods {
-        self.settings.sample_periods().expect("checked by validate")
+        self.settings
+            .stats
+            .sample_periods()
+            .expect("checked by validate")
     }
 }
 

@@ -11,22 +11,39 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::outcome::Decoded;
+use crate::core::setting::{group, SettingError};
 use crate::intake::ledger::{AckToken, Held, Ledger};
 
-/// What the daemon may hold and how it batches: the ledger's budget and the batcher's policy.
-#[derive(Debug, Clone, Copy)]
-pub struct IntakeGroup {
-    pub max_unacked_readings: usize,
-    pub max_unacked_bytes: usize,
-    pub batch_max_readings: usize,
-    pub batch_max_bytes: usize,
-    pub batch_max_wait: Duration,
+group! {
+    /// What the daemon may hold and how it batches: the ledger's budget and the batcher's policy.
+    pub struct BatchSettings("Batches and the memory bound") {
+        /// A batch is written when it holds this many readings (and rejections)...
+        pub batch_max_readings: usize = 5_000,
+        /// ...or its messages' payloads add up to this many bytes (16 MiB), so one transaction of
+        /// large messages stays well inside db_write_timeout...
+        pub batch_max_bytes: usize = 16 * 1024 * 1024,
+        /// ...or this long after its first reading arrived, whichever comes first (at most 1h).
+        #[serde(with = "crate::core::setting::exact_duration")]
+        pub batch_max_wait: Duration = Duration::from_millis(100),
+        /// The daemon's memory bound: readings (and rejections) received but not yet committed and
+        /// acknowledged; when full, intake pauses until a batch commits and the broker holds the
+        /// backlog. At least batch_max_readings.
+        pub max_unacked_readings: usize = 20_000,
+        /// ...and those messages' payload bytes as received (64 MiB); intake pauses when either is
+        /// full. At least batch_max_bytes.
+        pub max_unacked_bytes: usize = 64 * 1024 * 1024,
+        /// How much of a rejected payload the rejected table keeps (the whole payload's SHA-256
+        /// names it, so a redelivery is still known exactly). A device sending a broken message 10
+        /// times a second adds at most 10 x 86,400 x (this + about 200 bytes) a day until
+        /// rejected_retention deletes it.
+        pub rejected_payload_keep_bytes: usize = 4096,
+    }
 }
 
-impl IntakeGroup {
+impl BatchSettings {
     /// The budget and the batch limits, each and against each other; the error names the
     /// setting to blame.
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
+    pub fn check(&self) -> Result<(), SettingError> {
         for (setting, v) in [
             ("batch_max_readings", self.batch_max_readings),
             ("max_unacked_readings", self.max_unacked_readings),
@@ -34,7 +51,7 @@ impl IntakeGroup {
             ("batch_max_bytes", self.batch_max_bytes),
         ] {
             if v == 0 {
-                return Err((setting, "must be more than 0".into()));
+                return Err(SettingError::from((setting, "must be more than 0".into())));
             }
         }
         // tokio's semaphore holds at most usize::MAX >> 3 permits; far past any real memory.
@@ -45,37 +62,37 @@ impl IntakeGroup {
             ("max_unacked_readings", self.max_unacked_readings),
         ] {
             if v > (1 << 40) {
-                return Err((setting, "must be at most 2^40".into()));
+                return Err(SettingError::from((setting, "must be at most 2^40".into())));
             }
         }
         let never_fills = |batch: &str, held: usize, most: usize| {
             format!("{held} is smaller than {batch} ({most}): a batch could never fill")
         };
         if self.max_unacked_bytes < self.batch_max_bytes {
-            return Err((
+            return Err(SettingError::from((
                 "max_unacked_bytes",
                 never_fills(
                     "batch_max_bytes",
                     self.max_unacked_bytes,
                     self.batch_max_bytes,
                 ),
-            ));
+            )));
         }
         if self.max_unacked_readings < self.batch_max_readings {
-            return Err((
+            return Err(SettingError::from((
                 "max_unacked_readings",
                 never_fills(
                     "batch_max_readings",
                     self.max_unacked_readings,
                     self.batch_max_readings,
                 ),
-            ));
+            )));
         }
         if self.batch_max_wait.is_zero() || self.batch_max_wait > Duration::from_secs(3600) {
-            return Err((
+            return Err(SettingError::from((
                 "batch_max_wait",
                 "must be more than 0 and at most 1h (readings wait that long for a batch)".into(),
-            ));
+            )));
         }
         Ok(())
     }

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::core::setting::{group, SettingError};
 use crate::secret::Secret;
 
 /// A setting to blame and what is wrong with it.
@@ -183,57 +184,131 @@ pub struct Brokers {
     pub connect_timeout: Duration,
 }
 
-/// Where and as whom, as an operator writes it.
-pub struct Connection<'a> {
-    /// One URL or several, comma-separated.
-    pub url: &'a str,
-    /// `listed` or `random`.
-    pub order: &'a str,
-    /// `independent` or `cluster`.
-    pub kind: &'a str,
-    /// `mqtt_connect_timeout`.
-    pub connect_timeout: Duration,
-    pub username: &'a str,
-    pub password: &'a Secret,
-    pub ca_file: &'a str,
-    pub client_cert_file: &'a str,
-    pub client_key_file: &'a str,
+group! {
+    /// The broker and subscription settings.
+    pub struct BrokerSettings("Broker and subscription") {
+        /// The broker: mqtt://HOST[:PORT] (plain, for loopback or a trusted network) or
+        /// mqtts://HOST[:PORT] (TLS, port 8883 by default; the certificate must name HOST). Or
+        /// several, comma-separated (a file may give a list): the nodes of a cluster, or a primary
+        /// and a standby, all mqtt:// or all mqtts://. A lost connection goes on to the next at
+        /// once, keeping the session, the acks owed and the rest; only a whole round of failures
+        /// backs off (200 ms doubling to 30 s). Each connection is logged with the broker it is to;
+        /// galewatch_broker_url_position says which.
+        #[serde(deserialize_with = "crate::core::setting::url_list")]
+        pub mqtt_url: String = "mqtt://127.0.0.1:1883".into(),
+        /// The order the brokers of mqtt_url are tried in: listed (from the first; a lost
+        /// connection goes on to the next, and the daemon stays there until that one fails too) or
+        /// random (shuffled for each round, so the daemons of a share group spread over a cluster's
+        /// nodes).
+        #[serde(deserialize_with = "crate::core::setting::scalar_string")]
+        pub mqtt_url_order: String = "listed".into(),
+        /// What the brokers of a mqtt_url list are: independent (separate brokers, a primary and
+        /// standbys, each holding its own sessions: the daemon keeps a persistent session with its
+        /// subscription on every broker of the list, visiting each at start, again after it was
+        /// unreachable (every 30 s) and every minute after (a broker restarted without persistence
+        /// has forgotten the session: the visit says so and makes it again), so a standby queues
+        /// what publishers send it for this daemon from the first minute;
+        /// galewatch_broker_sessions_held counts them) or cluster (one cluster's nodes, which share
+        /// sessions: the daemon holds its one session where it is connected, and visits no other
+        /// node, which would take the session from under its own connection). With one URL it
+        /// changes nothing.
+        #[serde(deserialize_with = "crate::core::setting::scalar_string")]
+        pub mqtt_url_kind: String = "independent".into(),
+        /// Broker user name (empty: none). Credentials the broker refuses at start exit 2 naming it
+        /// and mqtt_password; refused while running, they are retried.
+        #[serde(deserialize_with = "crate::core::setting::scalar_string")]
+        pub mqtt_username: String = String::new(),
+        /// Broker password (needs mqtt_username).
+        pub mqtt_password: Secret = Secret::default(),
+        /// For mqtts://: the CAs that may sign the broker's certificate, PEM (empty: the system's
+        /// roots).
+        #[serde(deserialize_with = "crate::core::setting::scalar_string")]
+        pub mqtt_ca_file: String = String::new(),
+        /// For mqtts:// with mutual TLS: this daemon's certificate chain, PEM (with
+        /// mqtt_client_key_file).
+        #[serde(deserialize_with = "crate::core::setting::scalar_string")]
+        pub mqtt_client_cert_file: String = String::new(),
+        /// For mutual TLS: this daemon's private key, PEM (with mqtt_client_cert_file).
+        #[serde(deserialize_with = "crate::core::setting::scalar_string")]
+        pub mqtt_client_key_file: String = String::new(),
+        /// Fixed per instance: the broker keeps the session (and queues its messages while the
+        /// daemon is away) under this id. Never share one between running instances: they would
+        /// kick each other off.
+        #[serde(deserialize_with = "crate::core::setting::scalar_string")]
+        pub mqtt_client_id: String = "galewatch".into(),
+        /// Subscription filter; the level matched by its first + is the turbine id.
+        #[serde(deserialize_with = "crate::core::setting::scalar_string")]
+        pub mqtt_topic: String = DEFAULT_TOPIC.into(),
+        /// Several daemons sharing the load: give them one group name (and each its own client id);
+        /// they subscribe to $share/{group}/{mqtt_topic} and the broker deals each message to one
+        /// of them. Empty: a plain subscription.
+        #[serde(deserialize_with = "crate::core::setting::scalar_string")]
+        pub mqtt_share_group: String = String::new(),
+        /// How long the broker keeps the session, and queues messages for it, while the daemon is
+        /// away (if the broker's own queue limit allows). Keep it longer than any outage you expect
+        /// to sit out.
+        #[serde(with = "crate::core::setting::exact_duration")]
+        pub mqtt_session_expiry: Duration = Duration::from_secs(7 * 24 * 3600),
+        /// MQTT keep-alive, from 5s to 65535s.
+        #[serde(with = "crate::core::setting::exact_duration")]
+        pub mqtt_keep_alive: Duration = Duration::from_secs(30),
+        /// How long one connection attempt (TCP, TLS, CONNECT to CONNACK) may take before the
+        /// daemon gives up on it and tries the next broker of mqtt_url (or the same one again):
+        /// whole seconds, 1s to 300s. A broker that accepts connections but never answers costs
+        /// this much an attempt.
+        #[serde(with = "crate::core::setting::exact_duration")]
+        pub mqtt_connect_timeout: Duration = Duration::from_secs(10),
+        /// Messages the broker may send before the first ack (MQTT v5 Receive Maximum, at most
+        /// 65535). Large, so a whole batch arrives before the first commit; not a memory bound
+        /// (max_unacked_readings and max_unacked_bytes are).
+        pub mqtt_receive_maximum: u16 = 20_000,
+        /// Largest packet advertised to the broker, which silently drops bigger messages for this
+        /// client; so it is the protocol maximum. Galewatch's own limit is max_message_bytes, and
+        /// this may not be smaller.
+        pub mqtt_max_packet_bytes: u32 = MQTT_MAX_PACKET,
+    }
 }
 
-impl Connection<'_> {
+impl BrokerSettings {
     /// The broker's address and TLS, the credentials and TLS files checked against each other.
-    pub fn check(&self) -> Result<Brokers, Problem> {
-        let list = BrokerAddr::parse_list(self.url)?;
-        let order = Order::parse(self.order)?;
-        let kind = Kind::parse(self.kind)?;
-        let connect_timeout = self.connect_timeout;
+    pub fn brokers(&self) -> Result<Brokers, SettingError> {
+        let list = BrokerAddr::parse_list(&self.mqtt_url)?;
+        let order = Order::parse(&self.mqtt_url_order)?;
+        let kind = Kind::parse(&self.mqtt_url_kind)?;
+        let connect_timeout = self.mqtt_connect_timeout;
         if connect_timeout.subsec_nanos() != 0 || !(1..=300).contains(&connect_timeout.as_secs()) {
-            return Err((
+            return Err(SettingError::from((
                 "mqtt_connect_timeout",
                 "must be whole seconds from 1s to 300s".into(),
-            ));
+            )));
         }
         let broker = &list[0];
-        if !self.password.is_empty() && self.username.is_empty() {
-            return Err(("mqtt_password", "is set but mqtt_username is not".into()));
+        if !self.mqtt_password.is_empty() && self.mqtt_username.is_empty() {
+            return Err(SettingError::from((
+                "mqtt_password",
+                "is set but mqtt_username is not".into(),
+            )));
         }
         let opt = |s: &str| (!s.is_empty()).then(|| Path::new(s).to_path_buf());
-        let (cert, key) = (opt(self.client_cert_file), opt(self.client_key_file));
+        let (cert, key) = (
+            opt(&self.mqtt_client_cert_file),
+            opt(&self.mqtt_client_key_file),
+        );
         if cert.is_some() != key.is_some() {
-            return Err((
+            return Err(SettingError::from((
                 "mqtt_client_cert_file",
                 "mutual TLS needs both mqtt_client_cert_file and mqtt_client_key_file".into(),
-            ));
+            )));
         }
-        let tls_asked = opt(self.ca_file).is_some() || cert.is_some();
+        let tls_asked = opt(&self.mqtt_ca_file).is_some() || cert.is_some();
         if tls_asked && !broker.tls {
-            return Err((
+            return Err(SettingError::from((
                 "mqtt_url",
                 "TLS files are set but the URL is mqtt://; use mqtts://".into(),
-            ));
+            )));
         }
         let tls = if broker.tls {
-            let ca = opt(self.ca_file);
+            let ca = opt(&self.mqtt_ca_file);
             let client = cert.as_deref().zip(key.as_deref());
             let tls = crate::tls::client_config(
                 ca.as_deref(),
@@ -257,25 +332,8 @@ impl Connection<'_> {
     }
 }
 
-/// The session and the subscription, as an operator writes them.
-pub struct Session<'a> {
-    /// `mqtt_client_id`: the broker keeps the persistent session under it.
-    pub client_id: &'a str,
-    /// `mqtt_topic`, the filter alone.
-    pub topic: &'a str,
-    /// `mqtt_share_group`, empty for a plain subscription.
-    pub share_group: &'a str,
-    /// `mqtt_session_expiry`.
-    pub expiry: Duration,
-    /// `mqtt_keep_alive`.
-    pub keep_alive: Duration,
-    /// `mqtt_receive_maximum`: most unacknowledged messages the broker may send at once.
-    pub receive_maximum: u16,
-    /// `mqtt_max_packet_bytes`: the largest packet the broker may send.
-    pub max_packet_bytes: u32,
-    /// `max_message_bytes`: the largest payload refused by name rather than by the broker.
-    pub max_message_bytes: usize,
-}
+/// The topic subscribed to by default.
+pub const DEFAULT_TOPIC: &str = "turbines/+/readings";
 
 /// MQTT's largest packet (a four-byte remaining length).
 pub const MQTT_MAX_PACKET: u32 = 268_435_455;
@@ -301,88 +359,99 @@ fn bad_filter(filter: &str) -> Option<String> {
     None
 }
 
-impl Session<'_> {
-    /// The client id, the topic filter and the share group; the session's timings.
-    pub fn check(&self) -> Result<(), Problem> {
-        if self.client_id.is_empty() || self.client_id.len() > 65_535 {
-            return Err(("mqtt_client_id", "must be 1 to 65535 bytes".into()));
+impl BrokerSettings {
+    /// The client id, the topic filter and the share group; the session's timings; the largest
+    /// packet against `max_message_bytes` (the largest payload refused by name).
+    pub fn check_session(&self, max_message_bytes: usize) -> Result<(), SettingError> {
+        if self.mqtt_client_id.is_empty() || self.mqtt_client_id.len() > 65_535 {
+            return Err(SettingError::from((
+                "mqtt_client_id",
+                "must be 1 to 65535 bytes".into(),
+            )));
         }
-        if self.client_id.chars().any(char::is_control) {
-            return Err(("mqtt_client_id", "must not hold control characters".into()));
+        if self.mqtt_client_id.chars().any(char::is_control) {
+            return Err(SettingError::from((
+                "mqtt_client_id",
+                "must not hold control characters".into(),
+            )));
         }
-        if let Some(problem) = bad_filter(self.topic) {
-            return Err(("mqtt_topic", problem));
+        if let Some(problem) = bad_filter(&self.mqtt_topic) {
+            return Err(SettingError::from(("mqtt_topic", problem)));
         }
-        if crate::intake::json::turbine_level(self.topic).is_none() {
-            return Err((
+        if crate::intake::json::turbine_level(&self.mqtt_topic).is_none() {
+            return Err(SettingError::from((
                 "mqtt_topic",
                 format!(
                     "{:?} has no `+` level to name the turbine (e.g. turbines/+/readings)",
-                    self.topic
+                    self.mqtt_topic
                 ),
-            ));
+            )));
         }
-        if self.share_group.contains(['/', '+', '#'])
-            || self.share_group.chars().any(char::is_control)
-            || (!self.share_group.is_empty() && self.share_group.trim().is_empty())
+        if self.mqtt_share_group.contains(['/', '+', '#'])
+            || self.mqtt_share_group.chars().any(char::is_control)
+            || (!self.mqtt_share_group.is_empty() && self.mqtt_share_group.trim().is_empty())
         {
-            return Err((
+            return Err(SettingError::from((
                 "mqtt_share_group",
                 "must not contain '/', '+', '#' or control characters, nor be only white space"
                     .into(),
-            ));
+            )));
         }
-        if self.topic.starts_with("$share/") {
-            return Err((
+        if self.mqtt_topic.starts_with("$share/") {
+            return Err(SettingError::from((
                 "mqtt_topic",
                 format!(
                     "{:?} names a share group: set mqtt_share_group instead (mqtt_topic is the topic filter alone)",
-                    self.topic
+                    self.mqtt_topic
                 ),
-            ));
+            )));
         }
-        if self.receive_maximum == 0 {
-            return Err(("mqtt_receive_maximum", "must be more than 0".into()));
+        if self.mqtt_receive_maximum == 0 {
+            return Err(SettingError::from((
+                "mqtt_receive_maximum",
+                "must be more than 0".into(),
+            )));
         }
-        if self.expiry.as_secs() == 0 {
-            return Err((
+        if self.mqtt_session_expiry.as_secs() == 0 {
+            return Err(SettingError::from((
                 "mqtt_session_expiry",
                 "must be at least 1s, or the broker forgets the session (and what it queued) on every disconnect".into(),
-            ));
+            )));
         }
         // MQTT v5 carries the expiry in 32 bits, and reads the largest as "never expires".
-        if self.expiry.as_secs() >= u64::from(u32::MAX) {
-            return Err((
+        if self.mqtt_session_expiry.as_secs() >= u64::from(u32::MAX) {
+            return Err(SettingError::from((
                 "mqtt_session_expiry",
                 "must be under 136years (4294967295 s, which MQTT reads as never: a session kept for ever, and its queue, after a daemon is gone for good)".into(),
-            ));
+            )));
         }
-        if self.keep_alive < Duration::from_secs(5) || self.keep_alive.as_secs() > 65_535 {
-            return Err((
+        if self.mqtt_keep_alive < Duration::from_secs(5) || self.mqtt_keep_alive.as_secs() > 65_535
+        {
+            return Err(SettingError::from((
                 "mqtt_keep_alive",
                 "must be from 5s to 65535s (MQTT's limit)".into(),
-            ));
+            )));
         }
-        if self.max_packet_bytes > MQTT_MAX_PACKET
-            || (self.max_packet_bytes as usize) < self.max_message_bytes
+        if self.mqtt_max_packet_bytes > MQTT_MAX_PACKET
+            || (self.mqtt_max_packet_bytes as usize) < max_message_bytes
         {
-            return Err((
+            return Err(SettingError::from((
                 "mqtt_max_packet_bytes",
                 format!(
                     "must be from max_message_bytes ({}) to {MQTT_MAX_PACKET}: the broker drops a larger message without a word, so it could not be refused by name",
-                    self.max_message_bytes
+                    max_message_bytes
                 ),
-            ));
+            )));
         }
         Ok(())
     }
 
     /// The filter the daemon subscribes with: the topic, in its share group if one is set.
     pub fn subscription(&self) -> String {
-        if self.share_group.is_empty() {
-            self.topic.to_string()
+        if self.mqtt_share_group.is_empty() {
+            self.mqtt_topic.to_string()
         } else {
-            format!("$share/{}/{}", self.share_group, self.topic)
+            format!("$share/{}/{}", self.mqtt_share_group, self.mqtt_topic)
         }
     }
 }
@@ -477,21 +546,21 @@ mod tests {
         }
     }
 
-    fn session<'a>(client_id: &'a str, topic: &'a str, share_group: &'a str) -> Session<'a> {
-        Session {
-            client_id,
-            topic,
-            share_group,
-            expiry: Duration::from_secs(3600),
-            keep_alive: Duration::from_secs(30),
-            receive_maximum: 100,
-            max_packet_bytes: MQTT_MAX_PACKET,
-            max_message_bytes: 1 << 20,
+    fn session(client_id: &str, topic: &str, share_group: &str) -> BrokerSettings {
+        BrokerSettings {
+            mqtt_client_id: client_id.into(),
+            mqtt_topic: topic.into(),
+            mqtt_share_group: share_group.into(),
+            mqtt_session_expiry: Duration::from_secs(3600),
+            mqtt_keep_alive: Duration::from_secs(30),
+            mqtt_receive_maximum: 100,
+            mqtt_max_packet_bytes: MQTT_MAX_PACKET,
+            ..BrokerSettings::default()
         }
     }
 
     /// A valid session with one setting changed.
-    fn tweak(change: fn(&mut Session<'static>)) -> Session<'static> {
+    fn tweak(change: fn(&mut BrokerSettings)) -> BrokerSettings {
         let mut s = session("gw", "t/+", "");
         change(&mut s);
         s
@@ -500,7 +569,7 @@ mod tests {
     #[test]
     fn a_session_is_checked_setting_by_setting() {
         let ok = session("gw", "turbines/+/readings", "");
-        assert_eq!(ok.check(), Ok(()));
+        assert_eq!(ok.check_session(1 << 20), Ok(()));
         assert_eq!(ok.subscription(), "turbines/+/readings");
         assert_eq!(
             session("gw", "turbines/+/readings", "g").subscription(),
@@ -525,22 +594,34 @@ mod tests {
             (session("gw", "turbines/+/re+ad", ""), "mqtt_topic"),
             (session("gw", "turbines/+/\u{1}", ""), "mqtt_topic"),
             (
-                tweak(|s| s.keep_alive = Duration::from_secs(65_536)),
+                tweak(|s| s.mqtt_keep_alive = Duration::from_secs(65_536)),
                 "mqtt_keep_alive",
             ),
-            (tweak(|s| s.max_packet_bytes = 10), "mqtt_max_packet_bytes"),
             (
-                tweak(|s| s.max_packet_bytes = MQTT_MAX_PACKET + 1),
+                tweak(|s| s.mqtt_max_packet_bytes = 10),
                 "mqtt_max_packet_bytes",
             ),
-            (tweak(|s| s.receive_maximum = 0), "mqtt_receive_maximum"),
-            (tweak(|s| s.expiry = Duration::ZERO), "mqtt_session_expiry"),
             (
-                tweak(|s| s.keep_alive = Duration::from_secs(4)),
+                tweak(|s| s.mqtt_max_packet_bytes = MQTT_MAX_PACKET + 1),
+                "mqtt_max_packet_bytes",
+            ),
+            (
+                tweak(|s| s.mqtt_receive_maximum = 0),
+                "mqtt_receive_maximum",
+            ),
+            (
+                tweak(|s| s.mqtt_session_expiry = Duration::ZERO),
+                "mqtt_session_expiry",
+            ),
+            (
+                tweak(|s| s.mqtt_keep_alive = Duration::from_secs(4)),
                 "mqtt_keep_alive",
             ),
         ] {
-            assert_eq!(s.check().map_err(|e| e.0), Err(blamed));
+            assert_eq!(
+                s.check_session(1 << 20).map_err(|e| e.setting),
+                Err(blamed.to_string())
+            );
         }
     }
 }

@@ -19,7 +19,8 @@ use axum::response::{IntoResponse, Response};
 
 use super::auth::{Refusal, Users, Verifier};
 use super::listen::Peer;
-use crate::daemon::config::{ConfigError, Settings};
+use crate::core::setting::SettingError;
+use crate::daemon::config::Settings;
 
 /// The most a users file may hold (a line is about 120 bytes: some 35,000 users).
 const USERS_FILE_MAX: u64 = 4 * 1024 * 1024;
@@ -115,16 +116,16 @@ impl Access {
 
     /// The panel's settings checked for `listen` (logging the warning an open panel on the
     /// network deserves); a refusal names its setting.
-    pub fn from_settings(s: &Settings, listen: SocketAddr) -> Result<Access, ConfigError> {
+    pub fn from_settings(s: &Settings, listen: SocketAddr) -> Result<Access, SettingError> {
         let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from);
         Group {
             listen,
-            tls_cert_file: &s.panel_tls_cert_file,
-            tls_key_file: &s.panel_tls_key_file,
-            users_file: &s.panel_users_file,
-            trusted_proxy_header: &s.panel_trusted_proxy_header,
-            trusted_proxies: &s.panel_trusted_proxies,
-            behind_tls_proxy: s.panel_behind_tls_proxy,
+            tls_cert_file: &s.listeners.panel_tls_cert_file,
+            tls_key_file: &s.listeners.panel_tls_key_file,
+            users_file: &s.listeners.panel_users_file,
+            trusted_proxy_header: &s.listeners.panel_trusted_proxy_header,
+            trusted_proxies: &s.listeners.panel_trusted_proxies,
+            behind_tls_proxy: s.listeners.panel_behind_tls_proxy,
             credentials,
         }
         .check()
@@ -163,8 +164,8 @@ pub struct GroupError {
 }
 
 impl GroupError {
-    fn into_config_error(self) -> ConfigError {
-        let mut e = ConfigError::new(self.setting, self.problem);
+    fn into_config_error(self) -> SettingError {
+        let mut e = SettingError::new(self.setting, self.problem);
         if let Some(source) = self.source {
             e.env = source;
         }

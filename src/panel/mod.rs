@@ -253,8 +253,9 @@ pub async fn serve_with(
         cfg.clock(),
         &cfg.rules.limits.signals,
         cfg.settings
+            .stats
             .stats_enabled
-            .then(|| (cfg.stats_sql(), cfg.settings.stats_stuck_min_readings)),
+            .then(|| (cfg.stats_sql(), cfg.settings.stats.stats_stuck_min_readings)),
         cfg.availability().map(|(_, _, view)| view),
         cfg.power_curve(),
     );

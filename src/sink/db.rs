@@ -9,8 +9,9 @@ use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 use tokio_postgres::{Client, NoTls};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+use crate::core::setting::{group, SettingError};
 use crate::error::{Error, Refused};
-use crate::secret::given_as;
+use crate::secret::{given_as, Secret};
 
 /// libpq's `sslmode`, the four values that mean something without a fallback to plain text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,17 +170,52 @@ impl Database {
     }
 }
 
+group! {
+    /// The database settings.
+    pub struct DatabaseSettings("Database") {
+        /// libpq-style URL of the database that holds the readings
+        /// (postgresql://ROLE[:PASSWORD]@HOST:PORT/DBNAME, or key=value pairs). `galewatch run` and
+        /// `galewatch migrate` create the database when it is missing and the role may (CREATE
+        /// DATABASE), then apply the schema. A secret when it holds a password.
+        #[serde(deserialize_with = "crate::core::setting::scalar_string")]
+        pub database_url: String = "postgresql://postgres@127.0.0.1:5432/galewatch".into(),
+        /// TLS to PostgreSQL, libpq's sslmode: disable (plain: loopback or a private segment),
+        /// require (encrypted, the server not authenticated), verify-ca (signed by a trusted CA) or
+        /// verify-full (and issued for the host in database_url). sslmode=... in the URL means the
+        /// same.
+        #[serde(deserialize_with = "crate::core::setting::scalar_string")]
+        pub database_sslmode: String = "disable".into(),
+        /// For verify-ca and verify-full: the CAs that may sign the server's certificate, PEM
+        /// (empty: the system's roots). sslrootcert=... in the URL means the same.
+        #[serde(deserialize_with = "crate::core::setting::scalar_string")]
+        pub database_ca_file: String = String::new(),
+        /// The database password, when it is not in database_url (or the server needs none). A
+        /// password the server refuses at start, or none when it asks for one, exits 2 naming this
+        /// setting; once running, a refusal is retried and logged.
+        pub database_password: Secret = Secret::default(),
+    }
+}
+
+impl DatabaseSettings {
+    /// The database these settings name, checked (`Database::from_settings`).
+    pub fn database(&self) -> Result<Database, SettingError> {
+        Database::from_settings(
+            &self.database_url,
+            &self.database_sslmode,
+            &self.database_ca_file,
+            self.database_password.expose(),
+        )
+    }
+}
+
 async fn watch<F: std::future::Future<Output = Result<(), tokio_postgres::Error>>>(conn: F) {
     if let Err(e) = conn.await {
         tracing::debug!(error = %e, "a database connection ended");
     }
 }
 
-/// The setting to blame and what is wrong with it.
-pub type SettingError = (&'static str, String);
-
 fn bad(setting: &'static str, problem: impl Into<String>) -> SettingError {
-    (setting, problem.into())
+    SettingError::new(setting, problem)
 }
 
 impl Database {

@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Transaction;
 
+use crate::core::setting::{group, SettingError};
 use crate::error::Error;
 use crate::sink::dialect::{Dialect, Params, Stmt};
 use crate::telemetry;
@@ -168,16 +169,47 @@ pub struct Thresholds {
     pub drift_window: Duration,
 }
 
-impl Thresholds {
-    /// The window and the collision count checked; the error names the setting to blame.
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
-        if self.drift_window < Duration::from_secs(1) {
-            return Err(("clock_drift_window", "must be at least 1s".into()));
+group! {
+    /// What makes a turbine's clock suspect, as an operator writes it.
+    pub struct ClockSettings("Turbine clock health") {
+        /// A turbine is clock-suspect (galewatch_turbines_clock_suspect, `galewatch turbines
+        /// --suspect`) when its clock's offset (arrival time minus recorded_at, a lower envelope
+        /// that ignores network delay and resends) passes this...
+        #[serde(with = "crate::core::setting::exact_duration")]
+        pub clock_max_offset: Duration = Duration::from_secs(30),
+        /// ...or its clock gains or loses more than this per day...
+        #[serde(with = "crate::core::setting::exact_duration")]
+        pub clock_max_drift_per_day: Duration = Duration::from_secs(60),
+        /// ...or this many of its readings collided (quarantined) in the last day.
+        pub clock_max_collisions_per_day: i64 = 3,
+        /// Drift is measured as the offset's change over this window.
+        #[serde(with = "crate::core::setting::exact_duration")]
+        pub clock_drift_window: Duration = Duration::from_secs(600),
+    }
+}
+
+impl ClockSettings {
+    /// The thresholds, the window and the collision count checked; the error names the setting
+    /// to blame.
+    pub fn thresholds(&self) -> Result<Thresholds, SettingError> {
+        if self.clock_drift_window < Duration::from_secs(1) {
+            return Err(SettingError::new(
+                "clock_drift_window",
+                "must be at least 1s",
+            ));
         }
-        if self.max_collisions_per_day < 1 {
-            return Err(("clock_max_collisions_per_day", "must be at least 1".into()));
+        if self.clock_max_collisions_per_day < 1 {
+            return Err(SettingError::new(
+                "clock_max_collisions_per_day",
+                "must be at least 1",
+            ));
         }
-        Ok(())
+        Ok(Thresholds {
+            max_offset: self.clock_max_offset.as_secs_f64(),
+            max_drift_per_day: self.clock_max_drift_per_day.as_secs_f64(),
+            max_collisions_per_day: self.clock_max_collisions_per_day,
+            drift_window: self.clock_drift_window,
+        })
     }
 }
 

@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
+use crate::core::setting::{group, SettingError};
 use crate::error::{DbContext, Error};
 use crate::sink::partition::{Partitions, Policy, Range};
 use crate::telemetry;
@@ -28,24 +29,83 @@ pub struct UpkeepGroup {
     pub interval: Duration,
 }
 
-/// How often upkeep runs and how long each table keeps rows (`(setting, span)`), checked; the
-/// error names the setting.
-pub fn check(
-    interval: Duration,
-    retentions: &[(&'static str, Duration)],
-) -> Result<(), (&'static str, String)> {
-    if interval < Duration::from_secs(1) || interval > crate::sink::partition::MAX_SPAN {
-        return Err((
-            "maintenance_interval",
-            "must be from 1s to 100 years".into(),
-        ));
+group! {
+    /// Partitions and retention, as an operator writes them.
+    pub struct UpkeepSettings("Partitions and retention") {
+        /// Whether the daemon makes and drops readings partitions (docs/partitioning.md), on one
+        /// server or a Citus cluster; false where the engine manages them (TimescaleDB, pg_partman,
+        /// Citus's create_time_partitions: docs/scaling.md).
+        pub readings_manage_partitions: bool = true,
+        /// Width of a new readings partition (1h to 366days).
+        #[serde(with = "crate::core::setting::exact_duration")]
+        pub readings_partition_size: Duration = DAY,
+        /// Partitions are made this far ahead of now (at most 1000 of readings_partition_size), and
+        /// on demand for a backlog.
+        #[serde(with = "crate::core::setting::exact_duration")]
+        pub readings_partition_ahead: Duration = 3 * DAY,
+        /// Readings stamped further back get no partition of their own and land in
+        /// readings_default, so a turbine whose clock reset to years ago cannot create thousands of
+        /// tables.
+        #[serde(with = "crate::core::setting::exact_duration")]
+        pub readings_partition_backfill: Duration = 90 * DAY,
+        /// Whole partitions are dropped once all of them is older than this; 0s keeps everything.
+        #[serde(with = "crate::core::setting::exact_duration")]
+        pub readings_retention: Duration = Duration::ZERO,
+        /// Quarantine entries received longer ago are deleted, in small batches; 0s keeps them.
+        #[serde(with = "crate::core::setting::exact_duration")]
+        pub quarantine_retention: Duration = 30 * DAY,
+        /// Rejected entries received longer ago are deleted, in small batches; 0s keeps them.
+        #[serde(with = "crate::core::setting::exact_duration")]
+        pub rejected_retention: Duration = 30 * DAY,
+        /// How often partitions are made ahead and retention runs (also once at start), by one
+        /// daemon at a time.
+        #[serde(with = "crate::core::setting::exact_duration")]
+        pub maintenance_interval: Duration = Duration::from_secs(3600),
     }
-    for (setting, span) in retentions {
-        if *span > crate::sink::partition::MAX_SPAN {
-            return Err((setting, "must be at most 100 years".into()));
+}
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+impl UpkeepSettings {
+    /// The partition settings against each other, how often upkeep runs and how long the
+    /// quarantine and the rejected keep rows, checked; the error names the setting.
+    pub fn check(&self) -> Result<(), SettingError> {
+        crate::sink::partition::check_settings(
+            self.readings_partition_size,
+            (
+                self.readings_partition_ahead,
+                self.readings_partition_backfill,
+            ),
+            self.readings_retention,
+            self.readings_manage_partitions,
+        )?;
+        let interval = self.maintenance_interval;
+        if interval < Duration::from_secs(1) || interval > crate::sink::partition::MAX_SPAN {
+            return Err(SettingError::new(
+                "maintenance_interval",
+                "must be from 1s to 100 years",
+            ));
         }
+        for (setting, span) in [
+            ("quarantine_retention", self.quarantine_retention),
+            ("rejected_retention", self.rejected_retention),
+        ] {
+            if span > crate::sink::partition::MAX_SPAN {
+                return Err(SettingError::new(setting, "must be at most 100 years"));
+            }
+        }
+        Ok(())
     }
-    Ok(())
+
+    /// How the daemon manages `readings` partitions; None where the engine manages them.
+    pub fn policy(&self) -> Option<Policy> {
+        self.readings_manage_partitions.then(|| Policy {
+            size: self.readings_partition_size,
+            ahead: self.readings_partition_ahead,
+            backfill: self.readings_partition_backfill,
+            retention: (!self.readings_retention.is_zero()).then_some(self.readings_retention),
+        })
+    }
 }
 
 /// Makes sure a partition holds `$1`, creating one `$2` seconds wide if none does.

@@ -144,7 +144,7 @@ impl Request {
         Layout::with_availability(
             &cfg.stats_sql(),
             self.names,
-            cfg.settings.stats_stuck_min_readings,
+            cfg.settings.stats.stats_stuck_min_readings,
             cfg.availability().map(|(_, _, view)| view),
         )
         .map_err(|e| format!("--names iec: {e}"))
@@ -643,7 +643,7 @@ pub async fn rebuild_as_of(
             done.skipped
         ));
     }
-    if !cfg.settings.stats_enabled {
+    if !cfg.settings.stats.stats_enabled {
         out.push_str("\nnote: stats_enabled is false, so the daemon does not keep them current");
     }
     Ok(out)
@@ -678,7 +678,10 @@ pub async fn power_curve(
     out: &mut impl Write,
 ) -> Result<u64, ReviewError> {
     use crate::sink::power_curve as pc;
-    let Some(policy) = cfg.power_curve().filter(|_| cfg.settings.stats_enabled) else {
+    let Some(policy) = cfg
+        .power_curve()
+        .filter(|_| cfg.settings.stats.stats_enabled)
+    else {
         return Err(ReviewError::Refused(
             "no power curve: the settings name no wind speed and power signal the fleet declares (power_curve_wind_signal, power_curve_power_signal), or statistics are off".into(),
         ));
@@ -690,7 +693,7 @@ pub async fn power_curve(
     }
     let mut client = cfg.db.open().await?;
     let sql = cfg.stats_sql();
-    let k = cfg.settings.stats_stuck_min_readings;
+    let k = cfg.settings.stats.stats_stuck_min_readings;
     let signals = &cfg.rules.limits.signals;
     let all = pc::turbine_bins(&client, &sql, signals, &policy, k, (from, to), None).await?;
     let reference = pc::reference(&policy, &pc::fleet_bins(&all));

@@ -65,7 +65,7 @@ fn settings_sections(w: &mut dyn Write) -> io::Result<()> {
     r.control("SH", ["SETTINGS"]);
     r.text([roman(SETTINGS_INTRO)]);
     for (group, entries) in grouped() {
-        r.control("SS", [group.title()]);
+        r.control("SS", [group]);
         for e in entries {
             r.control("TP", []);
             r.text([bold(e.term())]);

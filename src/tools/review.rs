@@ -186,7 +186,7 @@ async fn missing_signals(
     cfg: &Config,
     db: &Client,
 ) -> Result<Option<std::collections::HashMap<String, Vec<String>>>, Error> {
-    if !cfg.settings.stats_enabled {
+    if !cfg.settings.stats.stats_enabled {
         return Ok(None);
     }
     let signals = &cfg.rules.limits.signals;
@@ -429,7 +429,7 @@ async fn update_stats(
     id: i64,
     recorded_at: DateTime<Utc>,
 ) -> Result<&'static str, Error> {
-    if effect == "none" || !cfg.settings.stats_enabled {
+    if effect == "none" || !cfg.settings.stats.stats_enabled {
         return Ok("");
     }
     // A reading added or replaced changes its interval's statistics. One added is merged as a

@@ -122,7 +122,7 @@ struct Seen {
 /// matching birth's metrics with their aliases.
 pub async fn metrics(cfg: &Config, filter: &Filter, format: Format) -> Result<String, Error> {
     let db = cfg.db.open().await?;
-    let all = births::newest(&db, &cfg.settings.mqtt_client_id).await?;
+    let all = births::newest(&db, &cfg.settings.broker.mqtt_client_id).await?;
     let kept: Vec<&Stored> = all.iter().filter(|b| filter.keeps(b)).collect();
     let map = cfg.sparkplug.as_ref();
     if filter.withdrawn {
@@ -271,7 +271,7 @@ fn table(
         out,
         "{} metric name(s) in {births} stored birth(s) of session {:?}",
         rows.len(),
-        cfg.settings.mqtt_client_id
+        cfg.settings.broker.mqtt_client_id
     );
     for (s, by) in unfed {
         let by = if by.is_empty() {

@@ -153,7 +153,8 @@ impl Broker {
         let port = free_port();
         let conf = dir.path().join("mosquitto.conf");
         let text =
-            galewatch::tools::demo::private_mosquitto_conf(conf_text, port, dir.path()) + extra;
+            galewatch::tools::demo::services::private_mosquitto_conf(conf_text, port, dir.path())
+                + extra;
         std::fs::write(&conf, text).unwrap();
         let mut b = Broker {
             port,
@@ -712,11 +713,12 @@ pub struct Panel {
 
 impl Panel {
     pub async fn serve(db: &TestDb, file: &std::path::Path) -> Panel {
-        let cfg = galewatch::daemon::config::Settings {
-            database_url: db.url.clone(),
-            ..galewatch::daemon::config::load(Some(file))
+        let cfg = {
+            let mut s = galewatch::daemon::config::load(Some(file))
                 .expect("the daemon's settings")
-                .settings
+                .settings;
+            s.database.database_url = db.url.clone();
+            s
         }
         .validate()
         .expect("valid settings");

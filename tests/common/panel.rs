@@ -2,6 +2,9 @@
 //! (from a chosen loopback address, with Basic credentials).
 
 use std::net::SocketAddr;
+
+use galewatch::daemon::listeners::ListenerSettings;
+use galewatch::sink::db::DatabaseSettings;
 use std::process::Command;
 
 /// A panel with settings `s`, served like [`panel`] on 127.0.0.1.
@@ -153,11 +156,35 @@ impl TlsFiles {
     /// Panel settings over the database at `database_url`, served over HTTPS with these files.
     pub fn settings(&self, database_url: &str) -> galewatch::daemon::config::Settings {
         galewatch::daemon::config::Settings {
-            database_url: database_url.to_string(),
-            panel_tls_cert_file: self.cert.display().to_string(),
-            panel_tls_key_file: self.key.display().to_string(),
+            database: DatabaseSettings {
+                database_url: database_url.to_string(),
+                ..Default::default()
+            },
+            listeners: ListenerSettings {
+                panel_tls_cert_file: self.cert.display().to_string(),
+                panel_tls_key_file: self.key.display().to_string(),
+                ..Default::default()
+            },
             ..Default::default()
         }
+    }
+}
+
+/// Panel settings over the database at `database_url`, its users in the file `users`.
+pub fn with_users(
+    database_url: &str,
+    users: &std::path::Path,
+) -> galewatch::daemon::config::Settings {
+    galewatch::daemon::config::Settings {
+        database: DatabaseSettings {
+            database_url: database_url.to_string(),
+            ..Default::default()
+        },
+        listeners: ListenerSettings {
+            panel_users_file: users.display().to_string(),
+            ..Default::default()
+        },
+        ..Default::default()
     }
 }
 

@@ -5,11 +5,13 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 
 use crate::core::outcome::{Decoded, Refusal, RejectReason, Rejection};
 use crate::core::reading::{Reading, Values};
+use crate::core::setting::{group, SettingError};
 use crate::core::signals::{Datum, Kind, Signal, Signals};
 use crate::core::{number, timestamp};
 
@@ -82,16 +84,24 @@ fn within(what: &str, n: usize, limit: usize) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// The settings of the limits, as an operator writes them.
-pub struct Settings {
-    pub max_message_bytes: usize,
-    pub max_readings_per_message: usize,
-    pub max_clock_skew: std::time::Duration,
+group! {
+    /// The limits every format shares, as an operator writes them.
+    pub struct MessageSettings("Message limits") {
+        /// Larger messages are rejected too_large.
+        pub max_message_bytes: usize = 1024 * 1024,
+        /// An array message (a gateway's batch) with more readings is rejected too_large, whole,
+        /// before more than this many are held in memory.
+        pub max_readings_per_message: usize = 1_000,
+        /// A reading stamped further ahead of its time of receipt is quarantined future_timestamp
+        /// (at most 10 years).
+        #[serde(with = "crate::core::setting::exact_duration")]
+        pub max_clock_skew: Duration = Duration::from_secs(300),
+    }
 }
 
-impl Settings {
+impl MessageSettings {
     /// The limits for `signals`, checked; the error names the setting to blame.
-    pub fn limits(&self, signals: Signals) -> Result<Limits, (&'static str, String)> {
+    pub fn limits(&self, signals: Signals) -> Result<Limits, SettingError> {
         let positive = |setting: &'static str, v: usize| {
             if v == 0 {
                 Err((setting, "must be more than 0".to_string()))
@@ -104,10 +114,13 @@ impl Settings {
         // A turbine's clock more than ten years ahead is broken, not skewed; the bound also
         // keeps `received_at + max_clock_skew` within chrono's range.
         if self.max_clock_skew > std::time::Duration::from_secs(3653 * 86_400) {
-            return Err(("max_clock_skew", "must be at most 10 years".to_string()));
+            return Err(SettingError::new(
+                "max_clock_skew",
+                "must be at most 10 years",
+            ));
         }
         let max_clock_skew = chrono::Duration::from_std(self.max_clock_skew)
-            .map_err(|_| ("max_clock_skew", "too large".to_string()))?;
+            .map_err(|_| SettingError::new("max_clock_skew", "too large"))?;
         Ok(Limits {
             max_message_bytes: self.max_message_bytes,
             max_readings_per_message: self.max_readings_per_message,
@@ -383,7 +396,7 @@ mod tests {
             outcome(limits.future_after(now), Ok(reading), None, "reading"),
             Decoded::Future(_)
         ));
-        let settings = Settings {
+        let settings = MessageSettings {
             max_message_bytes: 1,
             max_readings_per_message: 1,
             max_clock_skew: std::time::Duration::from_secs(u64::MAX),
@@ -392,8 +405,8 @@ mod tests {
             settings
                 .limits(Signals::defaults())
                 .map(|_| ())
-                .map_err(|e| e.0),
-            Err("max_clock_skew")
+                .map_err(|e| e.setting),
+            Err("max_clock_skew".to_string())
         );
     }
 }

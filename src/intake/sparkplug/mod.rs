@@ -14,6 +14,7 @@ pub mod fuzz;
 pub mod host;
 pub mod intake;
 pub mod proto;
+pub mod settings;
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -276,129 +277,6 @@ impl Mapping {
         } else {
             Feed::LevelNamesNoTurbine(signal)
         }
-    }
-}
-
-/// Sparkplug B's settings as the operator wrote them (`sparkplug_*`), with the MQTT session
-/// they are checked against (its share group, and its topic: the JSON fleet's filter).
-pub struct Settings<'a> {
-    pub group_id: &'a str,
-    pub mqtt: &'a crate::intake::broker::Session<'a>,
-    pub host_id: &'a str,
-    pub max_metrics_per_message: usize,
-    pub births_cached: usize,
-    pub births_cache_bytes: usize,
-    pub rebirths_per_second: f64,
-    pub rebirth_interval: std::time::Duration,
-    pub metrics: &'a std::collections::BTreeMap<String, String>,
-    pub turbine: TurbineFrom,
-    pub timestamp: TimeFrom,
-}
-
-fn bad(setting: &'static str, problem: impl Into<String>) -> (&'static str, String) {
-    (setting, problem.into())
-}
-
-impl Mapping {
-    /// The mapping the settings give, checked: None when no group is set; else the setting to
-    /// blame and what is wrong.
-    pub fn from_settings(
-        s: &Settings<'_>,
-        signals: &crate::core::signals::Signals,
-    ) -> Result<Option<Mapping>, (&'static str, String)> {
-        let group = s.group_id;
-        if group.is_empty() {
-            return Ok(None);
-        }
-        if group != "+" && (group.contains(['/', '+', '#']) || group == "STATE") {
-            return Err(bad(
-                "sparkplug_group_id",
-                format!("{group:?}: a group id (one topic level, not STATE), or + for every group"),
-            ));
-        }
-        if !s.mqtt.share_group.is_empty() {
-            return Err(bad(
-                "mqtt_share_group",
-                format!(
-                    "{:?} is set beside sparkplug_group_id {group:?}: Sparkplug B is not taken in a share \
-                     group, because the broker deals one edge node's births and data to different members \
-                     and no member could prove which birth a DATA message follows. Run Sparkplug B in a \
-                     daemon of its own outside the share group (its own mqtt_client_id, mqtt_share_group \
-                     empty; one daemon per sparkplug_group_id to spread several groups), and the JSON \
-                     fleet in the share group",
-                    s.mqtt.share_group
-                ),
-            ));
-        }
-        if matches!(s.mqtt.topic.split('/').next(), Some("+" | "#" | NAMESPACE)) {
-            return Err(bad(
-                "mqtt_topic",
-                format!(
-                    "{:?} would also take Sparkplug B's messages as JSON; with sparkplug_group_id set, mqtt_topic is the JSON fleet's filter alone",
-                    s.mqtt.topic
-                ),
-            ));
-        }
-        if s.host_id.contains(['/', '+', '#']) {
-            return Err(bad("sparkplug_host_id", "must not contain '/', '+' or '#'"));
-        }
-        if s.max_metrics_per_message == 0 {
-            return Err(bad(
-                "sparkplug_max_metrics_per_message",
-                "must be at least 1",
-            ));
-        }
-        if s.births_cached == 0 {
-            return Err(bad("sparkplug_births_cached", "must be at least 1"));
-        }
-        if s.births_cache_bytes < 1024 * 1024 {
-            return Err(bad(
-                "sparkplug_births_cache_bytes",
-                "must be at least 1 MiB",
-            ));
-        }
-        if !(s.rebirths_per_second.is_finite() && s.rebirths_per_second > 0.0) {
-            return Err(bad(
-                "sparkplug_rebirths_per_second",
-                "must be a number above 0",
-            ));
-        }
-        if s.rebirth_interval < std::time::Duration::from_secs(1) {
-            return Err(bad("sparkplug_rebirth_interval", "must be at least 1s"));
-        }
-        let mut by_name = HashMap::new();
-        if s.metrics.is_empty() {
-            for (i, s) in signals.iter().enumerate() {
-                by_name.insert(s.name.clone(), i);
-            }
-        }
-        for (metric, signal) in s.metrics {
-            if metric.is_empty() {
-                return Err(bad("sparkplug_metrics", "a metric name is empty"));
-            }
-            let Some(i) = signals.position(signal) else {
-                let near = signals
-                    .iter()
-                    .map(|s| (strsim::damerau_levenshtein(signal, &s.name), &s.name))
-                    .filter(|(d, n)| *d <= 2.max(n.len() / 5))
-                    .min()
-                    .map(|(_, n)| format!("; did you mean {n:?}?"))
-                    .unwrap_or_default();
-                return Err(bad(
-                    "sparkplug_metrics",
-                    format!(
-                        "metric {metric:?} feeds {signal:?}, which is not a declared signal{near}"
-                    ),
-                ));
-            };
-            by_name.insert(metric.clone(), i);
-        }
-        Ok(Some(Mapping {
-            turbine: s.turbine,
-            time: s.timestamp,
-            signals: by_name,
-            max_metrics: s.max_metrics_per_message,
-        }))
     }
 }
 

@@ -42,6 +42,7 @@ pub mod family;
 mod moments;
 mod partial;
 mod rebuild;
+pub mod settings;
 mod sql;
 mod turbulence;
 
