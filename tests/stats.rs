@@ -1305,10 +1305,10 @@ async fn retention_cut(db: &TestDb, w: &Widths) -> u64 {
     );
     // Rebuilt to their old figures; the others as they were (the damage undone).
     c.batch_execute(
-        "UPDATE interval_stats s SET power_kw_max = v.signals.power_kw_max FROM saved v
+        "UPDATE interval_stats s SET power_kw_max = v.power_kw_max FROM saved v
           WHERE (s.turbine_id, s.interval_seconds, s.interval_start)
               = (v.turbine_id, v.interval_seconds, v.interval_start)
-            AND s.signals.power_kw_max = -12345",
+            AND s.power_kw_max = -12345",
     )
     .await
     .unwrap();
