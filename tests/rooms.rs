@@ -11,15 +11,12 @@ const ROOM_LINES: usize = 800;
 /// Most lines in a function (its signature to its closing brace).
 const FN_LINES: usize = 100;
 
-/// Rooms past the rule when it began to be checked (2026-12-06), with their size then: to be
-/// split (issue "A statistic is one room"). None may grow.
-const OVERSIZE_ROOMS: &[(&str, usize)] = &[("src/panel/data.rs", 1332)];
+/// Rooms allowed past the rule, with their size (none: the last were split on 2026-12-06, issue
+/// "A statistic is one room"). One listed may not grow, and leaves the list once within it.
+const OVERSIZE_ROOMS: &[(&str, usize)] = &[];
 
-/// Functions past the rule then, as `file::name`, with their length then.
-const LONG_FNS: &[(&str, usize)] = &[
-    ("src/panel/data.rs::missing_signals", 115),
-    ("src/panel/page.rs::fleet", 142),
-];
+/// Functions allowed past the rule, as `file::name`, with their length (none).
+const LONG_FNS: &[(&str, usize)] = &[];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).expect("src is readable") {
