@@ -158,7 +158,7 @@ async fn real_time_mode_keeps_the_fleet_s_pace() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_simulated_site_reads_as_its_curve_its_stops_and_its_faults() {
     use galewatch::tools::simulate::Fleet;
-    use galewatch::tools::site::{Site, Span, Status};
+    use galewatch::tools::site::{Site, Status, Stretch};
     let settings = format!(
         r#"
 sample_period = "2s"
@@ -193,14 +193,14 @@ type = "integer"
             underperforming: vec![(3, 5.0)],
             stuck_anemometer: vec![(
                 2,
-                Span {
+                Stretch {
                     after: hour(3),
                     lasting: Some(hour(1)),
                 },
             )],
             curtailment: Some((
                 1500.0,
-                Span {
+                Stretch {
                     after: hour(8),
                     lasting: Some(hour(1)),
                 },

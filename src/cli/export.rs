@@ -75,11 +75,12 @@ fn power_curve_export(
         match output {
             None => {
                 let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-                power_curve(cfg, turbines, range, format, raw, &mut out).await
+                power_curve(cfg, turbines, range.into(), format, raw, &mut out).await
             }
             Some(path) => {
                 let mut out = open_output(path).await?;
-                let n = power_curve(cfg, turbines, range, format, raw, &mut out.writer()).await?;
+                let n = power_curve(cfg, turbines, range.into(), format, raw, &mut out.writer())
+                    .await?;
                 out.finish()?;
                 Ok(n)
             }

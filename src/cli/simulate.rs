@@ -81,11 +81,11 @@ pub(crate) struct SimulateArgs {
     /// (default: the start), for FOR (default: to the end), while its power follows the wind
     /// (`2@10m+30m`). Repeatable.
     #[arg(long, value_name = "TURBINE[@AFTER[+FOR]]", value_parser = galewatch::tools::site::parse_stuck)]
-    stuck_anemometer: Vec<(usize, galewatch::tools::site::Span)>,
+    stuck_anemometer: Vec<(usize, galewatch::tools::site::Stretch)>,
     /// KW[@AFTER[+FOR]]: every turbine held at most KW over that span of the run (status
     /// partial performance; 0: a requested shutdown), as a grid operator asks (`1500@1h+20m`).
     #[arg(long, value_name = "KW[@AFTER[+FOR]]", allow_hyphen_values = true, value_parser = galewatch::tools::site::parse_curtail)]
-    curtail: Option<(f64, galewatch::tools::site::Span)>,
+    curtail: Option<(f64, galewatch::tools::site::Stretch)>,
     /// Leave out `status_code`, each reading's status (1 running, 2 curtailed, 4 no wind, 5
     /// maintenance, 6 fault, 7 shutdown: docs/simulator.md).
     #[arg(long)]

@@ -295,9 +295,16 @@ fn category_names(keep: impl Fn(Category) -> bool) -> Vec<String> {
         .collect()
 }
 
-/// Availability as the checked settings keep it: the status signal's position, its mapping
-/// and the view of time.
-pub type Checked = (usize, Mapping, View);
+/// Availability as the checked settings keep it.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    /// The status signal's position among the declared signals.
+    pub status: usize,
+    /// Which category each of its values stands for.
+    pub mapping: Mapping,
+    /// Which categories' time counts as available, and which as unavailable.
+    pub view: View,
+}
 
 impl AvailabilitySettings {
     /// The settings checked against the declared signals (availability is kept in the interval
@@ -381,7 +388,11 @@ impl AvailabilitySettings {
                     .into(),
             );
         }
-        Ok(Some((status, Mapping::new(&mapped), view)))
+        Ok(Some(Checked {
+            status,
+            mapping: Mapping::new(&mapped),
+            view,
+        }))
     }
 
     /// The values one category (`setting`) maps: each of the status signal's kind, no text

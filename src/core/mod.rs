@@ -16,4 +16,5 @@ pub mod sampling;
 pub mod setting;
 pub mod shown;
 pub mod signals;
+pub mod span;
 pub mod timestamp;

@@ -248,7 +248,7 @@ fn start(
                     cfg.rules.limits.signals.clone(),
                     cfg.stats_sql(),
                     cfg.settings.stats.stats_stuck_min_readings,
-                    cfg.availability().map(|(_, _, view)| view),
+                    cfg.availability().map(|a| a.view),
                 )),
         );
     }

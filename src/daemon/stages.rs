@@ -14,9 +14,10 @@ impl Config {
     /// periods, keeping availability and the wind's turbulence where the settings name them.
     pub fn stats_sql(&self) -> crate::sink::stats::Sql {
         use crate::sink::stats::{Availability, Keeping, Sql};
-        let availability = self
-            .availability()
-            .map(|(status, mapping, _)| Availability { status, mapping });
+        let availability = self.availability().map(|a| Availability {
+            status: a.status,
+            mapping: a.mapping,
+        });
         let keeping = Keeping {
             availability,
             wind: self.power_curve().map(|p| p.wind),

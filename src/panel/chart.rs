@@ -33,8 +33,12 @@ pub struct Chart<'a> {
     pub flags: &'a [Flagged],
 }
 
-/// A flagged interval: its start, its end, and what is flagged ("stuck, absent").
-pub type Flagged = (DateTime<Utc>, DateTime<Utc>, String);
+/// A flagged interval: when, and what is flagged ("stuck, absent").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Flagged {
+    pub span: crate::core::span::Span,
+    pub what: String,
+}
 
 const W: f64 = 960.0;
 const H: f64 = 230.0;
@@ -116,12 +120,13 @@ impl Chart<'_> {
 
     /// Each flagged interval as a bar along the foot of the plot, its flags in its title.
     fn mark_flags(&self, s: &mut String, scale: &Scale) {
-        for (a, b, what) in self
+        for Flagged { span, what } in self
             .flags
             .iter()
-            .filter(|(a, b, _)| *b > self.from && *a < self.to)
+            .filter(|f| f.span.to > self.from && f.span.from < self.to)
         {
-            let (x1, x2) = (scale.x((*a).max(self.from)), scale.x((*b).min(self.to)));
+            let (a, b) = (span.from, span.to);
+            let (x1, x2) = (scale.x(a.max(self.from)), scale.x(b.min(self.to)));
             let _ = write!(
                 s,
                 r#"<g class="flag-marker"><title>{} to {}: {}</title><rect x="{x1:.1}" y="{:.1}" width="{:.1}" height="5" fill="{FLAG_COLOUR}"/></g>"#,
@@ -673,11 +678,13 @@ mod tests {
             points: &points,
             max_gap: chrono::Duration::minutes(3),
             markers: &[t("2026-11-30T00:30:00Z"), t("2026-11-30T02:00:00Z")],
-            flags: &[(
-                t("2026-11-30T00:10:00Z"),
-                t("2026-11-30T00:20:00Z"),
-                "stuck <&>".into(),
-            )],
+            flags: &[Flagged {
+                span: crate::core::span::Span::new(
+                    t("2026-11-30T00:10:00Z"),
+                    t("2026-11-30T00:20:00Z"),
+                ),
+                what: "stuck <&>".into(),
+            }],
         }
         .svg();
         assert!(svg.starts_with("<svg class=\"chart\" data-series=\"power_kw\""));

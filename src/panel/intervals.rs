@@ -40,7 +40,10 @@ impl Quality {
         for i in intervals {
             for (k, f) in i.flags(stuck_min_readings).iter().enumerate() {
                 if f.any() {
-                    q.flagged[k].push((i.start, i.start + width, f.names().join(", ")));
+                    q.flagged[k].push(super::chart::Flagged {
+                        span: crate::core::span::Span::new(i.start, i.start + width),
+                        what: f.names().join(", "),
+                    });
                 }
             }
         }

@@ -256,7 +256,7 @@ pub async fn serve_with(
             .stats
             .stats_enabled
             .then(|| (cfg.stats_sql(), cfg.settings.stats.stats_stuck_min_readings)),
-        cfg.availability().map(|(_, _, view)| view),
+        cfg.availability().map(|a| a.view),
         cfg.power_curve(),
     );
     let mut app = router_with(db, access.tls_expires);

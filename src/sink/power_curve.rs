@@ -12,6 +12,7 @@ use crate::core::power_curve::{
     Bin, Deviation, Period, Point, Policy, Production, Reference, MIN_BIN_INTERVALS,
 };
 use crate::core::signals::Signals;
+use crate::core::span::Span;
 use crate::error::{DbContext, Error};
 use crate::sink::stats::{self, Sql};
 
@@ -62,7 +63,7 @@ pub async fn turbine_bins<C: GenericClient>(
     signals: &Signals,
     policy: &Policy,
     stuck_min_readings: i64,
-    window: (DateTime<Utc>, DateTime<Utc>),
+    window: Span,
     only: Option<&[&str]>,
 ) -> Result<Vec<TurbineBins>, Error> {
     let (test, wind, power) = clean(sql, signals, policy, stuck_min_readings);
@@ -236,7 +237,7 @@ pub async fn fleet_production<C: GenericClient>(
     stuck_min_readings: i64,
     view: &View,
     reference: &Reference,
-    window: (DateTime<Utc>, DateTime<Utc>),
+    window: Span,
     only: Option<&[&str]>,
 ) -> Result<std::collections::HashMap<String, Production>, Error> {
     use futures_util::TryStreamExt;
@@ -294,7 +295,10 @@ pub async fn turbine_intervals<C: GenericClient>(
     stuck_min_readings: i64,
     view: Option<&View>,
     turbine: &str,
-    (since, until): (DateTime<Utc>, DateTime<Utc>),
+    Span {
+        from: since,
+        to: until,
+    }: Span,
 ) -> Result<(Vec<Interval>, Vec<Period>), Error> {
     let (test, wind, power) = clean(sql, signals, policy, stuck_min_readings);
     let (known, period) = period_sql(signals, policy, stuck_min_readings, view, &wind, &power);

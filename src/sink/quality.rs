@@ -10,6 +10,7 @@ use tokio_postgres::GenericClient;
 
 use crate::core::quality::{self, Figures};
 use crate::core::signals::Signals;
+use crate::core::span::Span;
 use crate::error::{DbContext, Error};
 use crate::sink::stats::{self, Sql};
 
@@ -182,7 +183,7 @@ async fn per_turbine<C: GenericClient>(
     c: &C,
     sql: &Sql,
     columns: &str,
-    window: (DateTime<Utc>, DateTime<Utc>),
+    window: Span,
     only: Option<&[&str]>,
 ) -> Result<(Vec<tokio_postgres::Row>, i32), tokio_postgres::Error> {
     let (which, params) = stats::window_params(&window, &only);
@@ -194,7 +195,7 @@ async fn per_turbine<C: GenericClient>(
         sql.width.secs(),
     );
     let rows = c.query(&statement, &params).await?;
-    let secs = i32::try_from((window.1 - window.0).num_seconds()).unwrap_or(i32::MAX);
+    let secs = i32::try_from((window.length()).num_seconds()).unwrap_or(i32::MAX);
     Ok((rows, secs))
 }
 
@@ -224,14 +225,17 @@ pub async fn summaries<C: GenericClient>(
     sql: &Sql,
     signals: &Signals,
     stuck_min_readings: i64,
-    (since, until): (DateTime<Utc>, DateTime<Utc>),
+    Span {
+        from: since,
+        to: until,
+    }: Span,
     only: Option<&[&str]>,
 ) -> Result<Vec<Summary>, Error> {
     let columns = format!(
         "count(*), sum(readings)::int8, count(*) FILTER (WHERE {})",
         any_flag_sql(signals, stuck_min_readings)
     );
-    let (rows, secs) = per_turbine(c, sql, &columns, (since, until), only)
+    let (rows, secs) = per_turbine(c, sql, &columns, Span::new(since, until), only)
         .await
         .db("summarising the turbines' quality")?;
     Ok(rows
@@ -256,7 +260,10 @@ pub async fn fleet_flags<C: GenericClient>(
     sql: &Sql,
     signals: &Signals,
     stuck_min_readings: i64,
-    (since, until): (DateTime<Utc>, DateTime<Utc>),
+    Span {
+        from: since,
+        to: until,
+    }: Span,
 ) -> Result<Vec<[i64; 3]>, Error> {
     let k = stuck_min_readings.max(2);
     let counts: Vec<String> = signal_columns(signals)
@@ -366,7 +373,7 @@ pub async fn watch(
             &sql,
             &signals,
             stuck_min_readings,
-            (since, until),
+            Span::new(since, until),
             &mut tracked,
         )
         .await
@@ -374,7 +381,7 @@ pub async fn watch(
             tracing::debug!(error = %e, "reading the fleet's completeness and flags");
         }
         if let Some(view) = &view {
-            let day = (
+            let day = Span::new(
                 until - chrono::Duration::from_std(AVAILABILITY_WINDOW).expect("a day"),
                 until,
             );
@@ -393,7 +400,7 @@ async fn availability_gauges(
     c: &tokio_postgres::Client,
     sql: &Sql,
     view: &crate::core::availability::View,
-    window: (DateTime<Utc>, DateTime<Utc>),
+    window: Span,
     tracked: &mut Tracked,
 ) -> Result<(), Error> {
     use crate::telemetry;
@@ -425,7 +432,7 @@ async fn gauges(
     sql: &Sql,
     signals: &Signals,
     k: i64,
-    window: (DateTime<Utc>, DateTime<Utc>),
+    window: Span,
     tracked: &mut Tracked,
 ) -> Result<(), Error> {
     use crate::telemetry;
@@ -484,7 +491,10 @@ impl TurbineTime {
 pub async fn time_by_category<C: GenericClient>(
     c: &C,
     sql: &Sql,
-    (since, until): (DateTime<Utc>, DateTime<Utc>),
+    Span {
+        from: since,
+        to: until,
+    }: Span,
     only: Option<&[&str]>,
 ) -> Result<Vec<TurbineTime>, Error> {
     use crate::core::availability::{Category, Counts};
@@ -496,7 +506,7 @@ pub async fn time_by_category<C: GenericClient>(
         .map(|k| format!("coalesce(sum(\"{}\"), 0)::int8", stats::category_column(*k)))
         .collect();
     let columns = format!("sum(readings)::int8, {}", sums.join(", "));
-    let (rows, secs) = per_turbine(c, sql, &columns, (since, until), only)
+    let (rows, secs) = per_turbine(c, sql, &columns, Span::new(since, until), only)
         .await
         .db("reading the turbines' time by availability category")?;
     Ok(rows

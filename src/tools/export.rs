@@ -20,6 +20,7 @@ use chrono::{DateTime, Utc};
 use futures_util::TryStreamExt;
 use tokio_postgres::types::ToSql;
 
+use crate::core::span::Span;
 use crate::daemon::config::Config;
 use crate::error::Error;
 use crate::sink::stats::{self, Sql};
@@ -145,7 +146,7 @@ impl Request {
             &cfg.stats_sql(),
             self.names,
             cfg.settings.stats.stats_stuck_min_readings,
-            cfg.availability().map(|(_, _, view)| view),
+            cfg.availability().map(|a| a.view),
         )
         .map_err(|e| format!("--names iec: {e}"))
     }
@@ -672,7 +673,7 @@ const CURVE_COLUMNS: [&str; 10] = [
 pub async fn power_curve(
     cfg: &Config,
     turbines: &Turbines,
-    (from, to): (DateTime<Utc>, DateTime<Utc>),
+    Span { from, to }: Span,
     format: ExportFormat,
     raw: bool,
     out: &mut impl Write,
@@ -695,7 +696,16 @@ pub async fn power_curve(
     let sql = cfg.stats_sql();
     let k = cfg.settings.stats.stats_stuck_min_readings;
     let signals = &cfg.rules.limits.signals;
-    let all = pc::turbine_bins(&client, &sql, signals, &policy, k, (from, to), None).await?;
+    let all = pc::turbine_bins(
+        &client,
+        &sql,
+        signals,
+        &policy,
+        k,
+        Span::new(from, to),
+        None,
+    )
+    .await?;
     let reference = pc::reference(&policy, &pc::fleet_bins(&all));
     let keep = |id: &str| match turbines {
         Turbines::One(t) => id == t,
@@ -713,7 +723,7 @@ pub async fn power_curve(
         writeln!(out, "{}", header.join(",")).map_err(write_err)?;
     }
     let mut rows = 0;
-    let view = cfg.availability().map(|(_, _, view)| view);
+    let view = cfg.availability().map(|a| a.view);
     for t in all.iter().filter(|t| keep(&t.turbine_id)) {
         let deviation = reference
             .as_ref()
@@ -729,7 +739,7 @@ pub async fn power_curve(
                     k,
                     Some(v),
                     &t.turbine_id,
-                    (from, to),
+                    Span::new(from, to),
                 )
                 .await?;
                 crate::core::power_curve::production(&periods, r).ratio()

@@ -459,7 +459,7 @@ async fn update_stats(
         crate::sink::stats::recompute(
             tx,
             &sql,
-            crate::sink::stats::Span {
+            crate::sink::stats::Scope {
                 from: start,
                 to: end,
                 turbine: Some(turbine),

@@ -92,12 +92,12 @@ impl Status {
 
 /// A stretch of the run: from `after` its start, for `lasting` (None: to the end).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Span {
+pub struct Stretch {
     pub after: Duration,
     pub lasting: Option<Duration>,
 }
 
-impl Span {
+impl Stretch {
     pub fn holds(&self, t: Duration) -> bool {
         t >= self.after
             && self
@@ -106,15 +106,15 @@ impl Span {
     }
 
     /// `AFTER[+FOR]` (`10m+30m`: from 10 minutes in, for 30 minutes), or nothing: the whole run.
-    pub fn parse(s: &str) -> Result<Span, String> {
+    pub fn parse(s: &str) -> Result<Stretch, String> {
         let d = |t: &str| {
             humantime::parse_duration(t.trim()).map_err(|e| format!("'{t}' is not a duration: {e}"))
         };
         if s.trim().is_empty() {
-            return Ok(Span::default());
+            return Ok(Stretch::default());
         }
-        let span: Span = match s.split_once('+') {
-            Some((a, l)) => Span {
+        let span: Stretch = match s.split_once('+') {
+            Some((a, l)) => Stretch {
                 after: if a.trim().is_empty() {
                     Duration::ZERO
                 } else {
@@ -122,7 +122,7 @@ impl Span {
                 },
                 lasting: Some(d(l)?),
             },
-            None => Span {
+            None => Stretch {
                 after: d(s)?,
                 lasting: None,
             },
@@ -156,9 +156,9 @@ pub fn parse_underperform(s: &str) -> Result<(usize, f64), String> {
 }
 
 /// `N[@AFTER[+FOR]]`: turbine N's anemometer frozen over the span (`--stuck-anemometer 2@10m+30m`).
-pub fn parse_stuck(s: &str) -> Result<(usize, Span), String> {
+pub fn parse_stuck(s: &str) -> Result<(usize, Stretch), String> {
     let (n, span) = at(s)?;
-    Ok((turbine_index(n)?, Span::parse(span)?))
+    Ok((turbine_index(n)?, Stretch::parse(span)?))
 }
 
 /// `X[@SPAN]` split at the `@`; an `@` with nothing after it is a mistake (the whole run is
@@ -174,7 +174,7 @@ fn at(s: &str) -> Result<(&str, &str), String> {
 }
 
 /// `KW[@AFTER[+FOR]]`: every turbine held at most KW over the span (`--curtail 1500@1h+20m`).
-pub fn parse_curtail(s: &str) -> Result<(f64, Span), String> {
+pub fn parse_curtail(s: &str) -> Result<(f64, Stretch), String> {
     let (kw, span) = at(s)?;
     let kw: f64 = kw
         .trim()
@@ -183,7 +183,7 @@ pub fn parse_curtail(s: &str) -> Result<(f64, Span), String> {
     if !kw.is_finite() || kw < 0.0 {
         return Err(format!("{kw} kW: a limit is 0 or more"));
     }
-    Ok((kw, Span::parse(span)?))
+    Ok((kw, Stretch::parse(span)?))
 }
 
 fn turbine_index(n: &str) -> Result<usize, String> {
@@ -207,9 +207,9 @@ pub struct Site {
     /// (turbine, percent): turbines whose curve is that much low.
     pub underperforming: Vec<(usize, f64)>,
     /// Turbines whose anemometer reads the same value over a span.
-    pub stuck_anemometer: Vec<(usize, Span)>,
+    pub stuck_anemometer: Vec<(usize, Stretch)>,
     /// Every turbine held at most this many kW over a span.
-    pub curtailment: Option<(f64, Span)>,
+    pub curtailment: Option<(f64, Stretch)>,
     /// Whether readings carry `status_code`.
     pub status: bool,
 }
@@ -567,7 +567,7 @@ mod tests {
 
     #[test]
     fn a_stuck_anemometer_reads_one_value_while_power_follows_the_wind() {
-        let span = Span::parse("10m+20m").unwrap();
+        let span = Stretch::parse("10m+20m").unwrap();
         let site = Site {
             stuck_anemometer: vec![(4, span)],
             stop_rate: 0.0,
@@ -589,7 +589,7 @@ mod tests {
     #[test]
     fn a_curtailment_holds_every_turbine_under_its_limit_and_says_so() {
         let site = Site {
-            curtailment: Some((1500.0, Span::parse("1h+1h").unwrap())),
+            curtailment: Some((1500.0, Stretch::parse("1h+1h").unwrap())),
             stop_rate: 0.0,
             mean_wind: 12.0,
             ..Site::default()
@@ -605,7 +605,7 @@ mod tests {
         }
         assert!(curtailed > 1000, "{curtailed}");
         let zero = Site {
-            curtailment: Some((0.0, Span::default())),
+            curtailment: Some((0.0, Stretch::default())),
             ..site
         };
         let s = zero.sample(0, 5, at(5));
@@ -630,12 +630,12 @@ mod tests {
             .unwrap_err()
             .contains("between 0 and 100"));
         assert!(parse_underperform("1:NaN").is_err());
-        assert_eq!(parse_stuck("2").unwrap(), (2, Span::default()));
+        assert_eq!(parse_stuck("2").unwrap(), (2, Stretch::default()));
         assert_eq!(
             parse_stuck("2@10m+30m").unwrap(),
             (
                 2,
-                Span {
+                Stretch {
                     after: Duration::from_secs(600),
                     lasting: Some(Duration::from_secs(1800))
                 }
@@ -643,7 +643,7 @@ mod tests {
         );
         assert_eq!(
             parse_curtail("1500@+20m").unwrap().1,
-            Span {
+            Stretch {
                 after: Duration::ZERO,
                 lasting: Some(Duration::from_secs(1200))
             }
@@ -668,7 +668,7 @@ mod tests {
                 mean_wind: mean,
                 turbulence: ti,
                 underperforming: vec![(i, low)],
-                curtailment: Some((limit, Span::default())),
+                curtailment: Some((limit, Stretch::default())),
                 status: true,
                 ..Site::default()
             };

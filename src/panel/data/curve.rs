@@ -3,6 +3,7 @@
 //! production of yesterday and this month (closed days kept), and the rankings by them.
 
 use super::*;
+use crate::core::span::Span;
 
 /// The kept closed-day times of [`Db::closed_times`]: the day (its midnight) they were made on,
 /// and per turbine when they were made and what they are.
@@ -108,7 +109,7 @@ impl Db {
             return Ok(r.clone());
         }
         let until = sql.width.start_of(Utc::now());
-        let window = (until - chrono::Duration::days(FLEET_CURVE_DAYS), until);
+        let window = Span::new(until - chrono::Duration::days(FLEET_CURVE_DAYS), until);
         let all = crate::sink::power_curve::turbine_bins(
             c,
             sql,
@@ -158,14 +159,14 @@ impl Db {
         let (mut points, periods) = match spare {
             Some(mut c2) => {
                 let (mut a, b) = tokio::try_join!(
-                    intervals_of(&mut *c, (w.from, mid)),
-                    intervals_of(&mut *c2, (mid, w.to))
+                    intervals_of(&mut *c, Span::new(w.from, mid)),
+                    intervals_of(&mut *c2, Span::new(mid, w.to))
                 )?;
                 a.0.extend(b.0);
                 a.1.extend(b.1);
                 a
             }
-            None => intervals_of(&mut *c, (w.from, w.to)).await?,
+            None => intervals_of(&mut *c, Span::new(w.from, w.to)).await?,
         };
         let pts: Vec<crate::core::power_curve::Point> = points.iter().map(|p| p.point).collect();
         let bins = crate::core::power_curve::bins(&pts, policy.bin_width);
@@ -226,10 +227,10 @@ impl Db {
             return Ok(Default::default());
         };
         let today = midnight(Utc::now());
-        let yesterday = (today - chrono::Duration::days(1), today);
+        let yesterday = Span::new(today - chrono::Duration::days(1), today);
         let fresh = |k: &Option<KeptDeviations>| {
             k.as_ref()
-                .filter(|(at, day, _)| *day == yesterday.0 && at.elapsed() < FLEET_CURVE_FOR)
+                .filter(|(at, day, _)| *day == yesterday.from && at.elapsed() < FLEET_CURVE_FOR)
                 .map(|(_, _, d)| d.clone())
         };
         let mut kept = match ids {
@@ -281,7 +282,7 @@ impl Db {
         }
         let all: Yesterdays = std::sync::Arc::new(all);
         if let Some(k) = kept.as_mut() {
-            **k = Some((made, yesterday.0, all.clone()));
+            **k = Some((made, yesterday.from, all.clone()));
         }
         Ok(all)
     }
@@ -328,14 +329,14 @@ impl Db {
             .iter()
             .map(|id| (id.to_string(), Closed::default()))
             .collect();
-        let day = (today - chrono::Duration::days(1), today);
+        let day = Span::new(today - chrono::Duration::days(1), today);
         for t in crate::sink::quality::time_by_category(c, sql, day, Some(&stale)).await? {
             if let Some(k) = fresh.get_mut(&t.turbine_id) {
                 k.yesterday = Some(t);
             }
         }
         if month_start < today {
-            let month = (month_start, today);
+            let month = Span::new(month_start, today);
             for t in crate::sink::quality::time_by_category(c, sql, month, Some(&stale)).await? {
                 if let Some(k) = fresh.get_mut(&t.turbine_id) {
                     k.month = Some(t);
@@ -343,7 +344,7 @@ impl Db {
             }
         }
         if let Some(reference) = self.reference(c).await? {
-            let month = (month_start, Utc::now());
+            let month = Span::new(month_start, Utc::now());
             for (id, p) in self.production(c, &reference, month, Some(&stale)).await? {
                 if let Some(k) = fresh.get_mut(&id) {
                     k.production_month = Some(p);
@@ -367,7 +368,7 @@ impl Db {
         &self,
         c: &Client,
         reference: &crate::core::power_curve::Reference,
-        window: (DateTime<Utc>, DateTime<Utc>),
+        window: Span,
         ids: Option<&[&str]>,
     ) -> Result<std::collections::HashMap<String, crate::core::power_curve::Production>, Error>
     {
@@ -420,7 +421,7 @@ impl Db {
             return Ok(None);
         };
         let today = midnight(Utc::now());
-        let yesterday = (today - chrono::Duration::days(1), today);
+        let yesterday = Span::new(today - chrono::Duration::days(1), today);
         let times = crate::sink::quality::time_by_category(c, sql, yesterday, None).await?;
         let ranked: Vec<(&str, f64)> = times
             .iter()
@@ -441,11 +442,10 @@ impl Db {
             return Ok(None);
         };
         let c = self.client().await?;
-        let window = (sql.width.start_of(w.from), w.to.min(Utc::now()));
+        let window = Span::new(sql.width.start_of(w.from), w.to.min(Utc::now()));
         let found = crate::sink::quality::time_by_category(&*c, sql, window, Some(&[id])).await?;
         Ok(Some(found.into_iter().next().unwrap_or_else(|| {
-            let secs =
-                i32::try_from((window.1 - window.0).num_seconds().max(0)).unwrap_or(i32::MAX);
+            let secs = i32::try_from(window.length().num_seconds().max(0)).unwrap_or(i32::MAX);
             crate::sink::quality::TurbineTime {
                 turbine_id: id.to_string(),
                 counts: Default::default(),

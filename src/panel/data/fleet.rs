@@ -3,6 +3,7 @@
 //! together.
 
 use super::*;
+use crate::core::span::Span;
 
 /// The most turbines the fleet page lists at once (filter by prefix for the rest).
 pub const FLEET_LIMIT: i64 = 500;
@@ -254,7 +255,7 @@ impl Db {
         // still filling would put the window's edge between two readings (101 % complete).
         let now = Utc::now();
         let whole = sql.width.start_of(now);
-        let day = (whole - chrono::Duration::days(1), whole);
+        let day = Span::new(whole - chrono::Duration::days(1), whole);
         let mut sums: std::collections::HashMap<String, crate::sink::quality::Summary> =
             crate::sink::quality::summaries(c, sql, signals, *k, day, Some(&ids))
                 .await?
@@ -278,7 +279,7 @@ impl Db {
         // Yesterday and this month's days before today are kept ten minutes; today is read live.
         let closed = self.closed_times(c, sql, today, month_start, &ids).await?;
         let live: std::collections::HashMap<String, crate::sink::quality::TurbineTime> =
-            crate::sink::quality::time_by_category(c, sql, (today, now), Some(&ids))
+            crate::sink::quality::time_by_category(c, sql, Span::new(today, now), Some(&ids))
                 .await?
                 .into_iter()
                 .map(|t| (t.turbine_id.clone(), t))

@@ -772,11 +772,13 @@ mod tests {
                 readings: 900,
                 expected: Some(1800.0),
                 flagged: vec![
-                    vec![(
-                        w.from,
-                        w.from + chrono::Duration::minutes(10),
-                        "stuck".into(),
-                    )],
+                    vec![crate::panel::chart::Flagged {
+                        span: crate::core::span::Span::new(
+                            w.from,
+                            w.from + chrono::Duration::minutes(10),
+                        ),
+                        what: "stuck".into(),
+                    }],
                     Vec::new(),
                     Vec::new(),
                 ],

@@ -32,6 +32,7 @@ use tokio_postgres::Transaction;
 use crate::core::reading::Reading;
 use crate::core::sampling::SamplePeriods;
 use crate::core::signals::{Signal, Signals};
+use crate::core::span::Span;
 use crate::error::Error;
 use crate::sink::dialect::{Dialect, Params, Stmt};
 
@@ -53,7 +54,7 @@ pub use family::{Acc, Col, Family, Figure, Keeping, Ty, Value};
 pub use moments::{column_names, implausible_column, COLUMNS};
 pub use partial::{Partial, DOWN, HALF_MAX, HUGE, SCALED_MAX, TINY_SPREAD, TINY_STEP, UP};
 pub use rebuild::{
-    kept, rebuild, recompute, runs, Rebuilt, Retention, Span, CLOCK_MARGIN, LOCK_SQL,
+    kept, rebuild, recompute, runs, Rebuilt, Retention, Scope, CLOCK_MARGIN, LOCK_SQL,
 };
 pub use sql::{angle_mean_sql, angle_std_sql, lit, m2_sql, mean_sql, std_sql};
 pub use turbulence::intensity;
@@ -462,7 +463,10 @@ ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}
 /// A per-turbine read of the intervals starting in `[since, until)` (`$1`, `$2`), of `only`'s
 /// turbines (`$3`) when given: the clause its WHERE adds for them, and its parameters in order.
 pub fn window_params<'a>(
-    (since, until): &'a (DateTime<Utc>, DateTime<Utc>),
+    Span {
+        from: since,
+        to: until,
+    }: &'a Span,
     only: &'a Option<&'a [&'a str]>,
 ) -> (&'static str, Vec<&'a (dyn ToSql + Sync)>) {
     let mut params: Vec<&(dyn ToSql + Sync)> = vec![since, until];

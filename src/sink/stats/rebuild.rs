@@ -22,15 +22,15 @@ pub const LOCK_SQL: &str = "LOCK TABLE interval_stats IN SHARE ROW EXCLUSIVE MOD
 /// and the caller must know every reading of them is still stored ([`kept`]). Intervals with no
 /// readings left are not touched: their statistics outlive the raw readings. Returns the
 /// intervals written.
-pub async fn recompute<C: GenericClient>(tx: &C, sql: &Sql, span: Span<'_>) -> Result<u64, Error> {
+pub async fn recompute<C: GenericClient>(tx: &C, sql: &Sql, span: Scope<'_>) -> Result<u64, Error> {
     let err = |e| Error::db("recomputing interval statistics", e);
     tx.batch_execute(LOCK_SQL).await.map_err(err)?;
     recompute_locked(tx, sql, span).await
 }
 
-/// The intervals `[from, to)` of one turbine, or of all.
+/// The intervals `[from, to)` of one turbine, or of all: what a recompute or a rebuild covers.
 #[derive(Debug, Clone, Copy)]
-pub struct Span<'a> {
+pub struct Scope<'a> {
     pub from: DateTime<Utc>,
     pub to: DateTime<Utc>,
     pub turbine: Option<&'a str>,
@@ -40,7 +40,7 @@ pub struct Span<'a> {
 async fn recompute_locked<C: GenericClient>(
     tx: &C,
     sql: &Sql,
-    Span { from, to, turbine }: Span<'_>,
+    Scope { from, to, turbine }: Scope<'_>,
 ) -> Result<u64, Error> {
     let err = |e| Error::db("recomputing interval statistics", e);
     match turbine {
@@ -203,7 +203,7 @@ pub async fn rebuild(
             span = chunk;
             continue;
         }
-        let chunk = Span {
+        let chunk = Scope {
             from: at,
             to: end,
             turbine,
@@ -223,7 +223,7 @@ pub async fn rebuild(
 async fn rebuild_chunk(
     client: &mut tokio_postgres::Client,
     sql: &Sql,
-    Span { from, to, turbine }: Span<'_>,
+    Scope { from, to, turbine }: Scope<'_>,
     retention: &Retention,
 ) -> Result<(u64, u64), Error> {
     let err = |what| move |e| Error::db(what, e);
@@ -242,7 +242,7 @@ async fn rebuild_chunk(
                 written += recompute_locked(
                     &tx,
                     sql,
-                    Span {
+                    Scope {
                         from: a,
                         to: b,
                         turbine,

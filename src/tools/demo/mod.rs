@@ -17,7 +17,7 @@ use crate::core::signals::SignalSettings;
 use crate::daemon::config::Settings;
 use crate::sink::stats::settings::StatsSettings;
 use crate::tools::simulate::{self, Fleet, Knobs, Sent, Traffic};
-use crate::tools::site::{Site, Span, Status};
+use crate::tools::site::{Site, Status, Stretch};
 use crate::tools::view::{self, Snapshot};
 
 pub mod services;
@@ -556,7 +556,7 @@ const FLEET_INTERVAL: Duration = Duration::from_secs(2);
 /// 6 % under its curve, turbine 2's anemometer freezes from the second minute for 20 minutes,
 /// and from the 15th minute the grid holds every turbine under 2 MW for 10 minutes.
 fn demo_site(turbines: usize, seed: u64) -> Site {
-    let span = |after: u64, lasting: u64| Span {
+    let span = |after: u64, lasting: u64| Stretch {
         after: Duration::from_secs(after),
         lasting: Some(Duration::from_secs(lasting)),
     };
