@@ -157,7 +157,7 @@ impl Error {
 
     /// True when the settings ask for what cannot be done safely (a signal's type changed, a
     /// required signal removed): not retryable, and the command exits 2 naming it.
-    pub fn is_refusal(&self) -> bool {
+    fn is_refusal(&self) -> bool {
         self.kind == Kind::Refused
     }
 
@@ -199,7 +199,7 @@ impl Error {
 
     /// True when the database refused the data itself (SQLSTATE class 22, data exception, or
     /// 23, integrity constraint violation): the same rows fail again, other rows need not.
-    pub fn is_data_error(&self) -> bool {
+    fn is_data_error(&self) -> bool {
         self.sqlstate()
             .is_some_and(|c| c.starts_with("22") || c.starts_with("23"))
     }

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use crate::core::outcome::Tally;
 
 /// Counts the messages received and not yet acknowledged.
-pub type Unacked = Arc<dyn Fn() -> usize + Send + Sync>;
+type Unacked = Arc<dyn Fn() -> usize + Send + Sync>;
 
 /// A handle on a running daemon; clones share it.
 #[derive(Clone)]

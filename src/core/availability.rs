@@ -60,7 +60,7 @@ impl Category {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<Category> {
+    fn from_name(name: &str) -> Option<Category> {
         Category::ALL.into_iter().find(|c| c.name() == name)
     }
 
@@ -75,13 +75,13 @@ impl Category {
     /// The time-based availability's default view (IEC 61400-26-1, its operative and
     /// non-operative categories): time the turbine was available (operative: generating, or
     /// able to and held back by the wind, the grid or its owner)…
-    pub fn available_by_default(self) -> bool {
+    fn available_by_default(self) -> bool {
         self <= Category::OutOfEnvironmentalSpecification
     }
 
     /// …or not (non-operative: maintenance, repair, a fault, suspended). Force majeure and
     /// information unavailable count for neither.
-    pub fn unavailable_by_default(self) -> bool {
+    fn unavailable_by_default(self) -> bool {
         (Category::ScheduledMaintenance..=Category::Suspended).contains(&self)
     }
 }

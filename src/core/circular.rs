@@ -18,7 +18,7 @@ const TINY_STEP: f64 = f64::from_bits(1 << 44);
 
 /// The mean of two means weighted by their counts, written exactly as the database's merge
 /// writes it (`sink::stats`), so both agree to the last bit: `a + (b − a) · nb / (na + nb)`.
-pub fn merge_mean(na: i64, a: f64, nb: i64, b: f64) -> f64 {
+fn merge_mean(na: i64, a: f64, nb: i64, b: f64) -> f64 {
     let d = b - a;
     let w = nb as f64 / (na + nb) as f64;
     a + if d.abs() < TINY_STEP { 0.0 } else { d * w }
@@ -64,7 +64,7 @@ impl Circular {
 }
 
 /// The mean resultant length: 1 when every direction is the same, near 0 when they cancel.
-pub fn resultant(sin: f64, cos: f64) -> f64 {
+fn resultant(sin: f64, cos: f64) -> f64 {
     (sin * sin + cos * cos).sqrt().min(1.0)
 }
 

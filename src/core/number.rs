@@ -19,7 +19,7 @@ const EXACT_DIGITS: usize = 15;
 /// The double nearest to a number's text, as `text.parse::<f64>()` gives it (None where that
 /// fails). `text` is expected in JSON's grammar; other texts are answered by the standard parser.
 #[inline]
-pub fn parse_f64(text: &str) -> Option<f64> {
+fn parse_f64(text: &str) -> Option<f64> {
     match fast(text.as_bytes()) {
         Some(v) => Some(v),
         None => text.parse().ok(),

@@ -35,7 +35,7 @@ impl Bin {
 
 /// The bin index of wind speed `wind` for bins `width` wide (floor, so 0.5-wide bins start on
 /// 0, 0.5, 1.0 …); None for a wind that is not a finite non-negative speed.
-pub fn bin_of(wind: f64, width: f64) -> Option<i64> {
+fn bin_of(wind: f64, width: f64) -> Option<i64> {
     (wind.is_finite() && wind >= 0.0 && width > 0.0).then(|| (wind / width).floor() as i64)
 }
 
@@ -67,10 +67,10 @@ pub fn bins(points: &[Point], width: f64) -> Vec<Bin> {
 }
 
 /// The highest wind a declared curve may name, m/s (no anemometer on a turbine reads more).
-pub const MAX_REFERENCE_WIND: f64 = 100.0;
+const MAX_REFERENCE_WIND: f64 = 100.0;
 /// The largest power a declared curve may name, in the power signal's unit: a million times a
 /// 15 MW turbine in kW.
-pub const MAX_REFERENCE_POWER: f64 = 1e10;
+const MAX_REFERENCE_POWER: f64 = 1e10;
 
 /// What a turbine is held against: a curve of (wind speed, power) points.
 #[derive(Debug, Clone, PartialEq)]

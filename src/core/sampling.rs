@@ -13,8 +13,8 @@ pub struct SamplePeriods {
 }
 
 /// Shortest and longest period accepted.
-pub const MIN_PERIOD: Duration = Duration::from_millis(1);
-pub const MAX_PERIOD: Duration = Duration::from_secs(86_400);
+const MIN_PERIOD: Duration = Duration::from_millis(1);
+const MAX_PERIOD: Duration = Duration::from_secs(86_400);
 
 impl SamplePeriods {
     /// The periods checked: each within [`MIN_PERIOD`, `MAX_PERIOD`] (the fleet's may be zero:

@@ -163,11 +163,11 @@ impl SignalSetting {
 }
 
 /// Longest text value by default, in bytes.
-pub const DEFAULT_TEXT_BYTES: usize = 256;
+const DEFAULT_TEXT_BYTES: usize = 256;
 
 /// Most signals a list may declare. Each costs three columns in `quarantine`; PostgreSQL allows
 /// 1,600 columns in a table.
-pub const MAX_SIGNALS: usize = 200;
+const MAX_SIGNALS: usize = 200;
 
 /// Names that would clash with Galewatch's own columns in `readings` or `quarantine`.
 const RESERVED: &[&str] = &[
@@ -618,7 +618,7 @@ fn check_iec_name(n: &str) -> Result<(), String> {
 /// A column name PostgreSQL takes without surprises (no quoting needed, no case folding): lower
 /// case ASCII letters, digits and `_`, starting with a letter, at most 54 bytes (so
 /// `existing_{name}` fits PostgreSQL's 63).
-pub fn check_name(name: &str) -> Result<(), String> {
+fn check_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= 54
         && name.as_bytes()[0].is_ascii_lowercase()

@@ -22,7 +22,7 @@ use chrono::{DateTime, Utc};
 /// Most fraction digits accepted. PostgreSQL refuses date strings longer than its 128-byte
 /// field buffer; 30 digits (far past any clock's precision) keeps every accepted text well
 /// inside it.
-pub const MAX_FRACTION_DIGITS: usize = 30;
+const MAX_FRACTION_DIGITS: usize = 30;
 
 /// Microseconds in a day: the time of day may reach exactly this (24:00:00) and no further.
 const MICROS_PER_DAY: i64 = 86_400_000_000;

@@ -18,7 +18,7 @@ pub enum Format {
 }
 
 /// What stands for a secret's value.
-pub const MASK: &str = "****";
+const MASK: &str = "****";
 
 /// The settings in `format`.
 pub fn render(settings: &Settings, origins: &Origins, format: Format) -> String {
@@ -157,7 +157,7 @@ fn json(values: &toml::Table, from: &dyn Fn(&Entry) -> Origin) -> String {
 
 /// A masked `database_url` ([`mask_url`]) with the masked password taken out altogether: the
 /// user information's `:****`, a query parameter or a key=value pair whose value is `****`.
-pub fn without_password(masked: &str) -> String {
+fn without_password(masked: &str) -> String {
     if masked.starts_with("postgres://") || masked.starts_with("postgresql://") {
         let s = masked.replacen(&format!(":{MASK}@"), "@", 1);
         return match s.split_once('?') {
@@ -198,7 +198,7 @@ pub fn without_password(masked: &str) -> String {
 /// `database_url` with its password replaced by `****`: in a URL's user information
 /// (`postgresql://role:PASSWORD@host/db`), in a `password=` parameter of its query, or in a
 /// key=value string's `password=` (quoted or not). Nothing else of it is a secret.
-pub fn mask_url(url: &str) -> String {
+fn mask_url(url: &str) -> String {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         let scheme_end = url.find("://").map_or(0, |i| i + 3);
         let rest = &url[scheme_end..];

@@ -39,7 +39,7 @@ impl Entry {
     }
 
     /// Whether it holds a secret (also read from `_FILE` and a systemd credential).
-    pub fn is_secret(&self) -> bool {
+    fn is_secret(&self) -> bool {
         SECRET_SETTINGS.contains(&self.key)
     }
 
@@ -65,7 +65,7 @@ impl Entry {
     }
 
     /// Its default, as a settings file writes it ("(unset)" for a setting that has none).
-    pub fn default_text(&self) -> String {
+    fn default_text(&self) -> String {
         let defaults = defaults();
         match defaults.get(self.key) {
             Some(v) if self.key == "signals" => signals_summary(v),
@@ -319,7 +319,7 @@ pub fn long_help() -> String {
 }
 
 /// The command that writes `docs/settings.md` (its test prints it when the file is stale).
-pub const MARKDOWN_COMMAND: &str = "cargo run -q -- reference > docs/settings.md";
+const MARKDOWN_COMMAND: &str = "cargo run -q -- reference > docs/settings.md";
 
 /// A setting's variables as Markdown code.
 fn markdown_variables(e: &Entry) -> String {

@@ -150,7 +150,7 @@ impl Acks {
 pub type CarriedMessage = crate::core::batch::Carried<Custody>;
 
 /// Messages whose outcomes are written in one transaction.
-pub type CustodyBatch = crate::core::batch::Batch<Custody>;
+type CustodyBatch = crate::core::batch::Batch<Custody>;
 
 /// The flush policy: at `max_items` items or `max_bytes` payload bytes, or `max_wait` after the
 /// batch's first message, whichever comes first.

@@ -333,10 +333,10 @@ impl BrokerSettings {
 }
 
 /// The topic subscribed to by default.
-pub const DEFAULT_TOPIC: &str = "turbines/+/readings";
+const DEFAULT_TOPIC: &str = "turbines/+/readings";
 
 /// MQTT's largest packet (a four-byte remaining length).
-pub const MQTT_MAX_PACKET: u32 = 268_435_455;
+const MQTT_MAX_PACKET: u32 = 268_435_455;
 
 /// Why a topic filter is not one MQTT allows (levels of `+` or `#` alone, `#` last), or holds a
 /// control character, which brokers refuse as a malformed packet.

@@ -16,7 +16,7 @@ use crate::backoff::Backoff;
 use crate::intake::broker::{BrokerAddr, Order};
 
 /// The shortest wait, and the longest, between two attempts.
-pub const FIRST_WAIT: Duration = Duration::from_millis(200);
+const FIRST_WAIT: Duration = Duration::from_millis(200);
 pub const MAX_WAIT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone)]

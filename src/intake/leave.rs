@@ -91,7 +91,7 @@ impl Leaving {
 
 /// The decision, pure: no session at all, or unsubscribed with nothing held and nothing new for
 /// [`QUIET`].
-pub fn is_drained(no_session: bool, unsubscribed: bool, held: usize, quiet_for: Duration) -> bool {
+fn is_drained(no_session: bool, unsubscribed: bool, held: usize, quiet_for: Duration) -> bool {
     no_session || (unsubscribed && held == 0 && quiet_for >= QUIET)
 }
 

@@ -174,7 +174,7 @@ impl<P> CustodyRules<P> {
         self.held.len()
     }
 
-    pub fn held_bytes(&self) -> usize {
+    fn held_bytes(&self) -> usize {
         self.held_bytes
     }
 
@@ -183,7 +183,7 @@ impl<P> CustodyRules<P> {
     }
 
     /// How long the oldest held message has waited.
-    pub fn oldest_age(&self, now: Instant) -> f64 {
+    fn oldest_age(&self, now: Instant) -> f64 {
         self.held
             .front()
             .map_or(0.0, |(t, _)| (now - *t).as_secs_f64())

@@ -11,7 +11,7 @@ use crate::intake::broker::BrokerAddr;
 use crate::intake::failover::Failover;
 
 /// A connection lost this soon after it was made is brief.
-pub const BRIEF: Duration = Duration::from_secs(5);
+const BRIEF: Duration = Duration::from_secs(5);
 
 /// Brief connections in a row, on one broker with no failed attempt between, that mark another
 /// client taking the session under the same client id.

@@ -27,12 +27,12 @@ use crate::intake::connect::{connect_options, subscription, MqttGroup};
 use crate::telemetry;
 
 /// How soon a broker that could not be visited is tried again.
-pub const REVISIT_UNREACHED: Duration = Duration::from_secs(30);
+const REVISIT_UNREACHED: Duration = Duration::from_secs(30);
 /// How often a standby's session is visited again once held: a broker restarted without
 /// persistence forgets it (a visit then finds none, says so and makes it again), so this bounds
 /// how long such a broker drops what it is sent for the daemon. A session expiry shorter than
 /// twice this is visited sooner.
-pub const REFRESH: Duration = Duration::from_secs(60);
+const REFRESH: Duration = Duration::from_secs(60);
 /// How often the keeper looks at what is due.
 const LOOK_EVERY: Duration = Duration::from_secs(5);
 

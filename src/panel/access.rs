@@ -27,7 +27,7 @@ const USERS_FILE_MAX: u64 = 4 * 1024 * 1024;
 /// The realm a browser shows when it asks for the user name and password.
 const REALM: &str = "Basic realm=\"Galewatch panel\", charset=\"UTF-8\"";
 /// The one path open to everyone: what load balancers and probes ask.
-pub const OPEN_PATH: &str = "/healthz";
+const OPEN_PATH: &str = "/healthz";
 /// Longest user name taken from a trusted header.
 const MAX_HEADER_USER: usize = 256;
 
@@ -50,7 +50,7 @@ type Problem = (&'static str, String);
 
 /// An IP address or a CIDR block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Block {
+struct Block {
     addr: IpAddr,
     prefix: u8,
 }
@@ -82,7 +82,7 @@ impl Block {
 }
 
 /// `127.0.0.1, 10.1.0.0/24` as blocks.
-pub fn parse_blocks(s: &str) -> Result<Vec<Block>, String> {
+fn parse_blocks(s: &str) -> Result<Vec<Block>, String> {
     s.split(',')
         .map(str::trim)
         .filter(|p| !p.is_empty())

@@ -18,15 +18,15 @@ use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, Salt
 use argon2::{Algorithm, Argon2, Params, Version};
 
 /// How long a verified user name and password are remembered.
-pub const REMEMBER_FOR: Duration = Duration::from_secs(600);
+const REMEMBER_FOR: Duration = Duration::from_secs(600);
 /// Most credentials remembered at once (only verified ones are, so only real users fill it).
 const REMEMBERED_AT_MOST: usize = 1024;
 /// Verifications running at once; more wait up to [`VERIFY_WAIT`], then are answered 503.
-pub const VERIFYING_AT_ONCE: usize = 2;
+const VERIFYING_AT_ONCE: usize = 2;
 const VERIFY_WAIT: Duration = Duration::from_secs(5);
 /// Failures from one client address that lock it out until its window ends.
 pub const FAILURES_BEFORE_LOCK: u32 = 10;
-pub const FAILURE_WINDOW: Duration = Duration::from_secs(300);
+const FAILURE_WINDOW: Duration = Duration::from_secs(300);
 /// Client addresses whose failures are counted at once.
 const CLIENTS_COUNTED: usize = 10_000;
 

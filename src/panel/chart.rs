@@ -47,9 +47,9 @@ const RIGHT: f64 = 16.0;
 const TOP: f64 = 30.0;
 const BOTTOM: f64 = 28.0;
 /// The quarantine colour, also what the browser test looks for in the screenshot.
-pub const MARKER_COLOUR: &str = "#d62728";
+const MARKER_COLOUR: &str = "#d62728";
 /// The colour of a flagged interval's bar along the chart's foot.
-pub const FLAG_COLOUR: &str = "#ff7f0e";
+const FLAG_COLOUR: &str = "#ff7f0e";
 
 impl Chart<'_> {
     /// The chart as an `<svg>` element: the title, the value and time grids, the frame, a band
@@ -301,7 +301,7 @@ pub struct CurveChart<'a> {
 }
 
 /// The colours of a power curve: its bins and the bin filter's intervals.
-pub const CURVE_COLOUR: &str = "#1f77b4";
+const CURVE_COLOUR: &str = "#1f77b4";
 
 /// The power curve's own frame: taller than a time chart, with room for the axes' titles.
 const CH: f64 = 320.0;
@@ -485,14 +485,14 @@ fn runs(
 }
 
 /// The most ticks [`nice_scale`] gives.
-pub const MAX_TICKS: usize = 12;
+const MAX_TICKS: usize = 12;
 
 /// A value axis from about `lo` to `hi` with 4–6 round ticks: (first, last, ticks), first ≤ lo
 /// and hi ≤ last, all finite, at most [`MAX_TICKS`] ticks, whatever finite `lo` and `hi` (up to
 /// ±f64::MAX, equal, or subnormal). Arithmetic on halves, so `hi − lo` never overflows; ticks are
 /// whole multiples of the step, counted, never stepped through one by one. A non-finite end
 /// gives the axis of an empty chart.
-pub fn nice_scale(lo: f64, hi: f64) -> (f64, f64, Vec<f64>) {
+fn nice_scale(lo: f64, hi: f64) -> (f64, f64, Vec<f64>) {
     if !lo.is_finite() || !hi.is_finite() {
         return (0.0, 1.0, vec![0.0, 0.5, 1.0]);
     }

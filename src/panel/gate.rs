@@ -16,10 +16,10 @@ pub const FIRST_BYTE: Duration = Duration::from_secs(10);
 /// An open connection with nothing read or written for this long is closed.
 pub const IDLE: Duration = Duration::from_secs(60);
 /// An open connection quiet for at least this long may be closed to make room.
-pub const IDLE_ENOUGH_TO_CLOSE: Duration = Duration::from_secs(2);
+const IDLE_ENOUGH_TO_CLOSE: Duration = Duration::from_secs(2);
 /// A connection that has sent bytes and been answered nothing for this long (a request dribbled
 /// a byte at a time, or stalled) may be closed to make room, however lately it sent a byte.
-pub const STALLED: Duration = Duration::from_secs(5);
+const STALLED: Duration = Duration::from_secs(5);
 
 /// What the gate knows of an open connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

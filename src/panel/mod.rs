@@ -171,11 +171,11 @@ type Shared = Arc<Panel>;
 const SHARE_FOR: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How long before its certificate expires the panel says so (at start, in `/healthz`).
-pub const CERTIFICATE_WARNING: std::time::Duration = std::time::Duration::from_secs(14 * 86_400);
+const CERTIFICATE_WARNING: std::time::Duration = std::time::Duration::from_secs(14 * 86_400);
 
 /// What to say of a certificate valid until `expires`, at `now`: None while more than
 /// [`CERTIFICATE_WARNING`] is left.
-pub fn certificate_warning(
+fn certificate_warning(
     expires: std::time::SystemTime,
     now: std::time::SystemTime,
 ) -> Option<String> {
@@ -198,7 +198,7 @@ pub fn router(db: Db) -> Router {
 }
 
 /// [`router`], with the HTTPS certificate's expiry for `/healthz` to warn of.
-pub fn router_with(db: Db, certificate_expires: Option<std::time::SystemTime>) -> Router {
+fn router_with(db: Db, certificate_expires: Option<std::time::SystemTime>) -> Router {
     Router::new()
         .route("/", get(fleet_page))
         // The rest of the path: a turbine with a site (`A/07`) opens as `/turbines/A/07` and as

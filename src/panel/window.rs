@@ -7,14 +7,14 @@ use chrono::{DateTime, Utc};
 
 /// The widest window one request may ask for, when the panel reads the interval statistics
 /// (`stats.rs`): a year, leap day included.
-pub const MAX_RANGE: Duration = Duration::from_secs(366 * 86_400);
+const MAX_RANGE: Duration = Duration::from_secs(366 * 86_400);
 /// The widest window aggregated from raw readings (statistics off, or a step they cannot serve).
 pub const MAX_RAW_RANGE: Duration = Duration::from_secs(31 * 86_400);
 /// Windows up to this wide come back as raw points when no step is asked for (5,400 points
 /// at one reading per 2 s).
-pub const RAW_UP_TO: Duration = Duration::from_secs(3 * 3600);
+const RAW_UP_TO: Duration = Duration::from_secs(3 * 3600);
 /// The most buckets one request may ask for.
-pub const MAX_BUCKETS: u64 = 20_000;
+const MAX_BUCKETS: u64 = 20_000;
 /// Steps chosen when none is asked for: the smallest that keeps a window under
 /// [`TARGET_BUCKETS`] (24 h → 1 min, 7 d → 10 min).
 const NICE_STEPS: [u64; 12] = [
@@ -222,7 +222,7 @@ fn range_too_large(max_range: Duration) -> BadRequest {
 }
 
 /// The smallest nice step that keeps `width` under the target bucket count.
-pub fn auto_step(width: Duration) -> Duration {
+fn auto_step(width: Duration) -> Duration {
     let secs = width.as_secs();
     let step = NICE_STEPS
         .iter()

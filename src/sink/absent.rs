@@ -89,7 +89,7 @@ pub async fn lacking<C: GenericClient>(
 }
 
 /// The window [`look`] looks over.
-pub const LOOK_WINDOW: Duration = Duration::from_secs(3600);
+const LOOK_WINDOW: Duration = Duration::from_secs(3600);
 
 /// Turbine ids named in the log line per signal, at most.
 const NAMED: usize = 5;

@@ -102,7 +102,7 @@ impl Database {
     }
 
     /// A connection's error as [`Database::open`] reports it.
-    pub fn connect_error(&self, e: tokio_postgres::Error) -> Error {
+    fn connect_error(&self, e: tokio_postgres::Error) -> Error {
         let e = Error::db(self.connecting(), e);
         match e.refused_credentials() {
             Some(why) => {
@@ -291,7 +291,7 @@ impl Database {
 
 /// Takes `sslmode` and `sslrootcert` out of a libpq URL's query: (the rest, sslmode, sslrootcert).
 /// A key=value connection string is passed through whole.
-pub fn split_tls_params(url: &str) -> Result<(String, Option<String>, Option<String>), String> {
+fn split_tls_params(url: &str) -> Result<(String, Option<String>, Option<String>), String> {
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
         return Ok((url.to_string(), None, None));
     }

@@ -20,7 +20,7 @@ use crate::sink::dialect::{Dialect, Params, Stmt};
 use crate::telemetry;
 
 /// How fast the offset envelope rises towards a larger sample (it falls at once).
-pub const OFFSET_RISE: f64 = 0.05;
+const OFFSET_RISE: f64 = 0.05;
 
 /// What one batch says about one turbine.
 #[derive(Debug, Clone, PartialEq)]

@@ -109,7 +109,7 @@ impl UpkeepSettings {
 }
 
 /// Makes sure a partition holds `$1`, creating one `$2` seconds wide if none does.
-pub const ENSURE_SQL: &str =
+const ENSURE_SQL: &str =
     "SELECT galewatch_ensure_partition($1::timestamptz, make_interval(secs => $2::float8))";
 
 const LOAD_SQL: &str = "SELECT name, from_at, to_at FROM galewatch_partition";
@@ -167,7 +167,7 @@ pub async fn ensure_for(
 }
 
 /// Makes sure a partition holds `ts`; returns true if it made one.
-pub async fn ensure(client: &Client, ts: DateTime<Utc>, size: Duration) -> Result<bool, Error> {
+async fn ensure(client: &Client, ts: DateTime<Utc>, size: Duration) -> Result<bool, Error> {
     let row = client
         .query_one(ENSURE_SQL, &[&ts, &size.as_secs_f64()])
         .await

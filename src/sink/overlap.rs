@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
 /// Whether two sorted lists of key hashes share one.
-pub fn overlaps(a: &[u64], b: &[u64]) -> bool {
+fn overlaps(a: &[u64], b: &[u64]) -> bool {
     let (mut i, mut j) = (0, 0);
     while i < a.len() && j < b.len() {
         match a[i].cmp(&b[j]) {

@@ -88,7 +88,7 @@ pub fn before(now: DateTime<Utc>, span: Duration) -> DateTime<Utc> {
 pub const MAX_SPAN: Duration = Duration::from_secs(100 * 366 * 86_400);
 
 /// Most partitions `readings_partition_ahead` may ask to keep made in advance.
-pub const MAX_AHEAD_PARTITIONS: u64 = 1_000;
+const MAX_AHEAD_PARTITIONS: u64 = 1_000;
 
 /// Checks the partition settings against each other: the setting to blame and what is wrong.
 pub fn check_settings(

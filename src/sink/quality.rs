@@ -255,7 +255,7 @@ pub async fn summaries<C: GenericClient>(
 
 /// Per declared signal, the intervals starting in `[since, until)` flagged stuck, implausible
 /// and absent (`core::quality::FLAG_NAMES`' order), over the whole fleet. One aggregate.
-pub async fn fleet_flags<C: GenericClient>(
+async fn fleet_flags<C: GenericClient>(
     c: &C,
     sql: &Sql,
     signals: &Signals,
@@ -292,22 +292,22 @@ pub async fn fleet_flags<C: GenericClient>(
 }
 
 /// How often the watch looks, and the window of whole intervals it looks over.
-pub const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
-pub const WATCH_WINDOW: std::time::Duration = std::time::Duration::from_secs(3600);
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
+const WATCH_WINDOW: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// Turbines that get a completeness series of their own, at most: the least complete first
 /// (a flood of made-up turbine ids cannot grow the exporter without bound).
-pub const COMPLETENESS_SERIES_MAX: usize = 500;
+const COMPLETENESS_SERIES_MAX: usize = 500;
 
 /// Below this completeness a turbine counts in `galewatch_turbines_incomplete`.
-pub const INCOMPLETE_BELOW: f64 = 0.9;
+const INCOMPLETE_BELOW: f64 = 0.9;
 
 /// Below this time-based availability over the last day a turbine counts in
 /// `galewatch_turbines_below_availability`.
 pub const AVAILABILITY_BELOW: f64 = 0.95;
 
 /// The window availability gauges look over: the last day of whole intervals.
-pub const AVAILABILITY_WINDOW: std::time::Duration = std::time::Duration::from_secs(86_400);
+const AVAILABILITY_WINDOW: std::time::Duration = std::time::Duration::from_secs(86_400);
 
 /// The turbines the watch keeps a series for (completeness, availability), at most
 /// [`COMPLETENESS_SERIES_MAX`]; once made, a series is kept, at what it is now.

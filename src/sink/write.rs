@@ -58,7 +58,7 @@ pub struct WriteGroup {
 }
 
 /// Most writers a daemon may run: each is a database connection.
-pub const MAX_WRITERS: usize = 64;
+const MAX_WRITERS: usize = 64;
 
 group! {
     /// The writers' settings and the shutdown's, as an operator writes them.
@@ -533,7 +533,7 @@ fn reading_json(signals: &crate::core::signals::Signals, r: &Reading) -> String 
 
 /// Commit time minus `recorded_at`, for every reading the batch stored; returns their sum.
 /// How often the log names the declared signals that no reading carried.
-pub const ABSENCE_WINDOW: Duration = Duration::from_secs(600);
+const ABSENCE_WINDOW: Duration = Duration::from_secs(600);
 
 /// Counts, by signal, the committed batch's readings that lacked it; once a window
 /// ([`ABSENCE_WINDOW`]), names in the log the signals every reading of it lacked — when there is

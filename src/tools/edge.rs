@@ -30,7 +30,7 @@ use crate::tools::simulate::{Fleet, Knobs, Sent};
 
 /// The metric names (and aliases 1, 2, 3) a simulated device reports: the default signals'
 /// names, so the default `sparkplug_metrics` (each signal by its own name) maps them.
-pub const METRICS: [&str; 3] = ["power_kw", "wind_speed_ms", "rotor_rpm"];
+const METRICS: [&str; 3] = ["power_kw", "wind_speed_ms", "rotor_rpm"];
 
 /// The Sparkplug B side of a fleet.
 #[derive(Debug, Clone)]

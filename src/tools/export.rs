@@ -83,7 +83,7 @@ impl Turbines {
 }
 
 /// `p` as a LIKE pattern matching the strings that start with it, `\` escaping `\`, `%`, `_`.
-pub fn like_prefix(p: &str) -> String {
+fn like_prefix(p: &str) -> String {
     let mut out = String::with_capacity(p.len() + 1);
     for c in p.chars() {
         if matches!(c, '\\' | '%' | '_') {
@@ -288,7 +288,7 @@ const FORMULA_STARTS: [char; 7] = ['=', '+', '-', '@', '\t', '\r', '\n'];
 /// one holding a `;` is quoted besides, so that a spreadsheet splitting at `;` (the list separator
 /// of many locales) cannot make a formula start of what follows it. `raw`: as stored (RFC 4180
 /// quoting only), for notebooks and scripts. A leading space is no formula start: left alone.
-pub fn text_cell(s: &str, raw: bool) -> String {
+fn text_cell(s: &str, raw: bool) -> String {
     if raw {
         csv_field(s)
     } else if s.starts_with(FORMULA_STARTS) {
@@ -321,7 +321,7 @@ fn number(x: f64) -> Option<String> {
 /// is a [`text_cell`]; every other column the exporter writes itself (the interval's RFC 3339
 /// start, integers, numbers as JSON prints them, `-3.5` included, the flags), unaltered, so a
 /// spreadsheet reads numbers as numbers; NULL is an empty field.
-pub fn csv_line(cells: &[Cell], raw: bool) -> String {
+fn csv_line(cells: &[Cell], raw: bool) -> String {
     cells
         .iter()
         .map(|c| match c {
@@ -337,7 +337,7 @@ pub fn csv_line(cells: &[Cell], raw: bool) -> String {
 }
 
 /// One JSON object of a row's cells, under `keys` (the column names, JSON-quoted), in order.
-pub fn json_line(keys: &[String], cells: &[Cell]) -> String {
+fn json_line(keys: &[String], cells: &[Cell]) -> String {
     let mut out = String::with_capacity(keys.len() * 24);
     out.push('{');
     for (i, (k, c)) in keys.iter().zip(cells).enumerate() {
@@ -372,7 +372,7 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub const EVERY: Duration = Duration::from_secs(1);
+    const EVERY: Duration = Duration::from_secs(1);
 
     pub fn new(out: Box<dyn Write>) -> Progress {
         Progress {

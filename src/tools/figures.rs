@@ -142,7 +142,7 @@ pub struct Row {
 
 /// The flags as one text: their names in [`Flags::names`]' order, joined by `,`; empty when
 /// none is raised.
-pub fn flags_text(f: Flags) -> &'static str {
+fn flags_text(f: Flags) -> &'static str {
     match (f.stuck, f.implausible, f.absent) {
         (false, false, false) => "",
         (true, false, false) => "stuck",

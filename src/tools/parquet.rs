@@ -29,10 +29,10 @@ pub enum Codec {
 }
 
 /// Cells a row group holds at most (about 10 bytes each while it is gathered).
-pub const GROUP_CELLS: usize = 1 << 21;
+const GROUP_CELLS: usize = 1 << 21;
 
 /// Rows a row group holds: [`GROUP_CELLS`] over the columns, from 1,024 to 65,536 rows.
-pub fn group_rows(columns: usize) -> usize {
+fn group_rows(columns: usize) -> usize {
     (GROUP_CELLS / columns.max(1)).clamp(1024, 65_536)
 }
 

@@ -149,11 +149,11 @@ impl Default for Knobs {
 }
 
 /// The most turbines a simulated fleet has (each is a few bytes of state; 1,000 × the reference).
-pub const MAX_TURBINES: usize = 1_000_000;
+const MAX_TURBINES: usize = 1_000_000;
 /// The most readings a message carries.
-pub const MAX_BATCH: usize = 100_000;
+const MAX_BATCH: usize = 100_000;
 /// The longest interval between a turbine's readings, and the longest resend delay.
-pub const MAX_INTERVAL: Duration = Duration::from_secs(7 * 86_400);
+const MAX_INTERVAL: Duration = Duration::from_secs(7 * 86_400);
 
 /// Whether a fleet and its faults can be simulated as asked; else what is wrong, naming the flag.
 /// Every reading's stamp must be a time RFC 3339 can write (before the year 10000): a run

@@ -25,7 +25,7 @@ pub struct Curve {
 
 impl Curve {
     /// A 3 MW turbine: cut-in 3 m/s, rated at 12 m/s, cut-out 25 m/s.
-    pub const REFERENCE: Curve = Curve {
+    const REFERENCE: Curve = Curve {
         cut_in: 3.0,
         rated_speed: 12.0,
         rated_kw: 3000.0,
@@ -296,10 +296,10 @@ pub struct Sample {
 }
 
 /// The highest `--mean-wind`: a site's mean wind speed (the windiest sites average about 12 m/s).
-pub const MAX_MEAN_WIND: f64 = 30.0;
+const MAX_MEAN_WIND: f64 = 30.0;
 /// The highest wind reading sent (m/s), under the default `wind_speed_ms` bound of 120: gusts
 /// and turbulence at the highest mean stay a reading the daemon takes.
-pub const MAX_WIND: f64 = 100.0;
+const MAX_WIND: f64 = 100.0;
 
 /// A stop lasts a slot of 10 minutes.
 const SLOT_SECS: f64 = 600.0;

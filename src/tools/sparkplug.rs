@@ -26,7 +26,7 @@ pub struct Filter {
 }
 
 /// Withdrawn births the summary names before it says how many more there are.
-pub const WITHDRAWN_NAMED: usize = 5;
+const WITHDRAWN_NAMED: usize = 5;
 
 impl Filter {
     fn keeps(&self, b: &Stored) -> bool {

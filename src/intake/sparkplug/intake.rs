@@ -263,7 +263,7 @@ impl Intake {
 
     /// Says the host is online (on every connection) or, at a clean shutdown, offline (a clean
     /// DISCONNECT does not send the will), retained.
-    pub fn announce(&self, client: &AsyncClient, online: bool) {
+    fn announce(&self, client: &AsyncClient, online: bool) {
         if let Some((topic, payload)) = self.state(online) {
             if let Err(e) = client.try_publish(topic, QoS::AtLeastOnce, true, payload) {
                 tracing::warn!(error = %e, online, "could not queue the Sparkplug B STATE");

@@ -36,10 +36,10 @@ const KNOWN_SQL: &str = "SELECT EXISTS (SELECT 1 FROM turbine_status WHERE turbi
 
 /// Connections the panel keeps: as many requests run at once in the database; the rest wait
 /// (at most [`POOL_WAIT`]) for one.
-pub const POOL_SIZE: usize = 8;
+const POOL_SIZE: usize = 8;
 
 /// How long a request waits for a free connection before it is answered 503.
-pub const POOL_WAIT: Duration = Duration::from_secs(5);
+const POOL_WAIT: Duration = Duration::from_secs(5);
 
 /// Makes the panel's connections, each read-only with bounded statements.
 struct Manager {

@@ -58,7 +58,7 @@ impl Family for Turbulence {
 /// The smallest mean wind an interval's turbulence intensity is given for: below it the merge
 /// may have taken spreads under 2^-536 as 0 (`TINY_SPREAD`), and σ/V would read as a steady
 /// wind that was not. The mirror of `HUGE` (1e100), from which `m2` is not kept.
-pub const MIN_MEAN: f64 = 1e-100;
+const MIN_MEAN: f64 = 1e-100;
 
 /// The turbulence intensity of an interval's wind speeds: their population standard deviation
 /// over their mean; None where the mean is below [`MIN_MEAN`] (0, negative, or too small for

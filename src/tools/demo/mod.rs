@@ -68,7 +68,7 @@ fn span_text(d: Duration) -> String {
 }
 
 /// The most history the demo sends: the panel's fleet reference curve reads 30 days.
-pub const MAX_HISTORY: Duration = Duration::from_secs(30 * 86_400);
+const MAX_HISTORY: Duration = Duration::from_secs(30 * 86_400);
 
 impl Options {
     /// Refuses a fleet of no turbines, and a history the demo would not send: longer than
@@ -95,7 +95,7 @@ impl Options {
     }
 
     /// Readings the history holds.
-    pub fn history_readings(&self) -> u64 {
+    fn history_readings(&self) -> u64 {
         ((self.history.as_millis() / FLEET_INTERVAL.as_millis()) as u64)
             .saturating_mul(self.turbines as u64)
     }
