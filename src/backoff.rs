@@ -23,7 +23,7 @@ impl Backoff {
 
     /// The wait before the next try: doubles each call up to `max`, each drawn from 80–100% of
     /// its step.
-    pub fn next_delay(&mut self) -> Duration {
+    pub(crate) fn next_delay(&mut self) -> Duration {
         let step = self.next;
         self.next = (self.next * 2).min(self.max);
         jitter(step)
@@ -43,7 +43,7 @@ pub fn jitter(step: Duration) -> Duration {
 /// At most one log line per `every` for a failure retried many times (the same refusal on each
 /// reconnect): the first is said at once, the rest only once the time has passed.
 #[derive(Debug, Clone)]
-pub struct Quiet {
+pub(crate) struct Quiet {
     every: Duration,
     last: Option<Instant>,
 }

@@ -63,7 +63,7 @@ enum Kind {
 
 /// The context of a database error, on the result that carries it: `query(…).await.db("reading
 /// the partition list")?`, one form for every statement's error.
-pub trait DbContext<T> {
+pub(crate) trait DbContext<T> {
     fn db(self, context: impl Into<std::borrow::Cow<'static, str>>) -> Result<T, Error>;
 }
 
@@ -114,7 +114,7 @@ impl Error {
 
     /// Whether, and why, the server refused the credentials: a setting is wrong or missing, and
     /// trying again as the same will not get in.
-    pub fn refused_credentials(&self) -> Option<Refused> {
+    pub(crate) fn refused_credentials(&self) -> Option<Refused> {
         match &self.kind {
             Kind::Database { refused, .. } | Kind::Broker { refused } => *refused,
             _ => None,
@@ -209,7 +209,7 @@ impl Error {
     /// row too large (54), an error a trigger raised (P0: a plain `RAISE EXCEPTION` in an
     /// operator's trigger), or a value the client could not send (`is_bug`). A batch is split
     /// to find the piece that causes it; errors of the schema, rights or connection are not.
-    pub fn is_caused_by_data(&self) -> bool {
+    pub(crate) fn is_caused_by_data(&self) -> bool {
         self.is_data_error()
             || self
                 .sqlstate()
@@ -241,7 +241,7 @@ impl Error {
 }
 
 /// The broker's refusals of the credentials: its CONNACK's reason code.
-pub fn broker_refused(e: &rumqttc::v5::ConnectionError) -> Option<Refused> {
+pub(crate) fn broker_refused(e: &rumqttc::v5::ConnectionError) -> Option<Refused> {
     use rumqttc::v5::mqttbytes::v5::ConnectReturnCode as Code;
     match e {
         rumqttc::v5::ConnectionError::ConnectionRefused(Code::BadUserNamePassword) => {

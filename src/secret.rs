@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 pub struct Secret(String);
 
 impl Secret {
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 
@@ -31,7 +31,7 @@ impl std::fmt::Debug for Secret {
 /// A file a setting names (a secret, a CA bundle, a key, the panel's users) read whole, but never
 /// past `limit` bytes: `/dev/zero` or a log named by mistake must not take the memory. The
 /// error says what was wrong, for a message that names the setting.
-pub fn read_bounded(path: &std::path::Path, limit: u64) -> Result<Vec<u8>, String> {
+pub(crate) fn read_bounded(path: &std::path::Path, limit: u64) -> Result<Vec<u8>, String> {
     use std::io::Read;
     let file = std::fs::File::open(path)
         .map_err(|e| format!("cannot read {}: {}", path.display(), e.kind()))?;
@@ -49,14 +49,14 @@ pub fn read_bounded(path: &std::path::Path, limit: u64) -> Result<Vec<u8>, Strin
 }
 
 /// The most a secret's file may hold.
-pub const SECRET_FILE_MAX: u64 = 64 * 1024;
+pub(crate) const SECRET_FILE_MAX: u64 = 64 * 1024;
 
 /// The environment prefix of every setting's variable.
-pub const ENV_PREFIX: &str = "GALEWATCH_";
+pub(crate) const ENV_PREFIX: &str = "GALEWATCH_";
 
 /// The three ways a secret setting is given, for an error that blames it: its variable, the
 /// variable naming a file that holds it, and the systemd credential of its name.
-pub fn given_as(setting: &str) -> String {
+pub(crate) fn given_as(setting: &str) -> String {
     let var = format!("{ENV_PREFIX}{}", setting.to_uppercase());
     format!("{var}, {var}_FILE or the systemd credential {setting}")
 }

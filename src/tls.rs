@@ -77,7 +77,10 @@ fn private_key(setting: &'static str, path: &Path) -> Result<PrivateKeyDer<'stat
 }
 
 /// The trusted roots: the CAs in `ca_file`, or the system's when None.
-pub fn roots(ca_file: Option<&Path>, ca_setting: &'static str) -> Result<RootCertStore, TlsError> {
+pub(crate) fn roots(
+    ca_file: Option<&Path>,
+    ca_setting: &'static str,
+) -> Result<RootCertStore, TlsError> {
     let mut roots = RootCertStore::empty();
     match ca_file {
         Some(path) => {
@@ -132,7 +135,7 @@ pub fn client_config(
 
 /// A server configuration: the certificate chain of `cert_file` (the server's first, then its
 /// intermediates) and the private key of `key_file`, both PEM; HTTP/1.1 by ALPN.
-pub fn server_config(
+pub(crate) fn server_config(
     cert_file: &Path,
     key_file: &Path,
     cert_setting: &'static str,

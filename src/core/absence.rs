@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 /// Readings and, per signal, how many lacked it, over the current window.
 #[derive(Debug, Clone)]
-pub struct Absence {
+pub(crate) struct Absence {
     window: Duration,
     started: Option<Instant>,
     readings: u64,
@@ -54,7 +54,7 @@ impl Absence {
 /// Which signals some readings lacked, every one of them, from the counts of the readings that
 /// carried each (`None`: not counted, so not known): the positions of the signals counted and
 /// carried by none, when there were readings at all.
-pub fn lacking(readings: i64, carried: &[Option<i64>]) -> Vec<usize> {
+pub(crate) fn lacking(readings: i64, carried: &[Option<i64>]) -> Vec<usize> {
     if readings <= 0 {
         return Vec::new();
     }

@@ -178,7 +178,7 @@ impl Mapping {
     }
 
     /// The values that stand for `c`.
-    pub fn values_of(&self, c: Category) -> Vec<&Status> {
+    pub(crate) fn values_of(&self, c: Category) -> Vec<&Status> {
         let mut v: Vec<&Status> = self
             .by_value
             .iter()
@@ -244,7 +244,7 @@ impl View {
     /// Time-based availability: available time over available and unavailable time. `counts`
     /// the readings in each category; `missing` the readings expected that never came (time
     /// with no data, information unavailable). None when no time counts either way.
-    pub fn time_based(&self, counts: &Counts, missing: f64) -> Option<f64> {
+    pub(crate) fn time_based(&self, counts: &Counts, missing: f64) -> Option<f64> {
         let sum = |cs: &[Category]| -> f64 {
             cs.iter()
                 .map(|c| {

@@ -95,7 +95,7 @@ impl<C> Batch<C> {
 /// The hash standing for a Sparkplug B birth's node or device (`Birth::key`), among the reading
 /// key hashes: a turbine id of that text stamped at the Unix epoch (no reading is: they start in
 /// 2000).
-pub fn birth_hash(key: &str) -> u64 {
+pub(crate) fn birth_hash(key: &str) -> u64 {
     key_hash(key, DateTime::<Utc>::UNIX_EPOCH)
 }
 
@@ -103,7 +103,7 @@ pub fn birth_hash(key: &str) -> u64 {
 /// (a rotate, an xor and a multiply per 8 bytes), a few nanoseconds for a short id. Not
 /// resistant to chosen collisions, and need not be: a collision only makes two batches wait for
 /// each other.
-pub fn key_hash(turbine_id: &str, recorded_at: DateTime<Utc>) -> u64 {
+pub(crate) fn key_hash(turbine_id: &str, recorded_at: DateTime<Utc>) -> u64 {
     const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
     let mix = |h: u64, v: u64| (h.rotate_left(5) ^ v).wrapping_mul(K);
     let bytes = turbine_id.as_bytes();

@@ -69,7 +69,7 @@ fn resultant(sin: f64, cos: f64) -> f64 {
 }
 
 /// Below this resultant length the mean direction is not defined (the directions cancel).
-pub const UNDEFINED_BELOW: f64 = 1e-9;
+pub(crate) const UNDEFINED_BELOW: f64 = 1e-9;
 
 /// The mean direction in degrees, in [0, 360): the direction of the mean unit vector. None where
 /// the directions cancel (350° and 170°).

@@ -79,7 +79,7 @@ pub fn resolve(readings: &[&Reading], plan: &Plan, existing: &[Option<Values>]) 
 
 /// Equality as SQL's `IS NOT DISTINCT FROM`, signal by signal, over every declared signal:
 /// NULL equals NULL, and a float's -0 equals 0.
-pub fn same_values(a: &Values, b: &Values) -> bool {
+pub(crate) fn same_values(a: &Values, b: &Values) -> bool {
     a == b
 }
 

@@ -83,7 +83,7 @@ pub type Refusal = (RejectReason, String);
 /// The identity of a rejected message's payload in `rejected` (V6): the SHA-256 of the whole
 /// payload, or of the topic and the payload when the topic is longer than `max_topic` and so
 /// stored only in part (two messages differing only past the stored part stay two).
-pub fn rejected_digest(topic: &[u8], max_topic: usize, payload: &[u8]) -> [u8; 32] {
+pub(crate) fn rejected_digest(topic: &[u8], max_topic: usize, payload: &[u8]) -> [u8; 32] {
     let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
     if topic.len() > max_topic {
         ctx.update(topic);
@@ -97,7 +97,7 @@ pub fn rejected_digest(topic: &[u8], max_topic: usize, payload: &[u8]) -> [u8; 3
 }
 
 /// `topic` cut to at most `max` bytes (on a character boundary), marked when cut.
-pub fn clip_topic(mut topic: String, max: usize) -> String {
+pub(crate) fn clip_topic(mut topic: String, max: usize) -> String {
     if topic.len() <= max {
         return topic;
     }
@@ -135,7 +135,7 @@ impl Tally {
     }
 
     /// Adds `other`'s counters, not its `inserted_at` (for running totals: `probe.rs`).
-    pub fn add_counts(&mut self, other: &Tally) {
+    pub(crate) fn add_counts(&mut self, other: &Tally) {
         self.messages += other.messages;
         self.received += other.received;
         self.inserted += other.inserted;

@@ -107,7 +107,7 @@ impl Reference {
 
     /// A fleet's curve: its bins' mean wind and mean power (bins of fewer than `min_n`
     /// intervals left out); None when fewer than two bins remain.
-    pub fn of_bins(bins: &[Bin], min_n: i64) -> Option<Reference> {
+    pub(crate) fn of_bins(bins: &[Bin], min_n: i64) -> Option<Reference> {
         let points: Vec<(f64, f64)> = bins
             .iter()
             .filter(|b| b.n >= min_n)
@@ -444,7 +444,7 @@ pub struct Policy {
 }
 
 /// The least intervals a bin needs to stand in a fleet's reference curve or to judge outliers.
-pub const MIN_BIN_INTERVALS: i64 = 3;
+pub(crate) const MIN_BIN_INTERVALS: i64 = 3;
 
 group! {
     /// The `power_curve_*` settings as an operator writes them.

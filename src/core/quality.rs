@@ -50,12 +50,12 @@ impl Flags {
 }
 
 /// The flag names, as `Flags::names` gives them and exports filter on.
-pub const FLAG_NAMES: [&str; 3] = ["stuck", "implausible", "absent"];
+pub(crate) const FLAG_NAMES: [&str; 3] = ["stuck", "implausible", "absent"];
 
 /// Whether a signal of `kind` can show a frozen sensor by holding one value: a measured
 /// (float) signal can; an integer one (a status code, a counter) holds one value by nature — a
 /// turbine running all interval keeps status 1 — so it is never flagged stuck.
-pub fn may_freeze(kind: crate::core::signals::Kind) -> bool {
+pub(crate) fn may_freeze(kind: crate::core::signals::Kind) -> bool {
     kind == crate::core::signals::Kind::Float
 }
 

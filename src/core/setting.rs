@@ -10,7 +10,7 @@
 use serde::Deserialize;
 
 /// The environment prefix of every setting's variable.
-pub const ENV_PREFIX: &str = "GALEWATCH_";
+pub(crate) const ENV_PREFIX: &str = "GALEWATCH_";
 
 /// A setting that cannot be used, named, with what is wrong with it (a command exits 2 on it).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,21 +59,21 @@ impl From<(String, String)> for SettingError {
 
 /// One key of a group: its name and its doc comment's lines.
 #[derive(Debug, Clone, Copy)]
-pub struct Key {
+pub(crate) struct Key {
     pub name: &'static str,
     pub doc: &'static [&'static str],
 }
 
 impl Key {
     /// Its meaning: the doc comment's lines as one paragraph.
-    pub fn meaning(&self) -> String {
+    pub(crate) fn meaning(&self) -> String {
         let words: Vec<&str> = self.doc.iter().flat_map(|l| l.split_whitespace()).collect();
         words.join(" ")
     }
 }
 
 /// A settings group: its keys in the order the reference lists them, under its title.
-pub trait Group {
+pub(crate) trait Group {
     const TITLE: &'static str;
     const KEYS: &'static [Key];
 }
@@ -121,7 +121,7 @@ pub(crate) use group;
 
 /// `mqtt_url`: one URL, several separated by commas, or (in a file) a list of them, kept as the
 /// comma-separated text `BrokerAddr::parse_list` reads.
-pub fn url_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+pub(crate) fn url_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     struct Urls;
     impl<'de> serde::de::Visitor<'de> for Urls {
         type Value = String;
@@ -155,7 +155,7 @@ pub fn url_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Err
 
 /// A string setting that also takes what an environment variable's text parses as: a client id
 /// `123` arrives from `GALEWATCH_MQTT_CLIENT_ID=123` as a number and is still meant as text.
-pub fn scalar_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+pub(crate) fn scalar_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     struct Scalar;
     impl serde::de::Visitor<'_> for Scalar {
         type Value = String;
@@ -183,7 +183,9 @@ pub fn scalar_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D
 
 /// A curve's points, `[[wind, power], ...]`: each exactly two numbers. Read as pairs by hand,
 /// since a tuple drops whatever follows its two (`[3.0, 0.0, 1.0]` read as `(3.0, 0.0)`).
-pub fn curve_points<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<(f64, f64)>, D::Error> {
+pub(crate) fn curve_points<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<(f64, f64)>, D::Error> {
     let points: Vec<Vec<Number>> = Vec::deserialize(d)?;
     points
         .into_iter()
@@ -244,7 +246,7 @@ impl<'de> Deserialize<'de> for Number {
 pub mod exact_duration {
     use std::time::Duration;
 
-    pub fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&text(*d))
     }
 

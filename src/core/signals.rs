@@ -38,7 +38,7 @@ impl Kind {
     }
 
     /// The column type, as `information_schema.columns.data_type` spells it.
-    pub fn sql_type(self) -> &'static str {
+    pub(crate) fn sql_type(self) -> &'static str {
         match self {
             Kind::Float => "double precision",
             Kind::Integer => "bigint",
@@ -48,7 +48,7 @@ impl Kind {
     }
 
     /// The element type for `unnest($n::…[])` and casts.
-    pub fn cast(self) -> &'static str {
+    pub(crate) fn cast(self) -> &'static str {
         match self {
             Kind::Float => "float8",
             Kind::Integer => "int8",
@@ -284,7 +284,7 @@ impl Signal {
     }
 
     /// The quarantine column holding the stored reading's value for a collision.
-    pub fn existing_column(&self) -> String {
+    pub(crate) fn existing_column(&self) -> String {
         format!("\"existing_{}\"", self.name)
     }
 
@@ -499,7 +499,7 @@ impl Signals {
     }
 
     /// Quarantine's `existing_` columns (the stored reading's side), like [`Signals::columns`].
-    pub fn existing_columns(&self, prefix: &str) -> String {
+    pub(crate) fn existing_columns(&self, prefix: &str) -> String {
         self.list
             .iter()
             .map(|s| format!("{prefix}{}", s.existing_column()))
@@ -508,7 +508,7 @@ impl Signals {
     }
 
     /// `a.x IS NOT DISTINCT FROM b.x AND …` over every signal: "same values", NULL equal to NULL.
-    pub fn same_sql(&self, a: &str, b: &str) -> String {
+    pub(crate) fn same_sql(&self, a: &str, b: &str) -> String {
         self.list
             .iter()
             .map(|s| {
@@ -561,7 +561,7 @@ impl Signals {
 
     /// The values as a JSON object keyed by name (what `rejected` keeps of a refused reading, and
     /// the panel's API).
-    pub fn to_json(&self, values: &Values) -> serde_json::Map<String, serde_json::Value> {
+    pub(crate) fn to_json(&self, values: &Values) -> serde_json::Map<String, serde_json::Value> {
         self.list
             .iter()
             .zip(values.0.iter())
@@ -670,7 +670,7 @@ pub fn parse_pointer(p: &str) -> Result<Vec<String>, String> {
 }
 
 /// Writes tokens back as a pointer, for messages.
-pub fn pointer_text(tokens: &[String]) -> String {
+pub(crate) fn pointer_text(tokens: &[String]) -> String {
     tokens
         .iter()
         .map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1")))
@@ -702,7 +702,7 @@ impl Datum {
         }
     }
 
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         match self {
             Datum::Null => serde_json::Value::Null,
             Datum::Float(v) => serde_json::json!(v),

@@ -29,7 +29,7 @@ const MICROS_PER_DAY: i64 = 86_400_000_000;
 
 /// Parses an RFC 3339 timestamp into the instant PostgreSQL would store for the same text.
 /// The error is a phrase for the `rejected.detail` column (the caller adds the field name).
-pub fn parse_rfc3339(s: &str) -> Result<DateTime<Utc>, String> {
+pub(crate) fn parse_rfc3339(s: &str) -> Result<DateTime<Utc>, String> {
     let fail = |what: &str| {
         Err(format!(
             "{s:?} is not an RFC 3339 timestamp with an offset ({what})"
@@ -130,7 +130,7 @@ fn fraction_micros_of(point_digits: &str) -> i64 {
 }
 
 /// Epoch milliseconds as an instant; None outside what can be represented.
-pub fn from_epoch_millis(ms: i64) -> Option<DateTime<Utc>> {
+pub(crate) fn from_epoch_millis(ms: i64) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp_millis(ms)
 }
 
@@ -138,7 +138,7 @@ pub fn from_epoch_millis(ms: i64) -> Option<DateTime<Utc>> {
 /// whether no rounding was needed. None when the number is not JSON's grammar or the result is
 /// past ±10^36. Read from the digits, so `1764465880.5`, `1.7644658805e9` and `1764465880.50`
 /// are one value, which a double could not promise.
-pub fn decimal_scaled(text: &str, scale: u32) -> Option<(i128, bool)> {
+pub(crate) fn decimal_scaled(text: &str, scale: u32) -> Option<(i128, bool)> {
     let (negative, rest) = match text.strip_prefix('-') {
         Some(r) => (true, r),
         None => (false, text),
@@ -218,7 +218,7 @@ pub fn decimal_scaled(text: &str, scale: u32) -> Option<(i128, bool)> {
 
 /// Epoch seconds (`scale` 6) or milliseconds (`scale` 3), any JSON spelling, fraction rounded
 /// to microseconds half to even. `Ok(None)`: well-formed but outside what can be stored.
-pub fn from_epoch_decimal(text: &str, scale: u32) -> Result<Option<DateTime<Utc>>, String> {
+pub(crate) fn from_epoch_decimal(text: &str, scale: u32) -> Result<Option<DateTime<Utc>>, String> {
     debug_assert!(scale <= 6);
     match decimal_scaled(text, scale) {
         None if text.bytes().any(|b| b.is_ascii_digit()) => Ok(None),
@@ -258,7 +258,7 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 /// within the years 1678 to 2261 (nanoseconds in an i64): a turbine's clock offset, once a
 /// reading.
 #[inline]
-pub fn seconds_between(later: DateTime<Utc>, earlier: DateTime<Utc>) -> f64 {
+pub(crate) fn seconds_between(later: DateTime<Utc>, earlier: DateTime<Utc>) -> f64 {
     const NANOS: i64 = 1_000_000_000;
     match (later.timestamp_nanos_opt(), earlier.timestamp_nanos_opt()) {
         (Some(a), Some(b)) if a.checked_sub(b).is_some() => {

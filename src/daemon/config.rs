@@ -42,12 +42,13 @@ use crate::sink::stats::settings::StatsSettings;
 use crate::sink::write::{WriteGroup, WriteSettings};
 
 /// The environment prefix of every setting.
-pub const ENV_PREFIX: &str = crate::core::setting::ENV_PREFIX;
+pub(crate) const ENV_PREFIX: &str = crate::core::setting::ENV_PREFIX;
 
 /// Settings that can hold a secret. Each can also be read from a file named by
 /// `GALEWATCH_{SETTING}_FILE` (the container-image convention), so the secret stays out of the
 /// environment and of process listings.
-pub const SECRET_SETTINGS: [&str; 3] = ["database_url", "database_password", "mqtt_password"];
+pub(crate) const SECRET_SETTINGS: [&str; 3] =
+    ["database_url", "database_password", "mqtt_password"];
 
 /// The settings as an operator writes them: the stages' groups side by side, each group's keys
 /// flat at the top level (`config/galewatch.toml` gives each one's why).
@@ -85,7 +86,7 @@ pub struct Settings {
 
 /// One group of the reference: its title and its keys.
 #[derive(Debug, Clone, Copy)]
-pub struct GroupKeys {
+pub(crate) struct GroupKeys {
     pub title: &'static str,
     pub keys: &'static [Key],
 }
@@ -98,7 +99,7 @@ const fn keys_of<G: Group>() -> GroupKeys {
 }
 
 /// Every group in the order the reference lists them (the order of `Settings`' fields).
-pub const GROUPS: [GroupKeys; 14] = [
+pub(crate) const GROUPS: [GroupKeys; 14] = [
     keys_of::<DatabaseSettings>(),
     keys_of::<BrokerSettings>(),
     keys_of::<ListenerSettings>(),
@@ -116,7 +117,7 @@ pub const GROUPS: [GroupKeys; 14] = [
 ];
 
 /// Every setting's key.
-pub fn known_keys() -> Vec<&'static str> {
+pub(crate) fn known_keys() -> Vec<&'static str> {
     GROUPS
         .iter()
         .flat_map(|g| g.keys.iter().map(|k| k.name))
@@ -285,7 +286,7 @@ impl std::fmt::Display for Origin {
 }
 
 /// Each setting's origin, by its key.
-pub type Origins = BTreeMap<&'static str, Origin>;
+pub(crate) type Origins = BTreeMap<&'static str, Origin>;
 
 /// As [`load`], and where each setting came from (`galewatch settings`).
 pub fn load_with_origins(file: Option<&Path>) -> Result<(Config, Origins), SettingError> {
@@ -554,12 +555,12 @@ impl Settings {
     }
 
     /// The statistics interval, checked by `validate`.
-    pub fn stats_width(&self) -> crate::sink::stats::Width {
+    pub(crate) fn stats_width(&self) -> crate::sink::stats::Width {
         self.stats.width()
     }
 
     /// How the daemon manages `readings` partitions (whether or not it does).
-    pub fn partition_policy(&self) -> crate::sink::partition::Policy {
+    pub(crate) fn partition_policy(&self) -> crate::sink::partition::Policy {
         let u = &self.upkeep;
         crate::sink::partition::Policy {
             size: u.readings_partition_size,

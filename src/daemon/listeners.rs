@@ -44,7 +44,7 @@ group! {
 
 impl ListenerSettings {
     /// The metrics and the panel's addresses, checked.
-    pub fn addresses(&self) -> Result<(SocketAddr, SocketAddr), SettingError> {
+    pub(crate) fn addresses(&self) -> Result<(SocketAddr, SocketAddr), SettingError> {
         let metrics_listen = self.metrics_listen.parse().map_err(|e| {
             SettingError::new(
                 "metrics_listen",

@@ -85,7 +85,7 @@ pub fn defaults() -> toml::Table {
 /// break, an escape sequence or a C1 control in a hostile value can neither start a line of
 /// its own nor reach the terminal), which toml's own Display does not promise (it writes a
 /// string with a line break across lines).
-pub fn value_text(v: &toml::Value) -> String {
+pub(crate) fn value_text(v: &toml::Value) -> String {
     match v {
         toml::Value::String(s) => quoted(s),
         toml::Value::Array(items) => {
@@ -105,7 +105,7 @@ pub fn value_text(v: &toml::Value) -> String {
 }
 
 /// A key as TOML writes it: bare when it may be, else quoted.
-pub fn key_text(k: &str) -> String {
+pub(crate) fn key_text(k: &str) -> String {
     let bare = !k.is_empty()
         && k.chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
@@ -182,7 +182,8 @@ fn item(term: &str, text: &str) -> Item {
 }
 
 /// What the SETTINGS section says before the list.
-pub const SETTINGS_INTRO: &str = "Each setting comes from its default, then the settings file \
+pub(crate) const SETTINGS_INTRO: &str =
+    "Each setting comes from its default, then the settings file \
 (--config or GALEWATCH_CONFIG; TOML, one key = value a line), then its environment variable, \
 GALEWATCH_ and the key in upper case, which wins. The secrets database_url, database_password and \
 mqtt_password can also come from a file named by GALEWATCH_{SETTING}_FILE, or from the systemd \
@@ -252,7 +253,7 @@ pub fn exit_status() -> Vec<Item> {
 }
 
 /// The sections after SETTINGS, with their titles.
-pub fn after_settings() -> [(&'static str, Vec<Item>); 3] {
+pub(crate) fn after_settings() -> [(&'static str, Vec<Item>); 3] {
     [
         ("Environment", environment()),
         ("Files", files()),
@@ -261,7 +262,7 @@ pub fn after_settings() -> [(&'static str, Vec<Item>); 3] {
 }
 
 /// Each group's title with its settings, in the reference's order.
-pub fn grouped() -> impl Iterator<Item = (&'static str, Vec<&'static Entry>)> {
+pub(crate) fn grouped() -> impl Iterator<Item = (&'static str, Vec<&'static Entry>)> {
     GROUPS.iter().map(|g| {
         let entries = settings().iter().filter(|e| e.group == g.title).collect();
         (g.title, entries)

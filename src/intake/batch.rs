@@ -116,7 +116,7 @@ pub struct Custody {
 /// The ledger with the client its acknowledgements go through: where the writers hand a committed
 /// batch's custody back (the daemon passes it to them).
 #[derive(Clone)]
-pub struct Acks {
+pub(crate) struct Acks {
     pub ledger: Ledger,
     pub client: AsyncClient,
 }
@@ -136,7 +136,7 @@ impl Acks {
     }
 
     /// Acks the client's request channel refused, still owed.
-    pub fn owed(&self) -> usize {
+    pub(crate) fn owed(&self) -> usize {
         self.ledger.owed()
     }
 
@@ -147,7 +147,7 @@ impl Acks {
 }
 
 /// One MQTT message, judged, in the intake's custody.
-pub type CarriedMessage = crate::core::batch::Carried<Custody>;
+pub(crate) type CarriedMessage = crate::core::batch::Carried<Custody>;
 
 /// Messages whose outcomes are written in one transaction.
 type CustodyBatch = crate::core::batch::Batch<Custody>;
@@ -181,7 +181,7 @@ impl Batcher {
     }
 
     /// Batches record the hashes of their readings' keys (see `overlap.rs`).
-    pub fn tracking_keys(mut self, track: bool) -> Self {
+    pub(crate) fn tracking_keys(mut self, track: bool) -> Self {
         self.track_keys = track;
         self
     }

@@ -9,7 +9,7 @@ use crate::core::setting::{group, SettingError};
 use crate::secret::Secret;
 
 /// A setting to blame and what is wrong with it.
-pub type Problem = (&'static str, String);
+pub(crate) type Problem = (&'static str, String);
 
 /// Where the broker is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,7 +41,7 @@ impl BrokerAddr {
     /// The brokers in `mqtt_url`: one URL, or several separated by commas (the nodes of a
     /// cluster, or a primary and its standby), all `mqtt://` or all `mqtts://` (a list that mixed
     /// them would fall back to plain text whenever the TLS brokers are down), none twice.
-    pub fn parse_list(s: &str) -> Result<Vec<BrokerAddr>, Problem> {
+    pub(crate) fn parse_list(s: &str) -> Result<Vec<BrokerAddr>, Problem> {
         let entries: Vec<&str> = s.split(',').map(str::trim).collect();
         let many = entries.len() > 1;
         let mut out: Vec<BrokerAddr> = Vec::with_capacity(entries.len());
@@ -362,7 +362,7 @@ fn bad_filter(filter: &str) -> Option<String> {
 impl BrokerSettings {
     /// The client id, the topic filter and the share group; the session's timings; the largest
     /// packet against `max_message_bytes` (the largest payload refused by name).
-    pub fn check_session(&self, max_message_bytes: usize) -> Result<(), SettingError> {
+    pub(crate) fn check_session(&self, max_message_bytes: usize) -> Result<(), SettingError> {
         if self.mqtt_client_id.is_empty() || self.mqtt_client_id.len() > 65_535 {
             return Err(SettingError::from((
                 "mqtt_client_id",

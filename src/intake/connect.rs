@@ -37,7 +37,7 @@ pub struct MqttGroup {
 
 /// Who connects and how: the client id, the broker, keep-alive, TLS and credentials (what
 /// `leave.rs` needs too, to end the session as the same client).
-pub fn connect_options(g: &MqttGroup, broker: &BrokerAddr) -> MqttOptions {
+pub(crate) fn connect_options(g: &MqttGroup, broker: &BrokerAddr) -> MqttOptions {
     let mut opts = MqttOptions::new(g.client_id.clone(), broker.host.clone(), broker.port);
     opts.set_keep_alive(g.keep_alive)
         .set_connection_timeout(g.brokers.connect_timeout.as_secs());

@@ -17,7 +17,7 @@ use crate::intake::broker::{BrokerAddr, Order};
 
 /// The shortest wait, and the longest, between two attempts.
 const FIRST_WAIT: Duration = Duration::from_millis(200);
-pub const MAX_WAIT: Duration = Duration::from_secs(30);
+pub(crate) const MAX_WAIT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone)]
 pub struct Failover {
@@ -73,7 +73,7 @@ impl Failover {
     }
 
     /// Whether the last failure ended a round in which every broker failed in a row.
-    pub fn round_failed(&self) -> bool {
+    pub(crate) fn round_failed(&self) -> bool {
         self.failures > 0 && self.failures % self.brokers.len() == 0
     }
 

@@ -24,11 +24,11 @@ use crate::error::Error;
 use crate::intake::connect::MqttGroup;
 
 /// How long nothing may arrive, with nothing held, before the session counts as drained.
-pub const QUIET: Duration = Duration::from_secs(2);
+pub(crate) const QUIET: Duration = Duration::from_secs(2);
 
 /// What the subscriber tells the leaving run (shared between the two tasks).
 #[derive(Debug)]
-pub struct Leaving {
+pub(crate) struct Leaving {
     /// The broker acknowledged the UNSUBSCRIBE: nothing new is dealt to the session.
     unsubscribed: AtomicBool,
     /// The broker had no session for this client id: there is nothing to land.
@@ -65,7 +65,7 @@ impl Leaving {
     }
 
     /// Whether a connection to the broker was ever made.
-    pub fn was_connected(&self) -> bool {
+    pub(crate) fn was_connected(&self) -> bool {
         self.connected.load(Ordering::SeqCst)
     }
 
@@ -74,7 +74,7 @@ impl Leaving {
     }
 
     /// Whether the session has been emptied, given how many messages are held unacknowledged.
-    pub fn drained(&self, held: usize, now: Instant) -> bool {
+    pub(crate) fn drained(&self, held: usize, now: Instant) -> bool {
         let last = *self.last_event.lock().unwrap_or_else(|p| p.into_inner());
         is_drained(
             self.no_session.load(Ordering::SeqCst),
@@ -84,7 +84,7 @@ impl Leaving {
         )
     }
 
-    pub fn had_no_session(&self) -> bool {
+    pub(crate) fn had_no_session(&self) -> bool {
         self.no_session.load(Ordering::SeqCst)
     }
 }
@@ -96,11 +96,11 @@ fn is_drained(no_session: bool, unsubscribed: bool, held: usize, quiet_for: Dura
 }
 
 /// How long `galewatch leave` tries to reach a broker before it reports it not reached.
-pub const REACH: Duration = Duration::from_secs(20);
+pub(crate) const REACH: Duration = Duration::from_secs(20);
 
 /// Ends the member's session on `broker`: a clean-start connection with a session expiry of 0
 /// replaces it, and the DISCONNECT that follows leaves nothing behind there.
-pub async fn end_session(
+pub(crate) async fn end_session(
     g: &MqttGroup,
     broker: &crate::intake::broker::BrokerAddr,
 ) -> Result<(), Error> {

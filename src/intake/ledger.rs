@@ -178,7 +178,7 @@ impl<P> CustodyRules<P> {
         self.held_bytes
     }
 
-    pub fn owed(&self) -> usize {
+    pub(crate) fn owed(&self) -> usize {
         self.owed.len()
     }
 
@@ -250,7 +250,7 @@ impl Ledger {
 
     /// Waits until the message fits the budget, then holds its share. Only the subscriber calls
     /// this, and it takes readings before bytes, so two takers can never hold each other up.
-    pub async fn admit(&self, items: usize, bytes: usize) -> Held {
+    pub(crate) async fn admit(&self, items: usize, bytes: usize) -> Held {
         let (r, b) = self.cost(items, bytes);
         let readings = self
             .readings
@@ -348,13 +348,13 @@ impl Ledger {
     }
 
     /// Acks owed and not yet handed to the client.
-    pub fn owed(&self) -> usize {
+    pub(crate) fn owed(&self) -> usize {
         self.lock().owed()
     }
 
     /// Sets the oldest-unacked-age gauge (it grows while nothing commits, so the daemon calls
     /// this on a clock too).
-    pub fn publish_age(&self, now: Instant) {
+    pub(crate) fn publish_age(&self, now: Instant) {
         let age = self.lock().oldest_age(now);
         metrics::gauge!(telemetry::OLDEST_UNACKED_SECONDS).set(age);
     }

@@ -15,7 +15,7 @@ const BRIEF: Duration = Duration::from_secs(5);
 
 /// Brief connections in a row, on one broker with no failed attempt between, that mark another
 /// client taking the session under the same client id.
-pub const TAKEN_AFTER: u32 = 3;
+pub(crate) const TAKEN_AFTER: u32 = 3;
 
 /// What the broker refused an attempt for, if anything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,7 +97,7 @@ impl Link {
     }
 
     /// Whether any connection was made yet.
-    pub fn ever_connected(&self) -> bool {
+    pub(crate) fn ever_connected(&self) -> bool {
         self.ever_connected
     }
 

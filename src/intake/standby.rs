@@ -93,7 +93,7 @@ impl Sessions {
     }
 
     /// Whether a visit ran within the last two seconds (or runs now).
-    pub fn visited_lately(&self) -> bool {
+    pub(crate) fn visited_lately(&self) -> bool {
         let (began, ended) = *self.visit.lock().unwrap_or_else(|p| p.into_inner());
         match (began, ended) {
             (Some(_), None) => true,
@@ -113,7 +113,7 @@ impl Sessions {
 
     /// The daemon's connection takes broker `index` (waiting out a visit there); it keeps the
     /// guard while it connects and is connected.
-    pub async fn claim(&self, index: usize) -> OwnedMutexGuard<()> {
+    pub(crate) async fn claim(&self, index: usize) -> OwnedMutexGuard<()> {
         self.locks[index].clone().lock_owned().await
     }
 

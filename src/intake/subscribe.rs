@@ -38,7 +38,7 @@ use crate::probe::Probe;
 use crate::telemetry;
 
 /// The MQTT side of the daemon.
-pub struct Subscriber {
+pub(crate) struct Subscriber {
     eventloop: EventLoop,
     client: AsyncClient,
     /// The filters subscribed with: the JSON topic, then Sparkplug B's when it is on.
@@ -185,7 +185,7 @@ impl Subscriber {
 
     /// The Sparkplug B STATE saying this host is offline, when STATE is published: the daemon
     /// queues it just before its DISCONNECT (a clean DISCONNECT does not send the will).
-    pub fn offline_state(&self) -> Option<(String, Vec<u8>)> {
+    pub(crate) fn offline_state(&self) -> Option<(String, Vec<u8>)> {
         self.formats.iter().find_map(|f| f.farewell())
     }
 

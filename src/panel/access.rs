@@ -32,7 +32,7 @@ const OPEN_PATH: &str = "/healthz";
 const MAX_HEADER_USER: usize = 256;
 
 /// The settings group, as an operator writes it.
-pub struct Group<'a> {
+pub(crate) struct Group<'a> {
     /// Where the panel listens (`panel_listen`, or `--listen`).
     pub listen: SocketAddr,
     pub tls_cert_file: &'a str,
@@ -157,7 +157,7 @@ impl Access {
 /// A refusal at start: the setting, where its value came from when not the setting itself,
 /// and the problem.
 #[derive(Debug)]
-pub struct GroupError {
+pub(crate) struct GroupError {
     pub setting: &'static str,
     pub source: Option<String>,
     pub problem: String,

@@ -14,7 +14,7 @@ pub struct Stat {
 }
 
 /// What to draw.
-pub struct Chart<'a> {
+pub(crate) struct Chart<'a> {
     /// The SVG's class: `chart` for a signal, `chart figure` for a figure the statistics derive.
     pub class: &'a str,
     /// Series name, also the SVG's `data-series` (power_kw, …).
@@ -286,7 +286,7 @@ fn frame(s: &mut String) {
 /// A power curve: the 10-minute means as points (power against wind speed), the binned curve
 /// (each bin's mean wind and mean power, joined), the reference it is held against (dashed),
 /// and the intervals the bin filter found (orange).
-pub struct CurveChart<'a> {
+pub(crate) struct CurveChart<'a> {
     pub title: &'a str,
     /// The axes' titles, with their units: "wind speed, wind_speed_ms (m/s)".
     pub x_title: &'a str,
@@ -596,7 +596,7 @@ fn fmt_value(v: f64, digits: usize) -> String {
 }
 
 /// Round time ticks for the window, each with its label (UTC).
-pub fn time_ticks(from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<(DateTime<Utc>, String)> {
+pub(crate) fn time_ticks(from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<(DateTime<Utc>, String)> {
     const STEPS: [i64; 15] = [
         10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10_800, 21_600, 43_200, 86_400,
     ];
@@ -625,7 +625,7 @@ pub fn time_ticks(from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<(DateTime<Utc>,
 }
 
 /// Escapes text for HTML and SVG.
-pub fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

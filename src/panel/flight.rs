@@ -19,7 +19,7 @@ type Answer<V, E> = Result<V, Arc<E>>;
 type Slot<V, E> = (Instant, Arc<OnceCell<Answer<V, E>>>);
 
 /// Answers by key, each kept for `ttl` after it was first asked for.
-pub struct Flights<K, V, E> {
+pub(crate) struct Flights<K, V, E> {
     ttl: Duration,
     map: Mutex<HashMap<K, Slot<V, E>>>,
 }

@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 
 /// Open connections one client address may hold (a browser opens about six; an office behind
 /// one NAT address, or a script, more).
-pub const PER_ADDRESS: usize = 128;
+pub(crate) const PER_ADDRESS: usize = 128;
 /// Open connections in all (each is a file descriptor; the database pool needs some too).
-pub const TOTAL: usize = 512;
+pub(crate) const TOTAL: usize = 512;
 /// A connection must send its first byte within this (a TLS handshake, its whole).
-pub const FIRST_BYTE: Duration = Duration::from_secs(10);
+pub(crate) const FIRST_BYTE: Duration = Duration::from_secs(10);
 /// An open connection with nothing read or written for this long is closed.
-pub const IDLE: Duration = Duration::from_secs(60);
+pub(crate) const IDLE: Duration = Duration::from_secs(60);
 /// An open connection quiet for at least this long may be closed to make room.
 const IDLE_ENOUGH_TO_CLOSE: Duration = Duration::from_secs(2);
 /// A connection that has sent bytes and been answered nothing for this long (a request dribbled
@@ -36,7 +36,7 @@ pub struct Seen {
 
 /// What to do with a newcomer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     Admit,
     /// Admit it once this connection is closed.
     Evict(u64),
@@ -45,7 +45,7 @@ pub enum Decision {
 }
 
 /// The decision for a newcomer from `addr` at `now`, given the open connections.
-pub fn admit(open: &[Seen], addr: IpAddr, now: Instant) -> Decision {
+pub(crate) fn admit(open: &[Seen], addr: IpAddr, now: Instant) -> Decision {
     let mine = open.iter().filter(|s| s.addr == addr).count();
     let pool: Vec<&Seen> = if mine >= PER_ADDRESS {
         open.iter().filter(|s| s.addr == addr).collect()

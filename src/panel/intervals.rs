@@ -59,7 +59,7 @@ impl Quality {
 /// A chart of each derived figure of `sql` (`Sql::figures`) over the window, one point per
 /// interval of `intervals`, the line broken where more than three intervals have none; its SVG's
 /// class is `chart figure`, beside the signals' `chart`s.
-pub fn derived_charts(sql: &Sql, intervals: &[IntervalFigures], w: &Window) -> Vec<String> {
+pub(crate) fn derived_charts(sql: &Sql, intervals: &[IntervalFigures], w: &Window) -> Vec<String> {
     let gap = chrono::Duration::seconds(3 * i64::from(sql.width.secs()));
     sql.figures
         .iter()
@@ -99,7 +99,7 @@ pub fn derived_charts(sql: &Sql, intervals: &[IntervalFigures], w: &Window) -> V
 }
 
 /// The range's completeness, and how many of its intervals are flagged (marked on the charts).
-pub fn quality_line(q: &Quality) -> Markup {
+pub(crate) fn quality_line(q: &Quality) -> Markup {
     let flagged: usize = q.flagged.iter().map(Vec::len).sum();
     html! {
         p.quality {

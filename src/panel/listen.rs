@@ -32,7 +32,7 @@ use super::gate::{self, Decision, Seen};
 
 /// The address a connection comes from (axum's `ConnectInfo<Peer>`).
 #[derive(Debug, Clone, Copy)]
-pub struct Peer(pub SocketAddr);
+pub(crate) struct Peer(pub SocketAddr);
 
 impl<Io> Connected<IncomingStream<'_, Gated<Io>>> for Peer
 where
@@ -44,15 +44,15 @@ where
 }
 
 /// Connections past their first byte (and, with TLS, their handshake), for the HTTP server.
-pub struct Gated<Io> {
+pub(crate) struct Gated<Io> {
     ready: mpsc::Receiver<(Io, SocketAddr)>,
     local: SocketAddr,
 }
 
 /// Plain HTTP connections.
-pub type PlainListener = Gated<Guarded<TcpStream>>;
+pub(crate) type PlainListener = Gated<Guarded<TcpStream>>;
 /// Connections that completed a TLS handshake.
-pub type TlsListener = Gated<TlsStream<Guarded<TcpStream>>>;
+pub(crate) type TlsListener = Gated<TlsStream<Guarded<TcpStream>>>;
 
 impl PlainListener {
     /// Accepts on `tcp` in a task of its own until this listener is dropped.
@@ -284,7 +284,7 @@ impl Drop for Leave {
 /// A connection held to the gate: it ends (an error to its reader or writer) when the gate
 /// closes it for room, or after [`gate::IDLE`] with nothing read or written; its reads and
 /// writes are what the gate sees as activity.
-pub struct Guarded<S> {
+pub(crate) struct Guarded<S> {
     inner: S,
     activity: Arc<Activity>,
     closed: Pin<Box<WaitForCancellationFutureOwned>>,

@@ -13,7 +13,7 @@ use crate::core::availability::{Category, Counts};
 use super::chart::{esc, time_ticks};
 
 /// The colour of each availability category (the standard's order), on the bar and the strip.
-pub const CATEGORY_COLOURS: [&str; 12] = [
+pub(crate) const CATEGORY_COLOURS: [&str; 12] = [
     "#2ca02c", "#98df8a", "#c5e1a5", "#bcbd22", "#17becf", "#9edae5", "#1f77b4", "#aec7e8",
     "#d62728", "#ff9896", "#9467bd", "#c7c7c7",
 ];

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 /// (`stats.rs`): a year, leap day included.
 const MAX_RANGE: Duration = Duration::from_secs(366 * 86_400);
 /// The widest window aggregated from raw readings (statistics off, or a step they cannot serve).
-pub const MAX_RAW_RANGE: Duration = Duration::from_secs(31 * 86_400);
+pub(crate) const MAX_RAW_RANGE: Duration = Duration::from_secs(31 * 86_400);
 /// Windows up to this wide come back as raw points when no step is asked for (5,400 points
 /// at one reading per 2 s).
 const RAW_UP_TO: Duration = Duration::from_secs(3 * 3600);
@@ -25,7 +25,7 @@ const TARGET_BUCKETS: u64 = 1_500;
 pub const MAX_ID_BYTES: usize = 128;
 
 /// The presets the page offers.
-pub const PRESETS: [(&str, Duration); 5] = [
+pub(crate) const PRESETS: [(&str, Duration); 5] = [
     ("1h", Duration::from_secs(3600)),
     ("24h", Duration::from_secs(86_400)),
     ("7d", Duration::from_secs(7 * 86_400)),
@@ -77,7 +77,7 @@ fn bad(message: impl Into<String>) -> BadRequest {
 }
 
 /// Checks a turbine id from a URL.
-pub fn check_id(id: &str) -> Result<(), BadRequest> {
+pub(crate) fn check_id(id: &str) -> Result<(), BadRequest> {
     // What ingest stores (`format::judge`: at most 128 bytes, no NUL) the panel opens, control
     // characters included: the pages escape them, so a turbine listed is never a 400.
     if id.is_empty() || id.len() > MAX_ID_BYTES || id.contains('\0') {
@@ -91,7 +91,7 @@ pub fn check_id(id: &str) -> Result<(), BadRequest> {
 /// An instant written as RFC 3339 (any offset), a UTC date (`2026-11-30`: its midnight) or Unix
 /// seconds; None for anything else. The panel's `from`/`to` and `galewatch export`'s read times
 /// with it, so one time is written the same way in both.
-pub fn parse_instant(s: &str) -> Option<DateTime<Utc>> {
+pub(crate) fn parse_instant(s: &str) -> Option<DateTime<Utc>> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         return Some(t.with_timezone(&Utc));
     }
@@ -104,7 +104,7 @@ pub fn parse_instant(s: &str) -> Option<DateTime<Utc>> {
 }
 
 /// Why `s` is not an instant [`parse_instant`] reads (the words after "bad from: ").
-pub fn not_an_instant(s: &str) -> String {
+pub(crate) fn not_an_instant(s: &str) -> String {
     if s.trim().parse::<i64>().is_ok() {
         format!("{s:?} is out of range as Unix seconds (the years -262143 to 262142)")
     } else {

@@ -20,7 +20,7 @@ use crate::telemetry;
 
 /// One turbine whose readings of the window lacked some declared signals.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lacking {
+pub(crate) struct Lacking {
     pub turbine_id: String,
     /// Readings it stored in the window.
     pub readings: i64,
@@ -56,7 +56,7 @@ fn sql(signals: &Signals, only: bool) -> String {
 
 /// The turbines whose readings stored since `since` (by interval start) lacked some declared
 /// signal, every one of them; of `only` when given. Nothing when statistics are not kept.
-pub async fn lacking<C: GenericClient>(
+pub(crate) async fn lacking<C: GenericClient>(
     c: &C,
     signals: &Signals,
     width: Width,

@@ -124,7 +124,7 @@ pub(crate) async fn mark_seq(
 
 /// A birth to store with its message's time of receipt, for the session (MQTT client id) that
 /// received it.
-pub type Born<'a> = (&'a Birth, DateTime<Utc>);
+pub(crate) type Born<'a> = (&'a Birth, DateTime<Utc>);
 
 /// Stores births, in arrival order (batches holding births of the same node or device commit in
 /// arrival order, `overlap.rs`, so generations follow arrival).
@@ -227,7 +227,7 @@ pub async fn load(
 
 /// Marks the rows of this session's earlier connections proven and prunes what they make
 /// unreachable (once per connection, from its first newly delivered message).
-pub async fn prove(client: &Client, session: &str, conn: i64) -> Result<u64, Error> {
+pub(crate) async fn prove(client: &Client, session: &str, conn: i64) -> Result<u64, Error> {
     client
         .execute(PROVE, &[&session, &conn])
         .await
@@ -240,7 +240,7 @@ pub async fn prove(client: &Client, session: &str, conn: i64) -> Result<u64, Err
 
 /// The subscriber's own connection for reading births, made when first needed and made again
 /// after an error.
-pub struct Store {
+pub(crate) struct Store {
     db: Database,
     session: String,
     client: Option<Client>,
@@ -284,7 +284,7 @@ impl Store {
     }
 
     /// An edge node's last sequence number stored (see [`mark_seq`]).
-    pub async fn last_seq(&mut self, group: &str, node: &str) -> Result<Option<u8>, Error> {
+    pub(crate) async fn last_seq(&mut self, group: &str, node: &str) -> Result<Option<u8>, Error> {
         let session = self.session.clone();
         let client = self.client().await?;
         match client.query_opt(LAST_SEQ, &[&session, &group, &node]).await {
@@ -297,7 +297,7 @@ impl Store {
     }
 
     /// Proves this session's earlier connections' births (see [`prove`]).
-    pub async fn prove(&mut self, conn: i64) -> Result<u64, Error> {
+    pub(crate) async fn prove(&mut self, conn: i64) -> Result<u64, Error> {
         let session = self.session.clone();
         let client = self.client().await?;
         let r = prove(client, &session, conn).await;

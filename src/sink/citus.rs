@@ -33,7 +33,7 @@ const SHARDED: [&str; 6] = [
 ];
 
 /// Whether the connected database has the `citus` extension.
-pub async fn is_citus(client: &Client) -> Result<bool, Error> {
+pub(crate) async fn is_citus(client: &Client) -> Result<bool, Error> {
     Ok(client
         .query_one(
             "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')",
@@ -46,7 +46,7 @@ pub async fn is_citus(client: &Client) -> Result<bool, Error> {
 
 /// Makes the shared staging table (its columns following the signals) and distributes every
 /// table in [`SHARDED`] not yet distributed. Returns what it did, one sentence each.
-pub async fn distribute(client: &Client, signals: &Signals) -> Result<Vec<String>, Error> {
+pub(crate) async fn distribute(client: &Client, signals: &Signals) -> Result<Vec<String>, Error> {
     let err = |e| Error::db("distributing the schema (citus)", e);
     let mut changes = Vec::new();
     let mut copied = Vec::new();

@@ -163,7 +163,7 @@ impl Database {
     }
 
     /// The same server and settings, another database.
-    pub fn with_dbname(&self, name: &str) -> Database {
+    pub(crate) fn with_dbname(&self, name: &str) -> Database {
         let mut d = self.clone();
         d.config.dbname(name);
         d

@@ -23,7 +23,7 @@ use crate::error::{DbContext, Error};
 
 /// The protocol's limit on one statement's parameters: a multi-row VALUES statement takes at
 /// most this many divided by its parameters per row.
-pub const MAX_PARAMS: usize = 65_535;
+pub(crate) const MAX_PARAMS: usize = 65_535;
 
 /// A writer's session settings on Citus (see [`Dialect::open_session`]).
 const CITUS_SESSION: &str = "SET citus.max_adaptive_executor_pool_size = 4;
@@ -31,7 +31,7 @@ SET citus.max_cached_conns_per_worker = 4";
 
 /// Which engine a connection writes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
+pub(crate) enum Dialect {
     /// One PostgreSQL server.
     Single,
     /// A Citus cluster, its schema distributed by `galewatch migrate` (`citus.rs`).
@@ -44,7 +44,7 @@ pub type Params<'a> = Vec<&'a (dyn ToSql + Sync)>;
 impl Dialect {
     /// The engine a writer's connection is on: Citus when `galewatch migrate` made the shared
     /// staging table (it does only on a database with the `citus` extension).
-    pub async fn detect(client: &Client) -> Result<Dialect, Error> {
+    pub(crate) async fn detect(client: &Client) -> Result<Dialect, Error> {
         let shared: bool = client
             .query_one("SELECT to_regclass('galewatch_staging') IS NOT NULL", &[])
             .await
@@ -62,7 +62,7 @@ impl Dialect {
     /// worker open between transactions by default and opens the rest of a multi-shard
     /// statement's anew each time: 250 ms of every 500-reading batch on the test cluster,
     /// against 40 ms with four per worker.)
-    pub async fn open_session(self, client: &Client, staging: &str) -> Result<(), Error> {
+    pub(crate) async fn open_session(self, client: &Client, staging: &str) -> Result<(), Error> {
         match self {
             Dialect::Single => client
                 .batch_execute(staging)
@@ -82,7 +82,7 @@ impl Dialect {
     /// Citus: returns the keys inserted (there the CTE's result would be gathered on the
     /// coordinator and shipped back to every shard: 106 ms a 5,000-row batch, 35 ms this way);
     /// [`Dialect::skipped`] reads either.
-    pub fn insert_sql(self, cols: &str, keep_out: &str) -> String {
+    pub(crate) fn insert_sql(self, cols: &str, keep_out: &str) -> String {
         let insert = format!(
             "INSERT INTO readings (turbine_id, recorded_at, {cols})
 SELECT turbine_id, recorded_at, {cols}
@@ -124,7 +124,7 @@ SELECT s.seq FROM galewatch_staging s
     /// (`s_cols`). Single server: a hash join with `unnest`. Citus: a filter, which keeps each
     /// half on its shards (a join with `unnest` is planned on the coordinator: 210 ms a batch
     /// on the test cluster).
-    pub fn existing_sql(self, r_cols: &str, s_cols: &str, keep_out: &str) -> String {
+    pub(crate) fn existing_sql(self, r_cols: &str, s_cols: &str, keep_out: &str) -> String {
         match self {
             Dialect::Single => format!(
                 "SELECT s.seq, {r_cols}
@@ -155,7 +155,7 @@ SELECT s.seq, {s_cols}
 
     /// Whether a batch deletes its staged rows before COMMIT (the shared staging table on
     /// Citus; a single server's temporary one is emptied by COMMIT).
-    pub fn empties_staging(self) -> bool {
+    pub(crate) fn empties_staging(self) -> bool {
         self == Dialect::Citus
     }
 
@@ -165,7 +165,7 @@ SELECT s.seq, {s_cols}
     /// each row's shard; from `unnest` it would pull the rows through the coordinator) in
     /// statements of at most [`MAX_PARAMS`] parameters, `row(k, params)` adding row `k`'s.
     #[allow(clippy::too_many_arguments)]
-    pub async fn write_rows<'a>(
+    pub(crate) async fn write_rows<'a>(
         self,
         tx: &Transaction<'_>,
         what: &'static str,
@@ -201,7 +201,7 @@ SELECT s.seq, {s_cols}
 
 /// The statement [`Dialect::write_rows`] runs over column arrays, made once a connection
 /// ([`Dialect::prepare`]).
-pub enum Stmt {
+pub(crate) enum Stmt {
     /// Prepared on the connection: a batch's statements are the same every time, and preparing
     /// one again costs a round trip and the server a parse and a plan, each batch.
     Prepared(Statement),
@@ -226,7 +226,7 @@ impl Dialect {
 
 /// A multi-row `VALUES` list of `rows` rows, `per_row` parameters each, numbered row by row;
 /// `row(first)` writes one row given its first parameter's number.
-pub fn values_list(rows: usize, per_row: usize, row: impl Fn(usize) -> String) -> String {
+pub(crate) fn values_list(rows: usize, per_row: usize, row: impl Fn(usize) -> String) -> String {
     let rows: Vec<String> = (0..rows).map(|r| row(r * per_row + 1)).collect();
     format!("VALUES {}", rows.join(",\n"))
 }

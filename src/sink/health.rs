@@ -191,7 +191,7 @@ group! {
 impl ClockSettings {
     /// The thresholds, the window and the collision count checked; the error names the setting
     /// to blame.
-    pub fn thresholds(&self) -> Result<Thresholds, SettingError> {
+    pub(crate) fn thresholds(&self) -> Result<Thresholds, SettingError> {
         if self.clock_drift_window < Duration::from_secs(1) {
             return Err(SettingError::new(
                 "clock_drift_window",
@@ -245,7 +245,7 @@ fn upsert_values_sql(drift_window: Duration, rows: usize) -> String {
 
 /// Records a batch's turbines, inside the batch's transaction, in the engine's form (on Citus
 /// as [`upsert_values_sql`]).
-pub async fn record(
+pub(crate) async fn record(
     tx: &Transaction<'_>,
     fold: &Fold,
     drift_window: Duration,
@@ -299,7 +299,8 @@ pub async fn record(
 
 /// The status table with each turbine's collisions in the last day and whether it is suspect,
 /// most suspicious first. `$1..$3`: max offset, max drift per day, max collisions per day.
-pub const STATUS_SQL: &str = "SELECT s.turbine_id, s.first_seen, s.last_seen, s.last_recorded_at,
+pub(crate) const STATUS_SQL: &str =
+    "SELECT s.turbine_id, s.first_seen, s.last_seen, s.last_recorded_at,
        s.readings, s.duplicates, s.collisions, s.future_timestamps,
        s.offset_seconds, s.drift_seconds_per_day, coalesce(q.n, 0) AS collisions_last_day,
        (abs(coalesce(s.offset_seconds, 0)) > $1 OR abs(coalesce(s.drift_seconds_per_day, 0)) > $2
@@ -331,7 +332,7 @@ const RESOLUTION_KINDS: [(&str, &str, &str); 6] = [
 /// Keeps two gauges read from the tables current, on a connection of its own: the
 /// resolutions (every 5 s, a count over a small table) and `galewatch_turbines_clock_suspect`
 /// (every 15 s). Runs until the task is aborted.
-pub async fn refresh_table_gauges(db: crate::sink::db::Database, th: Thresholds) {
+pub(crate) async fn refresh_table_gauges(db: crate::sink::db::Database, th: Thresholds) {
     let mut every = tokio::time::interval(Duration::from_secs(5));
     let mut client: Option<tokio_postgres::Client> = None;
     let mut tick = 0u64;

@@ -98,7 +98,7 @@ impl UpkeepSettings {
     }
 
     /// How the daemon manages `readings` partitions; None where the engine manages them.
-    pub fn policy(&self) -> Option<Policy> {
+    pub(crate) fn policy(&self) -> Option<Policy> {
         self.readings_manage_partitions.then(|| Policy {
             size: self.readings_partition_size,
             ahead: self.readings_partition_ahead,
@@ -137,7 +137,7 @@ pub async fn load(client: &Client) -> Result<Partitions, Error> {
 /// the partitions made ahead, or a partition dropped by hand), and refreshes `known`. The writer
 /// calls it before a batch's transaction, each creation committing on its own; readings older
 /// than the policy's floor get no partition and land in the default one.
-pub async fn ensure_for(
+pub(crate) async fn ensure_for(
     client: &Client,
     known: &mut Partitions,
     stamps: &[DateTime<Utc>],

@@ -162,7 +162,7 @@ fn homes(s: &Signal, staging: bool) -> Vec<Home> {
 /// schema was made in this same run). `fresh`: the schema was created just now, so it holds no
 /// data: the default signals' columns that are not declared are dropped, not retired, and the
 /// key's `INCLUDE` list follows the declared numeric signals.
-pub async fn sync_signals(
+pub(crate) async fn sync_signals(
     client: &mut Client,
     signals: &Signals,
     fresh: bool,

@@ -29,7 +29,7 @@ fn overlaps(a: &[u64], b: &[u64]) -> bool {
 
 /// The batches being written now, by number, with their sorted key hashes.
 #[derive(Debug, Default)]
-pub struct InFlight {
+pub(crate) struct InFlight {
     batches: Mutex<BTreeMap<u64, Vec<u64>>>,
     /// Woken whenever a batch leaves.
     left: Notify,
@@ -38,7 +38,7 @@ pub struct InFlight {
 /// A batch's place in [`InFlight`], given up when dropped (committed, or abandoned at the hard
 /// stop).
 #[derive(Debug)]
-pub struct Flying {
+pub(crate) struct Flying {
     flight: Arc<InFlight>,
     seq: u64,
 }
@@ -75,7 +75,7 @@ impl InFlight {
     }
 
     /// Waits until no earlier batch in flight shares a key with batch `seq`.
-    pub async fn wait_clear(&self, seq: u64) {
+    pub(crate) async fn wait_clear(&self, seq: u64) {
         loop {
             let left = self.left.notified();
             tokio::pin!(left);

@@ -48,13 +48,13 @@ impl Policy {
     }
 
     /// Start of the aligned bucket `size` wide that holds `ts`.
-    pub fn bucket_start(&self, ts: DateTime<Utc>) -> DateTime<Utc> {
+    pub(crate) fn bucket_start(&self, ts: DateTime<Utc>) -> DateTime<Utc> {
         bucket_start(ts, self.size)
     }
 
     /// One timestamp per bucket from now's bucket up to now + ahead: what the daemon makes sure
     /// exists on every maintenance pass.
-    pub fn ahead_of(&self, now: DateTime<Utc>) -> Vec<DateTime<Utc>> {
+    pub(crate) fn ahead_of(&self, now: DateTime<Utc>) -> Vec<DateTime<Utc>> {
         let step = chrono::Duration::from_std(self.size).expect("validated size");
         let end = now
             .checked_add_signed(
@@ -71,7 +71,7 @@ impl Policy {
     }
 
     /// The cut-off for dropping whole partitions: those ending at or before it go.
-    pub fn retention_cutoff(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    pub(crate) fn retention_cutoff(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.retention.map(|r| before(now, r))
     }
 }
@@ -85,13 +85,13 @@ pub fn before(now: DateTime<Utc>, span: Duration) -> DateTime<Utc> {
 }
 
 /// Longest span any retention or backfill may be: a century.
-pub const MAX_SPAN: Duration = Duration::from_secs(100 * 366 * 86_400);
+pub(crate) const MAX_SPAN: Duration = Duration::from_secs(100 * 366 * 86_400);
 
 /// Most partitions `readings_partition_ahead` may ask to keep made in advance.
 const MAX_AHEAD_PARTITIONS: u64 = 1_000;
 
 /// Checks the partition settings against each other: the setting to blame and what is wrong.
-pub fn check_settings(
+pub(crate) fn check_settings(
     size: Duration,
     (ahead, backfill): (Duration, Duration),
     retention: Duration,
@@ -143,7 +143,7 @@ pub fn check_settings(
 /// In whole microseconds since the Unix epoch (the statistics fold calls it once a reading: the
 /// calendar arithmetic of `ts - origin()` and back was a few percent of the daemon's CPU); the
 /// calendar way where that is out of range.
-pub fn bucket_start(ts: DateTime<Utc>, size: Duration) -> DateTime<Utc> {
+pub(crate) fn bucket_start(ts: DateTime<Utc>, size: Duration) -> DateTime<Utc> {
     /// [`origin`] in microseconds since the Unix epoch.
     const ORIGIN_US: i64 = 946_857_600_000_000;
     let size_us = i64::try_from(size.as_micros()).unwrap_or(i64::MAX).max(1);

@@ -10,7 +10,7 @@ use crate::core::signals::{Datum, Kind, Signals};
 
 impl Kind {
     /// The column type a signal of this kind is stored in.
-    pub fn pg_type(self) -> Type {
+    pub(crate) fn pg_type(self) -> Type {
         match self {
             Kind::Float => Type::FLOAT8,
             Kind::Integer => Type::INT8,
@@ -34,7 +34,7 @@ impl Signals {
 
 impl Datum {
     /// Column `i` of `row`, read as `kind`.
-    pub fn from_row(row: &Row, i: usize, kind: Kind) -> Datum {
+    pub(crate) fn from_row(row: &Row, i: usize, kind: Kind) -> Datum {
         let d = match kind {
             Kind::Float => row.get::<_, Option<f64>>(i).map(Datum::Float),
             Kind::Integer => row.get::<_, Option<i64>>(i).map(Datum::Int),

@@ -49,7 +49,7 @@ fn clean(sql: &Sql, signals: &Signals, policy: &Policy, k: i64) -> (String, Stri
 
 /// One turbine's bins.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TurbineBins {
+pub(crate) struct TurbineBins {
     pub turbine_id: String,
     pub bins: Vec<Bin>,
 }
@@ -57,7 +57,7 @@ pub struct TurbineBins {
 /// Per turbine (of `only`, or whose id starts with `prefix`, or all), its clean intervals
 /// starting in `[since, until)` binned by mean wind: count, mean wind, mean power and the
 /// population spread of the mean powers. One aggregate.
-pub async fn turbine_bins<C: GenericClient>(
+pub(crate) async fn turbine_bins<C: GenericClient>(
     c: &C,
     sql: &Sql,
     signals: &Signals,
@@ -105,7 +105,7 @@ pub async fn turbine_bins<C: GenericClient>(
 
 /// The fleet's bins from its turbines': per bin the intervals of all, their mean wind and power
 /// weighted by count, the spread merged (Chan et al.).
-pub fn fleet_bins(turbines: &[TurbineBins]) -> Vec<Bin> {
+pub(crate) fn fleet_bins(turbines: &[TurbineBins]) -> Vec<Bin> {
     use std::collections::BTreeMap;
     let mut by: BTreeMap<i64, (i64, f64, stats::Partial)> = BTreeMap::new();
     for t in turbines {
@@ -229,7 +229,7 @@ fn period_of(r: &tokio_postgres::Row, first: usize) -> Period {
 /// turbine and time order and folded as they stream, so memory holds a figure per turbine, not
 /// the window's intervals. Each equals what the turbine page gives for that range and reference.
 #[allow(clippy::too_many_arguments)]
-pub async fn fleet_production<C: GenericClient>(
+pub(crate) async fn fleet_production<C: GenericClient>(
     c: &C,
     sql: &Sql,
     signals: &Signals,
@@ -287,7 +287,7 @@ pub async fn fleet_production<C: GenericClient>(
 /// plausible): mean wind and power, the readings in `view`'s unavailable categories, and the
 /// time a reading stands for (the interval over its expected readings, else over those it holds).
 #[allow(clippy::too_many_arguments)]
-pub async fn turbine_intervals<C: GenericClient>(
+pub(crate) async fn turbine_intervals<C: GenericClient>(
     c: &mut C,
     sql: &Sql,
     signals: &Signals,

@@ -220,7 +220,7 @@ fn any_flag_sql(signals: &Signals, k: i64) -> String {
 /// Per turbine with intervals starting in `[since, until)` (of the turbines `only`, when given):
 /// its intervals, readings, the readings the whole window should hold, and flagged intervals.
 /// One aggregate.
-pub async fn summaries<C: GenericClient>(
+pub(crate) async fn summaries<C: GenericClient>(
     c: &C,
     sql: &Sql,
     signals: &Signals,
@@ -304,7 +304,7 @@ const INCOMPLETE_BELOW: f64 = 0.9;
 
 /// Below this time-based availability over the last day a turbine counts in
 /// `galewatch_turbines_below_availability`.
-pub const AVAILABILITY_BELOW: f64 = 0.95;
+pub(crate) const AVAILABILITY_BELOW: f64 = 0.95;
 
 /// The window availability gauges look over: the last day of whole intervals.
 const AVAILABILITY_WINDOW: std::time::Duration = std::time::Duration::from_secs(86_400);
@@ -488,7 +488,7 @@ impl TurbineTime {
 /// Per turbine with intervals starting in `[since, until)` (of `only`, when given): its readings
 /// in each availability category, its readings and the readings the window should hold. One
 /// aggregate; empty when availability is not kept.
-pub async fn time_by_category<C: GenericClient>(
+pub(crate) async fn time_by_category<C: GenericClient>(
     c: &C,
     sql: &Sql,
     Span {

@@ -581,7 +581,7 @@ fn record_ingest_lag(tally: &Tally) -> f64 {
 
 /// Runs `g.writers` writers on one queue of batches until it closes (or the hard stop), each with
 /// its own connection; returns when all have ended.
-pub async fn run_all<C: Send + Sync + 'static, S: Settle<C>>(
+pub(crate) async fn run_all<C: Send + Sync + 'static, S: Settle<C>>(
     g: WriteGroup,
     rx: mpsc::Receiver<Batch<C>>,
     settle: S,

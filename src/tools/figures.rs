@@ -264,7 +264,7 @@ impl Layout {
     /// As [`Layout::new`], and, with `view` (availability kept), the interval's time-based
     /// availability and its readings in each IEC 61400-26-1 category at the end:
     /// `availability`, `avail_full_performance`, … `avail_information_unavailable`.
-    pub fn with_availability<'s>(
+    pub(crate) fn with_availability<'s>(
         sql: &'s Sql,
         names: Names,
         stuck_min_readings: i64,
@@ -349,12 +349,12 @@ impl Layout {
     }
 
     /// Whether the rows carry availability (its columns, and [`Stored::categories`]).
-    pub fn has_availability(&self) -> bool {
+    pub(crate) fn has_availability(&self) -> bool {
         self.view.is_some()
     }
 
     /// Whether numeric signal `j` ([`Sql::numeric`]'s order) is an angle.
-    pub fn is_angle(&self, j: usize) -> bool {
+    pub(crate) fn is_angle(&self, j: usize) -> bool {
         self.angle[j]
     }
 

@@ -212,7 +212,7 @@ pub fn check(fleet: &Fleet, knobs: &Knobs) -> Result<(), String> {
 
 /// One message to publish, `due` after the start of the run (real time only).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Planned {
+pub(crate) struct Planned {
     pub due: Duration,
     pub topic: String,
     pub payload: String,
@@ -337,7 +337,7 @@ impl Traffic {
     /// The next round's messages (with resends that fell due), or None when all is sent.
     /// Stopping early (Ctrl-C) leaves the resends still waiting unsent; [`run`] counts only what
     /// went out.
-    pub fn next_round(&mut self) -> Option<Vec<Planned>> {
+    pub(crate) fn next_round(&mut self) -> Option<Vec<Planned>> {
         let batch = self.fleet.batch.max(1);
         if self.round >= self.rounds() {
             if self.resends.is_empty() {

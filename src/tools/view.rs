@@ -71,7 +71,7 @@ impl Snapshot {
     }
 
     /// The same from an in-process daemon's probe (the demo), with no exposition in between.
-    pub fn from_totals(
+    pub(crate) fn from_totals(
         totals: &crate::probe::Totals,
         unacked: usize,
         elapsed: Duration,
@@ -211,7 +211,7 @@ pub fn render(now: &Snapshot, prev: &Snapshot, header: &str) -> Vec<String> {
 
 /// One plain line, for output that is not a terminal (a log or a pipe): whole, however wide,
 /// since nothing there wraps it.
-pub fn plain_line(now: &Snapshot, prev: &Snapshot) -> String {
+pub(crate) fn plain_line(now: &Snapshot, prev: &Snapshot) -> String {
     let (rate, lag) = now.rates(prev);
     format!(
         "t={}s in={}/s recv={} ins={} dup={} quar={} rej={} lag={} unacked={}",

@@ -52,14 +52,14 @@ impl Limits {
 impl Limits {
     /// A payload past `max_message_bytes`: refused `too_large` before it is read.
     #[inline]
-    pub fn check_payload(&self, payload: &[u8]) -> Result<(), Refusal> {
+    pub(crate) fn check_payload(&self, payload: &[u8]) -> Result<(), Refusal> {
         within("payload", payload.len(), self.max_message_bytes)
     }
 
     /// A topic past `max_topic_bytes`: refused `too_large` (its levels name turbines and
     /// births, stored and indexed).
     #[inline]
-    pub fn check_topic(&self, topic: &str) -> Result<(), Refusal> {
+    pub(crate) fn check_topic(&self, topic: &str) -> Result<(), Refusal> {
         within("topic", topic.len(), self.max_topic_bytes)
     }
 
@@ -67,7 +67,7 @@ impl Limits {
     /// per message, not per reading (date arithmetic). None past chrono's range: no reading is
     /// ahead of it.
     #[inline]
-    pub fn future_after(&self, received_at: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    pub(crate) fn future_after(&self, received_at: DateTime<Utc>) -> Option<DateTime<Utc>> {
         received_at.checked_add_signed(self.max_clock_skew)
     }
 }
@@ -150,7 +150,7 @@ pub enum Raw<'de> {
 
 impl Raw<'_> {
     #[inline]
-    pub fn is_missing(&self) -> bool {
+    pub(crate) fn is_missing(&self) -> bool {
         matches!(self, Raw::Absent | Raw::Null)
     }
 
@@ -362,7 +362,7 @@ fn outside(s: &Signal, label: &str, v: &dyn fmt::Display) -> String {
 }
 
 /// `{field}: expected {expected}, found {found}`.
-pub fn mistyped(field: &str, expected: &str, found: &str) -> String {
+pub(crate) fn mistyped(field: &str, expected: &str, found: &str) -> String {
     format!("{field}: expected {expected}, found {found}")
 }
 

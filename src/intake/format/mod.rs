@@ -63,7 +63,7 @@ pub struct Judgement {
 
 /// A judgement to come: None when shutdown began while the format waited (the message is then
 /// left unacknowledged, for the next run).
-pub type Judging<'a> = Pin<Box<dyn Future<Output = Option<Judgement>> + Send + 'a>>;
+pub(crate) type Judging<'a> = Pin<Box<dyn Future<Output = Option<Judgement>> + Send + 'a>>;
 
 /// An input format.
 pub trait Format: Send {
@@ -89,7 +89,7 @@ pub trait Format: Send {
 }
 
 /// The formats of one subscriber: the default (JSON) takes every topic no other claims.
-pub struct Formats {
+pub(crate) struct Formats {
     default: Box<dyn Format>,
     others: Vec<Box<dyn Format>>,
 }
@@ -102,7 +102,7 @@ impl Formats {
     }
 
     /// The format that takes messages on `topic`.
-    pub fn for_topic(&mut self, topic: &str) -> &mut dyn Format {
+    pub(crate) fn for_topic(&mut self, topic: &str) -> &mut dyn Format {
         match self.others.iter_mut().find(|f| f.claims(topic)) {
             Some(f) => f.as_mut(),
             None => self.default.as_mut(),

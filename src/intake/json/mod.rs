@@ -206,7 +206,7 @@ pub fn turbine_level(filter: &str) -> Option<usize> {
 
 /// Whether topic level `level` can vary under `filter` (a `+`, or at or past a `#`): only such
 /// a level can name a turbine or a site.
-pub fn level_varies(filter: &str, level: usize) -> bool {
+pub(crate) fn level_varies(filter: &str, level: usize) -> bool {
     let levels: Vec<&str> = unshared(filter).split('/').collect();
     match levels.iter().position(|l| *l == "#") {
         Some(hash) if level >= hash => true,

@@ -244,7 +244,7 @@ pub enum Top<'de, T> {
 }
 
 /// The start of the error an over-long array raises inside the parser (so it stops there).
-pub const TOO_MANY: &str = "galewatch: too many elements";
+pub(crate) const TOO_MANY: &str = "galewatch: too many elements";
 
 /// Matches an object key against a node's edges without allocating: the edge and its position.
 struct KeySeed<'a>(&'a Node);

@@ -75,7 +75,7 @@ struct Entry {
 
 /// What to decode a DATA message with.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// This alias table (None: no birth applies; the message is refused and a rebirth asked).
     Use(Option<Arc<Known>>),
     /// Read the node's or device's births from the database first (`Host::looked_up`).
@@ -195,7 +195,7 @@ impl Host {
     /// node's first message delivered new on a connection where the broker kept the session, so a
     /// birth lost while the daemon was away (or between connections) shows as a gap. Once per
     /// node and connection; redeliveries carry on from their own numbers.
-    pub fn needs_stored_seq(&mut self, t: &Topic<'_>, dup: bool) -> bool {
+    pub(crate) fn needs_stored_seq(&mut self, t: &Topic<'_>, dup: bool) -> bool {
         if dup || !self.trust_stored || !t.kind.in_sequence() || t.kind == Kind::NBirth {
             return false;
         }
@@ -206,7 +206,7 @@ impl Host {
     }
 
     /// A message of the node whose number could not be read: the count starts again.
-    pub fn forget_seq(&mut self, t: &Topic<'_>) {
+    pub(crate) fn forget_seq(&mut self, t: &Topic<'_>) {
         if let Some(n) = self.nodes.get_mut(&t.node_key()) {
             n.next = None;
         }
@@ -228,7 +228,7 @@ impl Host {
     /// acknowledged to the broker or delivered again (the first one delivered new on a
     /// connection the broker kept the session for): the stored births of earlier connections
     /// are then proven, once per connection.
-    pub fn proof_due(&mut self, dup: bool) -> bool {
+    pub(crate) fn proof_due(&mut self, dup: bool) -> bool {
         if dup || self.proved || !self.trust_stored {
             return false;
         }
@@ -237,7 +237,7 @@ impl Host {
     }
 
     /// What a DATA message of `key` (`Topic::birth_key`) is decoded with.
-    pub fn decide(&self, key: &str, dup: bool) -> Decision {
+    pub(crate) fn decide(&self, key: &str, dup: bool) -> Decision {
         let entry = self.births.get(key);
         // The node's key is the birth key less its device level (levels never hold '/'): no
         // second key is made per message.
@@ -266,7 +266,7 @@ impl Host {
 
     /// What the database holds for `key`: the newest birth (with its digest) and what the
     /// births a redelivered message may follow agree on.
-    pub fn looked_up(
+    pub(crate) fn looked_up(
         &mut self,
         key: &str,
         latest: Option<Known>,
@@ -437,7 +437,7 @@ impl Host {
     }
 
     /// What happened since the last call, for one log line.
-    pub fn take_summary(&mut self) -> Summary {
+    pub(crate) fn take_summary(&mut self) -> Summary {
         std::mem::take(&mut self.summary)
     }
 
@@ -500,12 +500,12 @@ impl Unwritten {
     }
 
     /// Whether a read of the births of `key` (`Topic::birth_key`) must wait.
-    pub fn births_of(&self, key: &str) -> bool {
+    pub(crate) fn births_of(&self, key: &str) -> bool {
         self.births.contains_key(key) || self.births.contains_key(node_birth_key(key))
     }
 
     /// Whether a read of the sequence number of `node` (`Topic::node_key`) must wait.
-    pub fn seq_of(&self, node: &str) -> bool {
+    pub(crate) fn seq_of(&self, node: &str) -> bool {
         self.seqs.contains_key(node)
     }
 

@@ -49,7 +49,7 @@ pub struct SparkplugGroup {
 }
 
 /// A database read's answer, to come.
-pub type Reply<'a, T> = Pin<Box<dyn Future<Output = Result<T, Error>> + Send + 'a>>;
+pub(crate) type Reply<'a, T> = Pin<Box<dyn Future<Output = Result<T, Error>> + Send + 'a>>;
 
 /// What the Sparkplug B intake reads from the database: passed in by the daemon (the sink's
 /// `births::Store`), which the intake cannot name.

@@ -28,7 +28,7 @@ use crate::intake::format::judge::{self, Limits, Raw};
 use proto::{datatype, Metric, Payload, Value};
 
 /// The topic namespace of Sparkplug B.
-pub const NAMESPACE: &str = "spBv1.0";
+pub(crate) const NAMESPACE: &str = "spBv1.0";
 /// The metric a rebirth request sets (NCMD).
 pub const REBIRTH_METRIC: &str = "Node Control/Rebirth";
 
@@ -67,17 +67,17 @@ impl Kind {
         matches!(self, Kind::DBirth | Kind::DDeath | Kind::DData | Kind::DCmd)
     }
 
-    pub fn is_birth(self) -> bool {
+    pub(crate) fn is_birth(self) -> bool {
         matches!(self, Kind::NBirth | Kind::DBirth)
     }
 
-    pub fn is_data(self) -> bool {
+    pub(crate) fn is_data(self) -> bool {
         matches!(self, Kind::NData | Kind::DData)
     }
 
     /// Whether the message counts in its edge node's sequence (all an edge node sends but NDEATH,
     /// which is its will, sent by the broker).
-    pub fn in_sequence(self) -> bool {
+    pub(crate) fn in_sequence(self) -> bool {
         matches!(
             self,
             Kind::NBirth | Kind::NData | Kind::DBirth | Kind::DData | Kind::DDeath
@@ -122,25 +122,25 @@ pub struct Topic<'a> {
 impl Topic<'_> {
     /// The key of the birth that explains this message's aliases: `group/node/` for the node's
     /// own, `group/node/device` for a device's (levels never hold `/`, so keys cannot clash).
-    pub fn birth_key(&self) -> String {
+    pub(crate) fn birth_key(&self) -> String {
         format!("{}/{}/{}", self.group, self.node, self.device.unwrap_or(""))
     }
 
     /// The key of the edge node, whose sequence numbers this message counts in.
-    pub fn node_key(&self) -> String {
+    pub(crate) fn node_key(&self) -> String {
         format!("{}/{}", self.group, self.node)
     }
 }
 
 /// Whether a topic belongs to the Sparkplug B namespace (and so is judged by this module).
-pub fn is_sparkplug(topic: &str) -> bool {
+pub(crate) fn is_sparkplug(topic: &str) -> bool {
     topic
         .strip_prefix(NAMESPACE)
         .is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// Reads a topic of the namespace. The error says what is wrong, for a rejection's detail.
-pub fn parse_topic(topic: &str) -> Result<Topic<'_>, String> {
+pub(crate) fn parse_topic(topic: &str) -> Result<Topic<'_>, String> {
     let levels: Vec<&str> = topic.split('/').collect();
     if levels.first() != Some(&NAMESPACE) {
         return Err(format!("topic does not start with {NAMESPACE}/"));
@@ -252,7 +252,7 @@ pub enum Feed {
 /// value rules judge them (`format::judge::value`): numbers (integers, Float, Double; integral
 /// ones for an integer signal) for a number, Boolean for a boolean, String or Text for text.
 /// Every value of a metric that does not fit is refused.
-pub fn datatype_fits(kind: crate::core::signals::Kind, datatype: u32) -> bool {
+pub(crate) fn datatype_fits(kind: crate::core::signals::Kind, datatype: u32) -> bool {
     use crate::core::signals::Kind;
     let integer = (proto::datatype::INT8..=proto::datatype::UINT64).contains(&datatype)
         || datatype == proto::datatype::DATETIME;
@@ -372,7 +372,7 @@ impl Known {
     /// The alias table of several births a message may follow, when it cannot be told which:
     /// an alias they all read alike keeps its meaning, one they read differently (or only
     /// some name) is ambiguous, so a message using it is refused rather than guessed.
-    pub fn agreed(births: &[Option<Known>]) -> Option<Known> {
+    pub(crate) fn agreed(births: &[Option<Known>]) -> Option<Known> {
         let (first, rest) = births.split_first()?;
         if births.iter().all(Option::is_none) {
             return None;
@@ -404,7 +404,7 @@ impl Known {
 
     /// Every alias the births name, ambiguous: what a redelivered message is decoded with when
     /// some of the births it may follow are not in hand.
-    pub fn ambiguous(births: &[Option<Known>]) -> Option<Known> {
+    pub(crate) fn ambiguous(births: &[Option<Known>]) -> Option<Known> {
         let mut out = Known::default();
         for a in births.iter().flatten().flat_map(Known::aliases) {
             out.mapped.insert(a, Alias::Ambiguous);
@@ -491,7 +491,7 @@ pub fn judge(
 }
 
 /// [`judge`] with the topic already read (the daemon reads it once for its own state too).
-pub fn judge_at(
+pub(crate) fn judge_at(
     t: &Topic<'_>,
     payload: &[u8],
     known: Option<&Known>,
@@ -870,7 +870,7 @@ fn raw_value(m: &Metric, datatype: u32) -> Result<Raw<'_>, String> {
 }
 
 /// The payload of a rebirth request (NCMD `Node Control/Rebirth` = true).
-pub fn rebirth_request(now_ms: u64) -> Vec<u8> {
+pub(crate) fn rebirth_request(now_ms: u64) -> Vec<u8> {
     Payload {
         timestamp: Some(now_ms),
         metrics: vec![Metric::new(datatype::BOOLEAN, Value::Boolean(true)).named(REBIRTH_METRIC)],
@@ -881,7 +881,7 @@ pub fn rebirth_request(now_ms: u64) -> Vec<u8> {
 }
 
 /// The topic of a rebirth request to an edge node.
-pub fn rebirth_topic(group: &str, node: &str) -> String {
+pub(crate) fn rebirth_topic(group: &str, node: &str) -> String {
     format!("{NAMESPACE}/{group}/NCMD/{node}")
 }
 

@@ -71,19 +71,19 @@ pub enum Value {
 
 /// The Sparkplug B data type numbers Galewatch reads (`DataType` in the proto).
 pub mod datatype {
-    pub const INT8: u32 = 1;
-    pub const INT16: u32 = 2;
-    pub const INT32: u32 = 3;
-    pub const INT64: u32 = 4;
+    pub(crate) const INT8: u32 = 1;
+    pub(crate) const INT16: u32 = 2;
+    pub(crate) const INT32: u32 = 3;
+    pub(crate) const INT64: u32 = 4;
     pub const UINT8: u32 = 5;
     pub const UINT16: u32 = 6;
     pub const UINT32: u32 = 7;
-    pub const UINT64: u32 = 8;
+    pub(crate) const UINT64: u32 = 8;
     pub const FLOAT: u32 = 9;
     pub const DOUBLE: u32 = 10;
     pub const BOOLEAN: u32 = 11;
     pub const STRING: u32 = 12;
-    pub const DATETIME: u32 = 13;
+    pub(crate) const DATETIME: u32 = 13;
     pub const TEXT: u32 = 14;
 
     /// The proto's name of a data type, for a rejection's detail.

@@ -433,7 +433,7 @@ impl Db {
 
     /// One turbine's time by availability category over the window (up to now); None when
     /// availability is not kept.
-    pub async fn time_by_category(
+    pub(crate) async fn time_by_category(
         &self,
         id: &str,
         w: &Window,

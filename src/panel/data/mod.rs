@@ -144,17 +144,17 @@ impl Db {
     }
 
     /// Whether the fleet has a power curve.
-    pub fn has_curve(&self) -> bool {
+    pub(crate) fn has_curve(&self) -> bool {
         self.curve.is_some()
     }
 
     /// Which categories count as available time, when availability is kept.
-    pub fn availability_view(&self) -> Option<&crate::core::availability::View> {
+    pub(crate) fn availability_view(&self) -> Option<&crate::core::availability::View> {
         self.view.as_ref()
     }
 
     /// The declared status signal's position, when availability is kept.
-    pub fn status_signal(&self) -> Option<usize> {
+    pub(crate) fn status_signal(&self) -> Option<usize> {
         self.view.as_ref()?;
         let (sql, _) = self.quality.as_ref()?;
         sql.availability.as_ref().map(|a| a.status)
@@ -180,7 +180,7 @@ impl Db {
     }
 
     /// The stuck rule (`stats_stuck_min_readings`), when statistics are kept.
-    pub fn stuck_min_readings(&self) -> Option<i64> {
+    pub(crate) fn stuck_min_readings(&self) -> Option<i64> {
         self.quality.as_ref().map(|(_, k)| *k)
     }
 

@@ -133,7 +133,7 @@ impl Queries {
 
     /// The signal the fleet page shows and sorts by: `power_kw` when declared, else the first
     /// numeric one.
-    pub fn headline(&self) -> Option<&Signal> {
+    pub(crate) fn headline(&self) -> Option<&Signal> {
         self.signals
             .position("power_kw")
             .filter(|&i| self.signals.get(i).kind.is_numeric())
@@ -309,7 +309,7 @@ pub struct Quarantined {
 
 impl Quarantined {
     /// The API's form: each signal by its name, the stored value as `existing_{name}`.
-    pub fn to_json(&self, signals: &Signals) -> serde_json::Value {
+    pub(crate) fn to_json(&self, signals: &Signals) -> serde_json::Value {
         let mut o = serde_json::Map::new();
         o.insert("id".into(), self.id.into());
         o.insert("recorded_at".into(), serde_json::json!(self.recorded_at));

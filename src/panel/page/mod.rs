@@ -253,7 +253,7 @@ fn status_line(s: &Status, queries: &Queries) -> Markup {
 }
 
 /// The power curve as the API gives it.
-pub fn curve_json(id: &str, w: &Window, c: &super::data::Curve) -> Value {
+pub(crate) fn curve_json(id: &str, w: &Window, c: &super::data::Curve) -> Value {
     let bins: Vec<Value> = c
         .bins
         .iter()
@@ -632,7 +632,7 @@ fn stat_json(s: Option<Stat>) -> Value {
 
 /// The readings API's answer: each point with every signal by its name (a raw point: the
 /// value; a bucket: min, avg and max of each numeric signal, and its count).
-pub fn readings_json(
+pub(crate) fn readings_json(
     id: &str,
     w: &Window,
     queries: &Queries,

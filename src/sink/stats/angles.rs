@@ -13,7 +13,7 @@ use super::sql::lit;
 
 /// The family: the angle signals' circular means.
 #[derive(Debug)]
-pub struct Angles {
+pub(crate) struct Angles {
     /// The angle signals, with their positions among the declared ones.
     signals: Vec<(usize, Signal)>,
 }

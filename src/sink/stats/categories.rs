@@ -10,7 +10,7 @@ use super::family::{Acc, Before, Col, Family, Value};
 
 /// The family: the readings of each category.
 #[derive(Debug)]
-pub struct Categories {
+pub(crate) struct Categories {
     status: Signal,
     availability: Availability,
 }

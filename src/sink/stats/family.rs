@@ -90,7 +90,7 @@ pub enum Ty {
 
 impl Ty {
     /// As the upsert casts its parameters.
-    pub fn cast(self) -> &'static str {
+    pub(crate) fn cast(self) -> &'static str {
         match self {
             Ty::Int => "int8",
             Ty::Float => "float8",
@@ -214,7 +214,7 @@ pub fn families(signals: &Signals, keeping: &Keeping) -> Vec<Box<dyn Family>> {
 }
 
 /// The declared signals `keep` picks, each with its position among the declared ones.
-pub fn pick(signals: &Signals, keep: impl Fn(&Signal) -> bool) -> Vec<(usize, Signal)> {
+pub(crate) fn pick(signals: &Signals, keep: impl Fn(&Signal) -> bool) -> Vec<(usize, Signal)> {
     signals
         .iter()
         .enumerate()
@@ -225,7 +225,7 @@ pub fn pick(signals: &Signals, keep: impl Fn(&Signal) -> bool) -> Vec<(usize, Si
 
 /// The columns of `interval_stats` that belong to signal `s` alone, as the families declare
 /// them (the schema's homes for it).
-pub fn signal_columns(s: &Signal) -> Vec<Col> {
+pub(crate) fn signal_columns(s: &Signal) -> Vec<Col> {
     let one = Signals::one(s.clone());
     families(&one, &Keeping::default())
         .iter()
@@ -236,7 +236,7 @@ pub fn signal_columns(s: &Signal) -> Vec<Col> {
 
 /// The suffixes a signal's columns in `interval_stats` may have, whatever its kind: what the
 /// schema drops with a signal that was never used.
-pub fn signal_suffixes() -> Vec<String> {
+pub(crate) fn signal_suffixes() -> Vec<String> {
     use crate::core::signals::{Kind, SignalSetting};
     let mut angle = SignalSetting::new("a", Kind::Float);
     angle.angle = true;

@@ -94,7 +94,7 @@ impl Width {
     }
 
     /// The first interval start at or after `t`.
-    pub fn start_at_or_after(self, t: DateTime<Utc>) -> DateTime<Utc> {
+    pub(crate) fn start_at_or_after(self, t: DateTime<Utc>) -> DateTime<Utc> {
         let s = self.start_of(t);
         if s == t {
             s
@@ -412,7 +412,7 @@ ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}
     }
 
     /// The name of a derived figure's column in an export: `{signal}_{suffix}`.
-    pub fn figure_name(&self, f: &Figure) -> String {
+    pub(crate) fn figure_name(&self, f: &Figure) -> String {
         format!("{}_{}", self.numeric[f.signal].name, f.suffix)
     }
 
@@ -422,7 +422,7 @@ ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}
     }
 
     /// The upsert over column arrays (one statement a batch on a single server), to prepare.
-    pub fn upsert(&self) -> &str {
+    pub(crate) fn upsert(&self) -> &str {
         &self.upsert
     }
 
@@ -455,14 +455,14 @@ ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}
     /// Merges quarantine entry `$2` of turbine `$1` into its interval, as a batch would have
     /// merged it (a resolution that stored a reading no stored one had: exact, and right even
     /// where the interval's other raw readings are gone by retention).
-    pub fn add_quarantined(&self) -> &str {
+    pub(crate) fn add_quarantined(&self) -> &str {
         &self.add_quarantined
     }
 }
 
 /// A per-turbine read of the intervals starting in `[since, until)` (`$1`, `$2`), of `only`'s
 /// turbines (`$3`) when given: the clause its WHERE adds for them, and its parameters in order.
-pub fn window_params<'a>(
+pub(crate) fn window_params<'a>(
     Span {
         from: since,
         to: until,
@@ -503,7 +503,7 @@ impl Values {
 
 /// Merges a batch's intervals into `interval_stats`, inside the batch's transaction: one
 /// statement (on Citus, one per [`crate::sink::dialect::MAX_PARAMS`] parameters).
-pub async fn record(
+pub(crate) async fn record(
     tx: &Transaction<'_>,
     sql: &Sql,
     fold: &Fold<'_>,

@@ -20,7 +20,7 @@ pub const COLUMNS: [(&str, &str); 5] = [
 
 /// The family: the numeric signals' moments and implausible counts.
 #[derive(Debug)]
-pub struct Moments {
+pub(crate) struct Moments {
     /// The numeric signals, with their positions among the declared ones.
     signals: Vec<(usize, Signal)>,
 }

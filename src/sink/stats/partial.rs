@@ -131,7 +131,7 @@ impl Partial {
 
     /// Population standard deviation, as [`super::sql::std_sql`] computes it (to the bit): `sqrt(m2 / n)`,
     /// or `sqrt(m2) / sqrt(n)` where `m2` is so small that the division would lose its digits.
-    pub fn std_pop(&self) -> Option<f64> {
+    pub(crate) fn std_pop(&self) -> Option<f64> {
         let m2 = self.m2.filter(|_| self.n > 0)?;
         let n = self.n as f64;
         Some(if m2 < 1e-290 {

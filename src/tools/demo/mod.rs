@@ -42,7 +42,7 @@ fn stdout_gone() -> bool {
 }
 
 /// The broker configuration Galewatch needs, compiled in so the binary works outside the repo.
-pub const MOSQUITTO_CONF: &str = include_str!("../../../config/mosquitto.conf");
+pub(crate) const MOSQUITTO_CONF: &str = include_str!("../../../config/mosquitto.conf");
 
 /// What `galewatch demo` was asked for.
 #[derive(Debug, Clone)]
