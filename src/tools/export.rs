@@ -673,7 +673,7 @@ const CURVE_COLUMNS: [&str; 10] = [
 pub async fn power_curve(
     cfg: &Config,
     turbines: &Turbines,
-    Span { from, to }: Span,
+    window: Span,
     format: ExportFormat,
     raw: bool,
     out: &mut impl Write,
@@ -696,16 +696,7 @@ pub async fn power_curve(
     let sql = cfg.stats_sql();
     let k = cfg.settings.stats.stats_stuck_min_readings;
     let signals = &cfg.rules.limits.signals;
-    let all = pc::turbine_bins(
-        &client,
-        &sql,
-        signals,
-        &policy,
-        k,
-        Span::new(from, to),
-        None,
-    )
-    .await?;
+    let all = pc::turbine_bins(&client, &sql, signals, &policy, k, window, None).await?;
     let reference = pc::reference(&policy, &pc::fleet_bins(&all));
     let keep = |id: &str| match turbines {
         Turbines::One(t) => id == t,
@@ -739,7 +730,7 @@ pub async fn power_curve(
                     k,
                     Some(v),
                     &t.turbine_id,
-                    Span::new(from, to),
+                    window,
                 )
                 .await?;
                 crate::core::power_curve::production(&periods, r).ratio()
