@@ -117,11 +117,14 @@ pub(crate) const GROUPS: [GroupKeys; 14] = [
 ];
 
 /// Every setting's key.
-pub(crate) fn known_keys() -> Vec<&'static str> {
-    GROUPS
-        .iter()
-        .flat_map(|g| g.keys.iter().map(|k| k.name))
-        .collect()
+pub(crate) fn known_keys() -> &'static [&'static str] {
+    static KNOWN: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+        GROUPS
+            .iter()
+            .flat_map(|g| g.keys.iter().map(|k| k.name))
+            .collect()
+    });
+    &KNOWN
 }
 
 impl Settings {
@@ -132,7 +135,7 @@ impl Settings {
         for (_, dict) in figment::Provider::data(fig).map_err(from_figment)? {
             for key in dict.keys() {
                 if !known.contains(&key.as_str()) {
-                    return Err(unknown_key(fig, key, &known));
+                    return Err(unknown_key(fig, key, known));
                 }
             }
         }
@@ -159,11 +162,8 @@ impl Settings {
 }
 
 /// The error for a key no group knows, as serde would name an unknown field.
-fn unknown_key(fig: &Figment, key: &str, known: &[&'static str]) -> SettingError {
-    let mut e = figment::Error::from(figment::error::Kind::UnknownField(
-        key.to_string(),
-        Box::leak(known.to_vec().into_boxed_slice()),
-    ));
+fn unknown_key(fig: &Figment, key: &str, known: &'static [&'static str]) -> SettingError {
+    let mut e = figment::Error::from(figment::error::Kind::UnknownField(key.to_string(), known));
     e.metadata = fig.find_metadata(key).cloned();
     from_figment(e)
 }

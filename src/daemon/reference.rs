@@ -383,7 +383,7 @@ mod tests {
         )
         .expect_err("an unknown key");
         assert_eq!(e.setting, "no_such_setting");
-        known
+        known.to_vec()
     }
 
     #[test]
