@@ -325,6 +325,9 @@ impl AvailabilitySettings {
     ) -> Result<Option<Checked>, (String, String)> {
         use crate::core::signals::Kind;
         let bad = |s: &str, p: String| Err((s.to_string(), p));
+        // Which categories count either way is checked whether or not availability is kept, so
+        // that `galewatch settings` refuses what `run` would once it is.
+        let view = self.view()?;
         if self.availability_status_signal.is_empty() {
             if !self.availability_categories.is_empty() {
                 return bad(
@@ -371,7 +374,6 @@ impl AvailabilitySettings {
             self.check_values(&setting, values, signals.get(status))?;
             mapped.push((c, values.clone()));
         }
-        let view = self.view()?;
         if mapped.iter().all(|(_, values)| values.is_empty()) {
             return bad(
                 "availability_categories",

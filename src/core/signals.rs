@@ -340,8 +340,9 @@ group! {
 
 impl SignalSettings {
     /// The declared signals, checked; the old `power_kw_min`-style bounds applied to the
-    /// default list.
-    pub fn checked(&self) -> Result<Signals, SettingError> {
+    /// default list, when `signals` was not given (`given`: in a file or a variable, even as the
+    /// default list, the bounds belong there).
+    pub fn checked(&self, given: bool) -> Result<Signals, SettingError> {
         let bounds = |signal, setting, min, max| LegacyBounds {
             signal,
             setting,
@@ -368,7 +369,7 @@ impl SignalSettings {
                 self.rotor_rpm_max,
             ),
         ];
-        Signals::declared(&self.signals, &legacy)
+        Signals::declared(&self.signals, &legacy, given)
     }
 }
 
@@ -384,10 +385,11 @@ pub struct LegacyBounds {
 
 impl Signals {
     /// The declared signals checked, with older bounds applied to the default list (they are
-    /// an error beside a list of one's own: bounds belong there).
+    /// an error beside a list of one's own, `given`: bounds belong there).
     pub fn declared(
         list: &[SignalSetting],
         legacy: &[LegacyBounds],
+        given: bool,
     ) -> Result<Signals, SettingError> {
         let mut list = list.to_vec();
         for b in legacy {
@@ -395,7 +397,7 @@ impl Signals {
                 continue;
             }
             let err = |problem: String| SettingError::new(b.setting, problem);
-            if list != SignalSetting::defaults() {
+            if given || list != SignalSetting::defaults() {
                 return Err(err(format!(
                     "bounds the default {}; with [[signals]] declared, give min and max there",
                     b.signal
@@ -409,9 +411,17 @@ impl Signals {
             s.max = b.max.or(s.max);
             let (lo, hi) = (s.min.unwrap_or_default(), s.max.unwrap_or_default());
             if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
-                return Err(err(format!(
-                    "[{lo}, {hi}] is not a range (min ≤ max, both finite)"
-                )));
+                // The bound at fault: a non-finite one, else the one given (the other default).
+                let max_at_fault = lo.is_finite() && (!hi.is_finite() || b.min.is_none());
+                let setting = if max_at_fault {
+                    b.setting.replace("_min", "_max")
+                } else {
+                    b.setting.to_string()
+                };
+                return Err(SettingError::new(
+                    setting,
+                    format!("[{lo}, {hi}] is not a range (min ≤ max, both finite)"),
+                ));
             }
         }
         Signals::new(&list)

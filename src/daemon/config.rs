@@ -82,6 +82,10 @@ pub struct Settings {
     pub availability: AvailabilitySettings,
     #[serde(flatten)]
     pub sparkplug: SparkplugSettings,
+    /// Whether `signals` was given (in the file or the environment), not left at its default:
+    /// the old `power_kw_min`-style bounds are then an error.
+    #[serde(skip)]
+    pub signals_declared: bool,
 }
 
 /// One group of the reference: its title and its keys.
@@ -157,6 +161,7 @@ impl Settings {
             power_curve: group(fig)?,
             availability: group(fig)?,
             sparkplug: group(fig)?,
+            signals_declared: false,
         })
     }
 }
@@ -277,7 +282,7 @@ impl std::fmt::Display for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Origin::Default => f.write_str("default"),
-            Origin::File(path) => write!(f, "file {}", path.display()),
+            Origin::File(path) => write!(f, "file {}", one_line(&path.display().to_string())),
             Origin::Env(var) => write!(f, "env {var}"),
             Origin::SecretFile(var) => write!(f, "file via {var}"),
             Origin::Credential(name) => write!(f, "credential {name}"),
@@ -290,6 +295,7 @@ pub(crate) type Origins = BTreeMap<&'static str, Origin>;
 
 /// As [`load`], and where each setting came from (`galewatch settings`).
 pub fn load_with_origins(file: Option<&Path>) -> Result<(Config, Origins), SettingError> {
+    variables_are_sound()?;
     let mut fig = Figment::from(Serialized::defaults(Settings::default()));
     if let Some(path) = file {
         if !path.is_file() {
@@ -309,9 +315,95 @@ pub fn load_with_origins(file: Option<&Path>) -> Result<(Config, Origins), Setti
             secrets.insert(key, origin);
         }
     }
-    let settings = Settings::from_figment(&fig)?;
+    let mut settings = Settings::from_figment(&fig).map_err(|e| in_file(e, file))?;
     let origins = origins(&fig, secrets);
-    Ok((settings.validate()?, origins))
+    settings.signals_declared = origins
+        .get("signals")
+        .is_some_and(|o| *o != Origin::Default);
+    match settings.validate() {
+        Ok(config) => Ok((config, origins)),
+        Err(e) => Err(from_origin(e, &origins)),
+    }
+}
+
+/// A parse error of the file as a whole names the file.
+fn in_file(mut e: SettingError, file: Option<&Path>) -> SettingError {
+    if let (Some(path), Some(head)) = (file, e.problem.strip_suffix("(in )")) {
+        e.problem = format!("{head}(in {})", one_line(&path.display().to_string()));
+    }
+    e
+}
+
+/// A setting refused by a stage's check, said with where its value came from: the file, the
+/// variable, a secret's file or credential (the error's variable then the one that set it).
+fn from_origin(mut e: SettingError, origins: &Origins) -> SettingError {
+    let key = e.setting.split(['[', '.']).next().unwrap_or_default();
+    match origins.get(key) {
+        Some(Origin::File(path)) => {
+            e.problem = format!(
+                "{} (from file {})",
+                e.problem,
+                one_line(&path.display().to_string())
+            )
+        }
+        Some(Origin::Env(var)) => e.problem = format!("{} (from {var})", e.problem),
+        Some(o @ (Origin::SecretFile(_) | Origin::Credential(_))) => e.env = o.to_string(),
+        Some(Origin::Default) | None => {}
+    }
+    e
+}
+
+/// `s` on one line: a control character (a line break in a path) escaped.
+pub(crate) fn one_line(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
+}
+
+/// Every `GALEWATCH_*` variable names a setting as the operator's interface writes it: the key in
+/// upper case (figment would read `GALEWATCH_batch_max_readings` as the same setting, and two
+/// spellings of one variable would settle silently which wins), and its value is UTF-8 (figment
+/// would replace the bytes it cannot read, and use another password than the one set).
+fn variables_are_sound() -> Result<(), SettingError> {
+    use std::os::unix::ffi::OsStrExt;
+    for (name, value) in std::env::vars_os() {
+        let Some(rest) = name.as_bytes().strip_prefix(ENV_PREFIX.as_bytes()) else {
+            continue;
+        };
+        let shown = one_line(&name.to_string_lossy());
+        let refuse = |problem: String| SettingError {
+            setting: shown.clone(),
+            env: shown.clone(),
+            problem,
+        };
+        let upper = rest
+            .iter()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || *b == b'_');
+        if rest.is_empty() || !upper {
+            let key = String::from_utf8_lossy(rest).to_lowercase();
+            return Err(refuse(format!(
+                "not a setting's variable: a variable is {ENV_PREFIX} and the setting's key in upper case{}",
+                if known_keys().contains(&key.as_str()) {
+                    format!(" ({ENV_PREFIX}{})", key.to_uppercase())
+                } else {
+                    String::new()
+                }
+            )));
+        }
+        if value.to_str().is_none() {
+            return Err(refuse(
+                "its value is not UTF-8 text (not printed: it may be a secret)".into(),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Where each setting of the reference came from: a secret's file or credential, else the
@@ -357,6 +449,7 @@ fn panel_users_credential(fig: &Figment, key: &str) -> Option<Origin> {
 /// no settings file (`simulate`, `demo`) but must refuse a misspelled or malformed variable the
 /// same way `run` does, rather than ignore it.
 pub fn check_environment() -> Result<(), SettingError> {
+    variables_are_sound()?;
     let fig = Figment::from(Serialized::defaults(Settings::default())).merge(environment());
     Settings::from_figment(&fig).map(drop)
 }
@@ -466,7 +559,9 @@ fn from_figment(e: figment::Error) -> SettingError {
         .metadata
         .as_ref()
         .map(|m| match &m.source {
-            Some(figment::Source::File(path)) => format!("{} {}", m.name, path.display()),
+            Some(figment::Source::File(path)) => {
+                format!("{} {}", m.name, one_line(&path.display().to_string()))
+            }
             _ => m.name.to_string(),
         })
         .unwrap_or_default();
@@ -486,14 +581,17 @@ fn from_figment(e: figment::Error) -> SettingError {
                 }
                 setting.push_str(field);
             }
-            // A secret's file variable misspelt (GALEWATCH_MQTT_PASWORD_FILE): its secret's.
-            let file = field
-                .strip_suffix("_file")
-                .and_then(|stem| did_you_mean(stem, &SECRET_SETTINGS))
-                .map(|near| format!("{near}_file"));
-            match did_you_mean(field, expected).map(str::to_string).or(file) {
-                Some(near) => format!("unknown setting; did you mean `{near}`?"),
-                None => "unknown setting".to_string(),
+            let in_a_file = source.starts_with("TOML");
+            match secret_file_key(field) {
+                // `mqtt_password_file = …` in the file: the _FILE form is a variable.
+                Some(secret) if in_a_file => format!(
+                    "unknown setting: a secret's file is named by the variable {ENV_PREFIX}{}_FILE, not in the settings file; give {secret} here, or set that variable",
+                    secret.to_uppercase()
+                ),
+                _ => match near_key(field, expected) {
+                    Some(near) => format!("unknown setting; did you mean `{near}`?"),
+                    None => "unknown setting".to_string(),
+                },
             }
         }
         Kind::UnknownVariant(found, expected) => {
@@ -517,6 +615,32 @@ fn from_figment(e: figment::Error) -> SettingError {
         };
     }
     SettingError::new(&setting, format!("{problem} (from {source})"))
+}
+
+/// The secret whose file `key` names (`mqtt_password_file`: `mqtt_password`), if it does.
+fn secret_file_key(key: &str) -> Option<&'static str> {
+    let stem = key.strip_suffix("_file")?;
+    SECRET_SETTINGS.iter().copied().find(|s| *s == stem)
+}
+
+/// The known key, or a secret's file variable's (`database_url_file`), nearest a misspelt one:
+/// `database_url_fil`, `mqtt_passwordfile` and `mqtt_pasword_file` are each one edit away.
+fn near_key(typed: &str, known: &[&'static str]) -> Option<String> {
+    let files: Vec<String> = SECRET_SETTINGS
+        .iter()
+        .map(|s| format!("{s}_file"))
+        .collect();
+    let nearest = |list: &[&str]| {
+        list.iter()
+            .map(|k| (strsim::damerau_levenshtein(typed, k), k.to_string()))
+            .filter(|(d, k)| *d <= 2.max(k.len() / 5))
+            .min()
+    };
+    let file_refs: Vec<&str> = files.iter().map(String::as_str).collect();
+    match (nearest(known), nearest(&file_refs)) {
+        (Some(a), Some(b)) => Some(if b.0 < a.0 { b.1 } else { a.1 }),
+        (a, b) => a.or(b).map(|(_, k)| k),
+    }
 }
 
 /// A parser's message without the lines it quotes from the file (`1 | database_url = "…`): a
@@ -572,7 +696,7 @@ impl Settings {
 
     /// The declared signals, checked.
     pub fn checked_signals(&self) -> Result<Signals, SettingError> {
-        self.signals.checked()
+        self.signals.checked(self.signals_declared)
     }
 
     /// Checks every setting, group by group, and derives the typed configuration.

@@ -406,6 +406,18 @@ impl BrokerSettings {
                 ),
             )));
         }
+        // MQTT carries both in whole seconds: 5500ms would be sent as 5 s.
+        for (setting, d) in [
+            ("mqtt_keep_alive", self.mqtt_keep_alive),
+            ("mqtt_session_expiry", self.mqtt_session_expiry),
+        ] {
+            if d.subsec_nanos() != 0 {
+                return Err(SettingError::new(
+                    setting,
+                    "must be whole seconds (MQTT carries it in seconds)",
+                ));
+            }
+        }
         if self.mqtt_receive_maximum == 0 {
             return Err(SettingError::from((
                 "mqtt_receive_maximum",

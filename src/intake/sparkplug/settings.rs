@@ -70,6 +70,10 @@ impl SparkplugSettings {
         signals: &Signals,
     ) -> Result<Option<Mapping>, (&'static str, String)> {
         let s = self;
+        // The values are checked whether or not Sparkplug B is on, so that `galewatch settings`
+        // refuses what `run` would once it is.
+        self.values()?;
+        let by_name = self.by_name(signals)?;
         let group = &s.sparkplug_group_id;
         if group.is_empty() {
             return Ok(None);
@@ -106,34 +110,6 @@ impl SparkplugSettings {
                 ),
             ));
         }
-        if s.sparkplug_host_id.contains(['/', '+', '#']) {
-            return Err(bad("sparkplug_host_id", "must not contain '/', '+' or '#'"));
-        }
-        if s.sparkplug_max_metrics_per_message == 0 {
-            return Err(bad(
-                "sparkplug_max_metrics_per_message",
-                "must be at least 1",
-            ));
-        }
-        if s.sparkplug_births_cached == 0 {
-            return Err(bad("sparkplug_births_cached", "must be at least 1"));
-        }
-        if s.sparkplug_births_cache_bytes < 1024 * 1024 {
-            return Err(bad(
-                "sparkplug_births_cache_bytes",
-                "must be at least 1 MiB",
-            ));
-        }
-        if !(s.sparkplug_rebirths_per_second.is_finite() && s.sparkplug_rebirths_per_second > 0.0) {
-            return Err(bad(
-                "sparkplug_rebirths_per_second",
-                "must be a number above 0",
-            ));
-        }
-        if s.sparkplug_rebirth_interval < std::time::Duration::from_secs(1) {
-            return Err(bad("sparkplug_rebirth_interval", "must be at least 1s"));
-        }
-        let by_name = self.by_name(signals)?;
         Ok(Some(Mapping {
             turbine: s.sparkplug_turbine,
             time: s.sparkplug_timestamp,
@@ -174,5 +150,38 @@ impl SparkplugSettings {
             by_name.insert(metric.clone(), i);
         }
         Ok(by_name)
+    }
+
+    /// The limits and rates, each within its bounds.
+    fn values(&self) -> Result<(), (&'static str, String)> {
+        let s = self;
+        if s.sparkplug_host_id.contains(['/', '+', '#']) {
+            return Err(bad("sparkplug_host_id", "must not contain '/', '+' or '#'"));
+        }
+        if s.sparkplug_max_metrics_per_message == 0 {
+            return Err(bad(
+                "sparkplug_max_metrics_per_message",
+                "must be at least 1",
+            ));
+        }
+        if s.sparkplug_births_cached == 0 {
+            return Err(bad("sparkplug_births_cached", "must be at least 1"));
+        }
+        if s.sparkplug_births_cache_bytes < 1024 * 1024 {
+            return Err(bad(
+                "sparkplug_births_cache_bytes",
+                "must be at least 1 MiB",
+            ));
+        }
+        if !(s.sparkplug_rebirths_per_second.is_finite() && s.sparkplug_rebirths_per_second > 0.0) {
+            return Err(bad(
+                "sparkplug_rebirths_per_second",
+                "must be a number above 0",
+            ));
+        }
+        if s.sparkplug_rebirth_interval < std::time::Duration::from_secs(1) {
+            return Err(bad("sparkplug_rebirth_interval", "must be at least 1s"));
+        }
+        Ok(())
     }
 }
