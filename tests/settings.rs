@@ -153,8 +153,15 @@ fn a_secret_file_is_a_variable_not_a_key_and_near_names_are_suggested() {
         "{err}"
     );
     for (typo, meant) in [
-        ("GALEWATCH_DATABASE_URL_FIL", "database_url_file"),
-        ("GALEWATCH_MQTT_PASSWORDFILE", "mqtt_password_file"),
+        ("GALEWATCH_DATABASE_URL_FIL", "GALEWATCH_DATABASE_URL_FILE"),
+        (
+            "GALEWATCH_MQTT_PASSWORDFILE",
+            "GALEWATCH_MQTT_PASSWORD_FILE",
+        ),
+        (
+            "GALEWATCH_MQTT_PASWORD_FILE",
+            "GALEWATCH_MQTT_PASSWORD_FILE",
+        ),
         ("GALEWATCH_BATCH_MAX_READNGS", "batch_max_readings"),
     ] {
         let (code, _, err) = settings(&[], &[var(typo, "x")]);
@@ -215,4 +222,66 @@ fn values_of_a_feature_that_is_off_are_still_checked() {
         assert_eq!(code, 2, "{toml}: {err}");
         assert!(err.contains(&format!("`{setting}`")), "{toml}: {err}");
     }
+}
+
+#[test]
+fn a_variable_nested_past_reason_is_refused_not_a_stack_overflow() {
+    let deep = "[".repeat(5000);
+    for name in [
+        "GALEWATCH_SIGNALS",
+        "GALEWATCH_BATCH_MAX_READINGS",
+        "GALEWATCH_NO_SUCH",
+    ] {
+        let (code, _, err) = settings(&[], &[var(name, &deep)]);
+        assert_eq!(code, 2, "{name}: {err}");
+        assert!(err.contains("deeper than 32"), "{name}: {err}");
+    }
+    // A text setting's variable is its text, brackets and all: not parsed, so not refused.
+    let (code, out, err) = settings(&[], &[var("GALEWATCH_MQTT_CLIENT_ID", &deep)]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("[[[["), "{out}");
+}
+
+#[test]
+fn the_old_bound_given_is_the_one_named_and_the_toml_reads_back_with_it() {
+    let (code, _, err) = settings(
+        &["--config", &shipped()],
+        &[var("GALEWATCH_ROTOR_RPM_MAX", "5")],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("`rotor_rpm_max`") && err.contains("from GALEWATCH_ROTOR_RPM_MAX"),
+        "{err}"
+    );
+    // With the signals left at their default, the file written reads back with the bound.
+    let (code, out, err) = settings(
+        &["--format", "toml"],
+        &[var("GALEWATCH_POWER_KW_MIN", "-5")],
+    );
+    assert_eq!(code, 0, "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let back = file(dir.path(), "back.toml", &out);
+    let (code, again, err) = settings(&["--config", &back, "--format", "toml"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(again.contains("power_kw_min = -5.0"), "{again}");
+}
+
+#[test]
+fn a_path_in_an_error_stays_on_its_line() {
+    let (code, _, err) = settings(&["--config", "/nope\ngalewatch: all settings OK"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        !err.lines()
+            .any(|l| l.starts_with("galewatch: all settings OK")),
+        "{err}"
+    );
+    let (code, _, err) = settings(
+        &[],
+        &[var("GALEWATCH_MQTT_PASSWORD_FILE", "/nope\ninjected line")],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        !err.lines().any(|l| l.starts_with("injected line")),
+        "{err}"
+    );
 }

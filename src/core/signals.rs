@@ -396,7 +396,13 @@ impl Signals {
             if b.min.is_none() && b.max.is_none() {
                 continue;
             }
-            let err = |problem: String| SettingError::new(b.setting, problem);
+            // The bound given is the one named (the `_max` one when only it is).
+            let named = if b.min.is_none() {
+                b.setting.replace("_min", "_max")
+            } else {
+                b.setting.to_string()
+            };
+            let err = |problem: String| SettingError::new(named.clone(), problem);
             if given || list != SignalSetting::defaults() {
                 return Err(err(format!(
                     "bounds the default {}; with [[signals]] declared, give min and max there",

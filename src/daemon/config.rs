@@ -302,7 +302,10 @@ pub fn load_with_origins(file: Option<&Path>) -> Result<(Config, Origins), Setti
             return Err(SettingError {
                 setting: "--config".into(),
                 env: format!("{ENV_PREFIX}CONFIG"),
-                problem: format!("{} is not a readable file", path.display()),
+                problem: format!(
+                    "{} is not a readable file",
+                    one_line(&path.display().to_string())
+                ),
             });
         }
         fig = fig.merge(Toml::file_exact(path));
@@ -397,10 +400,16 @@ fn variables_are_sound() -> Result<(), SettingError> {
                 }
             )));
         }
-        if value.to_str().is_none() {
+        let Some(text) = value.to_str() else {
             return Err(refuse(
                 "its value is not UTF-8 text (not printed: it may be a secret)".into(),
             ));
+        };
+        let key = String::from_utf8_lossy(rest).to_lowercase();
+        if !text_keys().contains(&key.as_str()) && nesting(text) > MAX_NESTING {
+            return Err(refuse(format!(
+                "its value nests lists or tables deeper than {MAX_NESTING} levels"
+            )));
         }
     }
     Ok(())
@@ -463,12 +472,60 @@ fn environment() -> Environment {
         .collect();
     let mut ignored: Vec<&str> = vec!["config"];
     ignored.extend(file_vars.iter().map(String::as_str));
+    // Text settings are not parsed at all: their variable's text is the value.
+    ignored.extend(text_keys().iter().copied());
     Environment(Env::prefixed(ENV_PREFIX).ignore(&ignored))
 }
 
+/// The settings whose value is text (their default serializes as a string).
+fn text_keys() -> &'static [&'static str] {
+    static TEXT: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+        let defaults =
+            figment::value::Value::serialize(Settings::default()).expect("the defaults serialize");
+        known_keys()
+            .iter()
+            .copied()
+            .filter(|k| {
+                matches!(
+                    defaults.find_ref(k),
+                    Some(figment::value::Value::String(..))
+                )
+            })
+            .collect()
+    });
+    &TEXT
+}
+
+/// How deep `[` and `{` nest in `text` (outside quotes): figment parses a variable's value with a
+/// recursive parser, which a few hundred `[` overflow.
+fn nesting(text: &str) -> usize {
+    let (mut depth, mut deepest, mut quote) = (0usize, 0usize, None);
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(_), '\\') => {
+                chars.next();
+            }
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '[' | '{') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (None, ']' | '}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Deepest a variable's list or table may nest (a `[[signals]]` list is 2).
+const MAX_NESTING: usize = 32;
+
 /// The `GALEWATCH_*` variables as figment reads them, except that a text setting keeps its
-/// variable's text exactly: figment reads `GALEWATCH_MQTT_CLIENT_ID=007` as the number 7, which
-/// would be another client id (another broker session), and a password `0042` as 42.
+/// variable's text exactly (figment would read `GALEWATCH_MQTT_CLIENT_ID=007` as the number 7,
+/// another client id, and a password `0042` as 42): those are not parsed, but taken as they are.
 struct Environment(Env);
 
 impl figment::Provider for Environment {
@@ -480,21 +537,11 @@ impl figment::Provider for Environment {
         &self,
     ) -> Result<figment::value::Map<figment::Profile, figment::value::Dict>, figment::Error> {
         let mut data = self.0.data()?;
-        let defaults = figment::value::Value::serialize(Settings::default())?;
-        let text = |key: &str| {
-            matches!(
-                defaults.find_ref(key),
-                Some(figment::value::Value::String(..))
-            )
-        };
-        for dict in data.values_mut() {
-            for (key, value) in dict.iter_mut() {
-                if !text(key) {
-                    continue;
-                }
-                if let Ok(raw) = std::env::var(format!("{ENV_PREFIX}{}", key.to_uppercase())) {
-                    *value = figment::value::Value::from(raw);
-                }
+        for key in text_keys() {
+            if let Ok(raw) = std::env::var(format!("{ENV_PREFIX}{}", key.to_uppercase())) {
+                data.entry(figment::Profile::Default)
+                    .or_default()
+                    .insert(key.to_string(), figment::value::Value::from(raw));
             }
         }
         Ok(data)
@@ -524,10 +571,11 @@ fn secret_from_file(key: &str) -> Result<Option<(String, Origin)>, SettingError>
         }
         (None, None) => return Ok(None),
     };
+    // A path is shown on one line: it may hold a line break or an escape sequence.
     let err = |problem: String| SettingError {
         setting: key.to_string(),
-        env: source.clone(),
-        problem,
+        env: one_line(&source),
+        problem: one_line(&problem),
     };
     if std::env::var_os(&plain).is_some() {
         return Err(err(format!("both {plain} and {source} are set; keep one")));
@@ -589,7 +637,18 @@ fn from_figment(e: figment::Error) -> SettingError {
                     secret.to_uppercase()
                 ),
                 _ => match near_key(field, expected) {
-                    Some(near) => format!("unknown setting; did you mean `{near}`?"),
+                    // A secret's file: a variable, named as one (a file is told the secret's key).
+                    Some(near) => match secret_file_key(&near) {
+                        Some(secret) if in_a_file => format!(
+                            "unknown setting; did you mean `{secret}`? (its _FILE form is the variable {ENV_PREFIX}{}_FILE)",
+                            secret.to_uppercase()
+                        ),
+                        Some(_) => format!(
+                            "unknown setting; did you mean `{ENV_PREFIX}{}`?",
+                            near.to_uppercase()
+                        ),
+                        None => format!("unknown setting; did you mean `{near}`?"),
+                    },
                     None => "unknown setting".to_string(),
                 },
             }

@@ -92,12 +92,18 @@ fn settings_file(values: &toml::Table, hidden: &[&str], from: &dyn Fn(&Entry) ->
                 None => {
                     let _ = writeln!(out, "# {} is unset", e.key);
                 }
+                // Left at their default, the signals are shown commented out: given in a file,
+                // the default list would make an old `power_kw_min`-style bound an error.
                 Some(v) if e.key == "signals" => {
-                    let _ = writeln!(tables, "\n# Signals{note}");
+                    let (hash, said) = match origin {
+                        Origin::Default => ("# ", ", commented out: the default list"),
+                        _ => ("", ""),
+                    };
+                    let _ = writeln!(tables, "\n# Signals{note}{said}");
                     for signal in v.as_array().into_iter().flatten() {
-                        let _ = writeln!(tables, "[[signals]]");
+                        let _ = writeln!(tables, "{hash}[[signals]]");
                         for (k, v) in signal.as_table().into_iter().flatten() {
-                            let _ = writeln!(tables, "{} = {}", key_text(k), value_text(v));
+                            let _ = writeln!(tables, "{hash}{} = {}", key_text(k), value_text(v));
                         }
                     }
                     let _ = writeln!(out, "# signals: the [[signals]] tables at the end");

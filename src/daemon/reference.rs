@@ -210,7 +210,7 @@ pub fn environment() -> Vec<Item> {
         ),
         item(
             "CREDENTIALS_DIRECTORY",
-            "Set by systemd (LoadCredential=): its file galewatch_{setting} is read as GALEWATCH_{SETTING}_FILE would be, when neither variable is set.",
+            "Set by systemd (LoadCredential=): its file galewatch_{setting} is read as GALEWATCH_{SETTING}_FILE would be, when that variable is not set (it wins over the credential); GALEWATCH_{SETTING} set beside the credential is an error (keep one).",
         ),
         item(
             "RUST_LOG",
