@@ -285,3 +285,37 @@ fn a_path_in_an_error_stays_on_its_line() {
         "{err}"
     );
 }
+
+#[test]
+fn what_the_database_url_says_is_blamed_on_the_url() {
+    let (code, _, err) = settings(
+        &[],
+        &[var(
+            "GALEWATCH_DATABASE_URL",
+            "postgresql://u@h/db?sslmode=bogus",
+        )],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("`database_url`")
+            && err.contains("sslmode=")
+            && err.contains("from GALEWATCH_DATABASE_URL"),
+        "{err}"
+    );
+    let (code, _, err) = settings(
+        &[],
+        &[var(
+            "GALEWATCH_DATABASE_URL",
+            "postgresql://u@h/db?sslmode=verify-ca&sslrootcert=/nonexistent/ca.pem",
+        )],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("`database_url`") && err.contains("sslrootcert"),
+        "{err}"
+    );
+    // The file's own setting still names itself, and --config's errors say both ways to give it.
+    let (code, _, err) = settings(&["--config", "/nonexistent/galewatch.toml"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--config or GALEWATCH_CONFIG"), "{err}");
+}

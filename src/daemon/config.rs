@@ -301,7 +301,7 @@ pub fn load_with_origins(file: Option<&Path>) -> Result<(Config, Origins), Setti
         if !path.is_file() {
             return Err(SettingError {
                 setting: "--config".into(),
-                env: format!("{ENV_PREFIX}CONFIG"),
+                env: format!("--config or {ENV_PREFIX}CONFIG"),
                 problem: format!(
                     "{} is not a readable file",
                     one_line(&path.display().to_string())
@@ -669,7 +669,7 @@ fn from_figment(e: figment::Error) -> SettingError {
         // Not one setting: the file as a whole (its syntax, its encoding).
         return SettingError {
             setting: "--config".into(),
-            env: format!("{ENV_PREFIX}CONFIG"),
+            env: format!("--config or {ENV_PREFIX}CONFIG"),
             problem: format!("{} (in {source})", problem.trim_end()),
         };
     }
@@ -924,7 +924,7 @@ mod tests {
         let e = parse_error("batch_max_readings = = 3");
         assert_eq!(
             (e.setting.as_str(), e.env.as_str()),
-            ("--config", "GALEWATCH_CONFIG")
+            ("--config", "--config or GALEWATCH_CONFIG")
         );
         assert!(e.problem.contains("line 1"), "{e}");
         let e = parse_error("zzzzz = 1");

@@ -243,12 +243,20 @@ impl Database {
             }
             (_, s) => s.to_string(),
         };
+        // The mode is blamed on the setting that gave it: the URL's sslmode, else the setting.
+        let (mode_from, mode_in) = match (url_sslmode.as_deref(), sslmode) {
+            (Some(_), "disable") => ("database_url", "its sslmode="),
+            _ => ("database_sslmode", ""),
+        };
         let sslmode = SslMode::parse(&sslmode_text).ok_or_else(|| {
             bad(
-                "database_sslmode",
-                format!("{sslmode_text:?}: expected disable, require, verify-ca or verify-full"),
+                mode_from,
+                format!(
+                    "{mode_in}{sslmode_text:?}: expected disable, require, verify-ca or verify-full"
+                ),
             )
         })?;
+        let ca_from_url = url_rootcert.is_some() && ca_file.is_empty();
         let ca_file = match (url_rootcert, ca_file) {
             (Some(u), "") => Some(u),
             (_, "") => None,
@@ -260,8 +268,15 @@ impl Database {
                 "is only used with database_sslmode verify-ca or verify-full",
             ));
         }
-        let db_tls = tls_config(sslmode, ca_file.as_deref().map(std::path::Path::new))
-            .map_err(|e| bad(e.setting, e.problem))?;
+        let db_tls = tls_config(sslmode, ca_file.as_deref().map(std::path::Path::new)).map_err(
+            |e| match e.setting {
+                // A CA file named by the URL's sslrootcert is the URL's.
+                "database_ca_file" if ca_from_url => {
+                    bad("database_url", format!("its sslrootcert: {}", e.problem))
+                }
+                setting => bad(setting, e.problem),
+            },
+        )?;
         let mut db: tokio_postgres::Config = url
             .parse()
             // The parser's message never quotes the URL (it may hold a password).
