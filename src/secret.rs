@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::core::setting::ENV_PREFIX;
+
 /// A secret string: deserializes like a string, never prints (Debug shows that it is set, not
 /// what it is), serializes as itself only so the layered configuration can carry it.
 #[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,9 +52,6 @@ pub(crate) fn read_bounded(path: &std::path::Path, limit: u64) -> Result<Vec<u8>
 
 /// The most a secret's file may hold.
 pub(crate) const SECRET_FILE_MAX: u64 = 64 * 1024;
-
-/// The environment prefix of every setting's variable.
-pub(crate) const ENV_PREFIX: &str = "GALEWATCH_";
 
 /// The three ways a secret setting is given, for an error that blames it: its variable, the
 /// variable naming a file that holds it, and the systemd credential of its name.

@@ -24,6 +24,7 @@ use serde::Serialize;
 use crate::core::availability::AvailabilitySettings;
 use crate::core::power_curve::PowerCurveSettings;
 use crate::core::setting::{Group, Key, SettingError};
+use crate::core::shown::shown;
 use crate::core::signals::{SignalSettings, Signals};
 use crate::daemon::listeners::ListenerSettings;
 use crate::intake::batch::BatchSettings;
@@ -136,7 +137,17 @@ impl Settings {
     /// each group read on its own, so an error names the setting and where it came from.
     pub fn from_figment(fig: &Figment) -> Result<Settings, SettingError> {
         let known = known_keys();
-        for (_, dict) in figment::Provider::data(fig).map_err(from_figment)? {
+        // A file that does not parse is an error without a source: it is the file's.
+        let data = figment::Provider::data(fig).map_err(|mut e| {
+            if e.metadata.is_none() {
+                e.metadata = fig
+                    .metadata()
+                    .find(|m| matches!(m.source, Some(figment::Source::File(_))))
+                    .cloned();
+            }
+            from_figment(e)
+        })?;
+        for (_, dict) in data {
             for key in dict.keys() {
                 if !known.contains(&key.as_str()) {
                     return Err(unknown_key(fig, key, known));
@@ -282,7 +293,7 @@ impl std::fmt::Display for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Origin::Default => f.write_str("default"),
-            Origin::File(path) => write!(f, "file {}", one_line(&path.display().to_string())),
+            Origin::File(path) => write!(f, "file {}", shown(&path.display().to_string())),
             Origin::Env(var) => write!(f, "env {var}"),
             Origin::SecretFile(var) => write!(f, "file via {var}"),
             Origin::Credential(name) => write!(f, "credential {name}"),
@@ -304,7 +315,7 @@ pub fn load_with_origins(file: Option<&Path>) -> Result<(Config, Origins), Setti
                 env: format!("--config or {ENV_PREFIX}CONFIG"),
                 problem: format!(
                     "{} is not a readable file",
-                    one_line(&path.display().to_string())
+                    shown(&path.display().to_string())
                 ),
             });
         }
@@ -318,7 +329,7 @@ pub fn load_with_origins(file: Option<&Path>) -> Result<(Config, Origins), Setti
             secrets.insert(key, origin);
         }
     }
-    let mut settings = Settings::from_figment(&fig).map_err(|e| in_file(e, file))?;
+    let mut settings = Settings::from_figment(&fig)?;
     let origins = origins(&fig, secrets);
     settings.signals_declared = origins
         .get("signals")
@@ -327,14 +338,6 @@ pub fn load_with_origins(file: Option<&Path>) -> Result<(Config, Origins), Setti
         Ok(config) => Ok((config, origins)),
         Err(e) => Err(from_origin(e, &origins)),
     }
-}
-
-/// A parse error of the file as a whole names the file.
-fn in_file(mut e: SettingError, file: Option<&Path>) -> SettingError {
-    if let (Some(path), Some(head)) = (file, e.problem.strip_suffix("(in )")) {
-        e.problem = format!("{head}(in {})", one_line(&path.display().to_string()));
-    }
-    e
 }
 
 /// A setting refused by a stage's check, said with where its value came from: the file, the
@@ -346,7 +349,7 @@ fn from_origin(mut e: SettingError, origins: &Origins) -> SettingError {
             e.problem = format!(
                 "{} (from file {})",
                 e.problem,
-                one_line(&path.display().to_string())
+                shown(&path.display().to_string())
             )
         }
         Some(Origin::Env(var)) => e.problem = format!("{} (from {var})", e.problem),
@@ -354,20 +357,6 @@ fn from_origin(mut e: SettingError, origins: &Origins) -> SettingError {
         Some(Origin::Default) | None => {}
     }
     e
-}
-
-/// `s` on one line: a control character (a line break in a path) escaped.
-pub(crate) fn one_line(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            escaped
-        })
-        .collect()
 }
 
 /// Every `GALEWATCH_*` variable names a setting as the operator's interface writes it: the key in
@@ -380,10 +369,10 @@ fn variables_are_sound() -> Result<(), SettingError> {
         let Some(rest) = name.as_bytes().strip_prefix(ENV_PREFIX.as_bytes()) else {
             continue;
         };
-        let shown = one_line(&name.to_string_lossy());
+        let named = shown(&name.to_string_lossy()).into_owned();
         let refuse = |problem: String| SettingError {
-            setting: shown.clone(),
-            env: shown.clone(),
+            setting: named.clone(),
+            env: named.clone(),
             problem,
         };
         let upper = rest
@@ -574,8 +563,8 @@ fn secret_from_file(key: &str) -> Result<Option<(String, Origin)>, SettingError>
     // A path is shown on one line: it may hold a line break or an escape sequence.
     let err = |problem: String| SettingError {
         setting: key.to_string(),
-        env: one_line(&source),
-        problem: one_line(&problem),
+        env: shown(&source).into_owned(),
+        problem: shown(&problem).into_owned(),
     };
     if std::env::var_os(&plain).is_some() {
         return Err(err(format!("both {plain} and {source} are set; keep one")));
@@ -608,7 +597,7 @@ fn from_figment(e: figment::Error) -> SettingError {
         .as_ref()
         .map(|m| match &m.source {
             Some(figment::Source::File(path)) => {
-                format!("{} {}", m.name, one_line(&path.display().to_string()))
+                format!("{} {}", m.name, shown(&path.display().to_string()))
             }
             _ => m.name.to_string(),
         })
@@ -689,16 +678,10 @@ fn near_key(typed: &str, known: &[&'static str]) -> Option<String> {
         .iter()
         .map(|s| format!("{s}_file"))
         .collect();
-    let nearest = |list: &[&str]| {
-        list.iter()
-            .map(|k| (strsim::damerau_levenshtein(typed, k), k.to_string()))
-            .filter(|(d, k)| *d <= 2.max(k.len() / 5))
-            .min()
-    };
     let file_refs: Vec<&str> = files.iter().map(String::as_str).collect();
-    match (nearest(known), nearest(&file_refs)) {
-        (Some(a), Some(b)) => Some(if b.0 < a.0 { b.1 } else { a.1 }),
-        (a, b) => a.or(b).map(|(_, k)| k),
+    match (nearest(typed, known), nearest(typed, &file_refs)) {
+        (Some((d, k)), Some((f, file))) => Some(if f < d { file } else { k }.to_string()),
+        (a, b) => a.or(b).map(|(_, k)| k.to_string()),
     }
 }
 
@@ -723,12 +706,17 @@ fn without_source_lines(message: &str) -> String {
 
 /// The known name closest to a misspelt one, when one is close enough to be meant.
 fn did_you_mean<'a>(typed: &str, known: &[&'a str]) -> Option<&'a str> {
+    nearest(typed, known).map(|(_, k)| k)
+}
+
+/// The known name nearest `typed` within reach (two edits, or a fifth of its length), with its
+/// distance.
+fn nearest<'a>(typed: &str, known: &[&'a str]) -> Option<(usize, &'a str)> {
     known
         .iter()
         .map(|k| (strsim::damerau_levenshtein(typed, k), *k))
         .filter(|(d, k)| *d <= 2.max(k.len() / 5))
         .min()
-        .map(|(_, k)| k)
 }
 
 impl Settings {
@@ -740,17 +728,6 @@ impl Settings {
     /// The statistics interval, checked by `validate`.
     pub(crate) fn stats_width(&self) -> crate::sink::stats::Width {
         self.stats.width()
-    }
-
-    /// How the daemon manages `readings` partitions (whether or not it does).
-    pub(crate) fn partition_policy(&self) -> crate::sink::partition::Policy {
-        let u = &self.upkeep;
-        crate::sink::partition::Policy {
-            size: u.readings_partition_size,
-            ahead: u.readings_partition_ahead,
-            backfill: u.readings_partition_backfill,
-            retention: (!u.readings_retention.is_zero()).then_some(u.readings_retention),
-        }
     }
 
     /// The declared signals, checked.
@@ -768,10 +745,11 @@ impl Settings {
         self.clock.thresholds()?;
         self.upkeep.check()?;
         self.stats.check()?;
-        self.availability()?;
-        self.power_curve()?;
-        self.write.check()?;
         let signals = self.checked_signals()?;
+        self.availability
+            .check(&signals, self.stats.stats_enabled)?;
+        self.power_curve.check(&signals)?;
+        self.write.check()?;
         let limits = self.messages.limits(signals.clone())?;
         let rules = self.payload.rules(&self.broker.mqtt_topic, limits)?;
         let sparkplug = self.sparkplug.mapping(&self.broker, &signals)?;
@@ -784,21 +762,6 @@ impl Settings {
             rules,
             sparkplug,
         })
-    }
-
-    /// The power curve's settings, checked against the declared signals (`core/power_curve.rs`).
-    pub(super) fn power_curve(
-        &self,
-    ) -> Result<Option<crate::core::power_curve::Policy>, SettingError> {
-        self.power_curve.check(&self.checked_signals()?)
-    }
-
-    /// Availability's settings, checked against the declared signals (`core/availability.rs`).
-    pub(super) fn availability(
-        &self,
-    ) -> Result<Option<crate::core::availability::Checked>, SettingError> {
-        self.availability
-            .check(&self.checked_signals()?, self.stats.stats_enabled)
     }
 }
 

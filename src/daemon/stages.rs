@@ -33,12 +33,16 @@ impl Config {
 
     /// The power curve's policy: None when the wind or the power signal is not declared.
     pub fn power_curve(&self) -> Option<crate::core::power_curve::Policy> {
-        self.settings.power_curve().expect("checked by validate")
+        let signals = &self.rules.limits.signals;
+        let policy = self.settings.power_curve.check(signals);
+        policy.expect("checked by validate")
     }
 
     /// Availability as the settings keep it: None when no status signal is named.
     pub fn availability(&self) -> Option<crate::core::availability::Checked> {
-        self.settings.availability().expect("checked by validate")
+        let (signals, s) = (&self.rules.limits.signals, &self.settings);
+        let checked = s.availability.check(signals, s.stats.stats_enabled);
+        checked.expect("checked by validate")
     }
 
     /// How often the turbines sample (the expected readings of an interval).

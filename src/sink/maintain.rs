@@ -99,12 +99,19 @@ impl UpkeepSettings {
 
     /// How the daemon manages `readings` partitions; None where the engine manages them.
     pub(crate) fn policy(&self) -> Option<Policy> {
-        self.readings_manage_partitions.then(|| Policy {
+        self.readings_manage_partitions
+            .then(|| self.partition_policy())
+    }
+
+    /// The partitions these settings describe, whether or not the daemon manages them (what
+    /// retention keeps, for a rebuild or an export).
+    pub(crate) fn partition_policy(&self) -> Policy {
+        Policy {
             size: self.readings_partition_size,
             ahead: self.readings_partition_ahead,
             backfill: self.readings_partition_backfill,
             retention: (!self.readings_retention.is_zero()).then_some(self.readings_retention),
-        })
+        }
     }
 }
 

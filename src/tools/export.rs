@@ -624,7 +624,7 @@ pub async fn rebuild_as_of(
     }
     let sql = cfg.stats_sql();
     let retention = stats::Retention {
-        keep: cfg.settings.partition_policy().retention,
+        keep: cfg.settings.upkeep.partition_policy().retention,
         now,
     };
     let mut client = cfg.db.open().await?;

@@ -449,7 +449,7 @@ async fn update_stats(
     let start = sql.width.start_of(recorded_at);
     let end = start + chrono::Duration::seconds(i64::from(sql.width.secs()));
     let retention = crate::sink::stats::Retention {
-        keep: cfg.settings.partition_policy().retention,
+        keep: cfg.settings.upkeep.partition_policy().retention,
         now: None,
     };
     if crate::sink::stats::kept(tx, &retention, start, end)
