@@ -39,29 +39,60 @@ fn bin_of(wind: f64, width: f64) -> Option<i64> {
     (wind.is_finite() && wind >= 0.0 && width > 0.0).then(|| (wind / width).floor() as i64)
 }
 
-/// The method of bins over `points`, bins `width` wide, in wind order.
+/// One running aggregate of PostgreSQL's `float8` kind (`float8_accum`): the count, the plain
+/// sum, and Youngs and Cramer's sum of squared deviations, updated in the same order of
+/// operations, so `avg` and `stddev_pop` over values fed in one order give the same bits in
+/// Rust as in SQL (`avg(x ORDER BY interval_start)`). The curve's bins are made here from a
+/// turbine's points in time order, and by SQL for the fleet and the export: one figure.
+#[derive(Debug, Clone, Copy, Default)]
+struct Accum {
+    n: f64,
+    sx: f64,
+    sxx: f64,
+}
+
+impl Accum {
+    fn add(&mut self, x: f64) {
+        let before = self.n;
+        self.n += 1.0;
+        self.sx += x;
+        if before > 0.0 {
+            let t = x * self.n - self.sx;
+            self.sxx += t * t / (self.n * before);
+        }
+    }
+
+    fn mean(&self) -> f64 {
+        self.sx / self.n
+    }
+
+    fn std_pop(&self) -> f64 {
+        (self.sxx / self.n).sqrt()
+    }
+}
+
+/// The method of bins over `points` (in time order), bins `width` wide, in wind order: per bin
+/// the count, `avg` of the winds and of the powers and `stddev_pop` of the powers as
+/// PostgreSQL computes them over the same points in the same order ([`Accum`]).
 pub fn bins(points: &[Point], width: f64) -> Vec<Bin> {
     use std::collections::BTreeMap;
-    // (n, sum wind, mean power, m2 of power) by bin: Welford's update, exact to rounding.
-    let mut by: BTreeMap<i64, (i64, f64, f64, f64)> = BTreeMap::new();
+    let mut by: BTreeMap<i64, (i64, Accum, Accum)> = BTreeMap::new();
     for p in points {
         let (Some(i), true) = (bin_of(p.wind, width), p.power.is_finite()) else {
             continue;
         };
-        let e = by.entry(i).or_insert((0, 0.0, 0.0, 0.0));
+        let e = by.entry(i).or_default();
         e.0 += 1;
-        e.1 += p.wind;
-        let d = p.power - e.2;
-        e.2 += d / e.0 as f64;
-        e.3 += d * (p.power - e.2);
+        e.1.add(p.wind);
+        e.2.add(p.power);
     }
     by.into_iter()
-        .map(|(index, (n, sw, mean, m2))| Bin {
+        .map(|(index, (n, wind, power))| Bin {
             index,
             n,
-            mean_wind: sw / n as f64,
-            mean_power: mean,
-            std_power: (m2.max(0.0) / n as f64).sqrt(),
+            mean_wind: wind.mean(),
+            mean_power: power.mean(),
+            std_power: power.std_pop(),
         })
         .collect()
 }
@@ -155,18 +186,21 @@ impl Deviation {
     }
 }
 
-/// The deviation of `points` from `reference`.
-pub fn deviation(points: &[Point], reference: &Reference) -> Deviation {
+/// A turbine's deviation from `reference`, by the method of bins (IEC 61400-12-1): the
+/// produced energy is its bins' count × mean power, the expected one their count × the
+/// reference at the bin's mean wind (bins the reference does not reach left out of both). The
+/// one definition: the turbine page, the API, the fleet page and the export all give this one.
+pub fn deviation(bins: &[Bin], reference: &Reference) -> Deviation {
     let mut d = Deviation {
         intervals: 0,
         produced: 0.0,
         expected: 0.0,
     };
-    for p in points {
-        if let (Some(e), true) = (reference.at(p.wind), p.power.is_finite()) {
-            d.intervals += 1;
-            d.produced += p.power;
-            d.expected += e;
+    for b in bins {
+        if let Some(e) = reference.at(b.mean_wind) {
+            d.intervals += b.n;
+            d.produced += b.mean_power * b.n as f64;
+            d.expected += e * b.n as f64;
         }
     }
     d
@@ -297,7 +331,7 @@ mod tests {
                 p(w, 0.95 * r.at(w).unwrap())
             })
             .collect();
-        let d = deviation(&pts, &r);
+        let d = deviation(&bins(&pts, 0.5), &r);
         assert_eq!(d.intervals, 90);
         assert!((d.ratio().unwrap() + 0.05).abs() < 1e-12, "{:?}", d.ratio());
         assert!(Reference::declared(&[(1.0, 2.0)]).is_err());

@@ -6,8 +6,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 /// The widest window one request may ask for, when the panel reads the interval statistics
-/// (`stats.rs`): a year, leap day included.
-const MAX_RANGE: Duration = Duration::from_secs(366 * 86_400);
+/// (`stats.rs`): 25 years, a turbine's design life (a warranty period's power curve, one year
+/// against the last, a whole history). What it costs grows with the intervals stored in it,
+/// never past one turbine's (docs/panel.md).
+const MAX_RANGE: Duration = Duration::from_secs(25 * 366 * 86_400);
 /// The widest window aggregated from raw readings (statistics off, or a step they cannot serve).
 pub(crate) const MAX_RAW_RANGE: Duration = Duration::from_secs(31 * 86_400);
 /// Windows up to this wide come back as raw points when no step is asked for (5,400 points
@@ -17,8 +19,8 @@ const RAW_UP_TO: Duration = Duration::from_secs(3 * 3600);
 const MAX_BUCKETS: u64 = 20_000;
 /// Steps chosen when none is asked for: the smallest that keeps a window under
 /// [`TARGET_BUCKETS`] (24 h → 1 min, 7 d → 10 min).
-const NICE_STEPS: [u64; 12] = [
-    10, 30, 60, 300, 600, 900, 1800, 3600, 10_800, 21_600, 43_200, 86_400,
+const NICE_STEPS: [u64; 13] = [
+    10, 30, 60, 300, 600, 900, 1800, 3600, 10_800, 21_600, 43_200, 86_400, 604_800,
 ];
 const TARGET_BUCKETS: u64 = 1_500;
 /// The longest turbine id accepted (ids are topic levels; anything longer is not one of ours).
@@ -228,7 +230,7 @@ fn auto_step(width: Duration) -> Duration {
         .iter()
         .copied()
         .find(|s| secs.div_ceil(*s) <= TARGET_BUCKETS)
-        .unwrap_or(86_400);
+        .unwrap_or(604_800);
     Duration::from_secs(step)
 }
 
@@ -399,10 +401,16 @@ mod tests {
             Some(Duration::from_secs(21_600)),
             "a year in 6-hour buckets"
         );
-        let w = window(&params(None, None, Some("366d"), Some("1d")), now(), ten).unwrap();
+        let w = window(&params(None, None, Some("9150d"), Some("1d")), now(), ten).unwrap();
         assert_eq!(w.width(), MAX_RANGE);
-        let e = window(&params(None, None, Some("367d"), None), now(), ten).unwrap_err();
-        assert!(e.message.contains("at most 366 days"), "{}", e.message);
+        let w = window(&params(None, None, Some("1826d"), None), now(), ten).unwrap();
+        assert_eq!(
+            w.step,
+            Some(Duration::from_secs(604_800)),
+            "five years in weeks"
+        );
+        let e = window(&params(None, None, Some("9151d"), None), now(), ten).unwrap_err();
+        assert!(e.message.contains("at most 9150 days"), "{}", e.message);
         let e = window(&params(None, None, Some("90d"), Some("7m")), now(), ten).unwrap_err();
         assert!(e.message.contains("multiple of 600"), "{}", e.message);
         // Within the raw limit any step still goes (aggregated from readings).

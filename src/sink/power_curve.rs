@@ -9,7 +9,7 @@ use tokio_postgres::GenericClient;
 
 use crate::core::availability::{Category, View};
 use crate::core::power_curve::{
-    Bin, Deviation, Period, Point, Policy, Production, Reference, MIN_BIN_INTERVALS,
+    Bin, Period, Point, Policy, Production, Reference, MIN_BIN_INTERVALS,
 };
 use crate::core::signals::Signals;
 use crate::core::span::Span;
@@ -54,9 +54,11 @@ pub(crate) struct TurbineBins {
     pub bins: Vec<Bin>,
 }
 
-/// Per turbine (of `only`, or whose id starts with `prefix`, or all), its clean intervals
-/// starting in `[since, until)` binned by mean wind: count, mean wind, mean power and the
-/// population spread of the mean powers. One aggregate.
+/// Per turbine (of `only`, or all), its clean intervals starting in `[since, until)` binned by
+/// mean wind: count, mean wind, mean power and the population spread of the mean powers. One
+/// aggregate, each bin's values taken in time order: the bits `core::power_curve::bins` gives
+/// over the turbine's points (a sum's rounding depends on its order, and a parallel plan's
+/// partial sums would not be the turbine page's).
 pub(crate) async fn turbine_bins<C: GenericClient>(
     c: &C,
     sql: &Sql,
@@ -69,8 +71,9 @@ pub(crate) async fn turbine_bins<C: GenericClient>(
     let (test, wind, power) = clean(sql, signals, policy, stuck_min_readings);
     let (which, params) = stats::window_params(&window, &only);
     let statement = format!(
-        "SELECT turbine_id, floor({wind} / {w})::int8 AS b, count(*), avg({wind}), avg({power}),
-                coalesce(stddev_pop({power}), 0)
+        "SELECT turbine_id, floor({wind} / {w})::int8 AS b, count(*),
+                avg({wind} ORDER BY interval_start), avg({power} ORDER BY interval_start),
+                coalesce(stddev_pop({power} ORDER BY interval_start), 0)
            FROM interval_stats
           WHERE interval_seconds = {secs} AND interval_start >= $1 AND interval_start < $2
             AND {test}{which}
@@ -134,32 +137,48 @@ pub(crate) fn fleet_bins(turbines: &[TurbineBins]) -> Vec<Bin> {
         .collect()
 }
 
-/// A turbine's deviation from `reference`, by the method of bins: the produced energy is its
-/// bins' count × mean power, the expected one their count × the reference at the bin's mean wind
-/// (bins the reference does not reach left out of both).
-pub fn deviation(bins: &[Bin], reference: &Reference) -> Deviation {
-    let mut d = Deviation {
-        intervals: 0,
-        produced: 0.0,
-        expected: 0.0,
-    };
-    for b in bins {
-        if let Some(e) = reference.at(b.mean_wind) {
-            d.intervals += b.n;
-            d.produced += b.mean_power * b.n as f64;
-            d.expected += e * b.n as f64;
-        }
-    }
-    d
-}
-
-/// The reference a period is judged by: the declared curve, else the fleet's bins of at least
-/// [`MIN_BIN_INTERVALS`] intervals.
+/// The reference made of the fleet's bins (of at least [`MIN_BIN_INTERVALS`] intervals) unless a
+/// curve is declared.
 pub fn reference(policy: &Policy, fleet: &[Bin]) -> Option<Reference> {
     policy
         .reference
         .clone()
         .or_else(|| Reference::of_bins(fleet, MIN_BIN_INTERVALS))
+}
+
+/// The fewest days the fleet's own reference is made of: a shorter range is held against the
+/// fleet's curve over the 30 days up to its end.
+pub const FLEET_REFERENCE_DAYS: i64 = 30;
+
+/// The intervals the fleet's own reference for `window` is made of: the window's, widened to
+/// the [`FLEET_REFERENCE_DAYS`] ending where it ends; both ends rounded up to an interval start
+/// (the intervals starting in it are the same, and equal windows give equal spans: a key).
+pub fn reference_span(width: stats::Width, window: Span) -> Span {
+    let from = window
+        .from
+        .min(window.to - chrono::Duration::days(FLEET_REFERENCE_DAYS));
+    Span::new(
+        width.start_at_or_after(from),
+        width.start_at_or_after(window.to),
+    )
+}
+
+/// The reference `window` is judged by: the declared curve, else the fleet's own over
+/// [`reference_span`] — the one rule of the turbine page, the API, the fleet page and the export.
+pub(crate) async fn reference_for<C: GenericClient>(
+    c: &C,
+    sql: &Sql,
+    signals: &Signals,
+    policy: &Policy,
+    stuck_min_readings: i64,
+    window: Span,
+) -> Result<Option<Reference>, Error> {
+    if policy.reference.is_some() {
+        return Ok(policy.reference.clone());
+    }
+    let span = reference_span(sql.width, window);
+    let all = turbine_bins(c, sql, signals, policy, stuck_min_readings, span, None).await?;
+    Ok(reference(policy, &fleet_bins(&all)))
 }
 
 /// One interval a curve takes, as a point of one turbine's chart.

@@ -697,7 +697,12 @@ pub async fn power_curve(
     let k = cfg.settings.stats.stats_stuck_min_readings;
     let signals = &cfg.rules.limits.signals;
     let all = pc::turbine_bins(&client, &sql, signals, &policy, k, window, None).await?;
-    let reference = pc::reference(&policy, &pc::fleet_bins(&all));
+    // The fleet's own reference is made of the window widened to 30 days, as the panel's is.
+    let reference = if pc::reference_span(sql.width, window) == window {
+        pc::reference(&policy, &pc::fleet_bins(&all))
+    } else {
+        pc::reference_for(&client, &sql, signals, &policy, k, window).await?
+    };
     let keep = |id: &str| match turbines {
         Turbines::One(t) => id == t,
         Turbines::Prefix(p) => id.starts_with(p.as_str()),
@@ -718,7 +723,7 @@ pub async fn power_curve(
     for t in all.iter().filter(|t| keep(&t.turbine_id)) {
         let deviation = reference
             .as_ref()
-            .and_then(|r| pc::deviation(&t.bins, r).ratio());
+            .and_then(|r| crate::core::power_curve::deviation(&t.bins, r).ratio());
         // As the turbine page makes it: one read of the turbine's intervals.
         let production = match (&view, &reference) {
             (Some(v), Some(r)) => {

@@ -555,10 +555,10 @@ mod tests {
         };
         let sound = ten_minute_means(&site, 0, 48);
         let reference = Reference::of_bins(&bins(&sound, 0.5), 3).unwrap();
-        let low = deviation(&ten_minute_means(&site, 1, 48), &reference)
+        let low = deviation(&bins(&ten_minute_means(&site, 1, 48), 0.5), &reference)
             .ratio()
             .unwrap();
-        let other = deviation(&ten_minute_means(&site, 2, 48), &reference)
+        let other = deviation(&bins(&ten_minute_means(&site, 2, 48), 0.5), &reference)
             .ratio()
             .unwrap();
         assert!((-0.07..-0.03).contains(&low), "5 % low reads {low}");

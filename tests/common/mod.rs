@@ -871,6 +871,15 @@ pub async fn scrape_with(d: &Daemon, within: Duration, want: &[(&str, f64)]) -> 
     scrape_when(d, within, |m| want.iter().all(|(s, v)| sample(m, s) == *v)).await
 }
 
+/// Today's midnight, UTC.
+pub fn midnight_today() -> chrono::DateTime<chrono::Utc> {
+    chrono::Utc::now()
+        .date_naive()
+        .and_hms_opt(0, 0, 0)
+        .unwrap()
+        .and_utc()
+}
+
 /// Waits for the next UTC day when less than `margin` is left of this one, so that "today" and
 /// "yesterday" (which the panel and the daemon read from their own clocks) stay the days the
 /// test placed its readings in for the whole test (`margin`: longer than the test takes on a

@@ -22,6 +22,13 @@ pub(super) struct Closed {
     pub(super) production_month: Option<crate::core::power_curve::Production>,
 }
 
+/// A fleet's own reference curve, the span it was made of, and when (None: too few intervals).
+pub(super) type FleetReference = (
+    Span,
+    std::time::Instant,
+    Option<crate::core::power_curve::Reference>,
+);
+
 /// Every turbine's deviation of one day (by its start), and when it was made.
 pub(super) type KeptDeviations = (std::time::Instant, DateTime<Utc>, Yesterdays);
 
@@ -55,7 +62,9 @@ pub(super) fn kept_for(has_curve: bool) -> Duration {
     }
 }
 
-pub(super) const FLEET_CURVE_DAYS: i64 = 30;
+/// The fleet's own references kept at once (one per span asked: the fleet page's yesterday
+/// and month, and the turbine pages' ranges).
+pub(super) const KEPT_REFERENCES: usize = 8;
 
 /// A turbine's power curve over a range, as the turbine page and the API show it.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,11 +98,13 @@ pub const CURVE_POINTS: usize = 4000;
 pub(super) const SPLIT_READ_DAYS: i64 = 60;
 
 impl Db {
-    /// The reference turbines are held against: the declared curve, else the fleet's own over
-    /// its last 30 days (kept for ten minutes).
+    /// The reference `window` is held against (`sink::power_curve::reference_for`: the declared
+    /// curve, else the fleet's own over the window widened to 30 days), the fleet's kept ten
+    /// minutes per span (30 s while it has none), the [`KEPT_REFERENCES`] asked last.
     pub(super) async fn reference(
         &self,
         c: &Client,
+        window: Span,
     ) -> Result<Option<crate::core::power_curve::Reference>, Error> {
         let (Some(policy), Some((sql, k))) = (&self.curve, &self.quality) else {
             return Ok(None);
@@ -101,30 +112,25 @@ impl Db {
         if policy.reference.is_some() {
             return Ok(policy.reference.clone());
         }
+        let span = crate::sink::power_curve::reference_span(sql.width, window);
         let mut kept = self.fleet_curve.lock().await;
-        if let Some((_, r)) = kept
-            .as_ref()
-            .filter(|(at, r)| at.elapsed() < kept_for(r.is_some()))
-        {
+        kept.retain(|(_, at, r)| at.elapsed() < kept_for(r.is_some()));
+        if let Some((_, _, r)) = kept.iter().find(|(s, _, _)| *s == span) {
             return Ok(r.clone());
         }
-        let until = sql.width.start_of(Utc::now());
-        let window = Span::new(until - chrono::Duration::days(FLEET_CURVE_DAYS), until);
-        let all = crate::sink::power_curve::turbine_bins(
+        let r = crate::sink::power_curve::reference_for(
             c,
             sql,
             &self.queries.signals,
             policy,
             *k,
-            window,
-            None,
+            span,
         )
         .await?;
-        let r = crate::sink::power_curve::reference(
-            policy,
-            &crate::sink::power_curve::fleet_bins(&all),
-        );
-        *kept = Some((std::time::Instant::now(), r.clone()));
+        if kept.len() >= KEPT_REFERENCES {
+            kept.remove(0);
+        }
+        kept.push((span, std::time::Instant::now(), r.clone()));
         Ok(r)
     }
 
@@ -180,10 +186,10 @@ impl Db {
         .into_iter()
         .map(|i| points[i])
         .collect();
-        let reference = self.reference(&c).await?;
+        let reference = self.reference(&c, Span::new(w.from, w.to)).await?;
         let deviation = reference
             .as_ref()
-            .map(|r| crate::core::power_curve::deviation(&pts, r))
+            .map(|r| crate::core::power_curve::deviation(&bins, r))
             .unwrap_or(crate::core::power_curve::Deviation {
                 intervals: 0,
                 produced: 0.0,
@@ -252,7 +258,7 @@ impl Db {
                 ),
             });
         }
-        let Some(reference) = self.reference(c).await? else {
+        let Some(reference) = self.reference(c, yesterday).await? else {
             return Ok(Default::default());
         };
         let made = std::time::Instant::now();
@@ -269,7 +275,7 @@ impl Db {
         let mut all: std::collections::HashMap<String, Yesterday> = found
             .into_iter()
             .map(|t| {
-                let d = crate::sink::power_curve::deviation(&t.bins, &reference);
+                let d = crate::core::power_curve::deviation(&t.bins, &reference);
                 let y = Yesterday {
                     deviation: d.ratio(),
                     production: None,
@@ -343,8 +349,8 @@ impl Db {
                 }
             }
         }
-        if let Some(reference) = self.reference(c).await? {
-            let month = Span::new(month_start, Utc::now());
+        let month = Span::new(month_start, Utc::now());
+        if let Some(reference) = self.reference(c, month).await? {
             for (id, p) in self.production(c, &reference, month, Some(&stale)).await? {
                 if let Some(k) = fresh.get_mut(&id) {
                     k.production_month = Some(p);

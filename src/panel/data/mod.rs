@@ -23,7 +23,7 @@ mod curve;
 mod fleet;
 mod queries;
 
-use curve::{ClosedTimes, KeptDeviations};
+use curve::{ClosedTimes, FleetReference, KeptDeviations};
 pub use curve::{Curve, CURVE_POINTS};
 use fleet::page_in_order;
 pub use fleet::{FleetFigures, Sort, Status, FLEET_LIMIT};
@@ -88,13 +88,9 @@ pub struct Db {
     view: Option<crate::core::availability::View>,
     /// The power curve's policy, when the fleet has one.
     curve: Option<crate::core::power_curve::Policy>,
-    /// The fleet's own reference curve (its last 30 days), kept for ten minutes.
-    fleet_curve: tokio::sync::Mutex<
-        Option<(
-            std::time::Instant,
-            Option<crate::core::power_curve::Reference>,
-        )>,
-    >,
+    /// The fleet's own reference curves, by the span they are made of, each kept for ten
+    /// minutes (`curve.rs`).
+    fleet_curve: tokio::sync::Mutex<Vec<FleetReference>>,
     /// Every turbine's deviation of yesterday, made with the reference and kept as long
     /// (ten minutes; a new day makes it again): the day the fleet page sorts by.
     fleet_deviations: tokio::sync::Mutex<Option<KeptDeviations>>,
@@ -135,7 +131,7 @@ impl Db {
                     .is_some_and(|(sql, _)| sql.availability.is_some())
             }),
             curve: curve.filter(|_| stats.is_some()),
-            fleet_curve: tokio::sync::Mutex::new(None),
+            fleet_curve: Default::default(),
             fleet_deviations: tokio::sync::Mutex::new(None),
             closed_times: Default::default(),
             quality: stats,
