@@ -60,7 +60,12 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-const RANGE: [&str; 4] = ["--from", "2026-11-20", "--to", "2026-11-21"];
+const RANGE: [&str; 4] = [
+    "--from",
+    "2026-11-20T00:00:00Z",
+    "--to",
+    "2026-11-20T01:00:00Z",
+];
 
 fn export_to(db: &TestDb, output: &Path) -> Output {
     let mut args = vec!["export", "--output", output.to_str().unwrap()];

@@ -632,7 +632,7 @@ async fn rebuild_is_idempotent_and_export_gives_one_row_per_interval() {
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(
         lines[0],
-        "turbine_id,interval_start,interval_seconds,readings,expected,completeness,power_kw_n,power_kw_mean,power_kw_min,power_kw_max,power_kw_std,power_kw_implausible,power_kw_flags,wind_speed_ms_n,wind_speed_ms_mean,wind_speed_ms_min,wind_speed_ms_max,wind_speed_ms_std,wind_speed_ms_implausible,wind_speed_ms_flags,wind_speed_ms_ti,rotor_rpm_n,rotor_rpm_mean,rotor_rpm_min,rotor_rpm_max,rotor_rpm_std,rotor_rpm_implausible,rotor_rpm_flags"
+        "turbine_id,interval_start,interval_seconds,readings,expected,completeness,power_kw_n,power_kw_completeness,power_kw_mean,power_kw_min,power_kw_max,power_kw_std,power_kw_implausible,power_kw_flags,wind_speed_ms_n,wind_speed_ms_completeness,wind_speed_ms_mean,wind_speed_ms_min,wind_speed_ms_max,wind_speed_ms_std,wind_speed_ms_implausible,wind_speed_ms_flags,wind_speed_ms_ti,rotor_rpm_n,rotor_rpm_completeness,rotor_rpm_mean,rotor_rpm_min,rotor_rpm_max,rotor_rpm_std,rotor_rpm_implausible,rotor_rpm_flags"
     );
     assert_eq!(lines.len(), 4, "three intervals: {csv}");
     let row: Vec<&str> = lines[1].split(',').collect();
@@ -641,15 +641,17 @@ async fn rebuild_is_idempotent_and_export_gives_one_row_per_interval() {
         ["E-1", "2026-11-20T00:00:00Z", "600", "300", "", "", "300"],
         "no sample_period: expected and completeness not known"
     );
-    assert_eq!(row[8], "1000.0", "min");
-    assert_eq!(row[9], "1049.0", "max");
-    assert_eq!(&row[11..13], ["0", ""], "no flag on power");
     assert_eq!(
-        &row[13..20],
-        ["300", "8.5", "8.5", "8.5", "0.0", "0", "stuck"]
+        row[7], "",
+        "no sample_period: no completeness per signal either"
     );
-    assert_eq!(row[20], "0.0", "a steady wind has no turbulence");
-    assert_eq!(row[21], "150", "rotor_rpm in every other reading");
+    assert_eq!(row[9], "1000.0", "min");
+    assert_eq!(row[10], "1049.0", "max");
+    assert_eq!(&row[12..14], ["0", ""], "no flag on power");
+    assert_eq!(row[14], "300");
+    assert_eq!(&row[16..22], ["8.5", "8.5", "8.5", "0.0", "0", "stuck"]);
+    assert_eq!(row[22], "0.0", "a steady wind has no turbulence");
+    assert_eq!(row[23], "150", "rotor_rpm in every other reading");
     assert_eq!(lines[1].rsplit_once(",0,").unwrap().1, "\"stuck,absent\"");
     eprintln!("{}", lines[..2].join("\n"));
 
@@ -665,6 +667,7 @@ async fn rebuild_is_idempotent_and_export_gives_one_row_per_interval() {
             "2026-11-21",
             "--format",
             "jsonl",
+            "--only-stored",
         ],
     );
     assert!(out.status.success());
@@ -781,6 +784,7 @@ async fn export_keeps_formulas_out_of_spreadsheets_and_raw_keeps_values() {
             "2026-11-20",
             "--to",
             "2026-11-21",
+            "--only-stored",
         ];
         args.extend_from_slice(extra);
         let out = galewatch_cmd(&db, &args);
@@ -794,7 +798,7 @@ async fn export_keeps_formulas_out_of_spreadsheets_and_raw_keeps_values() {
     // The CSV's row, after its header.
     let row = |t: &str, extra: &[&str]| export(t, extra).split_once('\n').unwrap().1.to_string();
     let rest =
-        ",2026-11-20T00:00:00Z,600,1,,,1,-3.5,-3.5,-3.5,0.0,0,,0,,,,,0,absent,,0,,,,,0,absent\n";
+        ",2026-11-20T00:00:00Z,600,1,,,1,,-3.5,-3.5,-3.5,0.0,0,,0,,,,,,0,absent,,0,,,,,,0,absent\n";
     for (t, cell) in [
         (ids[0], r#""'=HYPERLINK(""http:evil.example"",""click"")""#),
         (ids[1], "'=cmd|calc"),
@@ -1799,6 +1803,7 @@ async fn export_gives_the_figures_engineers_sign_off_in_every_format() {
             "2026-11-20",
             "--to",
             "2026-11-21",
+            "--only-stored",
         ];
         a.extend_from_slice(args);
         galewatch_cmd(&db, &a)
@@ -1807,7 +1812,7 @@ async fn export_gives_the_figures_engineers_sign_off_in_every_format() {
 
     // CSV, signal names: the documented header, one row per interval.
     let (csv, _) = ok(&run(&g1));
-    let header = "turbine_id,interval_start,interval_seconds,readings,expected,completeness,power_kw_n,power_kw_mean,power_kw_min,power_kw_max,power_kw_std,power_kw_implausible,power_kw_flags,wind_speed_ms_n,wind_speed_ms_mean,wind_speed_ms_min,wind_speed_ms_max,wind_speed_ms_std,wind_speed_ms_implausible,wind_speed_ms_flags,wind_speed_ms_ti,wind_dir_n,wind_dir_mean,wind_dir_std,wind_dir_flags,status_n,status_flags";
+    let header = "turbine_id,interval_start,interval_seconds,readings,expected,completeness,power_kw_n,power_kw_completeness,power_kw_mean,power_kw_min,power_kw_max,power_kw_std,power_kw_implausible,power_kw_flags,wind_speed_ms_n,wind_speed_ms_completeness,wind_speed_ms_mean,wind_speed_ms_min,wind_speed_ms_max,wind_speed_ms_std,wind_speed_ms_implausible,wind_speed_ms_flags,wind_speed_ms_ti,wind_dir_n,wind_dir_completeness,wind_dir_mean,wind_dir_std,wind_dir_flags,status_n,status_completeness,status_flags";
     assert_eq!(csv.lines().next(), Some(header));
     assert_eq!(csv.lines().count(), 5, "{csv}");
     eprintln!("{}", csv.lines().take(4).collect::<Vec<_>>().join("\n"));
@@ -1900,7 +1905,7 @@ async fn export_gives_the_figures_engineers_sign_off_in_every_format() {
     .unwrap();
     let names: Vec<&str> = layout.columns().iter().map(|c| c.name.as_str()).collect();
     assert_eq!(keys, names);
-    assert_eq!(keys[7], "WTUR.W_avg");
+    assert_eq!(keys[7..9], ["WTUR.W_completeness", "WTUR.W_avg"]);
     assert!(keys.contains(&"WMET.HorWdDir_avg"));
     assert!(keys.contains(&"WMET.HorWdSpd_ti"), "{keys:?}");
     assert!(keys.contains(&"status_n"), "no iec_name: its own");
@@ -1942,6 +1947,7 @@ async fn export_gives_the_figures_engineers_sign_off_in_every_format() {
         ("expected", "double", true),
         ("completeness", "double", true),
         ("WTUR.W_n", "int64", false),
+        ("WTUR.W_completeness", "double", true),
         ("WTUR.W_avg", "double", true),
         ("WTUR.W_implausible", "int64", true),
         ("WTUR.W_flags", "string", false),
@@ -2263,6 +2269,7 @@ async fn turbulence_intensity_is_sigma_over_v_of_the_raw_winds_merged_and_rebuil
                 "2026-11-21",
                 "--format",
                 "jsonl",
+                "--only-stored",
             ],
         ))
         .iter()

@@ -55,8 +55,13 @@ pub(crate) struct ExportArgs {
     /// Instead of intervals: each turbine's power curve by the method of bins (IEC 61400-12-1)
     /// over the range, a row per turbine and bin of wind speed, with the reference's power and
     /// the turbine's deviation from it (CSV or JSON lines).
-    #[arg(long, conflicts_with_all = ["quality", "min_completeness", "names"])]
+    #[arg(long, conflicts_with_all = ["quality", "min_completeness", "names", "only_stored"])]
     power_curve: bool,
+    /// Only the intervals holding readings. Without it the export is a regular series: every
+    /// interval of the range for every turbine asked, one with no reading written with readings
+    /// 0, completeness 0 and its figures empty.
+    #[arg(long)]
+    only_stored: bool,
 }
 
 /// `galewatch export`: interval statistics in `[from, to)` to stdout or `--output`. Mistakes
@@ -212,6 +217,7 @@ pub(super) fn export_cmd(runtime: &tokio::runtime::Runtime, a: ExportArgs) -> Ex
         },
         raw: a.raw,
         codec: a.compression.unwrap_or_default(),
+        only_stored: a.only_stored,
     };
     if let Err(e) = req.check(&cfg) {
         return usage(&e);

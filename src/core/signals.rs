@@ -57,6 +57,13 @@ impl Kind {
         }
     }
 
+    /// Whether a value of this type can show a frozen sensor by holding still: a measured
+    /// (float) one can; an integer one (a status code, a counter) holds one value by nature — a
+    /// turbine running all interval keeps status 1 — so it is never judged stuck.
+    pub fn freezes(self) -> bool {
+        self == Kind::Float
+    }
+
     /// Charted by the panel (a line per interval) rather than listed.
     pub fn is_numeric(self) -> bool {
         matches!(self, Kind::Float | Kind::Integer)
@@ -101,6 +108,21 @@ pub struct SignalSetting {
     /// The signal's IEC 61400-25 name (`WTUR.W`, `WMET.HorWdSpd`, `WNAC.Dir`), for exports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iec_name: Option<String>,
+    /// Whether a frozen value flags it `stuck` (default: yes, for a float). false for a signal
+    /// that rests by nature: a pitch at its stop, a nacelle that does not yaw (docs/stats.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stuck: Option<bool>,
+    /// The least readings of one value that flag it stuck (default: stats_stuck_min_readings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stuck_min_readings: Option<i64>,
+    /// The widest spread (max − min) of an interval's values still taken for one frozen value
+    /// (default 0: all equal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stuck_tolerance: Option<f64>,
+    /// Turbine-id prefixes expected to send it (a met mast's signals: ["MET-"]); default: every
+    /// turbine. `absent` is judged only for these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sent_by: Vec<String>,
 }
 
 fn default_kind() -> Kind {
@@ -123,6 +145,10 @@ impl SignalSetting {
             plausible_min: None,
             plausible_max: None,
             iec_name: None,
+            stuck: None,
+            stuck_min_readings: None,
+            stuck_tolerance: None,
+            sent_by: Vec::new(),
         }
     }
 
@@ -202,6 +228,8 @@ pub struct Signal {
     pub plausible_max: f64,
     /// The IEC 61400-25 name, when declared.
     pub iec_name: Option<String>,
+    /// How its flags are judged: the frozen-sensor rule and the turbines expected to send it.
+    pub rules: crate::core::quality::Rules,
 }
 
 impl Signal {
@@ -257,6 +285,13 @@ impl Signal {
         if let Some(n) = &s.iec_name {
             check_iec_name(n).map_err(|p| ("iec_name", p))?;
         }
+        let rules = crate::core::quality::Rules::checked(
+            (s.kind.as_str(), s.kind.freezes()),
+            s.stuck,
+            s.stuck_min_readings,
+            s.stuck_tolerance,
+            &s.sent_by,
+        )?;
         Ok(Signal {
             name: s.name.clone(),
             kind: s.kind,
@@ -270,6 +305,7 @@ impl Signal {
             plausible_min,
             plausible_max,
             iec_name: s.iec_name.clone(),
+            rules,
         })
     }
 
@@ -312,8 +348,9 @@ group! {
         /// The values a reading carries, one [[signals]] table each, in the order the panel shows
         /// them: name (the column in readings), type (float, integer, boolean or text), required (a
         /// reading without it is rejected malformed), min and max (outside them: invalid_value),
-        /// max_bytes (text, default 256), unit (shown by the panel), pointer (default /{name}).
-        /// `galewatch migrate` adds a column for a new signal and refuses (exit 2) a type change or
+        /// max_bytes (text, default 256), unit (shown by the panel), pointer (default /{name}), and
+        /// more (angle, plausible bounds, iec_name, the quality rules stuck, stuck_min_readings,
+        /// stuck_tolerance, sent_by: docs/signals.md). `galewatch migrate` adds a column for a new signal and refuses (exit 2) a type change or
         /// a required signal removed (docs/signals.md). GALEWATCH_SIGNALS sets the whole list.
         pub signals: Vec<SignalSetting> = SignalSetting::defaults(),
         /// The old way to bound the default signal power_kw (from below), still read when signals

@@ -22,15 +22,17 @@ pub struct Quality {
 }
 
 impl Quality {
-    /// The quality of `intervals` (of width `width`), flags judged with `stuck_min_readings`;
+    /// The quality of `intervals` (of width `width`) of `turbine`, each of `signals`' flags judged
+    /// by its rules with the fleet's `stuck_min_readings`;
     /// `expected`: the readings the range (up to now) should hold, silent intervals included.
     pub fn of(
         intervals: &[crate::sink::quality::IntervalFigures],
+        (signals, turbine): (&crate::core::signals::Signals, &str),
         stuck_min_readings: i64,
         width: chrono::Duration,
         expected: Option<f64>,
     ) -> Quality {
-        let signals = intervals.first().map_or(0, |i| i.signals.len());
+        let (declared, signals) = (signals, intervals.first().map_or(0, |i| i.signals.len()));
         let mut q = Quality {
             intervals: intervals.len(),
             readings: intervals.iter().map(|i| i.readings).sum(),
@@ -38,7 +40,11 @@ impl Quality {
             flagged: vec![Vec::new(); signals],
         };
         for i in intervals {
-            for (k, f) in i.flags(stuck_min_readings).iter().enumerate() {
+            for (k, f) in i
+                .flags(declared, stuck_min_readings, turbine)
+                .iter()
+                .enumerate()
+            {
                 if f.any() {
                     q.flagged[k].push(super::chart::Flagged {
                         span: crate::core::span::Span::new(i.start, i.start + width),

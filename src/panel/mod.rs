@@ -578,6 +578,7 @@ async fn turbine_page(
                 let secs = i32::try_from((to - from).num_seconds().max(0)).unwrap_or(i32::MAX);
                 intervals::Quality::of(
                     &intervals,
+                    (&db.queries.signals, &id),
                     k,
                     chrono::Duration::seconds(i64::from(width.secs())),
                     (db.db.stats_sql()).and_then(|s| s.periods.expected(&id, secs)),

@@ -55,7 +55,7 @@ fn sql(signals: &Signals, only: bool) -> String {
 }
 
 /// The turbines whose readings stored since `since` (by interval start) lacked some declared
-/// signal, every one of them; of `only` when given. Nothing when statistics are not kept.
+/// signal they are expected to send (its `sent_by`), every one of them; of `only` when given. Nothing when statistics are not kept.
 pub(crate) async fn lacking<C: GenericClient>(
     c: &C,
     signals: &Signals,
@@ -78,10 +78,14 @@ pub(crate) async fn lacking<C: GenericClient>(
         .map(|r| {
             let readings: i64 = r.get(1);
             let carried: Vec<Option<i64>> = (0..signals.len()).map(|i| r.get(2 + i)).collect();
+            let turbine_id: String = r.get(0);
+            let mut missing = absence::lacking(readings, &carried);
+            // A signal the turbine is not expected to send (`sent_by`) is not missing there.
+            missing.retain(|&i| signals.get(i).rules.expects(&turbine_id));
             Lacking {
-                turbine_id: r.get(0),
+                turbine_id,
                 readings,
-                missing: absence::lacking(readings, &carried),
+                missing,
             }
         })
         .filter(|l| !l.missing.is_empty())

@@ -14,6 +14,7 @@ use crate::core::power_curve::{
 use crate::core::signals::Signals;
 use crate::core::span::Span;
 use crate::error::{DbContext, Error};
+use crate::sink::quality::stuck_sql;
 use crate::sink::stats::{self, Sql};
 
 /// The SQL test that an interval row may stand in a curve, and its mean wind and power.
@@ -22,12 +23,16 @@ fn clean(sql: &Sql, signals: &Signals, policy: &Policy, k: i64) -> (String, Stri
     let [wn, wmean, _, wmin, wmax] = cols(policy.wind);
     let [pn, pmean, _, pmin, pmax] = cols(policy.power);
     let imp = |i: usize| format!("\"{}\"", stats::implausible_column(signals.get(i)));
-    let k = k.max(2);
+    let rule = |i: usize| signals.get(i).rules.resolve(k);
     let mut tests = vec![
         format!("{wn} > 0 AND {pn} > 0 AND {wmean} >= 0"),
-        // Every reading carried both, neither frozen nor implausible.
+        // Every reading carried both, neither frozen (by its rule) nor implausible.
         format!("{wn} = readings AND {pn} = readings"),
-        format!("NOT ({wn} >= {k} AND {wmin} = {wmax}) AND NOT ({pn} >= {k} AND {pmin} = {pmax})"),
+        format!(
+            "NOT {} AND NOT {}",
+            stuck_sql(&rule(policy.wind), &wn, &wmin, &wmax),
+            stuck_sql(&rule(policy.power), &pn, &pmin, &pmax)
+        ),
         format!(
             "coalesce({}, 0) = 0 AND coalesce({}, 0) = 0",
             imp(policy.wind),
@@ -203,6 +208,7 @@ fn period_sql(
     let cols = |i: usize| stats::column_names(signals.get(i)).map(|c| format!("\"{c}\""));
     let [wn, _, _, wmin, wmax] = cols(policy.wind);
     let [pn, ..] = cols(policy.power);
+    let wind_rule = signals.get(policy.wind).rules.resolve(stuck_min_readings);
     let imp = format!(
         "\"{}\"",
         stats::implausible_column(signals.get(policy.wind))
@@ -210,9 +216,9 @@ fn period_sql(
     let known = match view {
         Some(_) => format!(
             "readings > 0 AND \"{}\" IS NOT NULL AND {wn} > 0 AND {pn} > 0 AND {wind} >= 0
-             AND coalesce({imp}, 0) = 0 AND NOT ({wn} >= {k} AND {wmin} = {wmax})",
+             AND coalesce({imp}, 0) = 0 AND NOT {}",
             stats::category_column(Category::FullPerformance),
-            k = stuck_min_readings.max(2),
+            stuck_sql(&wind_rule, &wn, &wmin, &wmax),
         ),
         None => "false".into(),
     };

@@ -8,7 +8,7 @@
 use chrono::{DateTime, Utc};
 use tokio_postgres::GenericClient;
 
-use crate::core::quality::{self, Figures};
+use crate::core::quality::{self, Figures, Rule};
 use crate::core::signals::Signals;
 use crate::core::span::Span;
 use crate::error::{DbContext, Error};
@@ -37,18 +37,23 @@ impl IntervalFigures {
         quality::completeness(self.readings, self.expected)
     }
 
-    /// Each signal's flags.
-    pub fn flags(&self, stuck_min_readings: i64) -> Vec<quality::Flags> {
-        self.signals
-            .iter()
-            .map(|f| quality::flags(f, stuck_min_readings))
+    /// Each of `signals`' flags (the declared ones, whose figures these are) in an interval of
+    /// `turbine`, judged by its rules with the fleet's `stuck_min_readings`.
+    pub fn flags(
+        &self,
+        signals: &Signals,
+        stuck_min_readings: i64,
+        turbine: &str,
+    ) -> Vec<quality::Flags> {
+        (self.signals.iter().zip(signals.iter()))
+            .map(|(f, s)| quality::flags(f, &s.rules.resolve(stuck_min_readings), turbine))
             .collect()
     }
 }
 
 /// Per declared signal, its count, minimum, maximum and implausible count as SQL (NULLs where
-/// the signal has none, and the minimum and maximum where it cannot be stuck:
-/// `quality::may_freeze`), in declared order.
+/// the signal has none, and the minimum and maximum where it is never judged stuck: its
+/// rules), in declared order.
 fn signal_columns(signals: &Signals) -> Vec<[String; 4]> {
     signals
         .iter()
@@ -56,7 +61,7 @@ fn signal_columns(signals: &Signals) -> Vec<[String; 4]> {
             let q = |c: String| format!("\"{c}\"");
             if s.kind.is_numeric() {
                 let [n, _, _, min, max] = stats::column_names(s);
-                let (min, max) = if quality::may_freeze(s.kind) {
+                let (min, max) = if s.rules.stuck.is_some() {
                     (q(min), q(max))
                 } else {
                     // Never stuck: its minimum and maximum say nothing of the sensor.
@@ -199,15 +204,48 @@ async fn per_turbine<C: GenericClient>(
     Ok((rows, secs))
 }
 
+/// The SQL test of `stuck` by `rule` on an interval row whose count, minimum and maximum are
+/// `n`, `min` and `max`: `core::quality::flags`' rule.
+pub(crate) fn stuck_sql(rule: &Rule, n: &str, min: &str, max: &str) -> String {
+    match rule.stuck_rule() {
+        None => "false".into(),
+        Some((k, 0.0)) => format!("({n} >= {k} AND {min} = {max})"),
+        // The spread only where it cannot overflow (PostgreSQL raises where Rust gives ∞).
+        Some((k, t)) => format!(
+            "({n} >= {k} AND CASE WHEN abs({min}) < {big} AND abs({max}) < {big} \
+             THEN {max} - {min} <= {t} ELSE {min} = {max} END)",
+            big = stats::lit(quality::SPREAD_LIMIT),
+            t = stats::lit(t)
+        ),
+    }
+}
+
+/// The SQL test of `absent` by `rule` on an interval row whose count is `n`: some reading lacked
+/// the signal, and the row's turbine is one expected to send it.
+pub(crate) fn absent_sql(rule: &Rule, n: &str) -> String {
+    if rule.sent_by().is_empty() {
+        return format!("({n} < readings)");
+    }
+    let expected: Vec<String> = (rule.sent_by().iter())
+        .map(|p| format!("starts_with(turbine_id, '{}')", p.replace('\'', "''")))
+        .collect();
+    format!("({n} < readings AND ({}))", expected.join(" OR "))
+}
+
 /// The SQL test of "some flag on some signal" for one interval row, written from
-/// `core::quality::flags`' rule: at least `k` (and 2) values all equal, an implausible value, or
-/// fewer values than readings.
+/// `core::quality::flags`' rule: stuck by the signal's rule, an implausible value, or fewer
+/// values than readings where its turbine is expected to send it.
 fn any_flag_sql(signals: &Signals, k: i64) -> String {
-    let k = k.max(2);
     let tests: Vec<String> = signal_columns(signals)
         .into_iter()
-        .map(|[n, min, max, imp]| {
-            format!("({n} >= {k} AND {min} = {max}) OR coalesce({imp}, 0) > 0 OR {n} < readings")
+        .zip(signals.iter())
+        .map(|([n, min, max, imp], s)| {
+            let rule = s.rules.resolve(k);
+            format!(
+                "{} OR coalesce({imp}, 0) > 0 OR {}",
+                stuck_sql(&rule, &n, &min, &max),
+                absent_sql(&rule, &n)
+            )
         })
         .collect();
     if tests.is_empty() {
@@ -265,14 +303,17 @@ async fn fleet_flags<C: GenericClient>(
         to: until,
     }: Span,
 ) -> Result<Vec<[i64; 3]>, Error> {
-    let k = stuck_min_readings.max(2);
     let counts: Vec<String> = signal_columns(signals)
         .into_iter()
-        .map(|[n, min, max, imp]| {
+        .zip(signals.iter())
+        .map(|([n, min, max, imp], s)| {
+            let rule = s.rules.resolve(stuck_min_readings);
             format!(
-                "count(*) FILTER (WHERE {n} >= {k} AND {min} = {max}), \
+                "count(*) FILTER (WHERE {}), \
                  count(*) FILTER (WHERE coalesce({imp}, 0) > 0), \
-                 count(*) FILTER (WHERE {n} < readings)"
+                 count(*) FILTER (WHERE {})",
+                stuck_sql(&rule, &n, &min, &max),
+                absent_sql(&rule, &n)
             )
         })
         .collect();

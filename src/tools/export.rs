@@ -24,9 +24,10 @@ use crate::core::span::Span;
 use crate::daemon::config::Config;
 use crate::error::Error;
 use crate::sink::stats::{self, Sql};
-use crate::tools::figures::{Cell, Filter, Layout, Names, Stored, StoredNumeric};
+use crate::tools::figures::{Cell, Filter, Layout, Names, Row, Stored, StoredNumeric};
 use crate::tools::output::Output;
 use crate::tools::parquet::{self, Codec};
+use crate::tools::regular::{Grid, Regular};
 use crate::tools::review::ReviewError;
 
 /// The output format of `galewatch export`.
@@ -108,6 +109,9 @@ pub struct Request {
     pub raw: bool,
     /// Parquet: how pages are compressed.
     pub codec: Codec,
+    /// Only the intervals holding readings; else every interval of the range for every
+    /// turbine asked (a regular series).
+    pub only_stored: bool,
 }
 
 impl Request {
@@ -122,6 +126,7 @@ impl Request {
             filter: Filter::default(),
             raw: false,
             codec: Codec::default(),
+            only_stored: false,
         }
     }
 
@@ -484,7 +489,6 @@ pub async fn export<W: Write + Send>(
     let layout = req.check(cfg).map_err(ReviewError::Refused)?;
     let sql = cfg.stats_sql();
     let client = cfg.db.open().await?;
-    let mut summary = Summary::default();
     let failed = |s: Stop, summary: Summary| {
         match s {
         Stop::Gone if req.format != ExportFormat::Parquet => Ok(summary),
@@ -494,9 +498,9 @@ pub async fn export<W: Write + Send>(
         Stop::Failed(e) => Err(ReviewError::Refused(e)),
     }
     };
-    let mut out = match Out::start(out, req, &layout) {
-        Ok(o) => o,
-        Err(s) => return failed(s, summary),
+    let mut w = match Out::start(out, req, &layout) {
+        Ok(out) => Rows::new(out, &req.filter),
+        Err(s) => return failed(s, Summary::default()),
     };
     let err = |e| Error::db("reading interval statistics", e);
     let like;
@@ -509,52 +513,127 @@ pub async fn export<W: Write + Send>(
         }
         Turbines::All => {}
     }
+    let secs = sql.width.secs();
+    let mut regular = match req.only_stored {
+        true => None,
+        false => {
+            let grid = Grid {
+                first: sql.width.start_at_or_after(req.from),
+                to: req.to,
+                step: chrono::Duration::seconds(i64::from(secs)),
+            };
+            let ids = asked(&client, &req.turbines, &params[2..]).await?;
+            Some(Regular::new(grid, ids))
+        }
+    };
+    // An interval with no reading stored, as the layout writes it.
+    let (signals, kept) = (layout.signals(), layout.has_availability());
+    let empty = |t: &str, at| {
+        let expected = sql.periods.expected(t, secs);
+        layout.row(Stored::empty(t, at, secs, expected, signals, kept))
+    };
     let rows = client
         .query_raw(&select_sql(&sql, &req.turbines), params)
         .await
         .map_err(err)?;
     let mut rows = pin!(rows);
-    let mut current: Option<String> = None;
-    let mut read = 0u64;
-    let mut seen = 0u64;
-    // Whether the current turbine is counted among those written.
-    let mut counted = false;
+    let mut written = Ok(());
     while let Some(row) = rows.try_next().await.map_err(err)? {
         let s = stored(&row, &layout).map_err(err)?;
-        read += 1;
-        if current.as_deref() != Some(s.turbine_id.as_str()) {
-            seen += 1;
-            current = Some(s.turbine_id.clone());
-            counted = false;
+        if let Some(r) = regular.as_mut() {
+            written = r.before(&s.turbine_id, s.start, |t, at| {
+                w.write(t, empty(t, at), progress.as_mut())
+            });
         }
-        if let (Some(p), Some(t)) = (progress.as_mut(), current.as_deref()) {
-            if read % 256 == 1 {
-                p.tick(Instant::now(), summary.rows, seen, t);
-            }
+        let t = s.turbine_id.clone();
+        written = written.and_then(|()| w.write(&t, layout.row(s), progress.as_mut()));
+        if written.is_err() {
+            break;
         }
-        let r = layout.row(s);
-        if !req.filter.keeps(&r) {
-            summary.left_out += 1;
-            continue;
-        }
-        if !counted {
-            summary.turbines += 1;
-            counted = true;
-        }
-        if let Err(s) = out.row(&r.cells) {
-            if let Some(p) = progress.as_mut() {
-                p.done();
-            }
-            return failed(s, summary);
-        }
-        summary.rows += 1;
+    }
+    if let (Ok(()), Some(r)) = (&written, regular.as_mut()) {
+        written = r.finish(|t, at| w.write(t, empty(t, at), progress.as_mut()));
     }
     if let Some(p) = progress.as_mut() {
         p.done();
     }
-    match out.finish() {
+    let Rows { out, summary, .. } = w;
+    match written.and_then(|()| out.finish()) {
         Ok(()) => Ok(summary),
         Err(s) => failed(s, summary),
+    }
+}
+
+/// The turbines a regular export writes every interval of: those known (`turbine_status`) of
+/// the selection (`params`: the id, or the LIKE pattern), in the database's order, the stored
+/// rows' order.
+async fn asked(
+    c: &tokio_postgres::Client,
+    turbines: &Turbines,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<String>, Error> {
+    let which = match turbines {
+        Turbines::One(_) => "WHERE turbine_id = $1",
+        Turbines::Prefix(_) => "WHERE turbine_id LIKE $1 ESCAPE '\\'",
+        Turbines::All => "",
+    };
+    let statement = format!("SELECT turbine_id FROM turbine_status {which} ORDER BY turbine_id");
+    let rows = c
+        .query(&statement, params)
+        .await
+        .map_err(|e| Error::db("reading the turbines to export", e))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// The rows on their way out: the filters, the count of what was written, the progress line.
+struct Rows<'f, W: Write + Send> {
+    out: Out<W>,
+    filter: &'f Filter,
+    summary: Summary,
+    /// The turbine of the last row read, and whether it is counted among those written.
+    turbine: Option<(String, bool)>,
+    read: u64,
+    seen: u64,
+}
+
+impl<'f, W: Write + Send> Rows<'f, W> {
+    fn new(out: Out<W>, filter: &'f Filter) -> Rows<'f, W> {
+        Rows {
+            out,
+            filter,
+            summary: Summary::default(),
+            turbine: None,
+            read: 0,
+            seen: 0,
+        }
+    }
+
+    /// One row of `turbine`: written if the filters keep it.
+    fn write(
+        &mut self,
+        turbine: &str,
+        r: Row,
+        progress: Option<&mut Progress>,
+    ) -> Result<(), Stop> {
+        self.read += 1;
+        if self.turbine.as_ref().is_none_or(|(t, _)| t != turbine) {
+            self.seen += 1;
+            self.turbine = Some((turbine.to_string(), false));
+        }
+        if let Some(p) = progress.filter(|_| self.read % 256 == 1) {
+            p.tick(Instant::now(), self.summary.rows, self.seen, turbine);
+        }
+        if !self.filter.keeps(&r) {
+            self.summary.left_out += 1;
+            return Ok(());
+        }
+        if let Some((_, counted @ false)) = self.turbine.as_mut() {
+            *counted = true;
+            self.summary.turbines += 1;
+        }
+        self.out.row(&r.cells)?;
+        self.summary.rows += 1;
+        Ok(())
     }
 }
 
@@ -664,6 +743,27 @@ const CURVE_COLUMNS: [&str; 10] = [
     "production_based_availability",
 ];
 
+/// The reference the export's curve is held against: the declared curve, else the fleet's own
+/// over the window widened to 30 days, as the panel's is (`all`: the fleet's bins of the window).
+async fn curve_reference(
+    client: &tokio_postgres::Client,
+    (sql, signals, policy, k): (
+        &Sql,
+        &crate::core::signals::Signals,
+        &crate::core::power_curve::Policy,
+        i64,
+    ),
+    window: Span,
+    all: &[crate::sink::power_curve::TurbineBins],
+) -> Result<Option<crate::core::power_curve::Reference>, Error> {
+    use crate::sink::power_curve as pc;
+    if pc::reference_span(sql.width, window) == window {
+        Ok(pc::reference(policy, &pc::fleet_bins(all)))
+    } else {
+        pc::reference_for(client, sql, signals, policy, k, window).await
+    }
+}
+
 /// `galewatch export --power-curve`: per turbine (of `turbines`) and bin of wind speed over the
 /// clean intervals starting in `[from, to)`: the bin, its count, mean wind, mean power and the
 /// spread of the means, the reference's power at the bin's mean wind, and the turbine's
@@ -697,12 +797,7 @@ pub async fn power_curve(
     let k = cfg.settings.stats.stats_stuck_min_readings;
     let signals = &cfg.rules.limits.signals;
     let all = pc::turbine_bins(&client, &sql, signals, &policy, k, window, None).await?;
-    // The fleet's own reference is made of the window widened to 30 days, as the panel's is.
-    let reference = if pc::reference_span(sql.width, window) == window {
-        pc::reference(&policy, &pc::fleet_bins(&all))
-    } else {
-        pc::reference_for(&client, &sql, signals, &policy, k, window).await?
-    };
+    let reference = curve_reference(&client, (&sql, signals, &policy, k), window, &all).await?;
     let keep = |id: &str| match turbines {
         Turbines::One(t) => id == t,
         Turbines::Prefix(p) => id.starts_with(p.as_str()),

@@ -131,6 +131,41 @@ pub struct Stored {
     pub categories: Option<[Option<i64>; 12]>,
 }
 
+impl Stored {
+    /// An interval of `turbine` with no reading stored, as a regular export writes it: readings
+    /// 0, every count 0, every other figure empty, `expected` what a complete one holds (so its
+    /// completeness is 0 and, availability kept, all its time is information unavailable).
+    pub fn empty(
+        turbine: &str,
+        start: DateTime<Utc>,
+        seconds: i32,
+        expected: Option<f64>,
+        (numeric, counted): (usize, usize),
+        availability: bool,
+    ) -> Stored {
+        let none = StoredNumeric {
+            n: 0,
+            mean: None,
+            m2: None,
+            min: None,
+            max: None,
+            implausible: Some(0),
+            sin: None,
+            cos: None,
+        };
+        Stored {
+            turbine_id: turbine.to_string(),
+            start,
+            seconds,
+            readings: 0,
+            expected,
+            numeric: vec![none; numeric],
+            counted: vec![Some(0); counted],
+            categories: availability.then_some([Some(0); 12]),
+        }
+    }
+}
+
 /// An exported row: its cells, in [`Layout::columns`]' order, and what the filters look at.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
@@ -138,6 +173,38 @@ pub struct Row {
     /// Some signal has a flag.
     pub flagged: bool,
     pub completeness: Option<f64>,
+    /// No reading was stored in the interval (a regular export's filled one).
+    pub empty: bool,
+}
+
+/// An interval's availability columns (its time-based availability, then its time in each
+/// category, the readings that never came counted information unavailable) onto `cells`.
+fn availability_cells(
+    view: &crate::core::availability::View,
+    (categories, expected, readings): (Option<[Option<i64>; 12]>, Option<f64>, i64),
+    cells: &mut Vec<Cell>,
+) {
+    let float = |x: Option<f64>| x.map_or(Cell::Null, Cell::Float);
+    use crate::core::availability::Category;
+    let cats = categories.unwrap_or([None; 12]);
+    let counted = cats.iter().all(Option::is_some);
+    let missing = expected.map_or(0.0, |e| (e - readings as f64).max(0.0));
+    let availability = counted
+        .then(|| {
+            let mut c = crate::core::availability::Counts::default();
+            for (k, n) in cats.iter().enumerate() {
+                c.0[k] = n.unwrap_or(0);
+            }
+            view.time_based(&c, missing)
+        })
+        .flatten();
+    cells.push(float(availability));
+    let unavailable = Category::InformationUnavailable.index();
+    cells.extend(
+        cats.iter().enumerate().map(|(k, n)| {
+            float(n.map(|n| n as f64 + if k == unavailable { missing } else { 0.0 }))
+        }),
+    );
 }
 
 /// The flags as one text: their names in [`Flags::names`]' order, joined by `,`; empty when
@@ -159,6 +226,7 @@ fn flags_text(f: Flags) -> &'static str {
 #[derive(Debug, Clone, Copy)]
 enum Stat {
     N,
+    Completeness,
     Mean,
     Min,
     Max,
@@ -171,6 +239,7 @@ impl Stat {
     fn suffix(self, names: Names) -> &'static str {
         match (self, names) {
             (Stat::N, _) => "n",
+            (Stat::Completeness, _) => "completeness",
             (Stat::Mean, Names::Signal) => "mean",
             (Stat::Mean, Names::Iec) => "avg",
             (Stat::Min, _) => "min",
@@ -211,6 +280,7 @@ fn numeric_columns<'f>(
     let mut cols = if s.angle {
         vec![
             col(Stat::N, Type::Int64, false),
+            col(Stat::Completeness, Type::Float, true),
             col(Stat::Mean, Type::Float, true),
             col(Stat::Std, Type::Float, true),
             col(Stat::Flags, Type::Text, false),
@@ -218,6 +288,7 @@ fn numeric_columns<'f>(
     } else {
         vec![
             col(Stat::N, Type::Int64, false),
+            col(Stat::Completeness, Type::Float, true),
             col(Stat::Mean, Type::Float, true),
             col(Stat::Min, Type::Float, true),
             col(Stat::Max, Type::Float, true),
@@ -240,8 +311,8 @@ pub struct Layout {
     columns: Vec<Column>,
     /// Per numeric signal: whether it is an angle.
     angle: Vec<bool>,
-    /// Per numeric signal: whether it can be flagged stuck (`quality::may_freeze`).
-    freezes: Vec<bool>,
+    /// Per numeric signal, then per text or boolean one: how its flags are judged.
+    rules: Vec<crate::core::quality::Rules>,
     counted: usize,
     /// The families' derived figures, each after its signal's columns.
     figures: Vec<crate::sink::stats::Figure>,
@@ -305,6 +376,7 @@ impl Layout {
             let b = base(s, names);
             let cols = vec![
                 Stat::N.column(b, names, Type::Int64, true),
+                Stat::Completeness.column(b, names, Type::Float, true),
                 Stat::Flags.column(b, names, Type::Text, true),
             ];
             add(&mut columns, s, cols)?;
@@ -327,10 +399,8 @@ impl Layout {
         Ok(Layout {
             columns,
             angle: sql.numeric.iter().map(|s| s.angle).collect(),
-            freezes: sql
-                .numeric
-                .iter()
-                .map(|s| quality::may_freeze(s.kind))
+            rules: (sql.numeric.iter().chain(&sql.counted))
+                .map(|s| s.rules.clone())
                 .collect(),
             counted: sql.counted.len(),
             figures: sql.figures.clone(),
@@ -363,9 +433,12 @@ impl Layout {
         let float = |x: Option<f64>| x.map_or(Cell::Null, Cell::Float);
         let int = |x: Option<i64>| x.map_or(Cell::Null, Cell::Int);
         let completeness = quality::completeness(s.readings, s.expected);
+        let empty = s.readings == 0;
         let mut cells = Vec::with_capacity(self.columns.len());
+        // The id is moved in last: the flags are judged by it first.
+        let turbine = s.turbine_id;
         cells.extend([
-            Cell::Text(s.turbine_id),
+            Cell::Null,
             Cell::Time(s.start),
             Cell::Int(s.seconds.into()),
             Cell::Int(s.readings),
@@ -373,21 +446,26 @@ impl Layout {
             float(completeness),
         ]);
         let mut flagged = false;
-        let mut flags = |figures: Figures| {
-            let f = quality::flags(&figures, self.stuck_min_readings);
+        let k = self.stuck_min_readings;
+        let mut flags = |figures: Figures, rules: &crate::core::quality::Rules| {
+            let f = quality::flags(&figures, &rules.resolve(k), &turbine);
             flagged |= f.any();
             Cell::Flags(flags_text(f))
         };
-        let numeric = s.numeric.iter().zip(&self.angle).zip(&self.freezes);
-        for (j, ((x, &angle), &freezes)) in numeric.enumerate() {
-            let f = flags(Figures {
-                readings: s.readings,
-                n: x.n,
-                min: x.min.filter(|_| freezes),
-                max: x.max.filter(|_| freezes),
-                implausible: x.implausible,
-            });
+        let numeric = s.numeric.iter().zip(&self.angle).zip(&self.rules);
+        for (j, ((x, &angle), rules)) in numeric.enumerate() {
+            let f = flags(
+                Figures {
+                    readings: s.readings,
+                    n: x.n,
+                    min: x.min,
+                    max: x.max,
+                    implausible: x.implausible,
+                },
+                rules,
+            );
             cells.push(Cell::Int(x.n));
+            cells.push(float(quality::completeness(x.n, s.expected)));
             if angle {
                 let (mean, std) = match (x.sin, x.cos) {
                     (Some(sin), Some(cos)) if x.n > 0 => {
@@ -410,45 +488,35 @@ impl Layout {
                 cells.push(float((fig.of)(&x.partial())));
             }
         }
-        for &n in &s.counted {
+        let counted_rules = &self.rules[self.angle.len()..];
+        for (&n, rules) in s.counted.iter().zip(counted_rules) {
             match n {
                 Some(n) => {
-                    let f = flags(Figures {
-                        readings: s.readings,
-                        n,
-                        min: None,
-                        max: None,
-                        implausible: None,
-                    });
-                    cells.extend([Cell::Int(n), f]);
+                    let f = flags(
+                        Figures {
+                            readings: s.readings,
+                            n,
+                            min: None,
+                            max: None,
+                            implausible: None,
+                        },
+                        rules,
+                    );
+                    let c = float(quality::completeness(n, s.expected));
+                    cells.extend([Cell::Int(n), c, f]);
                 }
-                None => cells.extend([Cell::Null, Cell::Null]),
+                None => cells.extend([Cell::Null, Cell::Null, Cell::Null]),
             }
         }
         if let Some(view) = &self.view {
-            use crate::core::availability::Category;
-            let cats = s.categories.unwrap_or([None; 12]);
-            let counted = cats.iter().all(Option::is_some);
-            let missing = s.expected.map_or(0.0, |e| (e - s.readings as f64).max(0.0));
-            let availability = counted
-                .then(|| {
-                    let mut c = crate::core::availability::Counts::default();
-                    for (k, n) in cats.iter().enumerate() {
-                        c.0[k] = n.unwrap_or(0);
-                    }
-                    view.time_based(&c, missing)
-                })
-                .flatten();
-            cells.push(float(availability));
-            let unavailable = Category::InformationUnavailable.index();
-            cells.extend(cats.iter().enumerate().map(|(k, n)| {
-                float(n.map(|n| n as f64 + if k == unavailable { missing } else { 0.0 }))
-            }));
+            availability_cells(view, (s.categories, s.expected, s.readings), &mut cells);
         }
+        cells[0] = Cell::Text(turbine);
         Row {
             cells,
             flagged,
             completeness,
+            empty,
         }
     }
 }
@@ -466,7 +534,8 @@ impl Filter {
     pub fn keeps(&self, r: &Row) -> bool {
         let quality = match self.quality {
             Quality::All => true,
-            Quality::Clean => !r.flagged,
+            // An interval without data is not clean data.
+            Quality::Clean => !r.flagged && !r.empty,
             Quality::Flagged => r.flagged,
         };
         quality
@@ -537,6 +606,7 @@ mod tests {
                 "expected",
                 "completeness",
                 "power_kw_n",
+                "power_kw_completeness",
                 "power_kw_mean",
                 "power_kw_min",
                 "power_kw_max",
@@ -544,6 +614,7 @@ mod tests {
                 "power_kw_implausible",
                 "power_kw_flags",
                 "wind_speed_ms_n",
+                "wind_speed_ms_completeness",
                 "wind_speed_ms_mean",
                 "wind_speed_ms_min",
                 "wind_speed_ms_max",
@@ -551,19 +622,22 @@ mod tests {
                 "wind_speed_ms_implausible",
                 "wind_speed_ms_flags",
                 "rotor_rpm_n",
+                "rotor_rpm_completeness",
                 "rotor_rpm_mean",
                 "rotor_rpm_std",
                 "rotor_rpm_flags",
                 "status_n",
+                "status_completeness",
                 "status_flags",
             ]
         );
         let iec = Layout::new(&q, Names::Iec, 10).unwrap();
         let n = names(&iec);
         assert_eq!(
-            &n[6..13],
+            &n[6..14],
             [
                 "WTUR.W_n",
+                "WTUR.W_completeness",
                 "WTUR.W_avg",
                 "WTUR.W_min",
                 "WTUR.W_max",
@@ -572,15 +646,17 @@ mod tests {
                 "WTUR.W_flags"
             ]
         );
-        assert_eq!(n[14], "wind_speed_ms_avg", "no iec_name: its own name");
+        assert_eq!(n[16], "wind_speed_ms_avg", "no iec_name: its own name");
         assert_eq!(
-            &n[20..],
+            &n[22..],
             [
                 "WNAC.Dir_n",
+                "WNAC.Dir_completeness",
                 "WNAC.Dir_avg",
                 "WNAC.Dir_std",
                 "WNAC.Dir_flags",
                 "status_n",
+                "status_completeness",
                 "status_flags"
             ]
         );
@@ -644,44 +720,67 @@ mod tests {
         let dir = of(&[350.0, 10.0].repeat(5));
         let r = l.row(stored(vec![power, wind, dir], vec![Some(19)]));
         let c = &r.cells;
+        let at = |name: &str| &c[column(&l, name)];
         assert_eq!(c[0], Cell::Text("T-1".into()));
         assert_eq!(c[2], Cell::Int(600));
         assert_eq!(c[5], Cell::Float(20.0 / 300.0), "completeness");
         assert_eq!(
-            &c[6..10],
+            ["n", "completeness", "mean", "min", "max"].map(|k| at(&format!("power_kw_{k}"))),
             [
-                Cell::Int(20),
-                Cell::Float(2.0),
-                Cell::Float(1.0),
-                Cell::Float(3.0)
+                &Cell::Int(20),
+                &Cell::Float(20.0 / 300.0),
+                &Cell::Float(2.0),
+                &Cell::Float(1.0),
+                &Cell::Float(3.0)
             ]
         );
         assert!(
-            matches!(c[10], Cell::Float(s) if (s - 1.0).abs() < 1e-12),
+            matches!(at("power_kw_std"), Cell::Float(s) if (s - 1.0).abs() < 1e-12),
             "population std of 1, 3, 1, 3 …: {:?}",
-            c[10]
+            at("power_kw_std")
         );
-        assert_eq!(c[11], Cell::Int(2));
-        assert_eq!(c[12], Cell::Flags("implausible"));
-        assert_eq!(c[17], Cell::Float(0.0));
-        assert_eq!(c[19], Cell::Flags("stuck"), "20 equal values");
-        assert_eq!(c[20], Cell::Int(10));
-        let Cell::Float(mean) = c[21] else {
-            panic!("{:?}", c[21])
+        assert_eq!(at("power_kw_implausible"), &Cell::Int(2));
+        assert_eq!(at("power_kw_flags"), &Cell::Flags("implausible"));
+        assert_eq!(at("wind_speed_ms_std"), &Cell::Float(0.0));
+        assert_eq!(
+            at("wind_speed_ms_flags"),
+            &Cell::Flags("stuck"),
+            "20 equal values"
+        );
+        assert_eq!(at("rotor_rpm_n"), &Cell::Int(10));
+        assert_eq!(at("rotor_rpm_completeness"), &Cell::Float(10.0 / 300.0));
+        let Cell::Float(mean) = *at("rotor_rpm_mean") else {
+            panic!("{:?}", at("rotor_rpm_mean"))
         };
         assert!(
             mean.min(360.0 - mean) < 1e-9,
             "350° and 10° average to north: {mean}"
         );
-        let Cell::Float(std) = c[22] else {
-            panic!("{:?}", c[22])
+        let Cell::Float(std) = *at("rotor_rpm_std") else {
+            panic!("{:?}", at("rotor_rpm_std"))
         };
         assert!((std - 10.0).abs() < 0.1, "Yamartino: {std}");
-        assert_eq!(c[23], Cell::Flags("absent"), "10 of 20 readings carried it");
-        assert_eq!(&c[24..], [Cell::Int(19), Cell::Flags("absent")]);
+        assert_eq!(
+            at("rotor_rpm_flags"),
+            &Cell::Flags("absent"),
+            "10 of 20 readings carried it"
+        );
+        assert_eq!(
+            &c[column(&l, "status_n")..],
+            [
+                Cell::Int(19),
+                Cell::Float(19.0 / 300.0),
+                Cell::Flags("absent")
+            ]
+        );
         assert_eq!(c.len(), l.columns().len());
         assert!(r.flagged);
         assert_eq!(r.completeness, Some(20.0 / 300.0));
+    }
+
+    /// The position of the column named `name`.
+    fn column(l: &Layout, name: &str) -> usize {
+        names(l).iter().position(|n| *n == name).unwrap()
     }
 
     #[test]
@@ -698,13 +797,24 @@ mod tests {
         s.expected = None;
         let r = l.row(s);
         let c = &r.cells;
+        let at = |name: &str| column(&l, name);
         assert_eq!(&c[4..6], [Cell::Null, Cell::Null], "no sample period");
-        assert_eq!(c[11], Cell::Null, "implausible not counted");
-        assert_eq!(c[12], Cell::Flags(""));
         assert_eq!(
-            &c[13..20],
+            c[at("power_kw_completeness")],
+            Cell::Null,
+            "no sample period"
+        );
+        assert_eq!(
+            c[at("power_kw_implausible")],
+            Cell::Null,
+            "implausible not counted"
+        );
+        assert_eq!(c[at("power_kw_flags")], Cell::Flags(""));
+        assert_eq!(
+            &c[at("wind_speed_ms_n")..=at("wind_speed_ms_flags")],
             [
                 Cell::Int(0),
+                Cell::Null,
                 Cell::Null,
                 Cell::Null,
                 Cell::Null,
@@ -713,9 +823,13 @@ mod tests {
                 Cell::Flags("absent")
             ]
         );
-        assert_eq!(c[21], Cell::Null, "the directions cancel");
-        assert!(matches!(c[22], Cell::Float(s) if (s - 103.923).abs() < 0.01));
-        assert_eq!(&c[24..], [Cell::Null, Cell::Null], "a count not known");
+        assert_eq!(c[at("rotor_rpm_mean")], Cell::Null, "the directions cancel");
+        assert!(matches!(c[at("rotor_rpm_std")], Cell::Float(s) if (s - 103.923).abs() < 0.01));
+        assert_eq!(
+            &c[at("status_n")..],
+            [Cell::Null, Cell::Null, Cell::Null],
+            "a count not known"
+        );
         // An angle whose sine and cosine were not kept (written before it was an angle).
         let old = StoredNumeric {
             sin: None,
@@ -726,8 +840,14 @@ mod tests {
             vec![of(&[1.0, 2.0].repeat(10)), of(&[1.0, 2.0].repeat(10)), old],
             vec![Some(20)],
         ));
-        assert_eq!(&r.cells[21..23], [Cell::Null, Cell::Null]);
-        assert_eq!(r.cells[23], Cell::Flags("stuck"));
+        assert_eq!(
+            [
+                &r.cells[at("rotor_rpm_mean")],
+                &r.cells[at("rotor_rpm_std")]
+            ],
+            [&Cell::Null, &Cell::Null]
+        );
+        assert_eq!(r.cells[at("rotor_rpm_flags")], Cell::Flags("stuck"));
     }
 
     #[test]
@@ -736,6 +856,7 @@ mod tests {
             cells: Vec::new(),
             flagged,
             completeness,
+            empty: false,
         };
         let f = |quality, min_completeness| Filter {
             quality,
@@ -744,6 +865,15 @@ mod tests {
         assert!(f(Quality::All, None).keeps(&row(true, None)));
         assert!(!f(Quality::All, None).filters());
         assert!(f(Quality::Clean, None).keeps(&row(false, None)));
+        let empty = Row {
+            empty: true,
+            ..row(false, Some(0.0))
+        };
+        assert!(
+            !f(Quality::Clean, None).keeps(&empty),
+            "no data is not clean data"
+        );
+        assert!(f(Quality::All, None).keeps(&empty));
         assert!(!f(Quality::Clean, None).keeps(&row(true, Some(1.0))));
         assert!(f(Quality::Flagged, None).keeps(&row(true, None)));
         assert!(!f(Quality::Flagged, None).keeps(&row(false, None)));

@@ -13,6 +13,7 @@ pub mod figures;
 pub mod manual;
 pub mod output;
 pub mod parquet;
+pub mod regular;
 pub mod review;
 pub mod simulate;
 pub mod site;
