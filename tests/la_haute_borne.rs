@@ -1,0 +1,314 @@
+//! La Haute Borne, replayed through the daemon: two years of four Senvion MM82 turbines'
+//! 10-minute SCADA (the open data OpenOA ships; `bench/lhb/fetch` brings it, `.ci/run` runs
+//! it), with the quality rules of `config/examples/la-haute-borne.toml`. Every reading is
+//! accounted for (the 48 repeated across a daylight-saving change quarantined as collisions),
+//! and every turbine-hour's counts, means, extremes, vector-mean directions and flags equal an
+//! independent computation from the file; the clean hours are counted and the regular export
+//! holds every hour of the two years.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use common::*;
+
+const SETTINGS: &str = include_str!("../config/examples/la-haute-borne.toml");
+
+/// Galewatch's names for the file's columns after the id and the time, in its order
+/// (`Ba_avg,P_avg,Ws_avg,Va_avg,Ot_avg,Ya_avg,Wa_avg`).
+const NAMES: [&str; 7] = [
+    "pitch_deg",
+    "power_kw",
+    "wind_speed_ms",
+    "vane_deg",
+    "outdoor_temp_c",
+    "nacelle_deg",
+    "wind_dir_deg",
+];
+
+/// A column's rules as the example declares them: an angle; stuck judged (six equal values);
+/// the plausible bounds.
+type Rules = (bool, bool, Option<(f64, f64)>);
+
+const RULES: [Rules; 7] = [
+    (false, false, Some((-10.0, 95.0))),
+    (false, true, Some((-100.0, 2100.0))),
+    (false, true, Some((0.0, 40.0))),
+    (true, true, None),
+    (false, true, Some((-40.0, 50.0))),
+    (true, false, None),
+    (true, true, None),
+];
+
+/// The data: `LHB_CSV`, else where `bench/lhb/fetch` keeps it.
+fn csv_path() -> PathBuf {
+    let p = match std::env::var("LHB_CSV") {
+        Ok(p) => PathBuf::from(p),
+        Err(_) => PathBuf::from(std::env::var("HOME").expect("HOME"))
+            .join(".cache/galewatch/la-haute-borne/la-haute-borne-data-2014-2015.csv"),
+    };
+    assert!(
+        p.exists(),
+        "La Haute Borne's data is not at {}: run bench/lhb/fetch (.ci/run does), or set LHB_CSV",
+        p.display()
+    );
+    p
+}
+
+/// One row of the file: the turbine, the instant, and each column's text (None: empty).
+struct Row {
+    turbine: String,
+    at: DateTime<Utc>,
+    time: String,
+    text: [Option<String>; 7],
+}
+
+impl Row {
+    fn value(&self, k: usize) -> Option<f64> {
+        self.text[k].as_deref().map(|t| t.parse().unwrap())
+    }
+
+    fn json(&self) -> String {
+        let mut fields = vec![format!(r#""recorded_at":"{}""#, self.time)];
+        for (k, t) in self.text.iter().enumerate() {
+            if let Some(t) = t {
+                fields.push(format!(r#""{}":{t}"#, NAMES[k]));
+            }
+        }
+        format!("{{{}}}", fields.join(","))
+    }
+}
+
+fn read() -> Vec<Row> {
+    let text = std::fs::read_to_string(csv_path()).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("Wind_turbine_name,Date_time,Ba_avg,P_avg,Ws_avg,Va_avg,Ot_avg,Ya_avg,Wa_avg")
+    );
+    lines
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            assert_eq!(f.len(), 9, "{l}");
+            Row {
+                turbine: f[0].to_string(),
+                at: DateTime::parse_from_rfc3339(f[1]).unwrap().to_utc(),
+                time: f[1].to_string(),
+                text: std::array::from_fn(|k| {
+                    Some(f[2 + k]).filter(|t| !t.is_empty()).map(String::from)
+                }),
+            }
+        })
+        .collect()
+}
+
+/// One turbine-hour as the file gives it: readings, and per column its values.
+#[derive(Default)]
+struct Hour {
+    readings: i64,
+    values: [Vec<f64>; 7],
+}
+
+/// What the file says the daemon must do: the rows stored (the first of each turbine and
+/// instant), the exact resends and the collisions (same key, other values).
+fn judged(rows: &[Row]) -> (Vec<&Row>, i64, i64) {
+    let mut first: HashMap<(&str, DateTime<Utc>), &Row> = HashMap::new();
+    let (mut stored, mut duplicates, mut collisions) = (Vec::new(), 0, 0);
+    for r in rows {
+        match first.get(&(r.turbine.as_str(), r.at)) {
+            None => {
+                first.insert((&r.turbine, r.at), r);
+                stored.push(r);
+            }
+            Some(f) if (0..7).all(|k| f.value(k) == r.value(k)) => duplicates += 1,
+            Some(_) => collisions += 1,
+        }
+    }
+    (stored, duplicates, collisions)
+}
+
+/// The vector mean of directions, degrees in [0, 360).
+fn vector_mean(xs: &[f64]) -> f64 {
+    let (s, c) = xs.iter().fold((0.0, 0.0), |(s, c), x| {
+        (s + x.to_radians().sin(), c + x.to_radians().cos())
+    });
+    (s / xs.len() as f64)
+        .atan2(c / xs.len() as f64)
+        .to_degrees()
+        .rem_euclid(360.0)
+}
+
+/// The flags the example's rules raise on column `k` of `h`.
+fn flags(k: usize, h: &Hour) -> String {
+    let (_, stuck_judged, bounds) = RULES[k];
+    let v = &h.values[k];
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let mut f = Vec::new();
+    if stuck_judged && v.len() >= 6 && lo == hi {
+        f.push("stuck");
+    }
+    if bounds.is_some_and(|(a, b)| v.iter().any(|x| *x < a || *x > b)) {
+        f.push("implausible");
+    }
+    if (v.len() as i64) < h.readings {
+        f.push("absent");
+    }
+    f.join(",")
+}
+
+/// Whether `got` (an exported figure) is `want` to 1e-12 of its size.
+fn close(got: &serde_json::Value, want: f64) -> bool {
+    got.as_f64()
+        .is_some_and(|g| (g - want).abs() <= 1e-12 * want.abs().max(1.0))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn la_haute_borne_is_told_exactly_hour_by_hour() {
+    let rows = read();
+    assert_eq!(rows.len(), 420_480);
+    let (stored, duplicates, collisions) = judged(&rows);
+    assert_eq!(collisions, 48, "the repeated hour of each spring change");
+
+    let broker = Broker::start();
+    let db = TestDb::create().await;
+    let (mut d, _file) = Daemon::ready_with(&broker, &db, "gw-lhb", SETTINGS);
+    // Each turbine's rows in the file's order, 500 a message.
+    let mut by_turbine: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for r in &rows {
+        by_turbine.entry(&r.turbine).or_default().push(r.json());
+    }
+    let messages: Vec<(String, Vec<u8>)> = by_turbine
+        .iter()
+        .flat_map(|(t, readings)| {
+            readings.chunks(500).map(move |c| {
+                json(
+                    &format!("turbines/{t}/readings"),
+                    &format!("[{}]", c.join(",")),
+                )
+            })
+        })
+        .collect();
+    publish(&broker, messages).await;
+    let want = stored.len() as i64;
+    eventually(Duration::from_secs(600), "every reading landed", || async {
+        db.rows().await == want && db.count("SELECT count(*) FROM quarantine").await == collisions
+    })
+    .await;
+    // The account, in the metrics: every reading received is one of the four outcomes.
+    let n = rows.len() as f64;
+    scrape_with(
+        &d,
+        Duration::from_secs(30),
+        &[
+            ("galewatch_readings_received_total", n),
+            ("galewatch_readings_inserted_total", want as f64),
+            ("galewatch_readings_duplicate_total", duplicates as f64),
+            ("galewatch_readings_quarantined_total", collisions as f64),
+        ],
+    )
+    .await;
+
+    // The file's hours, from the rows stored.
+    let mut hours: BTreeMap<(String, DateTime<Utc>), Hour> = BTreeMap::new();
+    for r in &stored {
+        let ts = r.at.timestamp();
+        let hour = DateTime::<Utc>::from_timestamp(ts - ts.rem_euclid(3600), 0).unwrap();
+        let h = hours.entry((r.turbine.clone(), hour)).or_default();
+        h.readings += 1;
+        for k in 0..7 {
+            if let Some(x) = r.value(k) {
+                h.values[k].push(x);
+            }
+        }
+    }
+
+    let export = |extra: &[&str]| {
+        let mut args = vec![
+            "export",
+            "--from",
+            "2014-01-01",
+            "--to",
+            "2016-01-01",
+            "--format",
+            "jsonl",
+        ];
+        args.extend(extra);
+        stdout_jsonl(&d.command(&args))
+    };
+    let exported = export(&["--only-stored"]);
+    assert_eq!(exported.len(), hours.len());
+    for (row, ((turbine, hour), h)) in exported.iter().zip(&hours) {
+        let at = format!("{turbine} {hour}");
+        assert_eq!(row["turbine_id"].as_str(), Some(turbine.as_str()), "{at}");
+        assert_eq!(row["readings"].as_i64(), Some(h.readings), "{at}");
+        for (k, name) in NAMES.iter().enumerate() {
+            let v = &h.values[k];
+            let col = |s: &str| &row[format!("{name}_{s}")];
+            assert_eq!(col("n").as_i64(), Some(v.len() as i64), "{at} {name}");
+            assert_eq!(
+                col("flags").as_str(),
+                Some(flags(k, h).as_str()),
+                "{at} {name}"
+            );
+            if v.is_empty() {
+                continue;
+            }
+            if RULES[k].0 {
+                let m = vector_mean(v);
+                let g = col("mean").as_f64().unwrap_or(f64::NAN);
+                let apart = (g - m).rem_euclid(360.0).min((m - g).rem_euclid(360.0));
+                assert!(apart < 1e-9, "{at} {name}: {g} against {m}");
+            } else {
+                let mean = v.iter().sum::<f64>() / v.len() as f64;
+                assert!(
+                    close(col("mean"), mean),
+                    "{at} {name}: {} against {mean}",
+                    col("mean")
+                );
+                let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                assert_eq!(
+                    (col("min").as_f64(), col("max").as_f64()),
+                    (Some(lo), Some(hi))
+                );
+            }
+        }
+    }
+
+    // The hours an engineer keeps: flagged on no signal. And every hour of the two years, in
+    // the regular series.
+    let clean = hours
+        .values()
+        .filter(|h| (0..7).all(|k| flags(k, h).is_empty()))
+        .count();
+    assert_eq!(export(&["--quality", "clean"]).len(), clean);
+    eprintln!(
+        "La Haute Borne: {clean} clean turbine-hours of {} stored, {} in two years ({:.2} %)",
+        hours.len(),
+        4 * 17_520,
+        100.0 * clean as f64 / (4.0 * 17_520.0)
+    );
+    assert_eq!(export(&[]).len(), 4 * 17_520);
+    // For bench/lhb/compare.py: the hourly CSV, where LHB_EXPORT says.
+    if let Ok(path) = std::env::var("LHB_EXPORT") {
+        let out = d.command(&[
+            "export",
+            "--from",
+            "2014-01-01",
+            "--to",
+            "2016-01-01",
+            "--output",
+            &path,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    d.terminate();
+}
