@@ -316,7 +316,8 @@ async fn the_conversion_keeps_every_row_of_an_unpartitioned_table() {
             "V10__sparkplug",
             "V11__sparkplug_birth_history",
             "V12__interval_completeness",
-            "V13__interval_availability"
+            "V13__interval_availability",
+            "V14__annotations"
         ]
     );
     let after: String = c.query_one(digest, &[]).await.unwrap().get(0);

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 use galewatch::daemon::config;
 use galewatch::tools::review;
 
+mod annotate;
 mod demo;
 mod export;
 mod leave;
@@ -25,6 +26,7 @@ mod sparkplug;
 mod stats;
 mod turbines;
 
+use annotate::AnnotateCommand;
 use export::ExportArgs;
 use panel::PanelCommand;
 use quarantine::QuarantineCommand;
@@ -132,6 +134,12 @@ pub(crate) enum Command {
         suspect: bool,
         #[arg(long, value_enum, default_value = "table")]
         format: review::Format,
+    },
+    /// Mark what the data cannot show (a maintenance visit, icing, a sensor replaced): add, list,
+    /// remove, or import a cleaning file.
+    Annotate {
+        #[command(subcommand)]
+        command: AnnotateCommand,
     },
     /// Review and settle quarantined readings.
     Quarantine {
@@ -260,6 +268,7 @@ pub(crate) fn run(command: Command, runtime: &tokio::runtime::Runtime) -> ExitCo
             suspect,
             format,
         } => turbines::turbines_cmd(runtime, config, suspect, format),
+        Command::Annotate { command } => annotate::annotate_cmd(runtime, command),
         Command::Quarantine { command } => quarantine::quarantine_cmd(runtime, command),
         Command::Rejected { command } => rejected::rejected_cmd(runtime, command),
         Command::Sparkplug { command } => sparkplug::sparkplug_metrics_cmd(runtime, command),
@@ -284,6 +293,15 @@ where
         Ok(c) => c,
         Err(e) => return config_error(e),
     };
+    with_loaded(runtime, cfg, f)
+}
+
+/// [`with_config`] with the settings already loaded.
+fn with_loaded<F, Fut>(runtime: &tokio::runtime::Runtime, cfg: config::Config, f: F) -> ExitCode
+where
+    F: FnOnce(config::Config) -> Fut,
+    Fut: std::future::Future<Output = Result<String, review::ReviewError>>,
+{
     match runtime.block_on(f(cfg)) {
         Ok(out) => print_out(&out),
         Err(e) => {

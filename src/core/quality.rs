@@ -28,15 +28,20 @@ pub struct Flags {
     pub implausible: bool,
     /// Some reading of the interval lacked the signal.
     pub absent: bool,
+    /// An operator's annotation covers it (`core::annotation`): not to be trusted, whatever
+    /// the data says.
+    pub excluded: bool,
 }
 
 impl Flags {
-    /// The flags raised, by name, in a fixed order (`stuck`, `implausible`, `absent`).
+    /// The flags raised, by name, in a fixed order (`stuck`, `implausible`, `absent`,
+    /// `excluded`).
     pub fn names(&self) -> Vec<&'static str> {
         [
             (self.stuck, "stuck"),
             (self.implausible, "implausible"),
             (self.absent, "absent"),
+            (self.excluded, "excluded"),
         ]
         .iter()
         .filter(|(on, _)| *on)
@@ -45,11 +50,12 @@ impl Flags {
     }
 
     pub fn any(&self) -> bool {
-        self.stuck || self.implausible || self.absent
+        self.stuck || self.implausible || self.absent || self.excluded
     }
 }
 
-/// The flag names, as `Flags::names` gives them and exports filter on.
+/// The flags the data raises, as `Flags::names` names them (the gauges count these; an
+/// operator's `excluded` is not the data's).
 pub(crate) const FLAG_NAMES: [&str; 3] = ["stuck", "implausible", "absent"];
 
 /// How one signal's flags are judged, as its `[[signals]]` table declares them (checked).
@@ -217,6 +223,7 @@ pub fn flags(f: &Figures, rule: &Rule, turbine: &str) -> Flags {
         stuck: rule.stuck(f),
         implausible: f.implausible.is_some_and(|k| k > 0),
         absent: f.n < f.readings && rule.expects(turbine),
+        excluded: false,
     }
 }
 

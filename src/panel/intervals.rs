@@ -56,6 +56,37 @@ impl Quality {
         q
     }
 
+    /// Marks what `annotations` cover on each of `signals`' charts, within `window`: `excluded`
+    /// and the reason.
+    pub fn annotate(
+        &mut self,
+        signals: &crate::core::signals::Signals,
+        annotations: &[crate::core::annotation::Annotation],
+        window: crate::core::span::Span,
+    ) {
+        for a in annotations {
+            let span = crate::core::span::Span::new(
+                a.span.from.max(window.from),
+                a.span.to.min(window.to),
+            );
+            if span.from >= span.to {
+                continue;
+            }
+            let what = match a.category {
+                Some(c) => format!("excluded ({}): {}", c.name(), a.reason),
+                None => format!("excluded: {}", a.reason),
+            };
+            for (k, s) in signals.iter().enumerate() {
+                if a.signal.as_deref().is_none_or(|n| n == s.name) && k < self.flagged.len() {
+                    self.flagged[k].push(super::chart::Flagged {
+                        span,
+                        what: what.clone(),
+                    });
+                }
+            }
+        }
+    }
+
     /// The range's readings over those expected.
     pub fn completeness(&self) -> Option<f64> {
         crate::core::quality::completeness(self.readings, self.expected)

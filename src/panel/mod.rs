@@ -537,14 +537,15 @@ async fn turbine_page(
     p: Result<Query<Params>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Html<String>, PageFailure> {
     let (p, w) = checked(&id, p, db.queries.stats_width)?;
-    let (points, quarantined, (status, _, _), changes, intervals, time, curve) = tokio::try_join!(
+    let (points, quarantined, (status, _, _), changes, intervals, time, curve, notes) = tokio::try_join!(
         db.db.series(&id, &w),
         db.db.quarantine(&id, &w),
         db.db.fleet(&id, Sort::Id, false),
         db.db.changes(&id, &w),
         db.db.intervals(&id, &w),
         db.db.time_by_category(&id, &w),
-        db.db.curve(&id, &w)
+        db.db.curve(&id, &w),
+        db.db.annotations(&id, &w)
     )?;
     let status = status.iter().find(|s| s.turbine_id == id);
     if points.is_empty() && quarantined.is_empty() && status.is_none() && !db.known(&id).await? {
@@ -576,13 +577,19 @@ async fn turbine_page(
                 let from = width.start_of(w.from);
                 let to = w.to.min(chrono::Utc::now());
                 let secs = i32::try_from((to - from).num_seconds().max(0)).unwrap_or(i32::MAX);
-                intervals::Quality::of(
+                let mut q = intervals::Quality::of(
                     &intervals,
                     (&db.queries.signals, &id),
                     k,
                     chrono::Duration::seconds(i64::from(width.secs())),
                     (db.db.stats_sql()).and_then(|s| s.periods.expected(&id, secs)),
-                )
+                );
+                q.annotate(
+                    &db.queries.signals,
+                    &notes,
+                    crate::core::span::Span::new(w.from, w.to),
+                );
+                q
             }),
         availability: time.zip(db.db.availability_view().cloned()),
         strip: db.db.status_signal().map(|status| {

@@ -91,6 +91,23 @@ pub(crate) async fn distribute(client: &Client, signals: &Signals) -> Result<Vec
         }
         changes.push(format!("distributed {table} by turbine_id (citus)"));
     }
+    // The operators' annotations: few rows, read beside every shard's intervals (the power
+    // curve leaves out what they cover): a reference table, copied to every node.
+    let referenced: bool = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'annotations'::regclass)",
+            &[],
+        )
+        .await
+        .map_err(err)?
+        .get(0);
+    if !referenced {
+        client
+            .execute("SELECT create_reference_table('annotations')", &[])
+            .await
+            .map_err(err)?;
+        changes.push("made annotations a reference table (citus)".into());
+    }
     // The rows were copied to the shards; the coordinator's own copy is dead weight. Once all
     // are distributed: a table still referenced by a local one cannot be emptied.
     for table in copied {

@@ -9,6 +9,7 @@
 //! imports the intake: what it needs of it is passed in.
 
 pub mod absent;
+pub mod annotations;
 pub mod births;
 pub mod citus;
 pub mod db;

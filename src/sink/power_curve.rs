@@ -43,6 +43,17 @@ fn clean(sql: &Sql, signals: &Signals, policy: &Policy, k: i64) -> (String, Stri
             stats::lit(policy.min_completeness)
         ),
     ];
+    // Not covered by an operator's annotation of the turbine, its wind or its power.
+    tests.push(format!(
+        "NOT {}",
+        crate::sink::annotations::covered_sql(
+            sql.width.secs(),
+            &[
+                &signals.get(policy.wind).name,
+                &signals.get(policy.power).name
+            ]
+        )
+    ));
     if policy.full_performance_only && sql.availability.is_some() {
         tests.push(format!(
             "\"{}\" = readings",

@@ -489,6 +489,10 @@ pub async fn export<W: Write + Send>(
     let layout = req.check(cfg).map_err(ReviewError::Refused)?;
     let sql = cfg.stats_sql();
     let client = cfg.db.open().await?;
+    // What the operators annotated in the range: flagged `excluded`.
+    let range = Span::new(req.from, req.to);
+    let layout =
+        layout.with_annotations(crate::sink::annotations::list(&client, Some(range), None).await?);
     let failed = |s: Stop, summary: Summary| {
         match s {
         Stop::Gone if req.format != ExportFormat::Parquet => Ok(summary),

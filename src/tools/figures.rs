@@ -210,16 +210,27 @@ fn availability_cells(
 /// The flags as one text: their names in [`Flags::names`]' order, joined by `,`; empty when
 /// none is raised.
 fn flags_text(f: Flags) -> &'static str {
-    match (f.stuck, f.implausible, f.absent) {
-        (false, false, false) => "",
-        (true, false, false) => "stuck",
-        (false, true, false) => "implausible",
-        (true, true, false) => "stuck,implausible",
-        (false, false, true) => "absent",
-        (true, false, true) => "stuck,absent",
-        (false, true, true) => "implausible,absent",
-        (true, true, true) => "stuck,implausible,absent",
-    }
+    /// Every set of flags, by its bits (stuck 1, implausible 2, absent 4, excluded 8).
+    const TEXTS: [&str; 16] = [
+        "",
+        "stuck",
+        "implausible",
+        "stuck,implausible",
+        "absent",
+        "stuck,absent",
+        "implausible,absent",
+        "stuck,implausible,absent",
+        "excluded",
+        "stuck,excluded",
+        "implausible,excluded",
+        "stuck,implausible,excluded",
+        "absent,excluded",
+        "stuck,absent,excluded",
+        "implausible,absent,excluded",
+        "stuck,implausible,absent,excluded",
+    ];
+    let bit = |on: bool, b: usize| if on { b } else { 0 };
+    TEXTS[bit(f.stuck, 1) | bit(f.implausible, 2) | bit(f.absent, 4) | bit(f.excluded, 8)]
 }
 
 /// The statistics a signal's columns hold.
@@ -311,8 +322,12 @@ pub struct Layout {
     columns: Vec<Column>,
     /// Per numeric signal: whether it is an angle.
     angle: Vec<bool>,
-    /// Per numeric signal, then per text or boolean one: how its flags are judged.
+    /// Per numeric signal, then per text or boolean one: how its flags are judged, and its
+    /// name (what an annotation names).
     rules: Vec<crate::core::quality::Rules>,
+    signal_names: Vec<String>,
+    /// The operators' annotations of the range: what they cover is flagged `excluded`.
+    annotations: Vec<crate::core::annotation::Annotation>,
     counted: usize,
     /// The families' derived figures, each after its signal's columns.
     figures: Vec<crate::sink::stats::Figure>,
@@ -402,11 +417,43 @@ impl Layout {
             rules: (sql.numeric.iter().chain(&sql.counted))
                 .map(|s| s.rules.clone())
                 .collect(),
+            signal_names: (sql.numeric.iter().chain(&sql.counted))
+                .map(|s| s.name.clone())
+                .collect(),
+            annotations: Vec::new(),
             counted: sql.counted.len(),
             figures: sql.figures.clone(),
             stuck_min_readings,
             view,
         })
+    }
+
+    /// The interval of `turbine` from `start`, `seconds` long, and the annotations overlapping it.
+    fn covering(
+        &self,
+        turbine: &str,
+        start: DateTime<Utc>,
+        seconds: i32,
+    ) -> (
+        crate::core::span::Span,
+        Vec<&crate::core::annotation::Annotation>,
+    ) {
+        let span = crate::core::span::Span::new(
+            start,
+            start + chrono::Duration::seconds(i64::from(seconds)),
+        );
+        let found = (self.annotations.iter())
+            .filter(|a| a.target.covers(turbine) && a.span.from < span.to && span.from < a.span.to)
+            .collect();
+        (span, found)
+    }
+
+    /// The same, with the annotations whose covered intervals it flags `excluded`.
+    pub fn with_annotations(self, annotations: Vec<crate::core::annotation::Annotation>) -> Layout {
+        Layout {
+            annotations,
+            ..self
+        }
     }
 
     pub fn columns(&self) -> &[Column] {
@@ -447,8 +494,15 @@ impl Layout {
         ]);
         let mut flagged = false;
         let k = self.stuck_min_readings;
+        // The annotations of this turbine and interval, and the signal being judged (numeric
+        // ones first, as `rules` and `signal_names` hold them).
+        let (span, covering) = self.covering(&turbine, s.start, s.seconds);
+        let mut signal = 0;
         let mut flags = |figures: Figures, rules: &crate::core::quality::Rules| {
-            let f = quality::flags(&figures, &rules.resolve(k), &turbine);
+            let mut f = quality::flags(&figures, &rules.resolve(k), &turbine);
+            let name = Some(self.signal_names[signal].as_str());
+            f.excluded = covering.iter().any(|a| a.covers(&turbine, name, span));
+            signal += 1;
             flagged |= f.any();
             Cell::Flags(flags_text(f))
         };
@@ -582,11 +636,12 @@ mod tests {
 
     #[test]
     fn every_flag_set_has_one_text_in_the_documented_order() {
-        for bits in 0..8 {
+        for bits in 0..16 {
             let f = Flags {
                 stuck: bits & 1 != 0,
                 implausible: bits & 2 != 0,
                 absent: bits & 4 != 0,
+                excluded: bits & 8 != 0,
             };
             assert_eq!(flags_text(f), f.names().join(","), "{f:?}");
         }

@@ -6,6 +6,7 @@
 //! [`parquet`], their columns and values derived in [`figures`], and rebuilt from `readings`),
 //! and [`manual`] (the man pages).
 
+pub mod annotate;
 pub mod demo;
 pub mod edge;
 pub mod export;

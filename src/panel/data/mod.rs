@@ -170,6 +170,22 @@ impl Db {
         crate::sink::quality::intervals(&*c, sql, &self.queries.signals, id, w.from, w.to).await
     }
 
+    /// The operators' annotations of the turbine overlapping the window (its own and its
+    /// prefixes').
+    pub async fn annotations(
+        &self,
+        id: &str,
+        w: &Window,
+    ) -> Result<Vec<crate::core::annotation::Annotation>, Error> {
+        let c = self.client().await?;
+        crate::sink::annotations::list(
+            &*c,
+            Some(crate::core::span::Span::new(w.from, w.to)),
+            Some(id),
+        )
+        .await
+    }
+
     /// The statistics' statements (their width, sample periods, figures), when they are kept.
     pub fn stats_sql(&self) -> Option<&crate::sink::stats::Sql> {
         self.quality.as_ref().map(|(sql, _)| sql)
