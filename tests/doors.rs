@@ -232,6 +232,50 @@ async fn an_export_stopped_by_sigterm_or_sigint_leaves_no_partial_file() {
     }
 }
 
+/// A regular export of two centuries (a turbine's every 10-minute interval since 1900, 10.5
+/// million rows, nearly all empty) is stopped by SIGTERM while it writes, as any export is: exit
+/// 143, nothing left behind, the file as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_regular_export_of_centuries_stops_at_a_signal() {
+    let db = with_stats().await;
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("centuries.csv");
+    std::fs::write(&target, "yesterday's export").unwrap();
+    let args = [
+        "export",
+        "--turbine",
+        "D-1",
+        "--from",
+        "1900-01-01",
+        "--to",
+        "2100-01-01",
+        "--output",
+        target.to_str().unwrap(),
+    ];
+    let mut child = command(&db, &args).stderr(Stdio::piped()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // Writing: its partial file holds rows.
+    while partials(dir.path())
+        .iter()
+        .all(|p| std::fs::metadata(p).map_or(0, |m| m.len()) == 0)
+    {
+        assert!(Instant::now() < deadline, "no rows written");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the export ended early"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal_pid(child.id(), "TERM");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
+    assert!(partials(dir.path()).is_empty());
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "yesterday's export"
+    );
+}
+
 fn signal_pid(pid: u32, signal: &str) {
     let ok = Command::new("kill")
         .args([&format!("-{signal}"), &pid.to_string()])

@@ -470,8 +470,8 @@ pub struct Policy {
     pub min_completeness: f64,
     /// With availability kept: only intervals whose every reading was in full performance.
     pub full_performance_only: bool,
-    /// A declared (warranted) curve; None: the fleet's own bins (the panel's of its last 30 days,
-    /// the export's of its range).
+    /// A declared (warranted) curve; None: the fleet's own bins over the range asked, widened to
+    /// the 30 days ending where it ends (`sink::power_curve::reference_span`).
     pub reference: Option<Reference>,
     /// OpenOA's bin filter: intervals beyond this many standard deviations from their bin.
     pub outlier_std: f64,
@@ -502,8 +502,8 @@ group! {
         /// A declared (warranted) curve to hold each turbine against, [[wind, power], ...], each
         /// point exactly two numbers, winds from 0 to 100 m/s, powers within ±1e10 (linear between
         /// points, nothing outside them). Empty: the fleet's own curve (bins of at least 3
-        /// intervals): in the panel over its last 30 days (made again every 10 minutes), in export
-        /// --power-curve over the exported range.
+        /// intervals) over the range asked, widened to the 30 days ending where it ends: one rule
+        /// for the panel, its API and export --power-curve.
         #[serde(deserialize_with = "crate::core::setting::curve_points")]
         pub power_curve_reference: Vec<(f64, f64)> = Vec::new(),
         /// The bin filter (OpenOA's): intervals further than this many standard deviations of their

@@ -85,6 +85,12 @@ pub struct Stuck {
 /// overflow, which PostgreSQL refuses where Rust gives ∞.
 pub(crate) const SPREAD_LIMIT: f64 = 1e300;
 
+/// A type's name with its article: "an integer", "a text".
+fn article(kind: &str) -> String {
+    let an = kind.starts_with(['a', 'e', 'i', 'o', 'u']);
+    format!("{} {kind}", if an { "an" } else { "a" })
+}
+
 /// The most turbine-id prefixes one signal's `sent_by` may list.
 const MAX_SENT_BY: usize = 100;
 
@@ -102,7 +108,10 @@ impl Rules {
         if stuck == Some(true) && !floats {
             return Err((
                 "stuck",
-                format!("a {kind} signal holds one value by nature: only a float is judged stuck"),
+                format!(
+                    "{} signal holds one value by nature: only a float is judged stuck",
+                    article(kind)
+                ),
             ));
         }
         let on = floats && stuck != Some(false);
@@ -114,7 +123,7 @@ impl Rules {
                 let why = if floats {
                     "stuck = false".to_string()
                 } else {
-                    format!("a {kind} signal is never judged stuck")
+                    format!("{} signal is never judged stuck", article(kind))
                 };
                 return Err((field, format!("has nothing to tune: {why}")));
             }

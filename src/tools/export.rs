@@ -27,7 +27,7 @@ use crate::sink::stats::{self, Sql};
 use crate::tools::figures::{Cell, Filter, Layout, Names, Row, Stored, StoredNumeric};
 use crate::tools::output::Output;
 use crate::tools::parquet::{self, Codec};
-use crate::tools::regular::{Grid, Regular};
+use crate::tools::regular::{Grid, Regular, Run};
 use crate::tools::review::ReviewError;
 
 /// The output format of `galewatch export`.
@@ -520,15 +520,7 @@ pub async fn export<W: Write + Send>(
     let secs = sql.width.secs();
     let mut regular = match req.only_stored {
         true => None,
-        false => {
-            let grid = Grid {
-                first: sql.width.start_at_or_after(req.from),
-                to: req.to,
-                step: chrono::Duration::seconds(i64::from(secs)),
-            };
-            let ids = asked(&client, &req.turbines, &params[2..]).await?;
-            Some(Regular::new(grid, ids))
-        }
+        false => regular(&client, &sql, req, &params[2..]).await?,
     };
     // An interval with no reading stored, as the layout writes it.
     let (signals, kept) = (layout.signals(), layout.has_availability());
@@ -545,18 +537,19 @@ pub async fn export<W: Write + Send>(
     while let Some(row) = rows.try_next().await.map_err(err)? {
         let s = stored(&row, &layout).map_err(err)?;
         if let Some(r) = regular.as_mut() {
-            written = r.before(&s.turbine_id, s.start, |t, at| {
-                w.write(t, empty(t, at), progress.as_mut())
-            });
+            let runs = r.before(&s.turbine_id, s.start);
+            written = w.runs(r.grid(), runs, &empty, progress.as_mut()).await;
         }
         let t = s.turbine_id.clone();
         written = written.and_then(|()| w.write(&t, layout.row(s), progress.as_mut()));
         if written.is_err() {
             break;
         }
+        w.pause().await;
     }
     if let (Ok(()), Some(r)) = (&written, regular.as_mut()) {
-        written = r.finish(|t, at| w.write(t, empty(t, at), progress.as_mut()));
+        let runs = r.finish();
+        written = w.runs(r.grid(), runs, &empty, progress.as_mut()).await;
     }
     if let Some(p) = progress.as_mut() {
         p.done();
@@ -566,6 +559,25 @@ pub async fn export<W: Write + Send>(
         Ok(()) => Ok(summary),
         Err(s) => failed(s, summary),
     }
+}
+
+/// A regular export's grid and turbines: the range's intervals, never past the one now filling
+/// (a future interval holds nothing to say), for the turbines asked.
+async fn regular(
+    c: &tokio_postgres::Client,
+    sql: &Sql,
+    req: &Request,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Option<Regular>, Error> {
+    let grid = Grid {
+        first: sql.width.start_at_or_after(req.from),
+        to: req.to.min(sql.width.start_at_or_after(Utc::now())),
+        step: chrono::Duration::seconds(i64::from(sql.width.secs())),
+    };
+    Ok(Some(Regular::new(
+        grid,
+        asked(c, &req.turbines, params).await?,
+    )))
 }
 
 /// The turbines a regular export writes every interval of: those known (`turbine_status`) of
@@ -589,6 +601,9 @@ async fn asked(
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
+/// Rows read between two turns given to the runtime: a signal stops an export within them.
+const YIELD_EVERY: u64 = 1024;
+
 /// The rows on their way out: the filters, the count of what was written, the progress line.
 struct Rows<'f, W: Write + Send> {
     out: Out<W>,
@@ -601,6 +616,35 @@ struct Rows<'f, W: Write + Send> {
 }
 
 impl<'f, W: Write + Send> Rows<'f, W> {
+    /// Writes `runs` of empty intervals (`empty` makes each), letting the runtime in every so
+    /// often: a run can be decades of minutes, and a stop signal must not wait for its end.
+    async fn runs(
+        &mut self,
+        grid: &Grid,
+        runs: Vec<Run>,
+        empty: &impl Fn(&str, DateTime<Utc>) -> Row,
+        mut progress: Option<&mut Progress>,
+    ) -> Result<(), Stop> {
+        for run in &runs {
+            for at in grid.starts(run) {
+                self.write(
+                    &run.turbine,
+                    empty(&run.turbine, at),
+                    progress.as_deref_mut(),
+                )?;
+                self.pause().await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every [`YIELD_EVERY`] rows read, gives the runtime a turn (a stop signal is heard there).
+    async fn pause(&self) {
+        if self.read % YIELD_EVERY == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+
     fn new(out: Out<W>, filter: &'f Filter) -> Rows<'f, W> {
         Rows {
             out,

@@ -1,6 +1,6 @@
 //! Regular: the intervals a regular export writes that no reading filled — every interval of
-//! the range for every turbine asked, as pandas' and brightwind's time series have them — merged
-//! into the stored rows as they stream by, in their order. Pure.
+//! the range for every turbine asked, as pandas' and brightwind's time series have them — as
+//! runs to write before each stored row, in the stored rows' order. Pure.
 
 use chrono::{DateTime, Utc};
 
@@ -13,16 +13,22 @@ pub struct Grid {
 }
 
 impl Grid {
-    /// The starts in `[from, to)` of the grid, in order.
-    fn between(
-        &self,
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> impl Iterator<Item = DateTime<Utc>> + '_ {
-        let to = to.min(self.to);
-        std::iter::successors(Some(from.max(self.first)), move |t| Some(*t + self.step))
-            .take_while(move |t| *t < to)
+    /// The starts of `run`, in order.
+    pub fn starts(&self, run: &Run) -> impl Iterator<Item = DateTime<Utc>> + '_ {
+        let to = run.to.min(self.to);
+        std::iter::successors(Some(run.from.max(self.first)), move |t| {
+            Some(*t + self.step)
+        })
+        .take_while(move |t| *t < to)
     }
+}
+
+/// Intervals of one turbine to write empty: the grid's starts in `[from, to)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    pub turbine: String,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
 }
 
 /// Where a regular export stands: the turbines asked (in the order the stored rows come, the
@@ -46,65 +52,67 @@ impl Regular {
         }
     }
 
-    /// Before a stored row of `turbine` at `start`: calls `empty` for each interval to write
-    /// first (the rest of the turbine before, the turbines asked between, this one's gap), in
-    /// order. A stored turbine not among those asked is written as stored, its gaps filled.
-    pub fn before<E>(
-        &mut self,
-        turbine: &str,
-        start: DateTime<Utc>,
-        mut empty: impl FnMut(&str, DateTime<Utc>) -> Result<(), E>,
-    ) -> Result<(), E> {
-        let same = matches!(&self.current, Some((t, _)) if t == turbine);
-        if !same {
-            self.finish_current(&mut empty)?;
+    pub fn grid(&self) -> &Grid {
+        &self.grid
+    }
+
+    /// A whole turbine's run.
+    fn whole(&self, turbine: String) -> Run {
+        Run {
+            turbine,
+            from: self.grid.first,
+            to: self.grid.to,
+        }
+    }
+
+    /// Before a stored row of `turbine` at `start`: the runs to write first, in order (the rest
+    /// of the turbine before, the turbines asked between, this one's gap). A stored turbine not
+    /// among those asked is written as stored, its gaps filled.
+    pub fn before(&mut self, turbine: &str, start: DateTime<Utc>) -> Vec<Run> {
+        let mut runs = Vec::new();
+        if !matches!(&self.current, Some((t, _)) if t == turbine) {
+            runs.extend(self.finish_current());
             // The turbines asked before this one, in the same order: wholly empty.
             if let Some(at) = self.turbines[self.next..].iter().position(|t| t == turbine) {
                 for k in self.next..self.next + at {
                     let t = std::mem::take(&mut self.turbines[k]);
-                    for s in self.grid.between(self.grid.first, self.grid.to) {
-                        empty(&t, s)?;
-                    }
+                    runs.push(self.whole(t));
                 }
                 self.next += at + 1;
             }
             self.current = Some((turbine.to_string(), self.grid.first));
         }
         let (t, from) = self.current.as_mut().expect("set above");
-        for s in self.grid.between(*from, start) {
-            empty(t, s)?;
-        }
+        runs.push(Run {
+            turbine: t.clone(),
+            from: *from,
+            to: start,
+        });
         *from = (*from).max(start + self.grid.step);
-        Ok(())
+        runs.retain(|r| r.from < r.to);
+        runs
     }
 
     /// After the last stored row: the rest of the current turbine and every turbine asked
     /// after it.
-    pub fn finish<E>(
-        &mut self,
-        mut empty: impl FnMut(&str, DateTime<Utc>) -> Result<(), E>,
-    ) -> Result<(), E> {
-        self.finish_current(&mut empty)?;
+    pub fn finish(&mut self) -> Vec<Run> {
+        let mut runs: Vec<Run> = self.finish_current().into_iter().collect();
         for k in self.next..self.turbines.len() {
             let t = std::mem::take(&mut self.turbines[k]);
-            for s in self.grid.between(self.grid.first, self.grid.to) {
-                empty(&t, s)?;
-            }
+            runs.push(self.whole(t));
         }
         self.next = self.turbines.len();
-        Ok(())
+        runs.retain(|r| r.from < r.to);
+        runs
     }
 
-    fn finish_current<E>(
-        &mut self,
-        empty: &mut impl FnMut(&str, DateTime<Utc>) -> Result<(), E>,
-    ) -> Result<(), E> {
-        if let Some((t, from)) = self.current.take() {
-            for s in self.grid.between(from, self.grid.to) {
-                empty(&t, s)?;
-            }
-        }
-        Ok(())
+    fn finish_current(&mut self) -> Option<Run> {
+        let (turbine, from) = self.current.take()?;
+        Some(Run {
+            turbine,
+            from,
+            to: self.grid.to,
+        })
     }
 }
 
@@ -128,18 +136,20 @@ mod tests {
     /// The rows written for `stored` (turbine, interval index), empty ones marked.
     fn run(turbines: &[&str], stored: &[(&str, i64)], n: i64) -> Vec<(String, i64, bool)> {
         let mut r = Regular::new(grid(n), turbines.iter().map(|t| t.to_string()).collect());
-        let out = std::cell::RefCell::new(Vec::new());
-        let push = |t: &str, s: DateTime<Utc>| -> Result<(), ()> {
-            out.borrow_mut()
-                .push((t.to_string(), s.timestamp() / 600, true));
-            Ok(())
+        let mut out = Vec::new();
+        let empty = |runs: Vec<Run>, out: &mut Vec<(String, i64, bool)>| {
+            for run in &runs {
+                for s in grid(n).starts(run) {
+                    out.push((run.turbine.clone(), s.timestamp() / 600, true));
+                }
+            }
         };
         for (t, i) in stored {
-            r.before(t, at(*i), push).unwrap();
-            out.borrow_mut().push((t.to_string(), *i, false));
+            empty(r.before(t, at(*i)), &mut out);
+            out.push((t.to_string(), *i, false));
         }
-        r.finish(push).unwrap();
-        out.into_inner()
+        empty(r.finish(), &mut out);
+        out
     }
 
     #[test]
@@ -171,6 +181,15 @@ mod tests {
         assert!(rows[3..].iter().all(|(t, _, empty)| t == "A" && *empty));
         // Nothing stored, nothing asked: nothing written.
         assert!(run(&[], &[], 10).is_empty());
+    }
+
+    #[test]
+    fn a_gap_of_decades_is_one_run() {
+        let mut r = Regular::new(grid(10_000_000), vec!["A".into()]);
+        let runs = r.before("A", at(9_999_999));
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        assert_eq!((runs[0].from, runs[0].to), (at(0), at(9_999_999)));
+        assert!(r.finish().is_empty(), "nothing after the last interval");
     }
 
     proptest! {

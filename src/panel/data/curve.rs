@@ -1,5 +1,5 @@
 //! The power curve's reads: the reference a turbine is held against (declared, or the fleet's
-//! own over its last 30 days), a turbine's curve over a window, the fleet's deviations and
+//! own over the range widened to 30 days), a turbine's curve over a window, the fleet's deviations and
 //! production of yesterday and this month (closed days kept), and the rankings by them.
 
 use super::*;

@@ -336,7 +336,7 @@ fn power_curve(c: &super::data::Curve, signals: &crate::core::signals::Signals) 
     let against = if c.declared {
         "the declared curve"
     } else {
-        "the fleet's curve of its last 30 days"
+        "the fleet's own curve over this range (at least the 30 days ending where it ends)"
     };
     html! {
         h2 { "Power curve" }
