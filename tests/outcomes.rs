@@ -38,7 +38,7 @@ async fn all_eight_outcomes_on_a_citus_cluster() {
     let sharded: Vec<String> = c
         .query(
             "SELECT logicalrelid::text FROM pg_dist_partition
-              WHERE logicalrelid::text NOT LIKE 'readings\\_%' ORDER BY 1",
+              WHERE logicalrelid::text NOT LIKE 'readings\\_%' AND partmethod = 'h' ORDER BY 1",
             &[],
         )
         .await
@@ -57,9 +57,19 @@ async fn all_eight_outcomes_on_a_citus_cluster() {
             "turbine_status"
         ]
     );
+    // The operators' annotations: a reference table, on every node.
+    let method: String = c
+        .query_one(
+            "SELECT partmethod::text FROM pg_dist_partition WHERE logicalrelid = 'annotations'::regclass",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(method, "n", "annotations is a reference table");
     let colocated: i64 = c
         .query_one(
-            "SELECT count(DISTINCT colocationid) FROM pg_dist_partition",
+            "SELECT count(DISTINCT colocationid) FROM pg_dist_partition WHERE partmethod = 'h'",
             &[],
         )
         .await
