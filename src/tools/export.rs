@@ -520,7 +520,7 @@ pub async fn export<W: Write + Send>(
     let secs = sql.width.secs();
     let mut regular = match req.only_stored {
         true => None,
-        false => regular(&client, &sql, req, &params[2..]).await?,
+        false => Some(regular(&client, &sql, req, &params[2..]).await?),
     };
     // An interval with no reading stored, as the layout writes it.
     let (signals, kept) = (layout.signals(), layout.has_availability());
@@ -568,16 +568,13 @@ async fn regular(
     sql: &Sql,
     req: &Request,
     params: &[&(dyn ToSql + Sync)],
-) -> Result<Option<Regular>, Error> {
+) -> Result<Regular, Error> {
     let grid = Grid {
         first: sql.width.start_at_or_after(req.from),
         to: req.to.min(sql.width.start_at_or_after(Utc::now())),
         step: chrono::Duration::seconds(i64::from(sql.width.secs())),
     };
-    Ok(Some(Regular::new(
-        grid,
-        asked(c, &req.turbines, params).await?,
-    )))
+    Ok(Regular::new(grid, asked(c, &req.turbines, params).await?))
 }
 
 /// The turbines a regular export writes every interval of: those known (`turbine_status`) of
