@@ -8,6 +8,7 @@ pub mod batch;
 pub mod birth;
 pub mod circular;
 pub mod classify;
+pub mod frozen;
 pub mod number;
 pub mod outcome;
 pub mod power_curve;

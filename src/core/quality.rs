@@ -81,6 +81,9 @@ pub struct Stuck {
     pub tolerance: f64,
 }
 
+/// The fleet's `stats_stuck_min_readings` unless set.
+pub const STUCK_MIN_READINGS: i64 = 10;
+
 /// Values this large (in magnitude) are judged stuck only when all equal: their spread could
 /// overflow, which PostgreSQL refuses where Rust gives ∞.
 pub(crate) const SPREAD_LIMIT: f64 = 1e300;

@@ -21,6 +21,7 @@ impl Config {
         let keeping = Keeping {
             availability,
             wind: self.power_curve().map(|p| p.wind),
+            stuck_min_readings: Some(self.settings.stats.stats_stuck_min_readings),
         };
         let s = &self.settings;
         Sql::keeping(

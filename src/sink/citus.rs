@@ -108,6 +108,26 @@ pub(crate) async fn distribute(client: &Client, signals: &Signals) -> Result<Vec
             .map_err(err)?;
         changes.push("made annotations a reference table (citus)".into());
     }
+    // The runs' recomputation (V15) is aggregated on the shards: the function is on every node.
+    let runs_everywhere: bool = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_object \
+              WHERE objid = 'galewatch_runs(float8[], bigint, float8)'::regprocedure)",
+            &[],
+        )
+        .await
+        .map_err(err)?
+        .get(0);
+    if !runs_everywhere {
+        client
+            .execute(
+                "SELECT create_distributed_function('galewatch_runs(float8[], bigint, float8)')",
+                &[],
+            )
+            .await
+            .map_err(err)?;
+        changes.push("distributed galewatch_runs (citus)".into());
+    }
     // The rows were copied to the shards; the coordinator's own copy is dead weight. Once all
     // are distributed: a table still referenced by a local one cannot be emptied.
     for table in copied {

@@ -441,9 +441,11 @@ async fn update_stats(
     // holds `readings`, so no partition is dropped before this transaction ends.
     let sql = cfg.stats_sql();
     if effect == "added" {
-        tx.execute(sql.add_quarantined(), &[&turbine, &id])
+        let returned = tx
+            .query(sql.add_quarantined(), &[&turbine, &id])
             .await
             .db("updating interval statistics")?;
+        sql.repair_runs(tx, &returned).await?;
         return Ok("");
     }
     let start = sql.width.start_of(recorded_at);

@@ -11,6 +11,7 @@
 
 use crate::core::availability::Counts;
 use crate::core::circular::Circular;
+use crate::core::frozen::Track;
 use crate::core::reading::Reading;
 use crate::core::signals::{Signal, Signals};
 
@@ -125,6 +126,10 @@ pub enum Acc {
     Moments(Partial),
     Circular(Circular),
     Categories(Counts),
+    /// The first and last readings' instants (microseconds), when any.
+    Span(Option<(i64, i64)>),
+    /// One signal's values with their instants, when any.
+    Track(Option<Track>),
 }
 
 impl Acc {
@@ -135,6 +140,14 @@ impl Acc {
             (Acc::Moments(x), Acc::Moments(y)) => Acc::Moments(x.merge(y)),
             (Acc::Circular(x), Acc::Circular(y)) => Acc::Circular(x.merge(y)),
             (Acc::Categories(x), Acc::Categories(y)) => Acc::Categories(x.merge(y)),
+            (Acc::Span(x), Acc::Span(y)) => Acc::Span(match (x, y) {
+                (Some(x), Some(y)) => Some((x.0.min(y.0), x.1.max(y.1))),
+                (x, y) => x.or(*y),
+            }),
+            (Acc::Track(x), Acc::Track(y)) => Acc::Track(match (x, y) {
+                (Some(x), Some(y)) => Some(x.merge(y)),
+                (x, y) => x.or(*y),
+            }),
             (a, b) => unreachable!("merging {a:?} with {b:?}: one family's state, two shapes"),
         }
     }
@@ -194,6 +207,15 @@ pub struct Keeping {
     pub availability: Option<super::categories::Availability>,
     /// The wind speed signal (its position among the declared ones), when one is named.
     pub wind: Option<usize>,
+    /// The fleet's `stats_stuck_min_readings`; None: its default.
+    pub stuck_min_readings: Option<i64>,
+}
+
+impl Keeping {
+    /// The fleet's `stats_stuck_min_readings`, its default when not given.
+    pub fn stuck_min_readings_or_default(&self) -> i64 {
+        (self.stuck_min_readings).unwrap_or(crate::core::quality::STUCK_MIN_READINGS)
+    }
 }
 
 /// The registered families, in the order their columns follow the interval's own (`readings`,
@@ -209,6 +231,9 @@ pub fn families(signals: &Signals, keeping: &Keeping) -> Vec<Box<dyn Family>> {
     }
     if let Some(t) = super::turbulence::Turbulence::new(signals, keeping.wind) {
         out.push(Box::new(t));
+    }
+    if let Some(f) = super::frozen::Frozen::new(signals, keeping.stuck_min_readings_or_default()) {
+        out.push(Box::new(f));
     }
     out
 }

@@ -40,6 +40,7 @@ mod angles;
 mod carried;
 mod categories;
 pub mod family;
+pub mod frozen;
 mod moments;
 mod partial;
 mod rebuild;
@@ -297,6 +298,9 @@ pub struct Sql {
     count_one: String,
     /// Merges one quarantined reading (`$1` turbine, `$2` id) into its interval.
     add_quarantined: String,
+    /// Recomputes the runs of turbine `$1`'s interval starting at `$2` from `readings`, when
+    /// runs are kept (`frozen::repair`).
+    frozen_repair: Option<String>,
 }
 
 /// Parameters per interval in the upsert before the columns: the turbine and the start.
@@ -333,12 +337,14 @@ impl Sql {
             "interval_stats AS t (turbine_id, interval_seconds, interval_start, {})",
             names.join(", ")
         );
+        let frozen = frozen::Frozen::new(signals, keeping.stuck_min_readings_or_default());
         let on_conflict = format!(
-            "ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}",
+            "ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}{}",
             cols.iter()
                 .map(|c| c.merge.as_str())
                 .collect::<Vec<_>>()
-                .join(",\n    ")
+                .join(",\n    "),
+            frozen.as_ref().map_or(String::new(), |f| f.returning_sql())
         );
         let upsert = Sql::upsert_sql(&cols, w, &target, &on_conflict);
         let bin = format!("date_bin(make_interval(secs => {w}), recorded_at, {ORIGIN})");
@@ -377,6 +383,7 @@ ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}
             count_all: Sql::count_sql(w, ""),
             count_one: Sql::count_sql(w, " AND turbine_id = $3"),
             add_quarantined,
+            frozen_repair: frozen.map(|f| f.repair_sql(&cols, w)),
             cols,
             upsert,
             on_conflict,
@@ -457,6 +464,24 @@ ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}
     /// where the interval's other raw readings are gone by retention).
     pub(crate) fn add_quarantined(&self) -> &str {
         &self.add_quarantined
+    }
+
+    /// Recomputes the runs the upsert (or `add_quarantined`) left unknown, from the rows it
+    /// returned (turbine, interval start, whether any is unknown): `frozen::repair`.
+    pub(crate) async fn repair_runs<C: tokio_postgres::GenericClient>(
+        &self,
+        tx: &C,
+        returned: &[tokio_postgres::Row],
+    ) -> Result<(), Error> {
+        let Some(statement) = &self.frozen_repair else {
+            return Ok(());
+        };
+        let unknown: Vec<(String, DateTime<Utc>)> = returned
+            .iter()
+            .filter(|r| r.get::<_, Option<bool>>(2) == Some(true))
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        frozen::repair(tx, statement, &unknown).await
     }
 }
 
@@ -546,7 +571,7 @@ pub(crate) async fn record(
     }
     let mut arrays: Params<'_> = vec![&turbine, &start];
     arrays.extend(columns.iter().map(Values::param));
-    dialect
+    let rows = dialect
         .write_rows(
             tx,
             "updating interval statistics",
@@ -560,7 +585,7 @@ pub(crate) async fn record(
             },
         )
         .await?;
-    Ok(())
+    sql.repair_runs(tx, &rows).await
 }
 
 #[cfg(test)]
@@ -609,10 +634,14 @@ mod tests {
             &SamplePeriods::default(),
         );
         assert_eq!(sql.numeric.len(), 3);
-        // The turbine and the start, readings and expected, then six per numeric signal.
-        assert_eq!(sql.per_row(), 22);
-        assert!(sql.upsert.contains("$22::int8[]"), "{}", sql.upsert);
-        assert!(!sql.upsert.contains("$23"), "{}", sql.upsert);
+        // The turbine and the start, readings and expected, six per numeric signal, the first
+        // and last readings' instants, five run columns per float signal judged stuck.
+        assert_eq!(sql.per_row(), 22 + 2 + 3 * 5);
+        assert!(sql.upsert.contains("$39::int8[]"), "{}", sql.upsert);
+        assert!(!sql.upsert.contains("$40"), "{}", sql.upsert);
+        assert!(sql
+            .upsert
+            .contains("RETURNING turbine_id, interval_start, ("));
         assert!(
             sql.upsert.contains("\"power_kw_m2\" = CASE"),
             "{}",
@@ -620,8 +649,8 @@ mod tests {
         );
         let two = sql.upsert_values(2);
         assert!(two.contains("($1::text, 600, $2::timestamptz"), "{two}");
-        assert!(two.contains("($23::text, 600, $24::timestamptz"), "{two}");
-        assert!(!two.contains("$45"), "{two}");
+        assert!(two.contains("($40::text, 600, $41::timestamptz"), "{two}");
+        assert!(!two.contains("$79"), "{two}");
         assert!(sql.recompute_one.contains("turbine_id = $3"));
         // Every column once in the target, and the recomputation's list as long as it.
         let target = sql.target.matches(", ").count() + 1;

@@ -31,7 +31,7 @@ group! {
         pub sample_period_overrides: BTreeMap<String, String> = BTreeMap::new(),
         /// An interval with at least this many readings of a numeric signal, all equal, flags it
         /// stuck: a frozen sensor (OpenOA's unresponsive_flag). 2 to 1000000.
-        pub stats_stuck_min_readings: i64 = 10,
+        pub stats_stuck_min_readings: i64 = crate::core::quality::STUCK_MIN_READINGS,
         /// Statistics of intervals that started longer ago are deleted; 0s keeps them. Independent
         /// of readings_retention: statistics can outlive the raw readings by years.
         #[serde(with = "crate::core::setting::exact_duration")]

@@ -36,15 +36,18 @@ fn keeping() -> Keeping {
             ]),
         }),
         wind: Some(1),
+        stuck_min_readings: Some(3),
     }
 }
 
 type Raw = (f64, Option<f64>, Option<f64>, Option<i64>, bool);
 
-fn reading((p, w, d, st, note): &Raw) -> Reading {
+/// The `i`th reading (a millisecond after the one before: runs follow time).
+fn reading(i: usize, (p, w, d, st, note): &Raw) -> Reading {
     Reading {
         turbine_id: "T".into(),
-        recorded_at: Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
+        recorded_at: Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
+            + chrono::Duration::milliseconds(i as i64),
         values: Values(
             vec![
                 Datum::Float(*p),
@@ -72,10 +75,11 @@ fn raw() -> impl Strategy<Value = Raw> {
     )
 }
 
-fn fold(f: &dyn Family, rs: &[Raw]) -> Vec<Acc> {
+/// `rs` folded, the first being the `at`th reading.
+fn fold(f: &dyn Family, rs: &[Raw], at: usize) -> Vec<Acc> {
     let mut acc = f.start();
-    for r in rs {
-        f.add(&mut acc, &reading(r));
+    for (i, r) in rs.iter().enumerate() {
+        f.add(&mut acc, &reading(at + i, r));
     }
     acc
 }
@@ -112,13 +116,13 @@ proptest! {
         let signals = signals();
         for f in families(&signals, &keeping()) {
             let k = if rs.is_empty() { 0 } else { cut.index(rs.len()) };
-            let (a, b) = (fold(f.as_ref(), &rs[..k]), fold(f.as_ref(), &rs[k..]));
+            let (a, b) = (fold(f.as_ref(), &rs[..k], 0), fold(f.as_ref(), &rs[k..], k));
             let merged: Vec<Acc> = if swap {
                 b.iter().zip(&a).map(|(x, y)| x.merge(y)).collect()
             } else {
                 a.iter().zip(&b).map(|(x, y)| x.merge(y)).collect()
             };
-            let whole = fold(f.as_ref(), &rs);
+            let whole = fold(f.as_ref(), &rs, 0);
             prop_assert_eq!(merged.len(), whole.len(), "{}", f.name());
             for (m, w) in merged.iter().zip(&whole) {
                 prop_assert!(same(m, w), "{}: {:?} vs {:?}", f.name(), m, w);
@@ -138,7 +142,7 @@ fn every_family_gives_a_value_of_its_type_for_each_column() {
     for f in families(&signals, &keeping()) {
         let cols = f.columns();
         let mut out = Vec::new();
-        f.values(&fold(f.as_ref(), &rs), &mut out);
+        f.values(&fold(f.as_ref(), &rs, 0), &mut out);
         assert_eq!(out.len(), cols.len(), "{}", f.name());
         for (c, v) in cols.iter().zip(&out) {
             let typed = matches!(
@@ -152,8 +156,9 @@ fn every_family_gives_a_value_of_its_type_for_each_column() {
         }
         kept += cols.len();
     }
-    // power and wind: 6 each, dir: 6 + 2, status: 6, note: 1, the 12 categories.
-    assert_eq!(kept, 6 * 4 + 2 + 1 + 12);
+    // power and wind: 6 each, dir: 6 + 2, status: 6, note: 1, the 12 categories; the runs of
+    // the three floats (5 each) and the interval's first and last instants.
+    assert_eq!(kept, 6 * 4 + 2 + 1 + 12 + 3 * 5 + 2);
 }
 
 #[test]
@@ -182,7 +187,21 @@ fn turbulence_is_a_figure_of_the_wind_alone_and_only_of_a_wind_that_is_a_number(
 fn the_schema_drops_every_suffix_a_signal_can_have() {
     assert_eq!(
         signal_suffixes(),
-        ["n", "mean", "m2", "min", "max", "implausible", "sin", "cos"]
+        [
+            "n",
+            "mean",
+            "m2",
+            "min",
+            "max",
+            "implausible",
+            "sin",
+            "cos",
+            "run_first",
+            "run_lead",
+            "run_last",
+            "run_trail",
+            "frozen_inside"
+        ]
     );
     let dir = signals().get(2).clone();
     let names: Vec<String> = signal_columns(&dir).into_iter().map(|c| c.name).collect();
@@ -196,7 +215,12 @@ fn the_schema_drops_every_suffix_a_signal_can_have() {
             "dir_max",
             "dir_implausible",
             "dir_sin",
-            "dir_cos"
+            "dir_cos",
+            "dir_run_first",
+            "dir_run_lead",
+            "dir_run_last",
+            "dir_run_trail",
+            "dir_frozen_inside"
         ]
     );
 }
