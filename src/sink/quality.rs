@@ -578,9 +578,10 @@ pub(crate) async fn time_by_category<C: GenericClient>(
 }
 
 /// Moves into their categories the time the annotations cover (`core::allocation`) in each of
-/// `times`; with `only`, a turbine of it that has no interval in the window
-/// but an annotation gets its time too (all of it expected, none come), after the others. Reads the window's
-/// annotations with a category (few), and only the intervals they cover.
+/// `times`; with `only`, a turbine of it that has no interval in the window but an annotation
+/// gets its time too (all of it expected, none come), after the others. Reads the window's
+/// annotations with a category (few), and only the intervals they cover (all of a fleet's
+/// where one covers the fleet by prefix).
 async fn annotated<C: GenericClient>(
     c: &C,
     sql: &Sql,
