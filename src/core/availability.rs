@@ -240,23 +240,65 @@ impl Default for View {
     }
 }
 
+/// A window's time in each category ([`Category::ALL`]'s order), in readings' worth (each reading
+/// stands for its sample period; fractional where an annotation moved part of an interval), and
+/// the readings expected that never came (time with no data: information unavailable). Merged
+/// by addition; also the change an annotation makes ([`crate::core::allocation::moved`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Times {
+    pub categories: [f64; 12],
+    pub missing: f64,
+}
+
+impl Times {
+    /// The time of `counts`, and `missing` readings that never came (none below 0).
+    pub fn of(counts: &Counts, missing: f64) -> Times {
+        Times {
+            categories: counts.0.map(|n| n as f64),
+            missing: missing.max(0.0),
+        }
+    }
+
+    /// The time in `c`, the readings that never came counted information unavailable.
+    pub fn get(&self, c: Category) -> f64 {
+        let n = self.categories[c.index()];
+        if c == Category::InformationUnavailable {
+            n + self.missing
+        } else {
+            n
+        }
+    }
+
+    /// All of it: every category's and the missing.
+    pub fn total(&self) -> f64 {
+        self.categories.iter().sum::<f64>() + self.missing
+    }
+
+    /// The two added: two windows' times merged, or two changes.
+    pub fn plus(&self, o: &Times) -> Times {
+        let mut out = *self;
+        for (a, b) in out.categories.iter_mut().zip(o.categories) {
+            *a += b;
+        }
+        out.missing += o.missing;
+        out
+    }
+
+    /// A time with `change` made to it ([`crate::core::allocation::moved`]'s): the missing
+    /// never below 0.
+    pub fn changed(&self, change: &Times) -> Times {
+        let mut out = self.plus(change);
+        out.missing = out.missing.max(0.0);
+        out
+    }
+}
+
 impl View {
-    /// Time-based availability: available time over available and unavailable time. `counts`
-    /// the readings in each category; `missing` the readings expected that never came (time
-    /// with no data, information unavailable). None when no time counts either way.
-    pub(crate) fn time_based(&self, counts: &Counts, missing: f64) -> Option<f64> {
-        let sum = |cs: &[Category]| -> f64 {
-            cs.iter()
-                .map(|c| {
-                    let n = counts.get(*c) as f64;
-                    if *c == Category::InformationUnavailable {
-                        n + missing.max(0.0)
-                    } else {
-                        n
-                    }
-                })
-                .sum()
-        };
+    /// Time-based availability: available time over available and unavailable time (the
+    /// readings that never came are information unavailable). None when no time counts either
+    /// way.
+    pub(crate) fn time_based(&self, t: &Times) -> Option<f64> {
+        let sum = |cs: &[Category]| -> f64 { cs.iter().map(|c| t.get(*c)).sum() };
         let (a, u) = (sum(&self.available), sum(&self.unavailable));
         (a + u > 0.0).then(|| a / (a + u))
     }
@@ -656,7 +698,7 @@ mod tests {
         }
         let v = View::default();
         assert_eq!(
-            v.time_based(&c, 30.0),
+            v.time_based(&Times::of(&c, 30.0)),
             Some(0.95),
             "force majeure and missing time excluded"
         );
@@ -665,8 +707,8 @@ mod tests {
             unavailable: Category::ALL[1..].to_vec(),
         };
         // 90 of 90 + 5 + 5 + 20 + 30 (the missing time is information unavailable).
-        assert_eq!(strict.time_based(&c, 30.0), Some(0.6));
-        assert_eq!(v.time_based(&Counts::default(), 0.0), None);
+        assert_eq!(strict.time_based(&Times::of(&c, 30.0)), Some(0.6));
+        assert_eq!(v.time_based(&Times::default()), None);
         assert_eq!(c.merge(&c).get(Category::ForcedOutage), 10);
     }
 

@@ -2,6 +2,7 @@
 //! it. Pure: no I/O and no driver crates; every layer above builds on it and it imports none.
 
 pub mod absence;
+pub mod allocation;
 pub mod annotation;
 pub mod availability;
 pub mod batch;

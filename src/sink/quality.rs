@@ -446,11 +446,11 @@ async fn availability_gauges(
 ) -> Result<(), Error> {
     use crate::telemetry;
     let all = time_by_category(c, sql, window, None).await?;
-    let (counts, missing) = all.iter().fold(
-        (crate::core::availability::Counts::default(), 0.0),
-        |(c, m), t| (c.merge(&t.counts), m + t.missing()),
-    );
-    if let Some(a) = view.time_based(&counts, missing) {
+    // The fleet's time: its turbines' merged, annotations applied.
+    let fleet = all
+        .iter()
+        .fold(Default::default(), |f, t| t.times().plus(&f));
+    if let Some(a) = view.time_based(&fleet) {
         metrics::gauge!(telemetry::FLEET_AVAILABILITY).set(a);
     }
     let values: Vec<(f64, &str)> = all
@@ -503,7 +503,7 @@ async fn gauges(
 }
 
 /// One turbine's time over a window, by availability category.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct TurbineTime {
     pub turbine_id: String,
     /// Readings in each category (intervals written without availability count for none).
@@ -511,6 +511,9 @@ pub struct TurbineTime {
     pub readings: i64,
     /// The readings the whole window should hold under the turbine's sample period.
     pub expected: Option<f64>,
+    /// What the operators' annotations with a category move over the window
+    /// (`core::allocation::moved`): added to the time its readings counted.
+    pub moved: crate::core::availability::Times,
 }
 
 impl TurbineTime {
@@ -520,22 +523,25 @@ impl TurbineTime {
             .map_or(0.0, |e| (e - self.readings as f64).max(0.0))
     }
 
+    /// Its time in each category and the readings that never came, annotations applied.
+    pub fn times(&self) -> crate::core::availability::Times {
+        crate::core::availability::Times::of(&self.counts, self.missing()).changed(&self.moved)
+    }
+
     /// Time-based availability under `view`.
     pub fn availability(&self, view: &crate::core::availability::View) -> Option<f64> {
-        view.time_based(&self.counts, self.missing())
+        view.time_based(&self.times())
     }
 }
 
 /// Per turbine with intervals starting in `[since, until)` (of `only`, when given): its readings
-/// in each availability category, its readings and the readings the window should hold. One
-/// aggregate; empty when availability is not kept.
+/// in each availability category, its readings and the readings the window should hold, and
+/// what the annotations with a category move ([`annotated`]). One aggregate; empty when
+/// availability is not kept.
 pub(crate) async fn time_by_category<C: GenericClient>(
     c: &C,
     sql: &Sql,
-    Span {
-        from: since,
-        to: until,
-    }: Span,
+    window: Span,
     only: Option<&[&str]>,
 ) -> Result<Vec<TurbineTime>, Error> {
     use crate::core::availability::{Category, Counts};
@@ -547,10 +553,10 @@ pub(crate) async fn time_by_category<C: GenericClient>(
         .map(|k| format!("coalesce(sum(\"{}\"), 0)::int8", stats::category_column(*k)))
         .collect();
     let columns = format!("sum(readings)::int8, {}", sums.join(", "));
-    let (rows, secs) = per_turbine(c, sql, &columns, Span::new(since, until), only)
+    let (rows, secs) = per_turbine(c, sql, &columns, window, only)
         .await
         .db("reading the turbines' time by availability category")?;
-    Ok(rows
+    let mut times: Vec<TurbineTime> = rows
         .iter()
         .map(|r| {
             let turbine_id: String = r.get(0);
@@ -563,7 +569,68 @@ pub(crate) async fn time_by_category<C: GenericClient>(
                 turbine_id,
                 counts,
                 readings: r.get(1),
+                moved: Default::default(),
             }
         })
-        .collect())
+        .collect();
+    annotated(c, sql, (window, secs), only, &mut times).await?;
+    Ok(times)
+}
+
+/// Moves into their categories the time the annotations cover (`core::allocation`) in each of
+/// `times`; with `only`, a turbine of it that has no interval in the window but an annotation
+/// gets its time too (all of it expected, none come), after the others. Reads the window's
+/// annotations with a category (few), and only the intervals they cover (all of a fleet's
+/// where one covers the fleet by prefix).
+async fn annotated<C: GenericClient>(
+    c: &C,
+    sql: &Sql,
+    (window, secs): (Span, i32),
+    only: Option<&[&str]>,
+    times: &mut Vec<TurbineTime>,
+) -> Result<(), Error> {
+    use crate::core::allocation;
+    let notes = crate::sink::annotations::categorised(c, window).await?;
+    if notes.is_empty() {
+        return Ok(());
+    }
+    for id in only.unwrap_or_default() {
+        let silent = times.iter().all(|t| t.turbine_id != *id);
+        if silent && !allocation::notes_of(&notes, id).is_empty() {
+            times.push(TurbineTime {
+                turbine_id: id.to_string(),
+                expected: sql.periods.expected(id, secs),
+                ..Default::default()
+            });
+        }
+    }
+    let each: Vec<Vec<allocation::Note>> = times
+        .iter()
+        .map(|t| allocation::notes_of(&notes, &t.turbine_id))
+        .collect();
+    let ids: Vec<&str> = (times.iter().zip(&each))
+        .filter(|(_, n)| !n.is_empty())
+        .map(|(t, _)| t.turbine_id.as_str())
+        .collect();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let width = sql.width.secs();
+    let mut covered: std::collections::HashMap<String, Vec<allocation::Interval>> =
+        Default::default();
+    for (id, i) in crate::sink::annotations::covered_intervals(c, width, window, &ids).await? {
+        covered.entry(id).or_default().push(i);
+    }
+    for (t, notes) in times.iter_mut().zip(&each).filter(|(_, n)| !n.is_empty()) {
+        let intervals = covered.remove(&t.turbine_id).unwrap_or_default();
+        t.moved = allocation::moved(
+            window,
+            chrono::Duration::seconds(i64::from(width)),
+            t.expected,
+            t.missing(),
+            &intervals,
+            notes,
+        );
+    }
+    Ok(())
 }

@@ -177,34 +177,43 @@ pub struct Row {
     pub empty: bool,
 }
 
+/// The time in each availability category of the interval `span` whose readings in each are
+/// `categories` (of `readings`, `expected` expected; the readings that never came counted
+/// information unavailable), the time `notes` cover moved into their categories
+/// (`core::allocation`); None when its categories were not counted.
+fn interval_times(
+    (categories, expected, readings): (Option<[Option<i64>; 12]>, Option<f64>, i64),
+    span: crate::core::span::Span,
+    notes: &[crate::core::allocation::Note],
+) -> Option<crate::core::availability::Times> {
+    use crate::core::allocation;
+    let mut counts = crate::core::availability::Counts::default();
+    for (k, n) in categories?.iter().enumerate() {
+        counts.0[k] = (*n)?;
+    }
+    let missing = expected.map_or(0.0, |e| (e - readings as f64).max(0.0));
+    let before = crate::core::availability::Times::of(&counts, missing);
+    let interval = allocation::Interval {
+        start: span.from,
+        counts,
+        readings,
+    };
+    let width = span.length();
+    let after = allocation::reallocate(span, width, expected, before, &[interval], notes);
+    Some(after)
+}
+
 /// An interval's availability columns (its time-based availability, then its time in each
-/// category, the readings that never came counted information unavailable) onto `cells`.
+/// category: [`interval_times`]) onto `cells`; empty where its categories were not counted.
 fn availability_cells(
     view: &crate::core::availability::View,
-    (categories, expected, readings): (Option<[Option<i64>; 12]>, Option<f64>, i64),
+    times: Option<crate::core::availability::Times>,
     cells: &mut Vec<Cell>,
 ) {
-    let float = |x: Option<f64>| x.map_or(Cell::Null, Cell::Float);
     use crate::core::availability::Category;
-    let cats = categories.unwrap_or([None; 12]);
-    let counted = cats.iter().all(Option::is_some);
-    let missing = expected.map_or(0.0, |e| (e - readings as f64).max(0.0));
-    let availability = counted
-        .then(|| {
-            let mut c = crate::core::availability::Counts::default();
-            for (k, n) in cats.iter().enumerate() {
-                c.0[k] = n.unwrap_or(0);
-            }
-            view.time_based(&c, missing)
-        })
-        .flatten();
-    cells.push(float(availability));
-    let unavailable = Category::InformationUnavailable.index();
-    cells.extend(
-        cats.iter().enumerate().map(|(k, n)| {
-            float(n.map(|n| n as f64 + if k == unavailable { missing } else { 0.0 }))
-        }),
-    );
+    let float = |x: Option<f64>| x.map_or(Cell::Null, Cell::Float);
+    cells.push(float(times.and_then(|t| view.time_based(&t))));
+    cells.extend(Category::ALL.map(|c| float(times.map(|t| t.get(c)))));
 }
 
 /// The flags as one text: their names in [`Flags::names`]' order, joined by `,`; empty when
@@ -563,7 +572,9 @@ impl Layout {
             }
         }
         if let Some(view) = &self.view {
-            availability_cells(view, (s.categories, s.expected, s.readings), &mut cells);
+            let notes = crate::core::allocation::notes_of(covering.iter().copied(), &turbine);
+            let times = interval_times((s.categories, s.expected, s.readings), span, &notes);
+            availability_cells(view, times, &mut cells);
         }
         cells[0] = Cell::Text(turbine);
         Row {

@@ -6,10 +6,12 @@ use super::*;
 use crate::core::span::Span;
 
 /// The kept closed-day times of [`Db::closed_times`]: the day (its midnight) they were made on,
+/// the annotations with a category they were made with (`sink::annotations::categorised_version`),
 /// and per turbine when they were made and what they are.
 #[derive(Default)]
 pub(super) struct ClosedTimes {
     today: Option<DateTime<Utc>>,
+    notes: Option<(i64, i64)>,
     by_id: std::collections::HashMap<String, (std::time::Instant, Closed)>,
 }
 
@@ -294,7 +296,8 @@ impl Db {
     }
 
     /// The time by availability category of each of `ids` yesterday and this month before
-    /// `today` (from `month_start`): kept ten minutes per turbine and never past its day, the
+    /// `today` (from `month_start`): kept ten minutes per turbine and never past its day nor
+    /// past a change in the annotations with a category (an operator's shows at once), the
     /// turbines with none kept (or too old) read in two statements. A late reading for a closed
     /// day shows within ten minutes; today's are read live by the caller.
     pub(super) async fn closed_times(
@@ -306,11 +309,13 @@ impl Db {
         ids: &[&str],
     ) -> Result<std::collections::HashMap<String, Closed>, Error> {
         let mut out = std::collections::HashMap::with_capacity(ids.len());
+        let notes = Some(crate::sink::annotations::categorised_version(c).await?);
         let stale: Vec<&str> = {
             let mut kept = self.closed_times.lock().expect("not poisoned");
-            if kept.today != Some(today) {
+            if kept.today != Some(today) || kept.notes != notes {
                 *kept = ClosedTimes {
                     today: Some(today),
+                    notes,
                     by_id: Default::default(),
                 };
             }
@@ -358,7 +363,7 @@ impl Db {
             }
         }
         let mut kept = self.closed_times.lock().expect("not poisoned");
-        if kept.today == Some(today) {
+        if kept.today == Some(today) && kept.notes == notes {
             for (id, k) in &fresh {
                 kept.by_id.insert(id.clone(), (made, k.clone()));
             }
@@ -454,9 +459,8 @@ impl Db {
             let secs = i32::try_from(window.length().num_seconds().max(0)).unwrap_or(i32::MAX);
             crate::sink::quality::TurbineTime {
                 turbine_id: id.to_string(),
-                counts: Default::default(),
-                readings: 0,
                 expected: sql.periods.expected(id, secs),
+                ..Default::default()
             }
         })))
     }

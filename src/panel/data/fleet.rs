@@ -328,12 +328,12 @@ fn put_availability(
     times: Vec<crate::sink::quality::TurbineTime>,
     yesterday: bool,
 ) {
-    // The page's turbines together: their time merged, not their figures averaged.
-    let (counts, missing) = times.iter().fold(
-        (crate::core::availability::Counts::default(), 0.0),
-        |(c, m), t| (c.merge(&t.counts), m + t.missing()),
-    );
-    let together = view.time_based(&counts, missing);
+    // The page's turbines together: their time merged (annotations applied), not their figures
+    // averaged.
+    let time = times
+        .iter()
+        .fold(Default::default(), |f, t| t.times().plus(&f));
+    let together = view.time_based(&time);
     let found: std::collections::HashMap<String, Option<f64>> = times
         .into_iter()
         .map(|t| (t.turbine_id.clone(), t.availability(view)))
@@ -364,7 +364,8 @@ pub(super) fn production_together<'a>(
 }
 
 /// One turbine's time over two adjoining windows, from its time over each (None over a window
-/// with no interval); `expected` is left as the earlier's and must be set for the whole.
+/// with no interval), with what annotations moved in each; `expected` is left as the earlier's
+/// and must be set for the whole.
 pub(super) fn joined(
     earlier: Option<&crate::sink::quality::TurbineTime>,
     later: Option<&crate::sink::quality::TurbineTime>,
@@ -375,6 +376,7 @@ pub(super) fn joined(
         (Some(a), Some(b)) => Some(crate::sink::quality::TurbineTime {
             counts: a.counts.merge(&b.counts),
             readings: a.readings + b.readings,
+            moved: a.moved.plus(&b.moved),
             ..a.clone()
         }),
     }

@@ -357,6 +357,7 @@ mod tests {
             counts,
             readings,
             expected: Some(1.0),
+            moved: Default::default(),
         }
     }
 
@@ -369,6 +370,18 @@ mod tests {
         assert_eq!(both.readings, 12);
         assert_eq!(both.counts.0[0], 9);
         assert_eq!(both.counts.0[1], 3);
+        // What annotations moved in each window is moved in both.
+        let mut a = time(5, 2);
+        a.moved.categories[0] = -1.5;
+        a.moved.categories[6] = 1.5;
+        let mut b = time(7, 7);
+        b.moved.categories[0] = -2.0;
+        b.moved.categories[6] = 2.5;
+        b.moved.missing = -0.5;
+        let both = joined(Some(&a), Some(&b)).unwrap();
+        assert_eq!(both.moved.categories[0], -3.5);
+        assert_eq!(both.moved.categories[6], 4.0);
+        assert_eq!(both.moved.missing, -0.5);
     }
 
     #[test]

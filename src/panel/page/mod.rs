@@ -389,19 +389,13 @@ fn availability_bar(
     view: &crate::core::availability::View,
 ) -> Markup {
     use crate::core::availability::Category;
-    let missing = t.missing();
-    let total: f64 = t.counts.0.iter().map(|n| *n as f64).sum::<f64>() + missing;
+    // Annotations applied: the time one with a category covers is in its category.
+    let times = t.times();
+    let total = times.total();
     let share = |n: f64| if total > 0.0 { 100.0 * n / total } else { 0.0 };
     let parts: Vec<(Category, f64)> = Category::ALL
         .into_iter()
-        .map(|c| {
-            let extra = if c == Category::InformationUnavailable {
-                missing
-            } else {
-                0.0
-            };
-            (c, t.counts.get(c) as f64 + extra)
-        })
+        .map(|c| (c, times.get(c)))
         .filter(|(_, n)| *n > 0.0)
         .collect();
     html! {
@@ -795,6 +789,7 @@ mod tests {
                     },
                     readings: 800,
                     expected: Some(1000.0),
+                    moved: Default::default(),
                 },
                 crate::core::availability::View::default(),
             )),
