@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -29,18 +29,18 @@ const NAMES: [&str; 7] = [
     "wind_dir_deg",
 ];
 
-/// A column's rules as the example declares them: an angle; stuck judged (six equal values);
-/// the plausible bounds.
-type Rules = (bool, bool, Option<(f64, f64)>);
+/// A column's rules as the example declares them: an angle; the equal values in a row that are
+/// a frozen sensor, where it is judged stuck; the plausible bounds.
+type Rules = (bool, Option<usize>, Option<(f64, f64)>);
 
 const RULES: [Rules; 7] = [
-    (false, false, Some((-10.0, 95.0))),
-    (false, true, Some((-100.0, 2100.0))),
-    (false, true, Some((0.0, 40.0))),
-    (true, true, None),
-    (false, true, Some((-40.0, 50.0))),
-    (true, false, None),
-    (true, true, None),
+    (false, None, Some((-10.0, 95.0))),
+    (false, Some(3), Some((-100.0, 2100.0))),
+    (false, Some(3), Some((0.0, 40.0))),
+    (true, Some(3), None),
+    (false, Some(6), Some((-40.0, 50.0))),
+    (true, None, None),
+    (true, Some(3), None),
 ];
 
 /// The data: `LHB_CSV`, else where `bench/lhb/fetch` keeps it.
@@ -141,14 +141,13 @@ fn vector_mean(xs: &[f64]) -> f64 {
         .rem_euclid(360.0)
 }
 
-/// The flags the example's rules raise on column `k` of `h`.
-fn flags(k: usize, h: &Hour) -> String {
-    let (_, stuck_judged, bounds) = RULES[k];
+/// The flags the example's rules raise on column `k` of `h`; `frozen`: whether a value of it
+/// lies in a frozen run ([`frozen_hours`]).
+fn flags(k: usize, h: &Hour, frozen: bool) -> String {
+    let bounds = RULES[k].2;
     let v = &h.values[k];
-    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let mut f = Vec::new();
-    if stuck_judged && v.len() >= 6 && lo == hi {
+    if frozen {
         f.push("stuck");
     }
     if bounds.is_some_and(|(a, b)| v.iter().any(|x| *x < a || *x > b)) {
@@ -158,6 +157,57 @@ fn flags(k: usize, h: &Hour) -> String {
         f.push("absent");
     }
     f.join(",")
+}
+
+type Hours = BTreeMap<(String, DateTime<Utc>), Hour>;
+
+/// An hour of a turbine and its values of one column.
+type Piece<'a> = (&'a (String, DateTime<Utc>), &'a [f64]);
+
+/// The (turbine, hour, column) holding a value of a frozen run: enough equal values in a row
+/// (`RULES`) of a column judged stuck, the run followed through the next hour of the same turbine
+/// while it holds values of the column (an hour without any breaks it).
+fn frozen_hours(hours: &Hours) -> HashSet<(String, DateTime<Utc>, usize)> {
+    let mut out = HashSet::new();
+    for (k, min) in (0..7).filter_map(|k| Some((k, RULES[k].1?))) {
+        let mut stretch: Vec<Piece> = Vec::new();
+        let mut flush = |stretch: &mut Vec<Piece>| {
+            let all: Vec<f64> = stretch
+                .iter()
+                .flat_map(|(_, v)| v.iter().copied())
+                .collect();
+            let mut frozen = vec![false; all.len()];
+            let mut start = 0;
+            for i in 1..=all.len() {
+                if i == all.len() || all[i] != all[i - 1] {
+                    let is = i - start >= min;
+                    frozen[start..i].iter_mut().for_each(|f| *f = is);
+                    start = i;
+                }
+            }
+            let mut at = 0;
+            for (key, v) in stretch.drain(..) {
+                if frozen[at..at + v.len()].iter().any(|f| *f) {
+                    out.insert((key.0.clone(), key.1, k));
+                }
+                at += v.len();
+            }
+        };
+        for (key, h) in hours {
+            let v = h.values[k].as_slice();
+            let follows = stretch
+                .last()
+                .is_some_and(|(p, _)| p.0 == key.0 && p.1 + chrono::Duration::hours(1) == key.1);
+            if !follows || v.is_empty() {
+                flush(&mut stretch);
+            }
+            if !v.is_empty() {
+                stretch.push((key, v));
+            }
+        }
+        flush(&mut stretch);
+    }
+    out
 }
 
 /// Whether `got` (an exported figure) is `want` to 1e-12 of its size.
@@ -212,9 +262,11 @@ async fn la_haute_borne_is_told_exactly_hour_by_hour() {
     )
     .await;
 
-    // The file's hours, from the rows stored.
-    let mut hours: BTreeMap<(String, DateTime<Utc>), Hour> = BTreeMap::new();
-    for r in &stored {
+    // The file's hours, from the rows stored, in time order.
+    let mut hours: Hours = BTreeMap::new();
+    let mut in_order = stored.clone();
+    in_order.sort_by_key(|r| (r.turbine.as_str(), r.at));
+    for r in &in_order {
         let ts = r.at.timestamp();
         let hour = DateTime::<Utc>::from_timestamp(ts - ts.rem_euclid(3600), 0).unwrap();
         let h = hours.entry((r.turbine.clone(), hour)).or_default();
@@ -239,6 +291,7 @@ async fn la_haute_borne_is_told_exactly_hour_by_hour() {
         args.extend(extra);
         stdout_jsonl(&d.command(&args))
     };
+    let frozen = frozen_hours(&hours);
     let exported = export(&["--only-stored"]);
     assert_eq!(exported.len(), hours.len());
     for (row, ((turbine, hour), h)) in exported.iter().zip(&hours) {
@@ -251,7 +304,7 @@ async fn la_haute_borne_is_told_exactly_hour_by_hour() {
             assert_eq!(col("n").as_i64(), Some(v.len() as i64), "{at} {name}");
             assert_eq!(
                 col("flags").as_str(),
-                Some(flags(k, h).as_str()),
+                Some(flags(k, h, frozen.contains(&(turbine.clone(), *hour, k))).as_str()),
                 "{at} {name}"
             );
             if v.is_empty() {
@@ -282,8 +335,10 @@ async fn la_haute_borne_is_told_exactly_hour_by_hour() {
     // The hours an engineer keeps: flagged on no signal. And every hour of the two years, in
     // the regular series.
     let clean = hours
-        .values()
-        .filter(|h| (0..7).all(|k| flags(k, h).is_empty()))
+        .iter()
+        .filter(|((t, at), h)| {
+            (0..7).all(|k| flags(k, h, frozen.contains(&(t.clone(), *at, k))).is_empty())
+        })
         .count();
     assert_eq!(export(&["--quality", "clean"]).len(), clean);
     eprintln!(

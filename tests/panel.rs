@@ -1526,8 +1526,11 @@ async fn the_turbine_page_charts_turbulence_intensity_from_the_intervals() {
     let c = db.client().await;
     let intervals = galewatch::sink::quality::intervals(
         &c,
-        &sql,
-        &cfg.rules.limits.signals,
+        (
+            &sql,
+            &cfg.rules.limits.signals,
+            cfg.settings.stats.stats_stuck_min_readings,
+        ),
         "API-1",
         at("2026-11-20T10:00:00Z"),
         at("2026-11-20T11:00:00Z"),

@@ -64,11 +64,15 @@ async fn completeness_flags_and_directions_are_told_exactly() {
     let since = until - chrono::Duration::hours(1);
     let at = |s: i64| since + chrono::Duration::seconds(s);
     // 150 readings 4 s apart in the hour's second interval (300 expected there, 1,800 in
-    // the hour), its power frozen at 1500, one wind speed past the soft bound, its nacelle
-    // swinging between 350° and 10°.
+    // the hour), its power frozen at 1500, one wind speed past the soft bound (the others
+    // moving: a run of equal ones would freeze it), its nacelle swinging between 350° and 10°.
     let q1: Vec<String> = (0..150)
         .map(|k| {
-            let wind = if k == 7 { 80.0 } else { 5.0 };
+            let wind = if k == 7 {
+                80.0
+            } else {
+                5.0 + (k % 3) as f64 * 0.1
+            };
             let dir = if k % 2 == 0 { 350.0 } else { 10.0 };
             reading(at(600 + 4 * k), 1500.0, wind, dir)
         })

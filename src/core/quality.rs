@@ -17,12 +17,17 @@ pub struct Figures {
     pub max: Option<f64>,
     /// Values outside the soft bounds; None where not counted (an interval written before).
     pub implausible: Option<i64>,
+    /// Values in a frozen run (`core::frozen`, chained across the interval's neighbours); None
+    /// where not known (written before runs were kept): the interval's own values judge it.
+    pub frozen: Option<i64>,
 }
 
 /// An interval's flags for one signal.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Flags {
-    /// At least `stuck_min_readings` values, all equal: a frozen sensor.
+    /// Some value lies in a run of at least `stuck_min_readings` values each within
+    /// `stuck_tolerance` of the one before, which may cross interval boundaries: a frozen
+    /// sensor.
     pub stuck: bool,
     /// Some value lay outside the soft bounds (`plausible_min`, `plausible_max`).
     pub implausible: bool,
@@ -73,11 +78,12 @@ pub struct Rules {
 /// A signal's frozen-sensor rule.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Stuck {
-    /// The least number of readings that can show a frozen sensor; None: the fleet's
+    /// The least values of a run that show a frozen sensor; None: the fleet's
     /// `stats_stuck_min_readings`.
     pub min_readings: Option<i64>,
-    /// The widest spread (maximum − minimum) of an interval's values still taken for one value
-    /// (a frozen sensor whose last digit flickers); 0: all equal.
+    /// The widest step between two values of one run (a frozen sensor whose last digit
+    /// flickers); 0: equal values. Where runs are not known (intervals written before they were
+    /// kept), the widest spread of an interval's values.
     pub tolerance: f64,
 }
 
@@ -205,6 +211,10 @@ impl Rule<'_> {
     }
 
     fn stuck(&self, f: &Figures) -> bool {
+        if let (Some(_), Some(frozen)) = (self.stuck, f.frozen) {
+            return frozen > 0;
+        }
+        // Runs not known: at least k values of the interval, their spread within tolerance.
         self.stuck.is_some_and(|(k, tolerance)| {
             f.n >= k
                 && f.min.zip(f.max).is_some_and(|(lo, hi)| {
@@ -266,6 +276,7 @@ mod tests {
             min: Some(min),
             max: Some(max),
             implausible: Some(implausible),
+            frozen: None,
         }
     }
 
@@ -285,6 +296,20 @@ mod tests {
             ..f(5, 0, 0.0, 0.0, 0)
         };
         assert_eq!(judged(&none, 1).names(), ["absent"]);
+    }
+
+    #[test]
+    fn frozen_values_judge_stuck_where_the_runs_are_known() {
+        let known = |frozen| Figures {
+            frozen: Some(frozen),
+            ..f(6, 6, 1.0, 2.0, 0)
+        };
+        assert!(judged(&known(3), 10).stuck, "a run crossing into it");
+        assert!(!judged(&known(0), 10).stuck);
+        // Not known: the interval's own values, all equal.
+        assert!(judged(&f(10, 10, 1.0, 1.0, 0), 10).stuck);
+        let pitch = Rules::checked(("float", true), Some(false), None, None, &[]).unwrap();
+        assert!(!flags(&known(6), &pitch.resolve(3), "T").stuck);
     }
 
     #[test]
@@ -332,6 +357,7 @@ mod rules {
             min: Some(lo),
             max: Some(hi),
             implausible: Some(0),
+            frozen: None,
         }
     }
 
@@ -394,6 +420,7 @@ mod rules {
             min: None,
             max: None,
             implausible: Some(0),
+            frozen: None,
         };
         assert!(flags(&lacking, &mast.resolve(10), "MET-1").absent);
         assert!(flags(&lacking, &mast.resolve(10), "mast").absent);

@@ -112,11 +112,12 @@ pub struct SignalSetting {
     /// that rests by nature: a pitch at its stop, a nacelle that does not yaw (docs/stats.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stuck: Option<bool>,
-    /// The least readings of one value that flag it stuck (default: stats_stuck_min_readings).
+    /// The least values of a run (in a row, across intervals) that flag it stuck (default:
+    /// stats_stuck_min_readings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stuck_min_readings: Option<i64>,
-    /// The widest spread (max − min) of an interval's values still taken for one frozen value
-    /// (default 0: all equal).
+    /// The widest step between two values of one run, a last digit that flickers (default 0:
+    /// equal values).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stuck_tolerance: Option<f64>,
     /// Turbine-id prefixes expected to send it (a met mast's signals: ["MET-"]); default: every
@@ -523,6 +524,11 @@ impl Signals {
 
     pub fn iter(&self) -> std::slice::Iter<'_, Signal> {
         self.list.iter()
+    }
+
+    /// The declared signals, in order.
+    pub fn as_slice(&self) -> &[Signal] {
+        &self.list
     }
 
     pub fn len(&self) -> usize {

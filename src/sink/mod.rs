@@ -22,6 +22,7 @@ pub mod partition;
 pub mod pg;
 pub mod power_curve;
 pub mod quality;
+pub mod runs;
 pub mod stats;
 pub mod transaction;
 pub mod write;

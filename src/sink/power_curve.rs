@@ -15,6 +15,7 @@ use crate::core::signals::Signals;
 use crate::core::span::Span;
 use crate::error::{DbContext, Error};
 use crate::sink::quality::stuck_sql;
+use crate::sink::runs;
 use crate::sink::stats::{self, Sql};
 
 /// The SQL test that an interval row may stand in a curve, and its mean wind and power.
@@ -22,6 +23,8 @@ fn clean(sql: &Sql, signals: &Signals, policy: &Policy, k: i64) -> (String, Stri
     let cols = |i: usize| stats::column_names(signals.get(i)).map(|c| format!("\"{c}\""));
     let [wn, wmean, _, wmin, wmax] = cols(policy.wind);
     let [pn, pmean, _, pmin, pmax] = cols(policy.power);
+    let frozen = |i: usize| crate::sink::runs::frozen_column(signals.get(i));
+    let (wf, pf) = (frozen(policy.wind), frozen(policy.power));
     let imp = |i: usize| format!("\"{}\"", stats::implausible_column(signals.get(i)));
     let rule = |i: usize| signals.get(i).rules.resolve(k);
     let mut tests = vec![
@@ -30,8 +33,8 @@ fn clean(sql: &Sql, signals: &Signals, policy: &Policy, k: i64) -> (String, Stri
         format!("{wn} = readings AND {pn} = readings"),
         format!(
             "NOT {} AND NOT {}",
-            stuck_sql(&rule(policy.wind), &wn, &wmin, &wmax),
-            stuck_sql(&rule(policy.power), &pn, &pmin, &pmax)
+            stuck_sql(&rule(policy.wind), [&wn, &wmin, &wmax, &wf]),
+            stuck_sql(&rule(policy.power), [&pn, &pmin, &pmax, &pf])
         ),
         format!(
             "coalesce({}, 0) = 0 AND coalesce({}, 0) = 0",
@@ -90,12 +93,19 @@ pub(crate) async fn turbine_bins<C: GenericClient>(
         "SELECT turbine_id, floor({wind} / {w})::int8 AS b, count(*),
                 avg({wind} ORDER BY interval_start), avg({power} ORDER BY interval_start),
                 coalesce(stddev_pop({power} ORDER BY interval_start), 0)
-           FROM interval_stats
+           FROM {source}
           WHERE interval_seconds = {secs} AND interval_start >= $1 AND interval_start < $2
             AND {test}{which}
           GROUP BY 1, 2 ORDER BY 1, 2",
         w = stats::lit(policy.bin_width),
         secs = sql.width.secs(),
+        source = runs::source(
+            signals.as_slice(),
+            stuck_min_readings,
+            sql.width.secs(),
+            ("$1", "$2"),
+            which
+        ),
     );
     let rows = c
         .query(&statement, &params)
@@ -229,7 +239,15 @@ fn period_sql(
             "readings > 0 AND \"{}\" IS NOT NULL AND {wn} > 0 AND {pn} > 0 AND {wind} >= 0
              AND coalesce({imp}, 0) = 0 AND NOT {}",
             stats::category_column(Category::FullPerformance),
-            stuck_sql(&wind_rule, &wn, &wmin, &wmax),
+            stuck_sql(
+                &wind_rule,
+                [
+                    &wn,
+                    &wmin,
+                    &wmax,
+                    &crate::sink::runs::frozen_column(signals.get(policy.wind))
+                ]
+            ),
         ),
         None => "false".into(),
     };
@@ -289,10 +307,17 @@ pub(crate) async fn fleet_production<C: GenericClient>(
     let (which, params) = stats::window_params(&window, &only);
     let statement = format!(
         "SELECT turbine_id, {period}
-           FROM interval_stats
+           FROM {}
           WHERE interval_seconds = {} AND interval_start >= $1 AND interval_start < $2
             AND coalesce({known}, false){which}
           ORDER BY turbine_id, interval_start",
+        runs::source(
+            signals.as_slice(),
+            stuck_min_readings,
+            sql.width.secs(),
+            ("$1", "$2"),
+            which
+        ),
         sql.width.secs(),
     );
     let failed = |e| Error::db("reading the fleet's production-based availability", e);
@@ -341,10 +366,17 @@ pub(crate) async fn turbine_intervals<C: GenericClient>(
     let statement = format!(
         "SELECT interval_start, {period},
                 coalesce({test}, false), coalesce({known}, false)
-           FROM interval_stats
+           FROM {}
           WHERE turbine_id = $1 AND interval_seconds = {} AND interval_start >= $2
             AND interval_start < $3 AND (({test}) OR ({known}))
           ORDER BY interval_start",
+        runs::source(
+            signals.as_slice(),
+            stuck_min_readings,
+            sql.width.secs(),
+            ("$2", "$3"),
+            " AND turbine_id = $1"
+        ),
         sql.width.secs()
     );
     // The tests in the WHERE clause are estimated to keep a few hundred of a year's 52,560 rows

@@ -51,23 +51,24 @@ impl IntervalFigures {
     }
 }
 
-/// Per declared signal, its count, minimum, maximum and implausible count as SQL (NULLs where
-/// the signal has none, and the minimum and maximum where it is never judged stuck: its
-/// rules), in declared order.
-fn signal_columns(signals: &Signals) -> Vec<[String; 4]> {
+/// Per declared signal, its count, minimum, maximum, implausible count and frozen values as SQL
+/// (NULLs where the signal has none, and the minimum and maximum where it is never judged stuck:
+/// its rules), in declared order; the frozen values come from [`crate::sink::runs::source`].
+fn signal_columns(signals: &Signals) -> Vec<[String; 5]> {
     signals
         .iter()
         .map(|s| {
             let q = |c: String| format!("\"{c}\"");
             if s.kind.is_numeric() {
                 let [n, _, _, min, max] = stats::column_names(s);
-                let (min, max) = if s.rules.stuck.is_some() {
-                    (q(min), q(max))
+                let (min, max, frozen) = if s.rules.stuck.is_some() {
+                    (q(min), q(max), crate::sink::runs::frozen_column(s))
                 } else {
                     // Never stuck: its minimum and maximum say nothing of the sensor.
-                    ("NULL::float8".into(), "NULL::float8".into())
+                    let none = "NULL::float8".to_string();
+                    (none.clone(), none, "NULL::int8".into())
                 };
-                [q(n), min, max, q(stats::implausible_column(s))]
+                [q(n), min, max, q(stats::implausible_column(s)), frozen]
             } else {
                 // Not counted (an interval an older release wrote): not known to lack it.
                 [
@@ -75,6 +76,7 @@ fn signal_columns(signals: &Signals) -> Vec<[String; 4]> {
                     "NULL::float8".into(),
                     "NULL::float8".into(),
                     "0::int8".into(),
+                    "NULL::int8".into(),
                 ]
             }
         })
@@ -82,10 +84,10 @@ fn signal_columns(signals: &Signals) -> Vec<[String; 4]> {
 }
 
 /// One turbine's intervals starting in `[from, to)`, in time order.
+/// `judged`: the statements, the declared signals and the fleet's `stats_stuck_min_readings`.
 pub async fn intervals<C: GenericClient>(
     c: &C,
-    sql: &Sql,
-    signals: &Signals,
+    (sql, signals, stuck_min_readings): (&Sql, &Signals, i64),
     turbine: &str,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
@@ -106,13 +108,14 @@ pub async fn intervals<C: GenericClient>(
         let [n, mean, m2, _, _] = stats::column_names(&sql.numeric[f.signal]);
         cols.extend([n, mean, m2].map(|c| format!("\"{c}\"")));
     }
+    let w = sql.width.secs();
     let statement = format!(
         "SELECT interval_start, readings, expected, {}
-           FROM interval_stats
-          WHERE turbine_id = $1 AND interval_seconds = {} AND interval_start >= $2 AND interval_start < $3
+           FROM {}
+          WHERE turbine_id = $1 AND interval_seconds = {w} AND interval_start >= $2 AND interval_start < $3
           ORDER BY interval_start",
         cols.join(", "),
-        sql.width.secs()
+        crate::sink::runs::source(signals.as_slice(), stuck_min_readings, w, ("$2", "$3"), " AND turbine_id = $1"),
     );
     let rows = c
         .query(&statement, &[&turbine, &from, &to])
@@ -128,13 +131,14 @@ pub async fn intervals<C: GenericClient>(
                 expected: r.get(2),
                 signals: (0..signals.len())
                     .map(|i| {
-                        let at = 3 + 4 * i;
+                        let at = 3 + 5 * i;
                         Figures {
                             readings,
                             n: r.get::<_, Option<i64>>(at).unwrap_or(0),
                             min: r.get(at + 1),
                             max: r.get(at + 2),
                             implausible: r.get(at + 3),
+                            frozen: r.get(at + 4),
                         }
                     })
                     .collect(),
@@ -184,17 +188,25 @@ impl Summary {
 
 /// One aggregate per turbine over the intervals starting in `[since, until)` (of `only`, when
 /// given): `turbine_id` then `columns`; with the window's length in seconds.
+/// `judged`: the signals and `stats_stuck_min_readings` when `columns` read the frozen values
+/// ([`crate::sink::runs::source`]).
 async fn per_turbine<C: GenericClient>(
     c: &C,
-    sql: &Sql,
+    (sql, judged): (&Sql, Option<(&Signals, i64)>),
     columns: &str,
     window: Span,
     only: Option<&[&str]>,
 ) -> Result<(Vec<tokio_postgres::Row>, i32), tokio_postgres::Error> {
     let (which, params) = stats::window_params(&window, &only);
+    let source = match judged {
+        Some((signals, k)) => {
+            crate::sink::runs::source(signals.as_slice(), k, sql.width.secs(), ("$1", "$2"), which)
+        }
+        None => "interval_stats".into(),
+    };
     let statement = format!(
         "SELECT turbine_id, {columns}
-           FROM interval_stats
+           FROM {source}
           WHERE interval_seconds = {} AND interval_start >= $1 AND interval_start < $2{which}
           GROUP BY turbine_id ORDER BY turbine_id",
         sql.width.secs(),
@@ -204,9 +216,22 @@ async fn per_turbine<C: GenericClient>(
     Ok((rows, secs))
 }
 
-/// The SQL test of `stuck` by `rule` on an interval row whose count, minimum and maximum are
-/// `n`, `min` and `max`: `core::quality::flags`' rule.
-pub(crate) fn stuck_sql(rule: &Rule, n: &str, min: &str, max: &str) -> String {
+/// The SQL test of `stuck` by `rule` on an interval row whose count, minimum, maximum and frozen
+/// values are `n`, `min`, `max` and `frozen` (a column of [`crate::sink::runs::source`]):
+/// `core::quality::flags`' rule — some value frozen where the runs are known, else the
+/// interval's own values.
+pub(crate) fn stuck_sql(rule: &Rule, [n, min, max, frozen]: [&str; 4]) -> String {
+    if rule.stuck_rule().is_none() {
+        return "false".into();
+    }
+    format!(
+        "coalesce({frozen} > 0, {})",
+        own_stuck_sql(rule, n, min, max)
+    )
+}
+
+/// [`stuck_sql`] where the runs are not known.
+fn own_stuck_sql(rule: &Rule, n: &str, min: &str, max: &str) -> String {
     match rule.stuck_rule() {
         None => "false".into(),
         Some((k, 0.0)) => format!("({n} >= {k} AND {min} = {max})"),
@@ -239,11 +264,11 @@ fn any_flag_sql(signals: &Signals, k: i64) -> String {
     let tests: Vec<String> = signal_columns(signals)
         .into_iter()
         .zip(signals.iter())
-        .map(|([n, min, max, imp], s)| {
+        .map(|([n, min, max, imp, frozen], s)| {
             let rule = s.rules.resolve(k);
             format!(
                 "{} OR coalesce({imp}, 0) > 0 OR {}",
-                stuck_sql(&rule, &n, &min, &max),
+                stuck_sql(&rule, [&n, &min, &max, &frozen]),
                 absent_sql(&rule, &n)
             )
         })
@@ -273,7 +298,8 @@ pub(crate) async fn summaries<C: GenericClient>(
         "count(*), sum(readings)::int8, count(*) FILTER (WHERE {})",
         any_flag_sql(signals, stuck_min_readings)
     );
-    let (rows, secs) = per_turbine(c, sql, &columns, Span::new(since, until), only)
+    let judged = Some((signals, stuck_min_readings));
+    let (rows, secs) = per_turbine(c, (sql, judged), &columns, Span::new(since, until), only)
         .await
         .db("summarising the turbines' quality")?;
     Ok(rows
@@ -306,22 +332,23 @@ async fn fleet_flags<C: GenericClient>(
     let counts: Vec<String> = signal_columns(signals)
         .into_iter()
         .zip(signals.iter())
-        .map(|([n, min, max, imp], s)| {
+        .map(|([n, min, max, imp, frozen], s)| {
             let rule = s.rules.resolve(stuck_min_readings);
             format!(
                 "count(*) FILTER (WHERE {}), \
                  count(*) FILTER (WHERE coalesce({imp}, 0) > 0), \
                  count(*) FILTER (WHERE {})",
-                stuck_sql(&rule, &n, &min, &max),
+                stuck_sql(&rule, [&n, &min, &max, &frozen]),
                 absent_sql(&rule, &n)
             )
         })
         .collect();
+    let w = sql.width.secs();
     let statement = format!(
-        "SELECT {} FROM interval_stats
-          WHERE interval_seconds = {} AND interval_start >= $1 AND interval_start < $2",
+        "SELECT {} FROM {}
+          WHERE interval_seconds = {w} AND interval_start >= $1 AND interval_start < $2",
         counts.join(", "),
-        sql.width.secs()
+        crate::sink::runs::source(signals.as_slice(), stuck_min_readings, w, ("$1", "$2"), ""),
     );
     let r = c
         .query_one(&statement, &[&since, &until])
@@ -553,7 +580,7 @@ pub(crate) async fn time_by_category<C: GenericClient>(
         .map(|k| format!("coalesce(sum(\"{}\"), 0)::int8", stats::category_column(*k)))
         .collect();
     let columns = format!("sum(readings)::int8, {}", sums.join(", "));
-    let (rows, secs) = per_turbine(c, sql, &columns, window, only)
+    let (rows, secs) = per_turbine(c, (sql, None), &columns, window, only)
         .await
         .db("reading the turbines' time by availability category")?;
     let mut times: Vec<TurbineTime> = rows

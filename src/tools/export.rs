@@ -183,7 +183,8 @@ pub struct Summary {
 /// The statement behind the export: the stored columns the figures are derived from, of the
 /// configured width in `[$1, $2)` (of turbine `$3`, or of the ids `LIKE $3`), in (turbine,
 /// interval) order, which the primary key's index gives.
-fn select_sql(sql: &Sql, turbines: &Turbines) -> String {
+/// `k`: the fleet's `stats_stuck_min_readings` (the frozen values, `sink::runs`).
+fn select_sql(sql: &Sql, turbines: &Turbines, k: i64) -> String {
     let q = |c: String| format!("\"{c}\"");
     let mut cols: Vec<String> = [
         "turbine_id",
@@ -197,6 +198,10 @@ fn select_sql(sql: &Sql, turbines: &Turbines) -> String {
     for s in &sql.numeric {
         cols.extend(stats::column_names(s).map(q));
         cols.push(q(stats::implausible_column(s)));
+        cols.push(match s.rules.stuck {
+            Some(_) => crate::sink::runs::frozen_column(s),
+            None => "NULL::int8".into(),
+        });
         if s.angle {
             cols.extend(stats::circular_columns(s).map(q));
         }
@@ -214,12 +219,13 @@ fn select_sql(sql: &Sql, turbines: &Turbines) -> String {
         Turbines::Prefix(_) => " AND turbine_id LIKE $3 ESCAPE '\\'",
         Turbines::All => "",
     };
+    let w = sql.width.secs();
     format!(
-        "SELECT {} FROM interval_stats
- WHERE interval_seconds = {} AND interval_start >= $1 AND interval_start < $2{which}
+        "SELECT {} FROM {}
+ WHERE interval_seconds = {w} AND interval_start >= $1 AND interval_start < $2{which}
  ORDER BY turbine_id, interval_start",
         cols.join(", "),
-        sql.width.secs()
+        crate::sink::runs::source(&sql.numeric, k, w, ("$1", "$2"), which),
     )
 }
 
@@ -245,10 +251,11 @@ fn stored(row: &tokio_postgres::Row, layout: &Layout) -> Result<Stored, tokio_po
             min: row.try_get(i + 3)?,
             max: row.try_get(i + 4)?,
             implausible: row.try_get(i + 5)?,
+            frozen: row.try_get(i + 6)?,
             sin: None,
             cos: None,
         };
-        i += 6;
+        i += 7;
         if layout.is_angle(j) {
             x.sin = row.try_get(i)?;
             x.cos = row.try_get(i + 1)?;
@@ -488,6 +495,7 @@ pub async fn export<W: Write + Send>(
 ) -> Result<Summary, ReviewError> {
     let layout = req.check(cfg).map_err(ReviewError::Refused)?;
     let sql = cfg.stats_sql();
+    let k = cfg.settings.stats.stats_stuck_min_readings;
     let client = cfg.db.open().await?;
     // What the operators annotated in the range: flagged `excluded`.
     let range = Span::new(req.from, req.to);
@@ -529,7 +537,7 @@ pub async fn export<W: Write + Send>(
         layout.row(Stored::empty(t, at, secs, expected, signals, kept))
     };
     let rows = client
-        .query_raw(&select_sql(&sql, &req.turbines), params)
+        .query_raw(&select_sql(&sql, &req.turbines, k), params)
         .await
         .map_err(err)?;
     let mut rows = pin!(rows);
@@ -1035,19 +1043,19 @@ mod tests {
             stats::Width::new(std::time::Duration::from_secs(600)).unwrap(),
             &Default::default(),
         );
-        let q = select_sql(&sql, &Turbines::Prefix("x".into()));
+        let q = select_sql(&sql, &Turbines::Prefix("x".into()), 10);
         assert!(
-            q.contains("\"rotor_rpm_sin\", \"rotor_rpm_cos\", \"status_n\" FROM"),
+            q.contains("\"rotor_rpm_sin\", \"rotor_rpm_cos\", \"status_n\" FROM (SELECT"),
             "{q}"
         );
         assert!(q.contains("LIKE $3 ESCAPE '\\'"), "{q}");
         assert!(q.ends_with("ORDER BY turbine_id, interval_start"), "{q}");
-        // 5 fixed, 6 per numeric signal, 2 more for the angle, 1 for the text.
+        // 5 fixed, 7 per numeric signal, 2 more for the angle, 1 for the text.
         assert_eq!(
             q.split(" FROM").next().unwrap().matches(", ").count() + 1,
-            5 + 18 + 2 + 1
+            5 + 21 + 2 + 1
         );
-        assert!(!select_sql(&sql, &Turbines::All).contains("$3"));
+        assert!(!select_sql(&sql, &Turbines::All, 10).contains("$3"));
     }
 
     #[test]

@@ -94,9 +94,25 @@ pub struct StoredNumeric {
     pub max: Option<f64>,
     /// Values outside the soft bounds; None where not counted.
     pub implausible: Option<i64>,
+    /// Values in a frozen run (`sink::runs`); None where not known or not judged.
+    pub frozen: Option<i64>,
     /// An angle's mean sine and cosine; None for another signal, or where not kept.
     pub sin: Option<f64>,
     pub cos: Option<f64>,
+}
+
+impl StoredNumeric {
+    /// What its flags are judged from, in an interval of `readings`.
+    fn figures(&self, readings: i64) -> Figures {
+        Figures {
+            readings,
+            n: self.n,
+            min: self.min,
+            max: self.max,
+            implausible: self.implausible,
+            frozen: self.frozen,
+        }
+    }
 }
 
 impl StoredNumeric {
@@ -150,6 +166,7 @@ impl Stored {
             min: None,
             max: None,
             implausible: Some(0),
+            frozen: Some(0),
             sin: None,
             cos: None,
         };
@@ -517,16 +534,7 @@ impl Layout {
         };
         let numeric = s.numeric.iter().zip(&self.angle).zip(&self.rules);
         for (j, ((x, &angle), rules)) in numeric.enumerate() {
-            let f = flags(
-                Figures {
-                    readings: s.readings,
-                    n: x.n,
-                    min: x.min,
-                    max: x.max,
-                    implausible: x.implausible,
-                },
-                rules,
-            );
+            let f = flags(x.figures(s.readings), rules);
             cells.push(Cell::Int(x.n));
             cells.push(float(quality::completeness(x.n, s.expected)));
             if angle {
@@ -562,6 +570,7 @@ impl Layout {
                             min: None,
                             max: None,
                             implausible: None,
+                            frozen: None,
                         },
                         rules,
                     );
@@ -770,6 +779,7 @@ mod tests {
             min: p.min,
             max: p.max,
             implausible: Some(0),
+            frozen: None,
             sin: c.sin,
             cos: c.cos,
         }

@@ -163,11 +163,12 @@ impl Db {
         id: &str,
         w: &Window,
     ) -> Result<Vec<crate::sink::quality::IntervalFigures>, Error> {
-        let Some((sql, _)) = &self.quality else {
+        let Some((sql, k)) = &self.quality else {
             return Ok(Vec::new());
         };
         let c = self.client().await?;
-        crate::sink::quality::intervals(&*c, sql, &self.queries.signals, id, w.from, w.to).await
+        let signals = &self.queries.signals;
+        crate::sink::quality::intervals(&*c, (sql, signals, *k), id, w.from, w.to).await
     }
 
     /// The operators' annotations of the turbine overlapping the window (its own and its

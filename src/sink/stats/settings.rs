@@ -29,8 +29,8 @@ group! {
         /// Turbine-id prefix to that group's own sample period, as a table ("north/" = "1s"); the
         /// longest matching prefix wins, else sample_period.
         pub sample_period_overrides: BTreeMap<String, String> = BTreeMap::new(),
-        /// An interval with at least this many readings of a numeric signal, all equal, flags it
-        /// stuck: a frozen sensor (OpenOA's unresponsive_flag). 2 to 1000000.
+        /// This many equal values of a float signal in a row (across intervals) flag each interval
+        /// they touch stuck: a frozen sensor (OpenOA's unresponsive_flag). 2 to 1000000.
         pub stats_stuck_min_readings: i64 = crate::core::quality::STUCK_MIN_READINGS,
         /// Statistics of intervals that started longer ago are deleted; 0s keeps them. Independent
         /// of readings_retention: statistics can outlive the raw readings by years.
