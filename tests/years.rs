@@ -133,7 +133,9 @@ async fn a_five_year_warranty_period_has_its_curve_and_its_availability() {
     eprintln!("five years' curve of one turbine: {took:?}");
 
     // The page: the curve's deviation and the time-based availability of the five years.
+    let asked = std::time::Instant::now();
     let (status, page) = panel.get(&format!("/turbines/Y-1?{range}")).await;
+    eprintln!("five years' turbine page: {:?}", asked.elapsed());
     assert_eq!(status, 200, "{page}");
     assert!(page.contains(&format!("{:+.1} %", 100.0 * ratio)), "{page}");
     let available = 100.0 * running as f64 / HOURS as f64;

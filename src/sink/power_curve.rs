@@ -18,6 +18,12 @@ use crate::sink::quality::stuck_sql;
 use crate::sink::runs;
 use crate::sink::stats::{self, Sql};
 
+/// The wind and power signals: the only ones whose frozen values the curve reads, so
+/// `runs::source` chains no other's runs.
+fn curve_signals(signals: &Signals, policy: &Policy) -> [crate::core::signals::Signal; 2] {
+    [policy.wind, policy.power].map(|i| signals.get(i).clone())
+}
+
 /// The SQL test that an interval row may stand in a curve, and its mean wind and power.
 fn clean(sql: &Sql, signals: &Signals, policy: &Policy, k: i64) -> (String, String, String) {
     let cols = |i: usize| stats::column_names(signals.get(i)).map(|c| format!("\"{c}\""));
@@ -100,7 +106,7 @@ pub(crate) async fn turbine_bins<C: GenericClient>(
         w = stats::lit(policy.bin_width),
         secs = sql.width.secs(),
         source = runs::source(
-            signals.as_slice(),
+            &curve_signals(signals, policy),
             stuck_min_readings,
             sql.width.secs(),
             ("$1", "$2"),
@@ -312,7 +318,7 @@ pub(crate) async fn fleet_production<C: GenericClient>(
             AND coalesce({known}, false){which}
           ORDER BY turbine_id, interval_start",
         runs::source(
-            signals.as_slice(),
+            &curve_signals(signals, policy),
             stuck_min_readings,
             sql.width.secs(),
             ("$1", "$2"),
@@ -371,7 +377,7 @@ pub(crate) async fn turbine_intervals<C: GenericClient>(
             AND interval_start < $3 AND (({test}) OR ({known}))
           ORDER BY interval_start",
         runs::source(
-            signals.as_slice(),
+            &curve_signals(signals, policy),
             stuck_min_readings,
             sql.width.secs(),
             ("$2", "$3"),
