@@ -8,7 +8,7 @@ ALTER TABLE interval_stats
 -- One signal's values of one interval, in time order, summarised as core::frozen::Runs does:
 -- {first value, values in the run it starts with, last value, values in the run it ends with,
 -- frozen values of the runs inside}. A run: consecutive values each within `tol` of the one
--- before (beyond 1e300 in magnitude, only equal ones: the difference could overflow); frozen
+-- before (at 1e300 in magnitude or beyond, only equal ones: the difference could overflow); frozen
 -- when at least `k` long. NULL for no values.
 CREATE FUNCTION galewatch_runs(v float8[], k bigint, tol float8) RETURNS float8[]
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$

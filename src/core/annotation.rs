@@ -120,6 +120,16 @@ pub fn category(name: &str) -> Option<Category> {
 /// A time as a cleaning file writes it, UTC: RFC 3339, `YYYY-MM-DD HH:MM[:SS]` (also with a
 /// `T`), or a date (its midnight).
 pub fn parse_time(s: &str) -> Option<DateTime<Utc>> {
+    parse_any(s).and_then(stored)
+}
+
+/// `t` as the database keeps it: whole microseconds (finer digits dropped, as the driver sends
+/// them), a leap second the next minute's start — so the period checked is the period stored.
+fn stored(t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp_micros(t.timestamp_micros())
+}
+
+fn parse_any(s: &str) -> Option<DateTime<Utc>> {
     let s = s.trim();
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         return Some(t.to_utc());
@@ -284,6 +294,18 @@ mod tests {
             !whole.covers("WTG-10", None, hour("2026-01-01 11:00")),
             "an id, whole"
         );
+    }
+
+    #[test]
+    fn times_are_taken_as_the_database_keeps_them() {
+        // Finer than a microsecond: dropped, so such a period is seen empty before it is stored.
+        assert_eq!(t("2026-12-01T00:00:00.0000001Z"), t("2026-12-01T00:00:00Z"));
+        assert_eq!(
+            t("9999-12-31T23:59:59.9999995Z"),
+            t("9999-12-31T23:59:59.999999Z")
+        );
+        // A leap second is the next minute's start.
+        assert_eq!(t("2026-12-05 23:59:60"), t("2026-12-06"));
     }
 
     #[test]

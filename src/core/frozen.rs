@@ -24,8 +24,8 @@ pub struct Rule {
 }
 
 impl Rule {
-    /// Whether `b`, following `a`, continues its run. Beyond [`SPREAD_LIMIT`] only equal values
-    /// do (their difference could overflow, which PostgreSQL refuses).
+    /// Whether `b`, following `a`, continues its run. At [`SPREAD_LIMIT`] in magnitude or beyond,
+    /// only equal values do (their difference could overflow, which PostgreSQL refuses).
     pub fn same(&self, a: f64, b: f64) -> bool {
         a == b
             || (self.tolerance > 0.0
