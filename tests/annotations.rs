@@ -337,5 +337,35 @@ async fn annotations_are_kept_listed_and_respected() {
         assert_eq!(code, Some(2), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+    // A file's period naming an undeclared signal is named by its line; a period that is empty
+    // once stored (a leap second is the next minute) is refused before it reaches the table.
+    let unknown = dir.path().join("unknown.csv");
+    std::fs::write(
+        &unknown,
+        "Sensor,Start,Stop\nAll,2026-01-01,2026-01-02\nnosuch,2026-01-01,2026-01-02\n",
+    )
+    .unwrap();
+    let path = unknown.to_str().unwrap();
+    let (code, _, err) = run(&d, &["annotate", "import", "--turbine", "A-1", path]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("unknown.csv: line 3: ") && err.contains("nosuch"),
+        "{err}"
+    );
+    let leap = [
+        "annotate",
+        "add",
+        "--turbine",
+        "A-1",
+        "--from",
+        "2026-12-05 23:59:60",
+        "--to",
+        "2026-12-06",
+        "--reason",
+        "leap",
+    ];
+    let (code, _, err) = run(&d, &leap);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("must end after it starts"), "{err}");
     assert_eq!(db.count("SELECT count(*) FROM annotations").await, 3);
 }

@@ -139,6 +139,8 @@ pub(super) fn annotate_cmd(
     runtime: &tokio::runtime::Runtime,
     command: AnnotateCommand,
 ) -> ExitCode {
+    // The file and the line of each period, for an import.
+    let mut lines: Option<(String, Vec<usize>)> = None;
     let (config, list) = match command {
         AnnotateCommand::List {
             config,
@@ -193,7 +195,11 @@ pub(super) fn annotate_cmd(
                     .map_err(|e| format!("{}: {e}", file.display()))
             });
             match list {
-                Ok(list) => (config, list),
+                Ok(list) => {
+                    let (at, list): (Vec<usize>, Vec<_>) = list.into_iter().unzip();
+                    lines = Some((file.display().to_string(), at));
+                    (config, list)
+                }
                 Err(e) => return usage(&e),
             }
         }
@@ -202,7 +208,13 @@ pub(super) fn annotate_cmd(
         Ok(c) => c,
         Err(e) => return config_error(e),
     };
-    if let Err(e) = annotate::check(&cfg, &list) {
+    let checked = match &lines {
+        Some((file, at)) => {
+            annotate::check(&cfg, &list, Some(at)).map_err(|e| format!("{file}: {e}"))
+        }
+        None => annotate::check(&cfg, &list, None),
+    };
+    if let Err(e) = checked {
         return usage(&format!("annotate: {e}"));
     }
     with_loaded(runtime, cfg, |cfg| async move {

@@ -168,29 +168,40 @@ fn fields(line: &str) -> Option<Vec<String>> {
     (!quoted).then_some(out)
 }
 
+/// A header's name as [`column`] compares it: case, spaces and `_` ignored.
+fn normal(h: &str) -> String {
+    h.trim().to_ascii_lowercase().replace([' ', '_'], "")
+}
+
 /// The column of the first of `names` the header holds (case and spaces ignored).
 fn column(header: &[String], names: &[&str]) -> Option<usize> {
-    header.iter().position(|h| {
-        let h = h.trim().to_ascii_lowercase().replace([' ', '_'], "");
-        names.contains(&h.as_str())
-    })
+    header
+        .iter()
+        .position(|h| names.contains(&normal(h).as_str()))
 }
 
 /// A cleaning file in brightwind's shape: a header naming `Sensor` (a signal, or `All` for the
 /// whole turbine), `Start` and `Stop` (or `From`/`To`, `DateFrom`/`DateTo`, `End`), and
 /// optionally `Reason` (or `Comment`), `Turbine` and `Category`; one period a line. A line
 /// without a turbine takes `default` (the file of one mast, as brightwind's are). All or
-/// nothing: the first line at fault is named.
+/// nothing: the first line at fault is named. Each period with its line (from 1).
 pub fn parse_cleaning_file(
     text: &str,
     default: Option<&Target>,
-) -> Result<Vec<Annotation>, String> {
+) -> Result<Vec<(usize, Annotation)>, String> {
     let mut lines = text
         .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty());
     let (_, head) = lines.next().ok_or("the file is empty: it needs a header")?;
     let head = fields(head.trim_start_matches('\u{feff}')).ok_or("line 1: a quote is left open")?;
+    let names: Vec<String> = head.iter().map(|h| normal(h)).collect();
+    if let Some((k, _)) = (names.iter().enumerate()).find(|(k, h)| names[..*k].contains(h)) {
+        return Err(format!(
+            "line 1: the header names {} twice",
+            crate::core::shown::shown(&head[k])
+        ));
+    }
     let need = |names: &[&str], what: &str| {
         column(&head, names).ok_or_else(|| format!("the header names no {what} column"))
     };
@@ -207,6 +218,13 @@ pub fn parse_cleaning_file(
             return Err(at(format!("more than {MAX_IMPORT} periods in one file")));
         }
         let f = fields(line).ok_or_else(|| at("a quote is left open".into()))?;
+        if f.len() > head.len() {
+            return Err(at(format!(
+                "{} fields where the header names {}",
+                f.len(),
+                head.len()
+            )));
+        }
         let get = |k: Option<usize>| {
             k.and_then(|k| f.get(k))
                 .map(|s| s.trim())
@@ -241,14 +259,17 @@ pub fn parse_cleaning_file(
                 ))
             })?),
         };
-        out.push(Annotation {
+        let a = Annotation {
             id: None,
             target,
             signal,
             span: Span::new(time(start, "Start")?, time(stop, "Stop")?),
             category,
             reason: get(reason).unwrap_or("from a cleaning file").to_string(),
-        });
+        };
+        // What can be told without the settings (the signal is checked against them later).
+        a.check(|_| true).map_err(at)?;
+        out.push((i + 1, a));
     }
     Ok(out)
 }
@@ -367,6 +388,8 @@ mod tests {
         let mast = Target::Turbine("MAST-1".into());
         let file = "\u{feff}Sensor,Start,Stop,Reason\nSpd80mN,2016-01-09 15:30:00,2016-01-09 17:40:00,\"iced, \"\"heavily\"\"\"\nAll,2016-02-01,2016-02-02,\n";
         let a = parse_cleaning_file(file, Some(&mast)).unwrap();
+        assert_eq!(a.iter().map(|(l, _)| *l).collect::<Vec<_>>(), [2, 3]);
+        let a: Vec<Annotation> = a.into_iter().map(|(_, a)| a).collect();
         assert_eq!(a.len(), 2);
         assert_eq!(a[0].signal.as_deref(), Some("Spd80mN"));
         assert_eq!(a[0].reason, "iced, \"heavily\"");
@@ -378,6 +401,7 @@ mod tests {
         assert_eq!(a[1].reason, "from a cleaning file");
         let with = "turbine,signal,from,to,reason,category\nWTG-2,,2026-01-01T00:00:00+01:00,2026-01-01T05:00:00Z,visit,scheduled_maintenance\n";
         let a = parse_cleaning_file(with, None).unwrap();
+        let a: Vec<Annotation> = a.into_iter().map(|(_, a)| a).collect();
         assert_eq!(a[0].target, Target::Turbine("WTG-2".into()));
         assert_eq!(a[0].span.from, t("2025-12-31T23:00:00Z"));
         assert_eq!(a[0].category, Some(Category::ScheduledMaintenance));
@@ -396,6 +420,15 @@ mod tests {
             (
                 "Sensor,Start,Stop,Category\nx,2016-01-01,2016-01-02,lunch\n",
                 "not an IEC",
+            ),
+            (
+                "Sensor,Start,Stop,Reason\nAll,2025-03-06,2025-03-07,a,extra\n",
+                "line 2: 5 fields where the header names 4",
+            ),
+            ("Sensor,sensor,Start,Stop\n", "line 1: the header names"),
+            (
+                "Sensor,Start,Stop\n\nAll,2025-03-07,2025-03-06\n",
+                "line 3: ",
             ),
         ] {
             let e = parse_cleaning_file(bad, Some(&mast)).unwrap_err();

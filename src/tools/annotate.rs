@@ -7,16 +7,15 @@ use crate::core::span::Span;
 use crate::daemon::config::Config;
 use crate::tools::review::ReviewError;
 
-/// Checks `list` against the declared signals: the first at fault named (its line in a file,
-/// when `lines` says which).
-pub fn check(cfg: &Config, list: &[Annotation]) -> Result<(), String> {
+/// Checks `list` against the declared signals: the first at fault named (with its line in a
+/// file, where `lines` gives them).
+pub fn check(cfg: &Config, list: &[Annotation], lines: Option<&[usize]>) -> Result<(), String> {
     let signals = &cfg.rules.limits.signals;
     for (i, a) in list.iter().enumerate() {
         a.check(|s| signals.position(s).is_some()).map_err(|e| {
-            if list.len() > 1 {
-                format!("period {} of the file: {e}", i + 1)
-            } else {
-                e
+            match lines.and_then(|l| l.get(i)) {
+                Some(line) => format!("line {line}: {e}"),
+                None => e,
             }
         })?;
     }
@@ -25,7 +24,7 @@ pub fn check(cfg: &Config, list: &[Annotation]) -> Result<(), String> {
 
 /// Stores `list` (checked first), all or nothing; says how many were new.
 pub async fn add(cfg: &Config, list: &[Annotation]) -> Result<String, ReviewError> {
-    check(cfg, list).map_err(ReviewError::Refused)?;
+    check(cfg, list, None).map_err(ReviewError::Refused)?;
     let mut c = cfg.db.open().await?;
     let added = crate::sink::annotations::add(&mut c, list).await?;
     let known = list.len() as u64 - added;
