@@ -8,30 +8,42 @@ ALTER TABLE interval_stats
 -- One signal's values of one interval, in time order, summarised as core::frozen::Runs does:
 -- {first value, values in the run it starts with, last value, values in the run it ends with,
 -- frozen values of the runs inside}. A run: consecutive values each within `tol` of the one
--- before (at 1e300 in magnitude or beyond, only equal ones: the difference could overflow); frozen
--- when at least `k` long. NULL for no values.
+-- before (at 1e300 in magnitude or beyond, only equal ones: the difference could overflow);
+-- frozen when at least `k` long. NULL for no values. One pass, no query inside.
 CREATE FUNCTION galewatch_runs(v float8[], k bigint, tol float8) RETURNS float8[]
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    WITH steps AS (
-        SELECT i, CASE
-                   WHEN i = 1 THEN 1
-                   WHEN v[i] = v[i - 1] THEN 0
-                   WHEN tol > 0 AND abs(v[i]) < 1e300 AND abs(v[i - 1]) < 1e300
-                       THEN CASE WHEN abs(v[i] - v[i - 1]) <= tol THEN 0 ELSE 1 END
-                   ELSE 1
-               END AS starts
-          FROM generate_subscripts(v, 1) AS i
-    ), numbered AS (
-        SELECT i, sum(starts) OVER (ORDER BY i) AS run FROM steps
-    ), runs AS (
-        SELECT count(*) AS len, min(i) AS a, max(i) AS b FROM numbered GROUP BY run
-    )
-    SELECT CASE WHEN cardinality(v) = 0 THEN NULL ELSE ARRAY[
-        v[1],
-        (SELECT len FROM runs WHERE a = 1)::float8,
-        v[cardinality(v)],
-        (SELECT len FROM runs WHERE b = cardinality(v))::float8,
-        (SELECT coalesce(sum(len), 0) FROM runs
-          WHERE a > 1 AND b < cardinality(v) AND len >= k)::float8
-    ] END
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+DECLARE
+    n      int := cardinality(v);
+    run    bigint := 1;
+    lead   bigint := 0;
+    inside bigint := 0;
+    joins  boolean;
+BEGIN
+    IF n = 0 THEN
+        RETURN NULL;
+    END IF;
+    FOR i IN 2..n LOOP
+        IF v[i] = v[i - 1] THEN
+            joins := true;
+        ELSIF tol > 0 AND abs(v[i]) < 1e300 AND abs(v[i - 1]) < 1e300 THEN
+            joins := abs(v[i] - v[i - 1]) <= tol;
+        ELSE
+            joins := false;
+        END IF;
+        IF joins THEN
+            run := run + 1;
+        ELSE
+            IF lead = 0 THEN
+                lead := run;
+            ELSIF run >= k THEN
+                inside := inside + run;
+            END IF;
+            run := 1;
+        END IF;
+    END LOOP;
+    IF lead = 0 THEN
+        lead := run;
+    END IF;
+    RETURN ARRAY[v[1], lead, v[n], run, inside];
+END
 $$;

@@ -317,7 +317,8 @@ async fn the_conversion_keeps_every_row_of_an_unpartitioned_table() {
             "V11__sparkplug_birth_history",
             "V12__interval_completeness",
             "V13__interval_availability",
-            "V14__annotations"
+            "V14__annotations",
+            "V15__frozen_runs"
         ]
     );
     let after: String = c.query_one(digest, &[]).await.unwrap().get(0);

@@ -75,16 +75,24 @@ impl Frozen {
     /// seconds) from `readings`, `cols` the statements' columns (whose aggregates it takes):
     /// only where the values found are as many as the interval counts (else retention took
     /// some, and they stay unknown).
-    pub(crate) fn repair_sql(&self, cols: &[Col], w: i32) -> String {
+    pub(crate) fn repair_sql(&self, w: i32) -> String {
         let (mut aggs, mut sets) = (Vec::new(), Vec::new());
-        for (_, s, _) in &self.signals {
+        for (_, s, rule) in &self.signals {
             let n = column_names(s)[0].clone();
-            aggs.push(format!("count({}) AS \"{n}\"", s.column()));
-            for name in run_columns(s) {
-                let col = cols.iter().find(|c| c.name == name).expect("a run column");
-                aggs.push(format!("{} AS \"{name}\"", col.agg));
+            let c = format!("{}::float8", s.column());
+            let runs = format!("gw_runs_{}", s.name);
+            aggs.push(format!("count({c}) AS \"{n}\""));
+            // One summary a signal, its five parts taken from it.
+            aggs.push(format!(
+                "galewatch_runs(array_agg({c} ORDER BY recorded_at) FILTER (WHERE {c} IS NOT NULL), {}, {}) AS \"{runs}\"",
+                rule.min,
+                lit(rule.tolerance)
+            ));
+            for (k, name) in run_columns(s).into_iter().enumerate() {
+                let cast = if k == 0 || k == 2 { "" } else { "::int8" };
                 sets.push(format!(
-                    "\"{name}\" = CASE WHEN r.\"{n}\" = t.\"{n}\" THEN r.\"{name}\" END"
+                    "\"{name}\" = CASE WHEN r.\"{n}\" = t.\"{n}\" THEN (r.\"{runs}\")[{}]{cast} END",
+                    k + 1
                 ));
             }
         }
@@ -299,10 +307,12 @@ pub(crate) async fn repair<C: GenericClient>(
     statement: &str,
     keys: &[(String, chrono::DateTime<chrono::Utc>)],
 ) -> Result<(), Error> {
-    for (turbine, start) in keys {
-        tx.execute(statement, &[turbine, start])
-            .await
-            .db("recomputing the runs of an interval")?;
-    }
+    // Sent together: the driver pipelines them, one round trip for the lot.
+    type Param<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
+    let params: Vec<[Param; 2]> = keys.iter().map(|(t, s)| [t as Param, s]).collect();
+    let each = params.iter().map(|p| tx.execute(statement, p));
+    futures_util::future::try_join_all(each)
+        .await
+        .db("recomputing the runs of an interval")?;
     Ok(())
 }

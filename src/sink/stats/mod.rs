@@ -383,7 +383,7 @@ ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}
             count_all: Sql::count_sql(w, ""),
             count_one: Sql::count_sql(w, " AND turbine_id = $3"),
             add_quarantined,
-            frozen_repair: frozen.map(|f| f.repair_sql(&cols, w)),
+            frozen_repair: frozen.map(|f| f.repair_sql(w)),
             cols,
             upsert,
             on_conflict,
