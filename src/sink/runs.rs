@@ -8,7 +8,7 @@
 //! decide it exactly, and the source reads no further.
 
 use crate::core::signals::Signal;
-use crate::sink::stats::frozen::run_columns;
+use crate::sink::stats::frozen::{run_columns, same_sql};
 use crate::sink::stats::{column_names, lit};
 
 /// The column of the source holding `s`'s frozen values in the interval (NULL where its runs
@@ -128,19 +128,5 @@ pub(crate) fn source(
         groups = groups.join(", "),
         seams = seams.join(", "),
         near = near.join(", "),
-    )
-}
-
-/// `b`, following `a`, continues its run (`core::frozen::Rule::same`), as SQL that cannot
-/// overflow.
-fn same_sql(a: &str, b: &str, tolerance: f64) -> String {
-    if tolerance == 0.0 {
-        return format!("{a} = {b}");
-    }
-    let big = lit(crate::core::quality::SPREAD_LIMIT);
-    format!(
-        "(CASE WHEN {a} = {b} THEN true WHEN abs({a}) < {big} AND abs({b}) < {big} \
-         THEN abs({a} - {b}) <= {} ELSE false END)",
-        lit(tolerance)
     )
 }

@@ -240,7 +240,7 @@ fn merge_sql(s: &Signal, rule: &Rule) -> [String; 5] {
             format!("{} = {a}.{n}", v(a, 1)),
             format!("{} = {b}.{n}", v(b, 1)),
         );
-        let same = same_sql(&v(a, 2), &v(b, 0), rule);
+        let same = same_sql(&v(a, 2), &v(b, 0), rule.tolerance);
         let k = rule.min;
         let frozen = |len: String| format!("CASE WHEN {len} >= {k} THEN {len} ELSE 0 END");
         [
@@ -285,15 +285,15 @@ fn merge_sql(s: &Signal, rule: &Rule) -> [String; 5] {
 }
 
 /// `b`, following `a`, continues its run (`Rule::same`), as SQL that cannot overflow.
-fn same_sql(a: &str, b: &str, rule: &Rule) -> String {
-    if rule.tolerance == 0.0 {
+pub(crate) fn same_sql(a: &str, b: &str, tolerance: f64) -> String {
+    if tolerance == 0.0 {
         return format!("({a} = {b})");
     }
     let big = lit(crate::core::quality::SPREAD_LIMIT);
     format!(
         "(CASE WHEN {a} = {b} THEN true WHEN abs({a}) < {big} AND abs({b}) < {big} \
          THEN abs({a} - {b}) <= {} ELSE false END)",
-        lit(rule.tolerance)
+        lit(tolerance)
     )
 }
 
