@@ -57,6 +57,12 @@ pub(crate) struct ExportArgs {
     /// the turbine's deviation from it (CSV or JSON lines).
     #[arg(long, conflicts_with_all = ["quality", "min_completeness", "names", "only_stored"])]
     power_curve: bool,
+    /// Instead of intervals: each turbine's annual energy production (IEC 61400-12-1) from its
+    /// curve over the range, a row per turbine for each Rayleigh annual mean wind from 4 to
+    /// 11 m/s and the site's Weibull (power_curve_weibull): AEP-measured, AEP-extrapolated, the
+    /// reference's AEP and their ratio, with the database's completeness (CSV or JSON lines).
+    #[arg(long, conflicts_with_all = ["quality", "min_completeness", "names", "only_stored", "power_curve"])]
+    aep: bool,
     /// Only the intervals holding readings. Without it the export is a regular series: every
     /// interval of the range for every turbine asked, one with no reading written with readings
     /// 0, completeness 0 and its figures empty.
@@ -66,6 +72,21 @@ pub(crate) struct ExportArgs {
 
 /// `galewatch export`: interval statistics in `[from, to)` to stdout or `--output`. Mistakes
 /// in the command line, or settings it cannot be used with, exit 2 before anything is written.
+/// The rows of `--power-curve`, or of `--aep`, to `out`.
+async fn write_curve(
+    cfg: &config::Config,
+    turbines: &galewatch::tools::export::Turbines,
+    range: (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>),
+    (format, raw, aep): (galewatch::tools::export::ExportFormat, bool, bool),
+    out: &mut impl std::io::Write,
+) -> Result<u64, galewatch::tools::review::ReviewError> {
+    if aep {
+        galewatch::tools::aep::aep(cfg, turbines, range.into(), format, raw, out).await
+    } else {
+        galewatch::tools::curve::power_curve(cfg, turbines, range.into(), format, raw, out).await
+    }
+}
+
 /// `galewatch export --power-curve`, to stdout or `--output` (written whole).
 fn power_curve_export(
     runtime: &tokio::runtime::Runtime,
@@ -73,18 +94,18 @@ fn power_curve_export(
     turbines: &galewatch::tools::export::Turbines,
     range: (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>),
     format: galewatch::tools::export::ExportFormat,
-    (raw, output): (bool, Option<&std::path::Path>),
+    (raw, output, aep): (bool, Option<&std::path::Path>, bool),
 ) -> ExitCode {
-    use galewatch::tools::export::{open_output, power_curve};
+    use galewatch::tools::export::open_output;
     let written = runtime.block_on(or_interrupted(output, async {
         match output {
             None => {
                 let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-                power_curve(cfg, turbines, range.into(), format, raw, &mut out).await
+                write_curve(cfg, turbines, range, (format, raw, aep), &mut out).await
             }
             Some(path) => {
                 let mut out = open_output(path).await?;
-                let n = power_curve(cfg, turbines, range.into(), format, raw, &mut out.writer())
+                let n = write_curve(cfg, turbines, range, (format, raw, aep), &mut out.writer())
                     .await?;
                 out.finish()?;
                 Ok(n)
@@ -180,6 +201,9 @@ pub(super) fn export_cmd(runtime: &tokio::runtime::Runtime, a: ExportArgs) -> Ex
     if a.power_curve && a.format == ExportFormat::Parquet {
         return usage("--power-curve writes CSV or JSON lines (a few rows a turbine), not Parquet");
     }
+    if a.aep && a.format == ExportFormat::Parquet {
+        return usage("--aep writes CSV or JSON lines (a few rows a turbine), not Parquet");
+    }
     if let Some(Err(why)) = a.output.as_deref().map(galewatch::tools::output::target) {
         return usage(&why);
     }
@@ -195,14 +219,14 @@ pub(super) fn export_cmd(runtime: &tokio::runtime::Runtime, a: ExportArgs) -> Ex
         (None, Some(p)) => Turbines::Prefix(p),
         (None, None) => Turbines::All,
     };
-    if a.power_curve {
+    if a.power_curve || a.aep {
         return power_curve_export(
             runtime,
             &cfg,
             &turbines,
             (from, to),
             a.format,
-            (a.raw, a.output.as_deref()),
+            (a.raw, a.output.as_deref(), a.aep),
         );
     }
     let req = Request {

@@ -10,6 +10,7 @@ pub mod birth;
 pub mod circular;
 pub mod classify;
 pub mod frozen;
+pub mod iec;
 pub mod number;
 pub mod outcome;
 pub mod power_curve;

@@ -12,6 +12,8 @@ use crate::core::setting::{group, SettingError};
 pub struct Point {
     pub wind: f64,
     pub power: f64,
+    /// The interval's turbulence intensity σ/V, where known.
+    pub ti: Option<f64>,
 }
 
 /// One bin of the curve.
@@ -24,6 +26,8 @@ pub struct Bin {
     pub mean_power: f64,
     /// Population standard deviation of the intervals' mean powers.
     pub std_power: f64,
+    /// The mean turbulence intensity of its intervals that have one.
+    pub mean_ti: Option<f64>,
 }
 
 impl Bin {
@@ -76,7 +80,7 @@ impl Accum {
 /// PostgreSQL computes them over the same points in the same order ([`Accum`]).
 pub fn bins(points: &[Point], width: f64) -> Vec<Bin> {
     use std::collections::BTreeMap;
-    let mut by: BTreeMap<i64, (i64, Accum, Accum)> = BTreeMap::new();
+    let mut by: BTreeMap<i64, (i64, Accum, Accum, Accum)> = BTreeMap::new();
     for p in points {
         let (Some(i), true) = (bin_of(p.wind, width), p.power.is_finite()) else {
             continue;
@@ -85,14 +89,18 @@ pub fn bins(points: &[Point], width: f64) -> Vec<Bin> {
         e.0 += 1;
         e.1.add(p.wind);
         e.2.add(p.power);
+        if let Some(ti) = p.ti {
+            e.3.add(ti);
+        }
     }
     by.into_iter()
-        .map(|(index, (n, wind, power))| Bin {
+        .map(|(index, (n, wind, power, ti))| Bin {
             index,
             n,
             mean_wind: wind.mean(),
             mean_power: power.mean(),
             std_power: power.std_pop(),
+            mean_ti: (ti.n > 0.0).then(|| ti.mean()),
         })
         .collect()
 }
@@ -299,7 +307,11 @@ mod tests {
     use proptest::prelude::*;
 
     fn p(wind: f64, power: f64) -> Point {
-        Point { wind, power }
+        Point {
+            wind,
+            power,
+            ti: None,
+        }
     }
 
     #[test]
@@ -475,6 +487,8 @@ pub struct Policy {
     pub reference: Option<Reference>,
     /// OpenOA's bin filter: intervals beyond this many standard deviations from their bin.
     pub outlier_std: f64,
+    /// IEC 61400-12-1 beyond the bins: density, sectors, turbulence, rotor, AEP's distribution.
+    pub standard: crate::core::iec::Standard,
 }
 
 /// The least intervals a bin needs to stand in a fleet's reference curve or to judge outliers.
@@ -608,6 +622,7 @@ impl PowerCurveSettings {
             full_performance_only: self.power_curve_full_performance_only,
             reference,
             outlier_std: self.power_curve_outlier_std,
+            standard: crate::core::iec::Standard::default(),
         }))
     }
 }

@@ -200,6 +200,38 @@ pub(crate) fn curve_points<'de, D: serde::Deserializer<'de>>(
         .collect()
 }
 
+/// Per turbine-id prefix, its sectors as [from, to] pairs.
+pub(crate) type SectorMap = std::collections::BTreeMap<String, Vec<(f64, f64)>>;
+
+/// Sectors per turbine-id prefix, `{ "R807" = [[120, 300]], "" = [[0, 360]] }`: each sector
+/// exactly two numbers, read as [`curve_points`] reads a point.
+pub(crate) fn sector_map<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SectorMap, D::Error> {
+    let map: std::collections::BTreeMap<String, Vec<Vec<Number>>> =
+        std::collections::BTreeMap::deserialize(d)?;
+    map.into_iter()
+        .map(|(prefix, sectors)| {
+            let pairs = sectors
+                .into_iter()
+                .enumerate()
+                .map(|(i, p)| match p[..] {
+                    [Number(from), Number(to)] => Ok((from, to)),
+                    _ => Err(serde::de::Error::custom(format!(
+                        "{prefix:?}: sector {} is {p:?}: each sector is two numbers, [from, to] in degrees clockwise",
+                        i + 1
+                    ))),
+                })
+                .collect::<Result<Vec<_>, D::Error>>()?;
+            Ok((prefix, pairs))
+        })
+        .collect()
+}
+
+/// A list of numbers, each read as [`curve_points`] reads one (a variable's `3e3` as a file's).
+pub(crate) fn numbers<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+    let v: Vec<Number> = Vec::deserialize(d)?;
+    Ok(v.into_iter().map(|Number(x)| x).collect())
+}
+
 /// A number as a settings file or a variable writes it: the variable's `3e3` or `3_000` reaches
 /// serde as text (figment reads only plain numbers as numbers), and is read as the file's would be.
 struct Number(f64);

@@ -22,6 +22,7 @@ use figment::Figment;
 use serde::Serialize;
 
 use crate::core::availability::AvailabilitySettings;
+use crate::core::iec::IecSettings;
 use crate::core::power_curve::PowerCurveSettings;
 use crate::core::setting::{Group, Key, SettingError};
 use crate::core::shown::shown;
@@ -80,6 +81,8 @@ pub struct Settings {
     #[serde(flatten)]
     pub power_curve: PowerCurveSettings,
     #[serde(flatten)]
+    pub iec: IecSettings,
+    #[serde(flatten)]
     pub availability: AvailabilitySettings,
     #[serde(flatten)]
     pub sparkplug: SparkplugSettings,
@@ -104,7 +107,7 @@ const fn keys_of<G: Group>() -> GroupKeys {
 }
 
 /// Every group in the order the reference lists them (the order of `Settings`' fields).
-pub(crate) const GROUPS: [GroupKeys; 14] = [
+pub(crate) const GROUPS: [GroupKeys; 15] = [
     keys_of::<DatabaseSettings>(),
     keys_of::<BrokerSettings>(),
     keys_of::<ListenerSettings>(),
@@ -117,6 +120,7 @@ pub(crate) const GROUPS: [GroupKeys; 14] = [
     keys_of::<UpkeepSettings>(),
     keys_of::<StatsSettings>(),
     keys_of::<PowerCurveSettings>(),
+    keys_of::<IecSettings>(),
     keys_of::<AvailabilitySettings>(),
     keys_of::<SparkplugSettings>(),
 ];
@@ -170,6 +174,7 @@ impl Settings {
             upkeep: group(fig)?,
             stats: group(fig)?,
             power_curve: group(fig)?,
+            iec: group(fig)?,
             availability: group(fig)?,
             sparkplug: group(fig)?,
             signals_declared: false,
@@ -749,6 +754,7 @@ impl Settings {
         self.availability
             .check(&signals, self.stats.stats_enabled)?;
         self.power_curve.check(&signals)?;
+        self.iec.check(&signals)?;
         self.write.check()?;
         let limits = self.messages.limits(signals.clone())?;
         let rules = self.payload.rules(&self.broker.mqtt_topic, limits)?;
@@ -1159,6 +1165,8 @@ mod tests {
                     | "wind_speed_ms_max"
                     | "rotor_rpm_min"
                     | "rotor_rpm_max"
+                    | "power_curve_elevation"
+                    | "power_curve_rotor_diameter"
             )
         });
         known.sort_unstable();

@@ -412,6 +412,11 @@ mod tests {
                 rotor_rpm_max: Some(1.0),
                 ..Default::default()
             },
+            iec: crate::core::iec::IecSettings {
+                power_curve_elevation: Some(0.0),
+                power_curve_rotor_diameter: Some(82.0),
+                ..Default::default()
+            },
             ..Settings::default()
         };
         let mut serialized: Vec<String> = toml::Table::try_from(all)

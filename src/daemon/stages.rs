@@ -36,7 +36,13 @@ impl Config {
     pub fn power_curve(&self) -> Option<crate::core::power_curve::Policy> {
         let signals = &self.rules.limits.signals;
         let policy = self.settings.power_curve.check(signals);
-        policy.expect("checked by validate")
+        let standard = self
+            .settings
+            .iec
+            .check(signals)
+            .expect("checked by validate");
+        let policy = policy.expect("checked by validate");
+        policy.map(|p| crate::core::power_curve::Policy { standard, ..p })
     }
 
     /// Availability as the settings keep it: None when no status signal is named.

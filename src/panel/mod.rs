@@ -207,6 +207,7 @@ fn router_with(db: Db, certificate_expires: Option<std::time::SystemTime>) -> Ro
         .route("/api/turbines", get(fleet_api))
         .route("/api/turbines/{id}/readings", get(readings_api))
         .route("/api/turbines/{id}/power-curve", get(power_curve_api))
+        .route("/api/turbines/{id}/wind-rose", get(wind_rose_api))
         .route("/healthz", get(healthz))
         // Under /api/ every answer is JSON, a path or a method the API does not have too.
         .route("/api/{*rest}", axum::routing::any(api_not_found))
@@ -455,7 +456,7 @@ async fn api_not_found(uri: axum::http::Uri) -> ApiFailure {
     ApiFailure(Failure {
         status: StatusCode::NOT_FOUND,
         message: format!(
-            "no such API path {:?}: /api/turbines, /api/turbines/{{id}}/readings, /api/turbines/{{id}}/power-curve",
+            "no such API path {:?}: /api/turbines, /api/turbines/{{id}}/readings, /api/turbines/{{id}}/power-curve, /api/turbines/{{id}}/wind-rose",
             uri.path()
         ),
     })
@@ -512,8 +513,8 @@ async fn power_curve_api(
     p: Result<Query<Params>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiFailure> {
     let id = path_id(id)?;
-    let (_, w) = checked(&id, p, db.queries.stats_width)?;
-    let Some(c) = db.curve(&id, &w).await? else {
+    let (p, w) = checked(&id, p, db.queries.stats_width)?;
+    let Some(c) = db.curve(&id, &w, p.turbulence()?).await? else {
         return Err(Failure {
             status: StatusCode::NOT_FOUND,
             message: "no power curve: the settings name no wind speed and power signal the fleet declares (power_curve_wind_signal, power_curve_power_signal), or statistics are off".into(),
@@ -531,21 +532,49 @@ async fn power_curve_api(
         .into_response())
 }
 
+/// `/api/turbines/{id}/wind-rose?from=&to=&sectors=`: the range's intervals by direction sector
+/// and speed class (404 without a direction signal: power_curve_direction_signal).
+async fn wind_rose_api(
+    State(db): State<Shared>,
+    id: IdPath,
+    p: Result<Query<Params>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiFailure> {
+    let id = path_id(id)?;
+    let (p, w) = checked(&id, p, db.queries.stats_width)?;
+    let Some(rose) = db.rose(&id, &w, p.rose_sectors()?).await? else {
+        return Err(Failure {
+            status: StatusCode::NOT_FOUND,
+            message: "no wind rose: the settings name no direction signal (power_curve_direction_signal), or the fleet has no power curve, or statistics are off".into(),
+        }
+        .into());
+    };
+    if rose.total() == 0 && !db.known(&id).await? {
+        return Err(not_found(&id).into());
+    }
+    Ok((
+        [(header::CACHE_CONTROL, "no-store")],
+        Json(page::iec::rose_json(&id, w.from, w.to, &rose)),
+    )
+        .into_response())
+}
+
 async fn turbine_page(
     State(db): State<Shared>,
     Path(id): Path<String>,
     p: Result<Query<Params>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Html<String>, PageFailure> {
     let (p, w) = checked(&id, p, db.queries.stats_width)?;
-    let (points, quarantined, (status, _, _), changes, intervals, time, curve, notes) = tokio::try_join!(
+    let sectors = p.rose_sectors()?;
+    let (points, quarantined, (status, _, _), changes, intervals, time, curve, notes, rose) = tokio::try_join!(
         db.db.series(&id, &w),
         db.db.quarantine(&id, &w),
         db.db.fleet(&id, Sort::Id, false),
         db.db.changes(&id, &w),
         db.db.intervals(&id, &w),
         db.db.time_by_category(&id, &w),
-        db.db.curve(&id, &w),
-        db.db.annotations(&id, &w)
+        db.db.curve(&id, &w, p.turbulence()?),
+        db.db.annotations(&id, &w),
+        db.db.rose(&id, &w, sectors)
     )?;
     let status = status.iter().find(|s| s.turbine_id == id);
     if points.is_empty() && quarantined.is_empty() && status.is_none() && !db.known(&id).await? {
@@ -617,5 +646,6 @@ async fn turbine_page(
             intervals::derived_charts(sql, &intervals, &w)
         }),
         curve,
+        rose,
     })))
 }

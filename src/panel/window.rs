@@ -46,6 +46,59 @@ pub struct Params {
     pub range: Option<String>,
     /// Bucket width (`1m`, `600s`, or seconds); absent: chosen for the window.
     pub step: Option<String>,
+    /// The power curve's turbulence range `[ti_min, ti_max)` (σ/V as fractions), both or neither:
+    /// replaces `power_curve_turbulence_range` for this curve.
+    pub ti_min: Option<String>,
+    pub ti_max: Option<String>,
+    /// The wind rose's sectors: 8, 12 (the default) or 16.
+    pub sectors: Option<String>,
+}
+
+impl Params {
+    /// The turbulence range asked for, checked: None when neither bound is given.
+    pub fn turbulence(&self) -> Result<Option<(f64, f64)>, BadRequest> {
+        let num = |name: &str, v: &str| {
+            v.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| {
+                    bad(format!(
+                        "{name}={v:?}: not a number (σ/V as a fraction: 0.12)"
+                    ))
+                })
+        };
+        match (&self.ti_min, &self.ti_max) {
+            (None, None) => Ok(None),
+            (Some(lo), Some(hi)) => {
+                let (lo, hi) = (num("ti_min", lo)?, num("ti_max", hi)?);
+                if 0.0 <= lo && lo < hi && hi <= 10.0 {
+                    Ok(Some((lo, hi)))
+                } else {
+                    Err(bad(format!(
+                        "ti_min={lo}, ti_max={hi}: need 0 ≤ ti_min < ti_max ≤ 10"
+                    )))
+                }
+            }
+            _ => Err(bad("ti_min and ti_max go together: give both, or neither")),
+        }
+    }
+
+    /// The wind rose's sectors asked for, checked: 12 when not given.
+    pub fn rose_sectors(&self) -> Result<usize, BadRequest> {
+        let Some(v) = &self.sectors else {
+            return Ok(12);
+        };
+        v.trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| crate::core::iec::sector::ROSE_SECTORS.contains(n))
+            .ok_or_else(|| {
+                bad(format!(
+                    "sectors={v:?}: a wind rose has 8, 12 or 16 sectors"
+                ))
+            })
+    }
 }
 
 /// A checked window.
@@ -306,6 +359,7 @@ mod tests {
             to: to.map(Into::into),
             range: range.map(Into::into),
             step: step.map(Into::into),
+            ..Params::default()
         }
     }
 
@@ -446,6 +500,7 @@ mod tests {
                 to: Some((from + width).to_string()),
                 range: None,
                 step: step.map(|s| s.to_string()),
+                ..Params::default()
             };
             if let Ok(w) = window(&p, now(), None) {
                 prop_assert!(w.from < w.to);
@@ -468,6 +523,7 @@ mod tests {
                 to: Some("1800000000".into()),
                 range: None,
                 step: step.map(|s| s.to_string()),
+                ..Params::default()
             };
             if let Ok(w) = window(&p, now(), Some(Duration::from_secs(sw))) {
                 prop_assert!(w.width() <= MAX_RANGE);

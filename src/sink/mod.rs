@@ -15,6 +15,7 @@ pub mod citus;
 pub mod db;
 pub mod dialect;
 pub mod health;
+pub mod iec;
 pub mod maintain;
 pub mod migrate;
 pub mod overlap;

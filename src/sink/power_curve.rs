@@ -14,6 +14,7 @@ use crate::core::power_curve::{
 use crate::core::signals::Signals;
 use crate::core::span::Span;
 use crate::error::{DbContext, Error};
+use crate::sink::iec;
 use crate::sink::quality::stuck_sql;
 use crate::sink::runs;
 use crate::sink::stats::{self, Sql};
@@ -24,11 +25,38 @@ fn curve_signals(signals: &Signals, policy: &Policy) -> [crate::core::signals::S
     [policy.wind, policy.power].map(|i| signals.get(i).clone())
 }
 
-/// The SQL test that an interval row may stand in a curve, and its mean wind and power.
+/// The rows a curve reads: `runs::source` of the wind and power (their frozen values) with
+/// `sink::iec`'s figures added (density, normalised wind and power, turbulence, direction).
+fn curve_source(
+    sql: &Sql,
+    signals: &Signals,
+    policy: &Policy,
+    k: i64,
+    range: (&str, &str),
+    filter: &str,
+) -> String {
+    let runs = runs::source(
+        &curve_signals(signals, policy),
+        k,
+        sql.width.secs(),
+        range,
+        filter,
+    );
+    iec::derived(
+        &runs,
+        &policy.standard,
+        signals,
+        (policy.wind, policy.power),
+    )
+}
+
+/// The SQL test that an interval row may stand in a curve, and its mean wind and power (the
+/// curve's: normalised where the standard says, NULL where that needs a density not known).
 fn clean(sql: &Sql, signals: &Signals, policy: &Policy, k: i64) -> (String, String, String) {
     let cols = |i: usize| stats::column_names(signals.get(i)).map(|c| format!("\"{c}\""));
-    let [wn, wmean, _, wmin, wmax] = cols(policy.wind);
-    let [pn, pmean, _, pmin, pmax] = cols(policy.power);
+    let [wn, _, _, wmin, wmax] = cols(policy.wind);
+    let [pn, _, _, pmin, pmax] = cols(policy.power);
+    let (wmean, pmean) = (iec::WIND.to_string(), iec::POWER.to_string());
     let frozen = |i: usize| crate::sink::runs::frozen_column(signals.get(i));
     let (wf, pf) = (frozen(policy.wind), frozen(policy.power));
     let imp = |i: usize| format!("\"{}\"", stats::implausible_column(signals.get(i)));
@@ -52,6 +80,9 @@ fn clean(sql: &Sql, signals: &Signals, policy: &Policy, k: i64) -> (String, Stri
             stats::lit(policy.min_completeness)
         ),
     ];
+    // In a measurement sector, within the turbulence range asked (IEC 61400-12-1).
+    tests.push(iec::sector_sql(&policy.standard));
+    tests.push(iec::turbulence_sql(policy.standard.turbulence));
     // Not covered by an operator's annotation of the turbine, its wind or its power.
     tests.push(format!(
         "NOT {}",
@@ -98,17 +129,20 @@ pub(crate) async fn turbine_bins<C: GenericClient>(
     let statement = format!(
         "SELECT turbine_id, floor({wind} / {w})::int8 AS b, count(*),
                 avg({wind} ORDER BY interval_start), avg({power} ORDER BY interval_start),
-                coalesce(stddev_pop({power} ORDER BY interval_start), 0)
+                coalesce(stddev_pop({power} ORDER BY interval_start), 0),
+                avg({ti} ORDER BY interval_start)
            FROM {source}
           WHERE interval_seconds = {secs} AND interval_start >= $1 AND interval_start < $2
             AND {test}{which}
           GROUP BY 1, 2 ORDER BY 1, 2",
         w = stats::lit(policy.bin_width),
+        ti = iec::TI,
         secs = sql.width.secs(),
-        source = runs::source(
-            &curve_signals(signals, policy),
+        source = curve_source(
+            sql,
+            signals,
+            policy,
             stuck_min_readings,
-            sql.width.secs(),
             ("$1", "$2"),
             which
         ),
@@ -126,6 +160,7 @@ pub(crate) async fn turbine_bins<C: GenericClient>(
             mean_wind: r.get(3),
             mean_power: r.get(4),
             std_power: r.get(5),
+            mean_ti: r.get(6),
         };
         match out.last_mut() {
             Some(t) if t.turbine_id == id => t.bins.push(bin),
@@ -165,6 +200,8 @@ pub(crate) fn fleet_bins(turbines: &[TurbineBins]) -> Vec<Bin> {
             mean_wind: sw / n as f64,
             mean_power: p.mean.unwrap_or(0.0),
             std_power: p.std_pop().unwrap_or(0.0),
+            // The fleet's curve is a reference: its bins' turbulence is not read.
+            mean_ti: None,
         })
         .collect()
 }
@@ -218,6 +255,19 @@ pub(crate) async fn reference_for<C: GenericClient>(
 pub struct Interval {
     pub start: DateTime<Utc>,
     pub point: Point,
+}
+
+/// The wind and power production-based availability reads: the curve's wind (normalised where
+/// the standard says), the raw one where that needs a density not known; the power as produced.
+fn period_columns(signals: &Signals, policy: &Policy) -> (String, String) {
+    let power = stats::column_names(signals.get(policy.power))[1].clone();
+    let wind = match (policy.standard.normalise, policy.standard.regulation) {
+        (true, crate::core::iec::density::Regulation::Pitch) => {
+            format!("coalesce({}, {})", iec::WIND, iec::RAW_WIND)
+        }
+        _ => iec::RAW_WIND.to_string(),
+    };
+    (wind, format!("\"{power}\""))
 }
 
 /// The SQL test that an interval row's wind is known to production-based availability (read,
@@ -301,7 +351,7 @@ pub(crate) async fn fleet_production<C: GenericClient>(
     only: Option<&[&str]>,
 ) -> Result<std::collections::HashMap<String, Production>, Error> {
     use futures_util::TryStreamExt;
-    let (_, wind, power) = clean(sql, signals, policy, stuck_min_readings);
+    let (wind, power) = period_columns(signals, policy);
     let (known, period) = period_sql(
         signals,
         policy,
@@ -317,10 +367,11 @@ pub(crate) async fn fleet_production<C: GenericClient>(
           WHERE interval_seconds = {} AND interval_start >= $1 AND interval_start < $2
             AND coalesce({known}, false){which}
           ORDER BY turbine_id, interval_start",
-        runs::source(
-            &curve_signals(signals, policy),
+        curve_source(
+            sql,
+            signals,
+            policy,
             stuck_min_readings,
-            sql.width.secs(),
             ("$1", "$2"),
             which
         ),
@@ -368,22 +419,32 @@ pub(crate) async fn turbine_intervals<C: GenericClient>(
     }: Span,
 ) -> Result<(Vec<Interval>, Vec<Period>), Error> {
     let (test, wind, power) = clean(sql, signals, policy, stuck_min_readings);
-    let (known, period) = period_sql(signals, policy, stuck_min_readings, view, &wind, &power);
+    let (period_wind, period_power) = period_columns(signals, policy);
+    let (known, period) = period_sql(
+        signals,
+        policy,
+        stuck_min_readings,
+        view,
+        &period_wind,
+        &period_power,
+    );
     let statement = format!(
         "SELECT interval_start, {period},
-                coalesce({test}, false), coalesce({known}, false)
+                coalesce({test}, false), coalesce({known}, false), {wind}, {power}, {ti}
            FROM {}
           WHERE turbine_id = $1 AND interval_seconds = {} AND interval_start >= $2
             AND interval_start < $3 AND (({test}) OR ({known}))
           ORDER BY interval_start",
-        runs::source(
-            &curve_signals(signals, policy),
+        curve_source(
+            sql,
+            signals,
+            policy,
             stuck_min_readings,
-            sql.width.secs(),
             ("$2", "$3"),
             " AND turbine_id = $1"
         ),
-        sql.width.secs()
+        sql.width.secs(),
+        ti = iec::TI,
     );
     // The tests in the WHERE clause are estimated to keep a few hundred of a year's 52,560 rows
     // (they keep nearly all), so PostgreSQL plans a parallel bitmap scan and a sort: 60-95 ms
@@ -404,11 +465,14 @@ pub(crate) async fn turbine_intervals<C: GenericClient>(
     tx.commit().await.map_err(failed)?;
     let (mut points, mut periods) = (Vec::new(), Vec::new());
     for r in &rows {
-        let (wind, power): (f64, f64) = (r.get(1), r.get(2));
         if r.get::<_, bool>(6) {
             points.push(Interval {
                 start: r.get(0),
-                point: Point { wind, power },
+                point: Point {
+                    wind: r.get(8),
+                    power: r.get(9),
+                    ti: r.get(10),
+                },
             });
         }
         if r.get::<_, bool>(7) {

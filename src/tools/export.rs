@@ -73,6 +73,17 @@ pub enum Turbines {
 }
 
 impl Turbines {
+    /// Whether turbine `id` is one of those asked for.
+    pub fn holds(&self, id: &str) -> bool {
+        match self {
+            Turbines::One(t) => id == t,
+            Turbines::Prefix(p) => id.starts_with(p.as_str()),
+            Turbines::All => true,
+        }
+    }
+}
+
+impl Turbines {
     /// For messages: `WTG-1`, `the turbines whose id starts with "north/"`, `any turbine`.
     pub fn describe(&self) -> String {
         match self {
@@ -333,7 +344,7 @@ fn number(x: f64) -> Option<String> {
 /// is a [`text_cell`]; every other column the exporter writes itself (the interval's RFC 3339
 /// start, integers, numbers as JSON prints them, `-3.5` included, the flags), unaltered, so a
 /// spreadsheet reads numbers as numbers; NULL is an empty field.
-fn csv_line(cells: &[Cell], raw: bool) -> String {
+pub(crate) fn csv_line(cells: &[Cell], raw: bool) -> String {
     cells
         .iter()
         .map(|c| match c {
@@ -349,7 +360,7 @@ fn csv_line(cells: &[Cell], raw: bool) -> String {
 }
 
 /// One JSON object of a row's cells, under `keys` (the column names, JSON-quoted), in order.
-fn json_line(keys: &[String], cells: &[Cell]) -> String {
+pub(crate) fn json_line(keys: &[String], cells: &[Cell]) -> String {
     let mut out = String::with_capacity(keys.len() * 24);
     out.push('{');
     for (i, (k, c)) in keys.iter().zip(cells).enumerate() {
@@ -780,144 +791,6 @@ pub async fn rebuild_as_of(
         out.push_str("\nnote: stats_enabled is false, so the daemon does not keep them current");
     }
     Ok(out)
-}
-
-/// The columns of `galewatch export --power-curve`, a row per turbine and bin.
-const CURVE_COLUMNS: [&str; 10] = [
-    "turbine_id",
-    "wind_from",
-    "wind_to",
-    "n",
-    "mean_wind",
-    "mean_power",
-    "std_power",
-    "reference_power",
-    "deviation",
-    "production_based_availability",
-];
-
-/// The reference the export's curve is held against: the declared curve, else the fleet's own
-/// over the window widened to 30 days, as the panel's is (`all`: the fleet's bins of the window).
-async fn curve_reference(
-    client: &tokio_postgres::Client,
-    (sql, signals, policy, k): (
-        &Sql,
-        &crate::core::signals::Signals,
-        &crate::core::power_curve::Policy,
-        i64,
-    ),
-    window: Span,
-    all: &[crate::sink::power_curve::TurbineBins],
-) -> Result<Option<crate::core::power_curve::Reference>, Error> {
-    use crate::sink::power_curve as pc;
-    if pc::reference_span(sql.width, window) == window {
-        Ok(pc::reference(policy, &pc::fleet_bins(all)))
-    } else {
-        pc::reference_for(client, sql, signals, policy, k, window).await
-    }
-}
-
-/// `galewatch export --power-curve`: per turbine (of `turbines`) and bin of wind speed over the
-/// clean intervals starting in `[from, to)`: the bin, its count, mean wind, mean power and the
-/// spread of the means, the reference's power at the bin's mean wind, and the turbine's
-/// deviation and production-based availability (IEC 61400-26-2, with availability kept) over the
-/// period (the same on each of its rows). CSV (a turbine id kept from being
-/// read as a formula unless `raw`) or JSON lines. Returns the rows written.
-pub async fn power_curve(
-    cfg: &Config,
-    turbines: &Turbines,
-    window: Span,
-    format: ExportFormat,
-    raw: bool,
-    out: &mut impl Write,
-) -> Result<u64, ReviewError> {
-    use crate::sink::power_curve as pc;
-    let Some(policy) = cfg
-        .power_curve()
-        .filter(|_| cfg.settings.stats.stats_enabled)
-    else {
-        return Err(ReviewError::Refused(
-            "no power curve: the settings name no wind speed and power signal the fleet declares (power_curve_wind_signal, power_curve_power_signal), or statistics are off".into(),
-        ));
-    };
-    if format == ExportFormat::Parquet {
-        return Err(ReviewError::Refused(
-            "--power-curve writes CSV or JSON lines (a few rows a turbine)".into(),
-        ));
-    }
-    let mut client = cfg.db.open().await?;
-    let sql = cfg.stats_sql();
-    let k = cfg.settings.stats.stats_stuck_min_readings;
-    let signals = &cfg.rules.limits.signals;
-    let all = pc::turbine_bins(&client, &sql, signals, &policy, k, window, None).await?;
-    let reference = curve_reference(&client, (&sql, signals, &policy, k), window, &all).await?;
-    let keep = |id: &str| match turbines {
-        Turbines::One(t) => id == t,
-        Turbines::Prefix(p) => id.starts_with(p.as_str()),
-        Turbines::All => true,
-    };
-    let header = CURVE_COLUMNS;
-    let write_err = |e: std::io::Error| ReviewError::Refused(format!("writing the output: {e}"));
-    // JSON lines' keys, quoted once.
-    let keys: Vec<String> = header
-        .iter()
-        .map(|h| serde_json::Value::from(*h).to_string())
-        .collect();
-    if format == ExportFormat::Csv {
-        writeln!(out, "{}", header.join(",")).map_err(write_err)?;
-    }
-    let mut rows = 0;
-    let view = cfg.availability().map(|a| a.view);
-    for t in all.iter().filter(|t| keep(&t.turbine_id)) {
-        let deviation = reference
-            .as_ref()
-            .and_then(|r| crate::core::power_curve::deviation(&t.bins, r).ratio());
-        // As the turbine page makes it: one read of the turbine's intervals.
-        let production = match (&view, &reference) {
-            (Some(v), Some(r)) => {
-                let (_, periods) = pc::turbine_intervals(
-                    &mut client,
-                    &sql,
-                    signals,
-                    &policy,
-                    k,
-                    Some(v),
-                    &t.turbine_id,
-                    window,
-                )
-                .await?;
-                crate::core::power_curve::production(&periods, r).ratio()
-            }
-            _ => None,
-        };
-        for b in &t.bins {
-            let w = policy.bin_width;
-            let float = |x: Option<f64>| x.map_or(Cell::Null, Cell::Float);
-            let cells = [
-                Cell::Text(t.turbine_id.clone()),
-                Cell::Float(b.index as f64 * w),
-                Cell::Float((b.index + 1) as f64 * w),
-                Cell::Int(b.n),
-                Cell::Float(b.mean_wind),
-                Cell::Float(b.mean_power),
-                Cell::Float(b.std_power),
-                float(reference.as_ref().and_then(|r| r.at(b.mean_wind))),
-                float(deviation),
-                float(production),
-            ];
-            let line = match format {
-                ExportFormat::Csv => csv_line(&cells, raw),
-                _ => json_line(&keys, &cells),
-            };
-            match writeln!(out, "{line}") {
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(rows),
-                r => r.map_err(write_err)?,
-            }
-            rows += 1;
-        }
-    }
-    out.flush().map_err(write_err)?;
-    Ok(rows)
 }
 
 #[cfg(test)]

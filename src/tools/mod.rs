@@ -6,7 +6,9 @@
 //! [`parquet`], their columns and values derived in [`figures`], and rebuilt from `readings`),
 //! and [`manual`] (the man pages).
 
+pub mod aep;
 pub mod annotate;
+pub mod curve;
 pub mod demo;
 pub mod edge;
 pub mod export;

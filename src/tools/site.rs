@@ -475,6 +475,7 @@ mod tests {
                     .then(|| Point {
                         wind: s.iter().map(|s| s.wind_ms).sum::<f64>() / 300.0,
                         power: s.iter().map(|s| s.power_kw).sum::<f64>() / 300.0,
+                        ti: None,
                     })
             })
             .collect()

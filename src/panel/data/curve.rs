@@ -88,6 +88,11 @@ pub struct Curve {
     /// Positions of the wind speed and power signals among the declared ones (the axes).
     pub wind: usize,
     pub power: usize,
+    /// IEC 61400-12-1's figures of the bins (Cp, uncertainty, completeness, AEP), and the
+    /// settings they were made under, the turbulence range as asked.
+    pub report: crate::core::iec::report::Report,
+    pub standard: crate::core::iec::Standard,
+    pub interval_seconds: i64,
 }
 
 /// The fleet page's ids in deviation order, and every turbine's deviation they were ranked by.
@@ -137,45 +142,30 @@ impl Db {
     }
 
     /// One turbine's power curve over the window; None when the fleet has none.
-    pub async fn curve(&self, id: &str, w: &Window) -> Result<Option<Curve>, Error> {
+    pub async fn curve(
+        &self,
+        id: &str,
+        w: &Window,
+        turbulence: Option<(f64, f64)>,
+    ) -> Result<Option<Curve>, Error> {
         let (Some(policy), Some((sql, k))) = (&self.curve, &self.quality) else {
             return Ok(None);
         };
-        let intervals_of = |c, range| {
-            crate::sink::power_curve::turbine_intervals(
-                c,
-                sql,
-                &self.queries.signals,
-                policy,
-                *k,
-                self.view.as_ref(),
-                id,
-                range,
-            )
+        // A turbulence range asked for replaces the declared one, for this curve only.
+        let asked;
+        let policy = match turbulence {
+            Some(range) => {
+                let mut p = policy.clone();
+                p.standard.turbulence = Some(range);
+                asked = p;
+                &asked
+            }
+            None => policy,
         };
         let mut c = self.client().await?;
-        // A long range is read in two halves at once when a second connection is free at
-        // once: a year is 52,560 intervals, and their transfer (about 0.75 µs each here) is
-        // most of the request. The halves, in time order, are what one read gives.
-        let mid = sql.width.start_of(w.from + (w.to - w.from) / 2);
-        let long = w.to - w.from > chrono::Duration::days(SPLIT_READ_DAYS) && mid > w.from;
-        let spare = if long {
-            self.spare_client().await
-        } else {
-            None
-        };
-        let (mut points, periods) = match spare {
-            Some(mut c2) => {
-                let (mut a, b) = tokio::try_join!(
-                    intervals_of(&mut *c, Span::new(w.from, mid)),
-                    intervals_of(&mut *c2, Span::new(mid, w.to))
-                )?;
-                a.0.extend(b.0);
-                a.1.extend(b.1);
-                a
-            }
-            None => intervals_of(&mut *c, Span::new(w.from, w.to)).await?,
-        };
+        let (mut points, periods) = self
+            .intervals_read(&mut c, policy, (sql, *k), id, w)
+            .await?;
         let pts: Vec<crate::core::power_curve::Point> = points.iter().map(|p| p.point).collect();
         let bins = crate::core::power_curve::bins(&pts, policy.bin_width);
         let outliers: Vec<crate::sink::power_curve::Interval> = crate::core::power_curve::outliers(
@@ -206,7 +196,17 @@ impl Db {
             let step = points.len().div_ceil(CURVE_POINTS);
             points = points.into_iter().step_by(step).collect();
         }
+        let report = crate::core::iec::report::Report::of(
+            &bins,
+            reference.as_ref(),
+            &policy.standard,
+            policy.bin_width,
+            i64::from(sql.width.secs()),
+        );
         Ok(Some(Curve {
+            report,
+            standard: policy.standard.clone(),
+            interval_seconds: i64::from(sql.width.secs()),
             bins,
             declared: policy.reference.is_some(),
             reference,
@@ -219,6 +219,85 @@ impl Db {
             wind: policy.wind,
             power: policy.power,
         }))
+    }
+
+    /// One turbine's intervals over the window for its curve (`turbine_intervals`).
+    async fn intervals_read(
+        &self,
+        c: &mut Client,
+        policy: &crate::core::power_curve::Policy,
+        (sql, k): (&crate::sink::stats::Sql, i64),
+        id: &str,
+        w: &Window,
+    ) -> Result<
+        (
+            Vec<crate::sink::power_curve::Interval>,
+            Vec<crate::core::power_curve::Period>,
+        ),
+        Error,
+    > {
+        let intervals_of = |c, range| {
+            crate::sink::power_curve::turbine_intervals(
+                c,
+                sql,
+                &self.queries.signals,
+                policy,
+                k,
+                self.view.as_ref(),
+                id,
+                range,
+            )
+        };
+        // A long range is read in two halves at once when a second connection is free at
+        // once: a year is 52,560 intervals, and their transfer (about 0.75 µs each here) is
+        // most of the request. The halves, in time order, are what one read gives.
+        let mid = sql.width.start_of(w.from + (w.to - w.from) / 2);
+        let long = w.to - w.from > chrono::Duration::days(SPLIT_READ_DAYS) && mid > w.from;
+        let spare = if long {
+            self.spare_client().await
+        } else {
+            None
+        };
+        Ok(match spare {
+            Some(mut c2) => {
+                let (mut a, b) = tokio::try_join!(
+                    intervals_of(&mut *c, Span::new(w.from, mid)),
+                    intervals_of(&mut *c2, Span::new(mid, w.to))
+                )?;
+                a.0.extend(b.0);
+                a.1.extend(b.1);
+                a
+            }
+            None => intervals_of(&mut *c, Span::new(w.from, w.to)).await?,
+        })
+    }
+
+    /// One turbine's wind rose over the window in `sectors` sectors; None when no direction
+    /// signal is declared (`power_curve_direction_signal`) or the fleet has no curve.
+    pub async fn rose(
+        &self,
+        id: &str,
+        w: &Window,
+        sectors: usize,
+    ) -> Result<Option<crate::core::iec::sector::Rose>, Error> {
+        let (Some(policy), Some((sql, _))) = (&self.curve, &self.quality) else {
+            return Ok(None);
+        };
+        if policy.standard.direction.is_none() {
+            return Ok(None);
+        }
+        let c = self.client().await?;
+        let points = crate::sink::iec::rose_points(
+            &*c,
+            sql,
+            &self.queries.signals,
+            &policy.standard,
+            (policy.wind, policy.power),
+            id,
+            Span::new(w.from, w.to),
+        )
+        .await?;
+        Ok(Some(crate::core::iec::sector::Rose::of(points, sectors)))
     }
 
     /// Yesterday's deviation from the reference of each turbine of `ids` (all when None), by

@@ -66,6 +66,7 @@ table.pairs th{overflow-wrap:anywhere}
 
 /// The page around a body: escaping is maud's, so no text reaches the page unescaped.
 mod fleet;
+pub(crate) mod iec;
 pub use fleet::fleet;
 
 fn layout(title: &str, body: Markup) -> String {
@@ -142,6 +143,8 @@ pub struct TurbineView<'a> {
     )>,
     /// The range's power curve; None when the fleet has none.
     pub curve: Option<super::data::Curve>,
+    /// The range's wind rose; None without a direction signal.
+    pub rose: Option<crate::core::iec::sector::Rose>,
     /// The declared status signal's position and its categories over the range (drawn as a
     /// strip instead of a line); None when availability is not kept.
     pub strip: Option<(usize, Vec<super::strip::Bucket>)>,
@@ -172,6 +175,10 @@ pub fn turbine(v: &TurbineView<'_>) -> String {
         }
         @if let Some(c) = &v.curve {
             (power_curve(c, &v.queries.signals))
+            (iec::section(v.id, c))
+        }
+        @if let Some(r) = &v.rose {
+            (iec::rose_svg(r))
         }
         @if !v.queries.listed.is_empty() {
             (status_changes(v))
@@ -254,10 +261,9 @@ fn status_line(s: &Status, queries: &Queries) -> Markup {
 
 /// The power curve as the API gives it.
 pub(crate) fn curve_json(id: &str, w: &Window, c: &super::data::Curve) -> Value {
-    let bins: Vec<Value> = c
-        .bins
-        .iter()
-        .map(|b| {
+    let r = &c.report;
+    let bins: Vec<Value> = (c.bins.iter().zip(&r.cp).zip(&r.u_a))
+        .map(|((b, cp), u_a)| {
             json!({
                 "wind_from": b.index as f64 * c.bin_width,
                 "wind_to": (b.index + 1) as f64 * c.bin_width,
@@ -265,6 +271,9 @@ pub(crate) fn curve_json(id: &str, w: &Window, c: &super::data::Curve) -> Value 
                 "mean_wind": b.mean_wind,
                 "mean_power": b.mean_power,
                 "std_power": b.std_power,
+                "mean_ti": b.mean_ti,
+                "cp": cp,
+                "u_a": u_a,
             })
         })
         .collect();
@@ -287,6 +296,7 @@ pub(crate) fn curve_json(id: &str, w: &Window, c: &super::data::Curve) -> Value 
             "ratio": c.deviation.ratio(),
         },
         "outliers": c.outliers.iter().map(at).collect::<Vec<_>>(),
+        "iec": iec::standard_json(id, c),
         "production_based_availability": c.production.map(|p| json!({
             "intervals": p.intervals,
             "produced_kwh": p.produced_kwh,
@@ -794,6 +804,7 @@ mod tests {
                 crate::core::availability::View::default(),
             )),
             curve: None,
+            rose: None,
             strip: None,
             derived: Vec::new(),
         });
@@ -898,6 +909,7 @@ mod tests {
                 quality: None,
                 availability: None,
                 curve: None,
+                rose: None,
                 strip: None,
                 derived: Vec::new(),
             }),
