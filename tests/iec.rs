@@ -169,8 +169,28 @@ async fn the_curve_normalised_sectored_and_its_aep_equal_a_computation_by_hand()
         "turbines/T-2/readings",
         &format!("[{}]", hot.join(",")),
     ));
+    // Values no curve holds (the signals declare no bounds): a power of 1.7e308 (T-3), winds of
+    // 1e300 m/s (T-4). Their intervals are no curve's, and break no other turbine's.
+    for (id, wind, power) in [("T-3", 7.0, 1.7976931348623157e308), ("T-4", 1e300, 1000.0)] {
+        let wild: Vec<String> = (0..30)
+            .map(|k| {
+                let at = start + chrono::Duration::seconds(20 * k);
+                let f = 1.0 - (k % 3) as f64 * 1e-3;
+                format!(
+                    r#"{{"recorded_at":"{}","power_kw":{:e},"wind_speed_ms":{:e},"temp_c":0,"wind_dir":0}}"#,
+                    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    power * f,
+                    wind * f
+                )
+            })
+            .collect();
+        msgs.push(json(
+            &format!("turbines/{id}/readings"),
+            &format!("[{}]", wild.join(",")),
+        ));
+    }
     publish(&broker, msgs).await;
-    let total = 30 * (sent.len() + 1);
+    let total = 30 * (sent.len() + 3);
     eventually(Duration::from_secs(60), "every reading stored", || async {
         db.rows().await == total as i64
     })
@@ -276,9 +296,11 @@ async fn the_curve_normalised_sectored_and_its_aep_equal_a_computation_by_hand()
         }
         (8760.0 * sum, 8760.0 * (sum + (cdf(25.0) - cdf(v0)) * p0))
     };
-    let reference: Vec<(f64, f64)> = (6..50)
+    // The reference at the bins' centres from 3.25 to 24.75 m/s, and its last point.
+    let mut reference: Vec<(f64, f64)> = (6..50)
         .map(|k| (k as f64 * 0.5 + 0.25, warranted(k as f64 * 0.5 + 0.25)))
         .collect();
+    reference.push((25.0, 3000.0));
     let rows = iec["aep"].as_array().unwrap();
     assert_eq!(
         rows.len(),
@@ -312,9 +334,13 @@ async fn the_curve_normalised_sectored_and_its_aep_equal_a_computation_by_hand()
             extrapolated,
             "AEP-extrapolated",
         );
-        let (r, _) = aep(&*cdf, &reference);
+        let (_, r) = aep(&*cdf, &reference);
         close(row["reference"].as_f64().unwrap(), r, "the reference's AEP");
-        close(row["ratio"].as_f64().unwrap(), measured / r, "the ratio");
+        close(
+            row["ratio"].as_f64().unwrap(),
+            extrapolated / r,
+            "the ratio",
+        );
     }
 
     // The turbulence range asked for: only the intervals with σ/V in it.
@@ -371,6 +397,16 @@ async fn the_curve_normalised_sectored_and_its_aep_equal_a_computation_by_hand()
     assert_eq!(status, 200, "{hot}");
     assert!(hot.contains("\"intervals\":0"), "{hot}");
 
+    for id in ["T-3", "T-4"] {
+        let (status, wild) = panel
+            .get(&format!("/api/turbines/{id}/power-curve?{range}"))
+            .await;
+        assert_eq!(status, 200, "{wild}");
+        assert!(wild.contains("\"intervals\":0"), "{wild}");
+        let (status, page) = panel.get(&format!("/turbines/{id}?{range}")).await;
+        assert_eq!(status, 200, "{page}");
+    }
+
     // The page says what the winds are, the completeness and the AEP table, and draws the rose.
     let (_, page) = panel.get(&format!("/turbines/T-1?{range}")).await;
     for want in [
@@ -407,6 +443,12 @@ async fn the_curve_normalised_sectored_and_its_aep_equal_a_computation_by_hand()
         }
         assert_eq!(r["basis"], "wind normalised to 1.225 kg/m³");
     }
+    let all = d.command(&["export", "--aep", "--from", &from, "--to", &to]);
+    assert!(
+        all.status.success(),
+        "{}",
+        String::from_utf8_lossy(&all.stderr)
+    );
     let rows = stdout_jsonl(&d.command(&[
         "export",
         "--aep",
@@ -424,6 +466,7 @@ async fn the_curve_normalised_sectored_and_its_aep_equal_a_computation_by_hand()
         assert_eq!(r["aep_measured_kwh"], a["measured"], "{r}");
         assert_eq!(r["aep_reference_kwh"], a["reference"], "{r}");
         assert_eq!(r["ratio"], a["ratio"], "{r}");
-        assert_eq!(r["database_complete"], "false", "{r}");
+        assert_eq!(r["database_complete"], false, "{r}");
+        assert!(r["aep_measured_incomplete"].is_boolean(), "{r}");
     }
 }

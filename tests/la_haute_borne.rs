@@ -348,6 +348,18 @@ async fn la_haute_borne_is_told_exactly_hour_by_hour() {
         100.0 * clean as f64 / (4.0 * 17_520.0)
     );
     assert_eq!(export(&[]).len(), 4 * 17_520);
+    let turbulence = exported.iter().zip(&hours).all(|(row, (_, h))| {
+        let w = &h.values[2];
+        let n = w.len() as f64;
+        let mean = w.iter().sum::<f64>() / n;
+        let sd = (w.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n).sqrt();
+        w.is_empty() || mean < 1e-100 || close(&row["wind_speed_ms_ti"], sd / mean)
+    });
+    assert!(
+        turbulence,
+        "every hour's σ/V as pandas' std(ddof=0) / mean() gives it"
+    );
+    iec_on_r80711(&db, &hours, &frozen).await;
     // For bench/lhb/compare.py: the hourly CSV, where LHB_EXPORT says.
     if let Ok(path) = std::env::var("LHB_EXPORT") {
         let out = d.command(&[
@@ -366,4 +378,206 @@ async fn la_haute_borne_is_told_exactly_hour_by_hour() {
         );
     }
     d.terminate();
+}
+
+/// A reference of the MM82's shape (2,050 kW; approximate, not the maker's warranted curve): what
+/// R80711 is held against in IEC 61400-12-1's figures below.
+const REFERENCE: &str = "[[3.0, 0.0], [4.0, 60.0], [5.0, 170.0], [6.0, 350.0], [7.0, 590.0], [8.0, 900.0], [9.0, 1260.0], [10.0, 1620.0], [11.0, 1900.0], [12.0, 2030.0], [13.0, 2050.0], [25.0, 2050.0]]";
+
+fn reference_at(w: f64) -> Option<f64> {
+    let p: Vec<(f64, f64)> = serde_json::from_str::<Vec<[f64; 2]>>(REFERENCE)
+        .unwrap()
+        .iter()
+        .map(|x| (x[0], x[1]))
+        .collect();
+    let i = p.iter().position(|x| x.0 >= w)?;
+    if w < p[0].0 {
+        return None;
+    }
+    if i == 0 || p[i].0 == w {
+        return Some(p[i].1);
+    }
+    let ((x0, y0), (x1, y1)) = (p[i - 1], p[i]);
+    Some(y0 + (y1 - y0) * (w - x0) / (x1 - x0))
+}
+
+/// R80711 in 2015 as IEC 61400-12-1 takes it, against the hours by hand: the clean hours (six
+/// readings, wind and power unflagged) with a density (their mean temperature, the standard
+/// atmosphere at 411 m), binned on winds normalised to `rho0`; the deviation from [`REFERENCE`],
+/// each bin's turbulence, the AEP table and the wind rose; with `rho0` the site's mean density
+/// (OpenOA's normalisation: bench/lhb/iec.py) and raw, printed.
+async fn iec_on_r80711(
+    db: &TestDb,
+    hours: &Hours,
+    frozen: &HashSet<(String, DateTime<Utc>, usize)>,
+) {
+    let year = |y: i32| {
+        chrono::NaiveDate::from_ymd_opt(y, 1, 1)
+            .unwrap()
+            .and_hms_opt(0, 0, 0)
+            .unwrap()
+            .and_utc()
+    };
+    let (from, to) = (year(2015), year(2016));
+    let pressure = 101_325.0 * (1.0 - 2.25577e-5 * 411.0f64).powf(5.25588);
+    let mine: Vec<(&DateTime<Utc>, &Hour)> = hours
+        .iter()
+        .filter(|((t, at), _)| t == "R80711" && *at >= from && *at < to)
+        .map(|((_, at), h)| (at, h))
+        .collect();
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    // (normalised-to-1 wind factor's input ρ, raw wind, power, σ/V) of each clean hour with a density.
+    let clean: Vec<(f64, f64, f64, f64)> = mine
+        .iter()
+        .filter(|(at, h)| {
+            h.readings == 6
+                && [1, 2].iter().all(|&k| {
+                    flags(k, h, frozen.contains(&("R80711".to_string(), **at, k))).is_empty()
+                })
+                && mean(&h.values[2]) >= 0.0
+        })
+        .filter_map(|(_, h)| {
+            let t = h.values[4].as_slice();
+            let t = (!t.is_empty())
+                .then(|| mean(t))
+                .filter(|t| (-80.0..=70.0).contains(t))?;
+            let rho = pressure / 287.05 / (t + 273.15);
+            let w = mean(&h.values[2]);
+            let sd = (h.values[2].iter().map(|x| (x - w) * (x - w)).sum::<f64>() / 6.0).sqrt();
+            Some((rho, w, mean(&h.values[1]), sd / w))
+        })
+        .collect();
+    let site = clean.iter().map(|c| c.0).sum::<f64>() / clean.len() as f64;
+    let (lo, hi) = clean
+        .iter()
+        .fold((f64::MAX, f64::MIN), |a, c| (a.0.min(c.0), a.1.max(c.0)));
+    // Bins by hand of the winds normalised to rho0 (None: raw).
+    let bins = |rho0: Option<f64>| {
+        let mut by: BTreeMap<i64, Vec<(f64, f64, f64)>> = BTreeMap::new();
+        for &(rho, w, p, ti) in &clean {
+            let v = rho0.map_or(w, |r0| w * (rho / r0).powf(1.0 / 3.0));
+            by.entry((v / 0.5).floor() as i64)
+                .or_default()
+                .push((v, p, ti));
+        }
+        by
+    };
+    let deviation = |by: &BTreeMap<i64, Vec<(f64, f64, f64)>>| {
+        let (mut produced, mut expected) = (0.0, 0.0);
+        for xs in by.values() {
+            let n = xs.len() as f64;
+            let v = xs.iter().map(|x| x.0).sum::<f64>() / n;
+            if let Some(e) = reference_at(v) {
+                produced += xs.iter().map(|x| x.1).sum::<f64>();
+                expected += e * n;
+            }
+        }
+        produced / expected - 1.0
+    };
+    let extra = |more: &str| {
+        let text = SETTINGS.replacen(
+            "power_curve_wind_signal",
+            &format!("power_curve_reference = {REFERENCE}\n{more}\npower_curve_wind_signal"),
+            1,
+        );
+        SettingsFile::new(&text)
+    };
+    let range = format!("from={}&to={}", from.timestamp(), to.timestamp());
+    let mut figures = Vec::new();
+    for (more, rho0) in [
+        (String::new(), Some(1.225)),
+        (
+            format!("power_curve_reference_density = {site:?}"),
+            Some(site),
+        ),
+        ("power_curve_normalise = false".to_string(), None),
+    ] {
+        let file = extra(&more);
+        let panel = Panel::serve(db, &file.path).await;
+        let (status, api) = panel
+            .get(&format!("/api/turbines/R80711/power-curve?{range}"))
+            .await;
+        assert_eq!(status, 200, "{api}");
+        let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+        let by = bins(rho0);
+        assert_eq!(
+            api["intervals"].as_u64(),
+            Some(clean.len() as u64),
+            "{more}"
+        );
+        let got = api["deviation"]["ratio"].as_f64().unwrap();
+        let want = deviation(&by);
+        assert!(
+            (got - want).abs() < 1e-9,
+            "{more}: deviation {got} against {want} by hand"
+        );
+        figures.push(got);
+        if rho0 != Some(1.225) {
+            continue;
+        }
+        // Each bin's turbulence, and the AEP over the bins of three hours or more.
+        let mut curve = Vec::new();
+        for (b, xs) in api["bins"].as_array().unwrap().iter().zip(by.values()) {
+            let n = xs.len() as f64;
+            let ti = xs.iter().map(|x| x.2).sum::<f64>() / n;
+            assert!(close(&b["mean_ti"], ti), "{b} against {ti}");
+            if xs.len() >= 3 {
+                curve.push((
+                    b["mean_wind"].as_f64().unwrap(),
+                    b["mean_power"].as_f64().unwrap(),
+                ));
+            }
+        }
+        for row in api["iec"]["aep"].as_array().unwrap() {
+            let mean = row["mean_wind"].as_f64().unwrap();
+            let f = |v: f64| {
+                if v <= 0.0 {
+                    0.0
+                } else {
+                    1.0 - (-std::f64::consts::PI / 4.0 * (v / mean).powi(2)).exp()
+                }
+            };
+            let (mut v0, mut p0, mut sum) = (curve[0].0 - 0.5, 0.0, 0.0);
+            for &(v, p) in &curve {
+                sum += (f(v) - f(v0)) * (p0 + p) / 2.0;
+                (v0, p0) = (v, p);
+            }
+            assert!(
+                close(&row["measured"], 8760.0 * sum),
+                "{row} against {}",
+                8760.0 * sum
+            );
+        }
+        // The wind rose: every hour with a direction and a plausible wind, by hand.
+        let mut rose = vec![[0i64; 5]; 12];
+        for (_, h) in &mine {
+            let (d, w) = (&h.values[6], &h.values[2]);
+            if d.is_empty() || w.is_empty() || w.iter().any(|x| !(0.0..=40.0).contains(x)) {
+                continue;
+            }
+            let sector = ((vector_mean(d) + 15.0).rem_euclid(360.0) / 30.0).floor() as usize % 12;
+            let class = [4.0, 8.0, 12.0, 16.0]
+                .iter()
+                .take_while(|&&x| mean(w) >= x)
+                .count();
+            rose[sector][class] += 1;
+        }
+        let (_, got) = panel
+            .get(&format!("/api/turbines/R80711/wind-rose?{range}"))
+            .await;
+        let got: serde_json::Value = serde_json::from_str(&got).unwrap();
+        let got: Vec<[i64; 5]> = (got["sectors"].as_array().unwrap().iter())
+            .map(|s| serde_json::from_value(s["counts"].clone()).unwrap())
+            .collect();
+        assert_eq!(got, rose, "the wind rose of R80711 in 2015");
+        eprintln!("La Haute Borne R80711 2015: wind rose (12 sectors × 5 classes) {rose:?}");
+    }
+    eprintln!(
+        "La Haute Borne R80711 2015, {} clean hours with a density ({lo:.4}–{hi:.4} kg/m³, mean {site:?}): \
+         deviation from the MM82-shaped reference {:+.6} % normalised to 1.225, {:+.6} % to the site's mean (OpenOA's), {:+.6} % raw",
+        clean.len(),
+        100.0 * figures[0],
+        100.0 * figures[1],
+        100.0 * figures[2]
+    );
 }

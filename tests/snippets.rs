@@ -431,6 +431,11 @@ angle = true
 [[signals]]
 name = "status_code"
 type = "integer"
+[[signals]]
+name = "ambient_temp_c"
+[[signals]]
+name = "wind_dir_deg"
+angle = true
 "#;
 
 /// The database the docs' queries run on: their signals, with availability kept.

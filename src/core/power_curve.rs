@@ -106,10 +106,10 @@ pub fn bins(points: &[Point], width: f64) -> Vec<Bin> {
 }
 
 /// The highest wind a declared curve may name, m/s (no anemometer on a turbine reads more).
-const MAX_REFERENCE_WIND: f64 = 100.0;
+pub(crate) const MAX_REFERENCE_WIND: f64 = 100.0;
 /// The largest power a declared curve may name, in the power signal's unit: a million times a
 /// 15 MW turbine in kW.
-const MAX_REFERENCE_POWER: f64 = 1e10;
+pub(crate) const MAX_REFERENCE_POWER: f64 = 1e10;
 
 /// What a turbine is held against: a curve of (wind speed, power) points.
 #[derive(Debug, Clone, PartialEq)]

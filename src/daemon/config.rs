@@ -137,6 +137,35 @@ pub(crate) fn known_keys() -> &'static [&'static str] {
 }
 
 impl Settings {
+    /// The density's signals are none of the curve's own (a wind speed read as a temperature).
+    fn iec_apart_from_the_curve(&self) -> Result<(), SettingError> {
+        let curve = [
+            &self.power_curve.power_curve_wind_signal,
+            &self.power_curve.power_curve_power_signal,
+        ];
+        for (setting, name) in [
+            (
+                "power_curve_temperature_signal",
+                &self.iec.power_curve_temperature_signal,
+            ),
+            (
+                "power_curve_pressure_signal",
+                &self.iec.power_curve_pressure_signal,
+            ),
+            (
+                "power_curve_humidity_signal",
+                &self.iec.power_curve_humidity_signal,
+            ),
+        ] {
+            if !name.is_empty() && curve.contains(&name) {
+                return Err(SettingError::new(
+                    setting,
+                    format!("{name} is the power curve's wind or power signal: the density needs a signal of its own"),
+                ));
+            }
+        }
+        Ok(())
+    }
     /// The settings a figment holds: an unknown key refused (with the nearest known one), then
     /// each group read on its own, so an error names the setting and where it came from.
     pub fn from_figment(fig: &Figment) -> Result<Settings, SettingError> {
@@ -755,6 +784,7 @@ impl Settings {
             .check(&signals, self.stats.stats_enabled)?;
         self.power_curve.check(&signals)?;
         self.iec.check(&signals)?;
+        self.iec_apart_from_the_curve()?;
         self.write.check()?;
         let limits = self.messages.limits(signals.clone())?;
         let rules = self.payload.rules(&self.broker.mqtt_topic, limits)?;

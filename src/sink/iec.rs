@@ -150,7 +150,10 @@ fn inside_sql(d: &str, s: &Sector) -> String {
     if s.from == 0.0 && s.to == 360.0 {
         return format!("{d} IS NOT NULL");
     }
-    format!("(CASE WHEN {d} >= {from} THEN {d} - {from} ELSE {d} - {from} + 360 END) <= {width}")
+    let slack = lit(crate::core::iec::sector::BOUND_SLACK);
+    format!(
+        "(CASE WHEN {d} >= {from} - {slack} THEN {d} - {from} ELSE {d} - {from} + 360 END) <= {width} + {slack}"
+    )
 }
 
 /// The test of the measurement sectors on a row of [`derived`]: per declared prefix (longest

@@ -63,6 +63,10 @@ fn clean(sql: &Sql, signals: &Signals, policy: &Policy, k: i64) -> (String, Stri
     let rule = |i: usize| signals.get(i).rules.resolve(k);
     let mut tests = vec![
         format!("{wn} > 0 AND {pn} > 0 AND {wmean} >= 0"),
+        // Winds and powers a curve can hold, as a declared one is bounded: 1e300 m/s or a power
+        // of 1.7e308 would overflow the bins' sums (PostgreSQL raises, and every turbine's
+        // curve would fail with the one that sent it).
+        within_bounds(&wmean, &pmean),
         // Every reading carried both, neither frozen (by its rule) nor implausible.
         format!("{wn} = readings AND {pn} = readings"),
         format!(
@@ -270,6 +274,17 @@ fn period_columns(signals: &Signals, policy: &Policy) -> (String, String) {
     (wind, format!("\"{power}\""))
 }
 
+/// The SQL test that a mean wind and power lie within what a curve holds: winds up to
+/// `MAX_REFERENCE_WIND` m/s, powers within ±`MAX_REFERENCE_POWER`.
+fn within_bounds(wind: &str, power: &str) -> String {
+    use crate::core::power_curve::{MAX_REFERENCE_POWER, MAX_REFERENCE_WIND};
+    format!(
+        "{wind} <= {} AND abs({power}) <= {}",
+        stats::lit(MAX_REFERENCE_WIND),
+        stats::lit(MAX_REFERENCE_POWER)
+    )
+}
+
 /// The SQL test that an interval row's wind is known to production-based availability (read,
 /// not frozen, plausible; with `view`, availability being kept: else none is), and the columns a
 /// [`Period`] is read from (mean wind and power, power's readings, readings in `view`'s
@@ -293,8 +308,9 @@ fn period_sql(
     let known = match view {
         Some(_) => format!(
             "readings > 0 AND \"{}\" IS NOT NULL AND {wn} > 0 AND {pn} > 0 AND {wind} >= 0
-             AND coalesce({imp}, 0) = 0 AND NOT {}",
+             AND {} AND coalesce({imp}, 0) = 0 AND NOT {}",
             stats::category_column(Category::FullPerformance),
+            within_bounds(wind, power),
             stuck_sql(
                 &wind_rule,
                 [

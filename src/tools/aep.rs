@@ -78,10 +78,10 @@ pub async fn aep(
                 float(a.measured.map(|m| m.measured)),
                 float(a.measured.map(|m| m.extrapolated)),
                 a.measured
-                    .map_or(Cell::Null, |m| Cell::Text(m.incomplete().to_string())),
+                    .map_or(Cell::Null, |m| Cell::Bool(m.incomplete())),
                 float(a.reference),
                 float(a.ratio()),
-                c.map_or(Cell::Null, |c| Cell::Text(c.complete().to_string())),
+                c.map_or(Cell::Null, |c| Cell::Bool(c.complete())),
                 float(c.map(|c| c.hours)),
                 float(c.map(|c| c.missing_hours())),
                 Cell::Text(short.clone()),

@@ -151,7 +151,7 @@ pub async fn power_curve(
             let cells = [
                 Cell::Text(t.turbine_id.clone()),
                 Cell::Float(b.index as f64 * w),
-                Cell::Float((b.index + 1) as f64 * w),
+                Cell::Float((b.index as f64 + 1.0) * w),
                 Cell::Int(b.n),
                 Cell::Float(b.mean_wind),
                 Cell::Float(b.mean_power),

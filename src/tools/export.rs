@@ -354,6 +354,7 @@ pub(crate) fn csv_line(cells: &[Cell], raw: bool) -> String {
             Cell::Int(i) => i.to_string(),
             Cell::Float(x) => number(*x).unwrap_or_default(),
             Cell::Flags(f) => csv_field(f),
+            Cell::Bool(b) => b.to_string(),
         })
         .collect::<Vec<_>>()
         .join(",")
@@ -380,6 +381,7 @@ pub(crate) fn json_line(keys: &[String], cells: &[Cell]) -> String {
             Cell::Int(i) => out.push_str(&i.to_string()),
             Cell::Float(x) => out.push_str(number(*x).as_deref().unwrap_or("null")),
             Cell::Flags(f) => out.push_str(&serde_json::Value::from(*f).to_string()),
+            Cell::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         }
     }
     out.push('}');

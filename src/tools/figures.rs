@@ -82,6 +82,8 @@ pub enum Cell {
     Float(f64),
     /// A signal's flags ([`flags_text`]): text, from a fixed set.
     Flags(&'static str),
+    /// true or false (the curve's exports; JSON writes a boolean, CSV the word).
+    Bool(bool),
 }
 
 /// One numeric signal's stored figures in one interval (`interval_stats`' columns).

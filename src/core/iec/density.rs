@@ -46,7 +46,7 @@ pub fn vapour_factor() -> f64 {
 /// IEC 61400-12-1's density of one interval, kg/m³:
 /// `ρ = (1/T) · (B/R₀ − φ · P_w · (1/R₀ − 1/R_w))`, `T` in K, `B` in Pa, `φ` the relative humidity
 /// (0 to 1), `P_w = 2.05·10⁻⁵ · exp(0.0631846 · T)` Pa the vapour pressure; without humidity
-/// `ρ = B / (R₀ T)` — OpenOA's `compute_air_density`. None when an input lies outside its
+/// `ρ = B / (R₀ T)`. None when an input lies outside its
 /// bounds above, or the result is not a positive finite density.
 pub fn density(temperature_c: f64, pressure_pa: f64, humidity_pct: Option<f64>) -> Option<f64> {
     let inside = |x: f64, (lo, hi): (f64, f64)| (lo..=hi).contains(&x);

@@ -17,15 +17,18 @@ pub struct AepRow {
     pub distribution: Distribution,
     /// On the measured curve (bins of at least three intervals); None without such a bin.
     pub measured: Option<Aep>,
-    /// On the reference sampled at the bins' centres; None without a reference.
+    /// On the reference's bin table ([`reference_table`]), held like AEP-extrapolated at its
+    /// last power up to cut-out; None without a reference.
     pub reference: Option<f64>,
 }
 
 impl AepRow {
-    /// AEP-measured over the reference's: the figure a warranty is argued with.
+    /// AEP-extrapolated over the reference's, both over every wind up to cut-out: the energy
+    /// the turbine makes where the site's winds blow against what the reference promises there,
+    /// the figure a warranty is argued with.
     pub fn ratio(&self) -> Option<f64> {
         match (self.measured, self.reference) {
-            (Some(m), Some(r)) if r > 0.0 => Some(m.measured / r),
+            (Some(m), Some(r)) if r > 0.0 => Some(m.extrapolated / r),
             _ => None,
         }
     }
@@ -52,17 +55,22 @@ pub fn measured_curve(bins: &[Bin]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// The reference at the centres of bins `width` wide, where it is defined: a warranted bin
-/// table as it is usually given.
+/// The reference at the centres of bins `width` wide, where it is defined, and at its last
+/// point (a warranted bin table as it is usually given, to the reference's end: a fleet's own
+/// curve ends at its last bin's mean wind, as the turbine's measured curve does).
 pub fn reference_table(reference: &Reference, width: f64) -> Vec<(f64, f64)> {
     let p = reference.points();
-    let (lo, hi) = (p[0].0, p[p.len() - 1].0);
+    let (lo, hi) = (p[0].0, p[p.len() - 1]);
     let first = (lo / width - 0.5).ceil().max(0.0) as i64;
-    (first..)
+    let mut out: Vec<(f64, f64)> = (first..)
         .map(|k| (k as f64 + 0.5) * width)
-        .take_while(|&v| v <= hi)
+        .take_while(|&v| v <= hi.0)
         .filter_map(|v| reference.at(v).map(|p| (v, p)))
-        .collect()
+        .collect();
+    if out.last().is_none_or(|l| l.0 < hi.0) {
+        out.push(hi);
+    }
+    out
 }
 
 impl Report {
@@ -95,7 +103,7 @@ impl Report {
                 reference: table
                     .as_ref()
                     .and_then(|t| aep(t, width, standard.cut_out, &d))
-                    .map(|a| a.measured),
+                    .map(|a| a.extrapolated),
             })
             .collect();
         Report {
@@ -165,7 +173,10 @@ mod tests {
     fn the_table_starts_at_the_first_centre_inside_the_reference() {
         let r = Reference::declared(&[(3.1, 0.0), (4.0, 100.0)]).unwrap();
         let t = reference_table(&r, 0.5);
-        assert_eq!(t.iter().map(|x| x.0).collect::<Vec<_>>(), [3.25, 3.75]);
+        assert_eq!(t.iter().map(|x| x.0).collect::<Vec<_>>(), [3.25, 3.75, 4.0]);
+        // A fleet's own curve ends at its last bin's mean wind: the table does too.
+        let fleet = Reference::declared(&[(3.0, 0.0), (12.233, 3000.0)]).unwrap();
+        assert_eq!(reference_table(&fleet, 0.5).last(), Some(&(12.233, 3000.0)));
         let none = Report::of(&[], None, &Standard::default(), 0.5, 600);
         assert!(none
             .aep

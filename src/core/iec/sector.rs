@@ -2,6 +2,9 @@
 //! neighbours and obstacles do not disturb the wind it sees; a sector may cross north), and the
 //! wind rose that helps choose it — intervals counted by direction sector and wind speed class.
 
+/// How far outside a sector's bound, in degrees, a direction still counts as on it.
+pub const BOUND_SLACK: f64 = 1e-9;
+
 /// A sector of directions, clockwise from `from` to `to` degrees (from 350 to 20 crosses north);
 /// `[0, 360]` is every direction.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -36,14 +39,15 @@ impl Sector {
         }
     }
 
-    /// Whether direction `d` (in `[0, 360)`) lies inside, both bounds included.
+    /// Whether direction `d` (in `[0, 360)`) lies inside, both bounds included, to
+    /// [`BOUND_SLACK`] (a vector mean of directions all at 15° is 14.999999999999998°).
     pub fn contains(&self, d: f64) -> bool {
-        let off = if d >= self.from {
+        let off = if d >= self.from - BOUND_SLACK {
             d - self.from
         } else {
             d - self.from + 360.0
         };
-        off <= self.width() || (self.to == 360.0 && self.from == 0.0)
+        off <= self.width() + BOUND_SLACK || (self.to == 360.0 && self.from == 0.0)
     }
 }
 
@@ -110,6 +114,15 @@ mod tests {
         for d in [339.9, 20.1, 180.0] {
             assert!(!s.contains(d), "{d}");
         }
+        // The mean of directions all at 20°, and at 340°: on the bounds.
+        let at = |x: f64| {
+            let r = x.to_radians();
+            r.sin().atan2(r.cos()).to_degrees().rem_euclid(360.0)
+        };
+        assert!(s.contains(at(20.0)) && s.contains(at(340.0)));
+        assert!(Sector::new(15.0, 90.0)
+            .unwrap()
+            .contains(14.999999999999998));
         let all = Sector::new(0.0, 360.0).unwrap();
         assert!([0.0, 90.0, 359.999].iter().all(|&d| all.contains(d)));
         assert!(Sector::new(10.0, 10.0).is_err());

@@ -23,7 +23,7 @@ group! {
         #[serde(deserialize_with = "crate::core::setting::scalar_string")]
         pub power_curve_pressure_signal: String = String::new(),
         /// The signal that is the relative humidity, in % (0 to 100): the density's vapour term.
-        /// Empty: dry air (as OpenOA computes it).
+        /// Empty: dry air.
         #[serde(deserialize_with = "crate::core::setting::scalar_string")]
         pub power_curve_humidity_signal: String = String::new(),
         /// The hub's elevation above sea level, in m (−500 to 9000), for a site without a pressure
@@ -236,6 +236,23 @@ impl IecSettings {
             &self.power_curve_humidity_signal,
             false,
         )?;
+        let named = [
+            ("power_curve_temperature_signal", temperature),
+            ("power_curve_pressure_signal", pressure),
+            ("power_curve_humidity_signal", humidity),
+        ];
+        for (i, (setting, a)) in named.iter().enumerate() {
+            let Some(a) = a else { continue };
+            if let Some((other, _)) = named[..i].iter().find(|(_, b)| *b == Some(*a)) {
+                return bad(
+                    setting,
+                    format!(
+                        "{} is {other} too: each is a quantity of its own (°C, hPa, %)",
+                        signals.get(*a).name
+                    ),
+                );
+            }
+        }
         let elevation = self.power_curve_elevation;
         if let Some(e) = elevation {
             if !(density::ELEVATION_M.0..=density::ELEVATION_M.1).contains(&e) {
@@ -271,6 +288,12 @@ impl IecSettings {
             let setting = format!("power_curve_sectors.{prefix:?}");
             if direction.is_none() {
                 return bad(&setting, "sectors need power_curve_direction_signal (the angle signal of the wind's direction)".into());
+            }
+            if prefix.contains('\0') {
+                return bad(
+                    &setting,
+                    "a turbine-id prefix holds no NUL (no turbine id does)".into(),
+                );
             }
             if list.is_empty() {
                 return bad(
@@ -376,6 +399,20 @@ mod tests {
         .unwrap();
         assert_eq!(s.sectors_of("R80711").unwrap().len(), 2);
         assert_eq!(s.sectors_of("WTG").unwrap()[0].width(), 360.0);
+        let mut nul = BTreeMap::new();
+        nul.insert("\0".to_string(), vec![(0.0, 90.0)]);
+        let e = check(|s| {
+            s.power_curve_sectors = nul;
+            s.power_curve_direction_signal = "wind_dir".into();
+        })
+        .unwrap_err();
+        assert!(e.problem.contains("NUL"), "{e}");
+        let e = check(|s| {
+            s.power_curve_temperature_signal = "temp_c".into();
+            s.power_curve_pressure_signal = "temp_c".into();
+        })
+        .unwrap_err();
+        assert_eq!(e.setting, "power_curve_pressure_signal");
         let e = check(|s| s.power_curve_direction_signal = "wind_speed_ms".into()).unwrap_err();
         assert!(e.problem.contains("not an angle"), "{e}");
         let mut empty = BTreeMap::new();

@@ -119,27 +119,28 @@ pub(crate) fn section(id: &str, c: &Curve) -> Markup {
         }
         table.aep {
             caption { "Annual energy production (IEC 61400-12-1), MWh" }
-            tr { th { "wind" } th { "measured" } th { "extrapolated" } th { "reference" } th { "measured / reference" } }
+            tr { th { "wind" } th { "measured" } th { "extrapolated" } th { "reference" } th { "ratio" } }
             @for a in &r.aep {
                 tr {
-                    td { (match a.distribution {
+                    td.text { (match a.distribution {
                         crate::core::iec::aep::Distribution::Rayleigh { mean } => format!("Rayleigh {mean} m/s"),
                         crate::core::iec::aep::Distribution::Weibull { scale, shape } => format!("site Weibull A {scale}, k {shape}"),
                     }) }
-                    td.num { (num(a.measured.map(|m| m.measured / 1000.0), 1)) @if a.measured.is_some_and(|m| m.incomplete()) { " (incomplete)" } }
+                    td.num { (num(a.measured.map(|m| m.measured / 1000.0), 1)) @if a.measured.is_some_and(|m| m.incomplete()) { "*" } }
                     td.num { (num(a.measured.map(|m| m.extrapolated / 1000.0), 1)) }
                     td.num { (num(a.reference.map(|x| x / 1000.0), 1)) }
                     td.num { (num(a.ratio().map(|x| 100.0 * x), 1)) @if a.ratio().is_some() { " %" } }
                 }
             }
         }
+        p.muted.iec { "* AEP-measured incomplete: under 95 % of AEP-extrapolated (IEC 61400-12-1). Ratio: AEP-extrapolated over the reference's, both to cut-out (" (c.standard.cut_out) " m/s)." }
         details {
             summary { "The bins: turbulence, Cp, category A uncertainty" }
             table.bins {
                 tr { th { "wind (m/s)" } th { "n" } th { "mean wind" } th { "mean power" } th { "TI" } th { "Cp" } th { "u_A" } }
                 @for ((b, cp), u) in c.bins.iter().zip(&r.cp).zip(&r.u_a) {
                     tr {
-                        td { (format!("{}–{}", b.index as f64 * c.bin_width, (b.index + 1) as f64 * c.bin_width)) }
+                        td { (format!("{}–{}", b.index as f64 * c.bin_width, (b.index as f64 + 1.0) * c.bin_width)) }
                         td.num { (b.n) }
                         td.num { (format!("{:.2}", b.mean_wind)) }
                         td.num { (format!("{:.1}", b.mean_power)) }

@@ -50,6 +50,8 @@ input.time,input.mono{font-family:ui-monospace,monospace}
 main{padding:12px}
 .t{white-space:normal}
 table.pairs th{overflow-wrap:anywhere}
+table.aep th,table.aep td,table.bins th,table.bins td{padding:4px 4px}
+table.aep td.text{min-width:0;white-space:normal}
 #quarantine>thead{display:none}
 #quarantine,#quarantine>tbody,#quarantine>tbody>tr,#quarantine>tbody>tr>td{display:block}
 #quarantine>tbody>tr{border-bottom:2px solid #ccc;padding:4px 0}
@@ -266,7 +268,7 @@ pub(crate) fn curve_json(id: &str, w: &Window, c: &super::data::Curve) -> Value 
         .map(|((b, cp), u_a)| {
             json!({
                 "wind_from": b.index as f64 * c.bin_width,
-                "wind_to": (b.index + 1) as f64 * c.bin_width,
+                "wind_to": (b.index as f64 + 1.0) * c.bin_width,
                 "n": b.n,
                 "mean_wind": b.mean_wind,
                 "mean_power": b.mean_power,
