@@ -443,6 +443,50 @@ async fn the_curve_normalised_sectored_and_its_aep_equal_a_computation_by_hand()
         }
         assert_eq!(r["basis"], "wind normalised to 1.225 kg/m³");
     }
+    // The intervals' export: each one's density and normalised wind, as the curve took them.
+    let rows = stdout_jsonl(&d.command(&[
+        "export",
+        "--turbine",
+        "T-1",
+        "--from",
+        &from,
+        "--to",
+        &to,
+        "--only-stored",
+        "--format",
+        "jsonl",
+    ]));
+    assert_eq!(rows.len(), sent.len());
+    for (r, (m, vn, _)) in rows.iter().zip(&by_hand) {
+        let rho = pressure() / 287.05 / (m.temp + 273.15);
+        close(
+            r["air_density"].as_f64().unwrap(),
+            rho,
+            "the interval's density",
+        );
+        close(
+            r["wind_speed_ms_normalised"].as_f64().unwrap(),
+            *vn,
+            "its normalised wind",
+        );
+    }
+    let hot = stdout_jsonl(&d.command(&[
+        "export",
+        "--turbine",
+        "T-2",
+        "--from",
+        &from,
+        "--to",
+        &to,
+        "--only-stored",
+        "--format",
+        "jsonl",
+    ]));
+    assert!(
+        hot[0]["air_density"].is_null() && hot[0]["wind_speed_ms_normalised"].is_null(),
+        "{}",
+        hot[0]
+    );
     let all = d.command(&["export", "--aep", "--from", &from, "--to", &to]);
     assert!(
         all.status.success(),

@@ -158,12 +158,18 @@ impl Request {
                 return Err("--min-completeness needs to know how many readings a complete interval holds: declare sample_period (how often a turbine takes a reading, e.g. 2s), then `galewatch stats rebuild` the range for the intervals written before".into());
             }
         }
+        let sql = cfg.stats_sql();
+        let air = cfg.power_curve().and_then(|p| {
+            let signals = &cfg.rules.limits.signals;
+            crate::tools::air::Air::new(&p.standard, signals, &sql, (p.wind, p.power), self.names)
+        });
         Layout::with_availability(
-            &cfg.stats_sql(),
+            &sql,
             self.names,
             cfg.settings.stats.stats_stuck_min_readings,
             cfg.availability().map(|a| a.view),
         )
+        .map(|l| l.with_air(air))
         .map_err(|e| format!("--names iec: {e}"))
     }
 

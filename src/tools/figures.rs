@@ -362,6 +362,8 @@ pub struct Layout {
     stuck_min_readings: i64,
     /// Which categories count as available, when availability is kept.
     view: Option<crate::core::availability::View>,
+    /// The air columns, when density is known (`tools::air`).
+    air: Option<crate::tools::air::Air>,
 }
 
 impl Layout {
@@ -453,7 +455,16 @@ impl Layout {
             figures: sql.figures.clone(),
             stuck_min_readings,
             view,
+            air: None,
         })
+    }
+
+    /// With the air columns (density and the normalised wind or power) at the end.
+    pub(crate) fn with_air(mut self, air: Option<crate::tools::air::Air>) -> Layout {
+        if let Some(a) = &air {
+            self.columns.extend(a.columns());
+        }
+        Layout { air, ..self }
     }
 
     /// The interval of `turbine` from `start`, `seconds` long, and the annotations overlapping it.
@@ -586,6 +597,9 @@ impl Layout {
             let notes = crate::core::allocation::notes_of(covering.iter().copied(), &turbine);
             let times = interval_times((s.categories, s.expected, s.readings), span, &notes);
             availability_cells(view, times, &mut cells);
+        }
+        if let Some(a) = &self.air {
+            a.cells(&s.numeric, &mut cells);
         }
         cells[0] = Cell::Text(turbine);
         Row {

@@ -7,6 +7,7 @@
 //! and [`manual`] (the man pages).
 
 pub mod aep;
+pub mod air;
 pub mod annotate;
 pub mod curve;
 pub mod demo;
