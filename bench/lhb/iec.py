@@ -40,9 +40,16 @@ def main(raw_csv, export_csv):
     # The first of each instant (the repeated spring hour's second rows are Galewatch's quarantine).
     raw = raw.drop_duplicates("t", keep="first").set_index("t").sort_index()
     hourly = raw[["Ws_avg", "P_avg", "Ot_avg"]].resample("1h").mean()
+    # Each hour's turbulence intensity as pandas gives it, against the export's wind_speed_ms_ti.
+    ti = raw.Ws_avg.resample("1h").std(ddof=0) / hourly.Ws_avg
     ex = pd.read_csv(export_csv, keep_default_na=False)
     ex = ex[ex.turbine_id == "R80711"].copy()
     ex["t"] = pd.to_datetime(ex.interval_start, utc=True)
+    got = pd.to_numeric(ex.set_index("t").wind_speed_ms_ti, errors="coerce").dropna()
+    both = got.index.intersection(ti.dropna().index)
+    worst = (got[both] - ti[both]).abs().max()
+    print(f"R80711, every hour: sigma/V in the export against pandas' std(ddof=0)/mean(): "
+          f"{len(both)} hours, largest difference {worst:.3g}")
     clean = ex[(ex.readings == 6) & (ex.wind_speed_ms_flags == "") & (ex.power_kw_flags == "")]
     clean = clean[(clean.t >= "2015-01-01") & (clean.t < "2016-01-01")]
     h = hourly.loc[clean.t]
