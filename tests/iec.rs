@@ -424,18 +424,14 @@ async fn the_curve_normalised_sectored_and_its_aep_equal_a_computation_by_hand()
         start.to_rfc3339(),
         (start + chrono::Duration::hours(4)).to_rfc3339(),
     );
-    let rows = stdout_jsonl(&d.command(&[
-        "export",
-        "--power-curve",
-        "--turbine",
-        "T-1",
-        "--from",
-        &from,
-        "--to",
-        &to,
-        "--format",
-        "jsonl",
-    ]));
+    // One turbine's export over the range as JSON lines, `what` the kind asked.
+    let export = |turbine: &str, what: &[&str]| {
+        let mut args = vec!["export", "--turbine", turbine, "--from", &from, "--to", &to];
+        args.extend(what);
+        args.extend(["--format", "jsonl"]);
+        stdout_jsonl(&d.command(&args))
+    };
+    let rows = export("T-1", &["--power-curve"]);
     assert_eq!(rows.len(), bins.len());
     for (r, b) in rows.iter().zip(api["bins"].as_array().unwrap()) {
         for k in ["mean_ti", "cp", "u_a", "mean_wind"] {
@@ -444,18 +440,7 @@ async fn the_curve_normalised_sectored_and_its_aep_equal_a_computation_by_hand()
         assert_eq!(r["basis"], "wind normalised to 1.225 kg/m³");
     }
     // The intervals' export: each one's density and normalised wind, as the curve took them.
-    let rows = stdout_jsonl(&d.command(&[
-        "export",
-        "--turbine",
-        "T-1",
-        "--from",
-        &from,
-        "--to",
-        &to,
-        "--only-stored",
-        "--format",
-        "jsonl",
-    ]));
+    let rows = export("T-1", &["--only-stored"]);
     assert_eq!(rows.len(), sent.len());
     for (r, (m, vn, _)) in rows.iter().zip(&by_hand) {
         let rho = pressure() / 287.05 / (m.temp + 273.15);
@@ -470,18 +455,7 @@ async fn the_curve_normalised_sectored_and_its_aep_equal_a_computation_by_hand()
             "its normalised wind",
         );
     }
-    let hot = stdout_jsonl(&d.command(&[
-        "export",
-        "--turbine",
-        "T-2",
-        "--from",
-        &from,
-        "--to",
-        &to,
-        "--only-stored",
-        "--format",
-        "jsonl",
-    ]));
+    let hot = export("T-2", &["--only-stored"]);
     assert!(
         hot[0]["air_density"].is_null() && hot[0]["wind_speed_ms_normalised"].is_null(),
         "{}",
@@ -493,18 +467,7 @@ async fn the_curve_normalised_sectored_and_its_aep_equal_a_computation_by_hand()
         "{}",
         String::from_utf8_lossy(&all.stderr)
     );
-    let rows = stdout_jsonl(&d.command(&[
-        "export",
-        "--aep",
-        "--turbine",
-        "T-1",
-        "--from",
-        &from,
-        "--to",
-        &to,
-        "--format",
-        "jsonl",
-    ]));
+    let rows = export("T-1", &["--aep"]);
     assert_eq!(rows.len(), 9);
     for (r, a) in rows.iter().zip(iec["aep"].as_array().unwrap()) {
         assert_eq!(r["aep_measured_kwh"], a["measured"], "{r}");

@@ -72,13 +72,13 @@ impl Params {
             (None, None) => Ok(None),
             (Some(lo), Some(hi)) => {
                 let (lo, hi) = (num("ti_min", lo)?, num("ti_max", hi)?);
-                if 0.0 <= lo && lo < hi && hi <= 10.0 {
-                    Ok(Some((lo, hi)))
-                } else {
-                    Err(bad(format!(
-                        "ti_min={lo}, ti_max={hi}: need 0 ≤ ti_min < ti_max ≤ 10"
-                    )))
-                }
+                crate::core::iec::settings::turbulence_range(lo, hi)
+                    .map(Some)
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "ti_min={lo}, ti_max={hi}: need 0 ≤ ti_min < ti_max ≤ 10"
+                        ))
+                    })
             }
             _ => Err(bad("ti_min and ti_max go together: give both, or neither")),
         }

@@ -9,7 +9,7 @@ use crate::core::iec::density::{self, Pressure, Regulation};
 use crate::core::iec::sector::Sector;
 use crate::core::iec::Standard;
 use crate::core::signals::Signals;
-use crate::sink::stats::{column_names, lit};
+use crate::sink::stats::{angle_mean_sql, circular_columns, column_names, lit, std_sql};
 
 /// The columns [`derived`] adds: the density (NULL where not known), the curve's wind and power
 /// (normalised where the standard says so: NULL where that needs a density not known), the raw
@@ -70,39 +70,22 @@ pub(crate) fn density_sql(standard: &Standard, signals: &Signals) -> String {
 }
 
 /// The interval's turbulence intensity, as `sink::stats::turbulence::intensity` gives it from
-/// the same moments; NULL where it gives none.
+/// the same moments (`stats::std_sql`'s deviation over the mean); NULL where it gives none.
 pub(crate) fn ti_sql(signals: &Signals, wind: usize) -> String {
     let [n, mean, m2, ..] = column_names(signals.get(wind)).map(|c| q(&c));
     format!(
         "CASE WHEN {mean} >= {min} AND {mean} < 'Infinity'::float8 AND {n} > 0 AND {m2} IS NOT NULL \
-         THEN CASE WHEN {m2} < {tiny} THEN sqrt(greatest({m2}, 0)) / sqrt({n}::float8) \
-         ELSE sqrt({m2} / {n}::float8) END / {mean} END",
+         THEN ({std}) / {mean} END",
         min = lit(1e-100),
-        tiny = lit(1e-290),
+        std = std_sql(&m2, &n),
     )
 }
 
-/// The interval's vector-mean direction in degrees `[0, 360)`, as `core::circular::mean_deg`
-/// gives it (NULL where the directions cancel or none was read).
+/// The interval's vector-mean direction in degrees `[0, 360)` (`stats::angle_mean_sql`: NULL
+/// where the directions cancel or none was read).
 pub(crate) fn direction_sql(signals: &Signals, direction: usize) -> String {
-    let name = &signals.get(direction).name;
-    let (s, c) = (q(&format!("{name}_sin")), q(&format!("{name}_cos")));
-    // Squares of means below 1e-150 taken as 0: PostgreSQL raises on an underflow, and they
-    // cannot lift the resultant to the 1e-9 a direction needs.
-    let sq = |x: &str| {
-        format!(
-            "CASE WHEN abs({x}) >= {} THEN {x} * {x} ELSE 0 END",
-            lit(1e-150)
-        )
-    };
-    let d = format!("degrees(atan2({s}, {c}))");
-    format!(
-        "CASE WHEN sqrt({} + {}) >= {} THEN CASE WHEN {d} < 0 THEN \
-         CASE WHEN {d} + 360 >= 360 THEN 0 ELSE {d} + 360 END ELSE {d} END END",
-        sq(&s),
-        sq(&c),
-        lit(crate::core::circular::UNDEFINED_BELOW)
-    )
+    let [sin, cos] = circular_columns(signals.get(direction)).map(|c| q(&c));
+    angle_mean_sql(&sin, &cos)
 }
 
 /// `source` (a `FROM` item named `interval_stats`) with [`DENSITY`], [`WIND`], [`POWER`],

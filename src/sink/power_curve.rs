@@ -50,13 +50,14 @@ fn curve_source(
     )
 }
 
-/// The SQL test that an interval row may stand in a curve, and its mean wind and power (the
-/// curve's: normalised where the standard says, NULL where that needs a density not known).
-fn clean(sql: &Sql, signals: &Signals, policy: &Policy, k: i64) -> (String, String, String) {
+/// The SQL test that an interval row of [`curve_source`] may stand in a curve (whose mean wind
+/// and power are `iec::WIND` and `iec::POWER`: normalised where the standard says, NULL where
+/// that needs a density not known).
+fn clean(sql: &Sql, signals: &Signals, policy: &Policy, k: i64) -> String {
     let cols = |i: usize| stats::column_names(signals.get(i)).map(|c| format!("\"{c}\""));
     let [wn, _, _, wmin, wmax] = cols(policy.wind);
     let [pn, _, _, pmin, pmax] = cols(policy.power);
-    let (wmean, pmean) = (iec::WIND.to_string(), iec::POWER.to_string());
+    let (wmean, pmean) = (iec::WIND, iec::POWER);
     let frozen = |i: usize| crate::sink::runs::frozen_column(signals.get(i));
     let (wf, pf) = (frozen(policy.wind), frozen(policy.power));
     let imp = |i: usize| format!("\"{}\"", stats::implausible_column(signals.get(i)));
@@ -66,7 +67,7 @@ fn clean(sql: &Sql, signals: &Signals, policy: &Policy, k: i64) -> (String, Stri
         // Winds and powers a curve can hold, as a declared one is bounded: 1e300 m/s or a power
         // of 1.7e308 would overflow the bins' sums (PostgreSQL raises, and every turbine's
         // curve would fail with the one that sent it).
-        within_bounds(&wmean, &pmean),
+        within_bounds(wmean, pmean),
         // Every reading carried both, neither frozen (by its rule) nor implausible.
         format!("{wn} = readings AND {pn} = readings"),
         format!(
@@ -104,7 +105,7 @@ fn clean(sql: &Sql, signals: &Signals, policy: &Policy, k: i64) -> (String, Stri
             stats::category_column(Category::FullPerformance)
         ));
     }
-    (tests.join(" AND "), wmean, pmean)
+    tests.join(" AND ")
 }
 
 /// One turbine's bins.
@@ -128,7 +129,8 @@ pub(crate) async fn turbine_bins<C: GenericClient>(
     window: Span,
     only: Option<&[&str]>,
 ) -> Result<Vec<TurbineBins>, Error> {
-    let (test, wind, power) = clean(sql, signals, policy, stuck_min_readings);
+    let test = clean(sql, signals, policy, stuck_min_readings);
+    let (wind, power) = (iec::WIND, iec::POWER);
     let (which, params) = stats::window_params(&window, &only);
     let statement = format!(
         "SELECT turbine_id, floor({wind} / {w})::int8 AS b, count(*),
@@ -434,7 +436,8 @@ pub(crate) async fn turbine_intervals<C: GenericClient>(
         to: until,
     }: Span,
 ) -> Result<(Vec<Interval>, Vec<Period>), Error> {
-    let (test, wind, power) = clean(sql, signals, policy, stuck_min_readings);
+    let test = clean(sql, signals, policy, stuck_min_readings);
+    let (wind, power) = (iec::WIND, iec::POWER);
     let (period_wind, period_power) = period_columns(signals, policy);
     let (known, period) = period_sql(
         signals,

@@ -43,11 +43,7 @@ impl Air {
             Regulation::Pitch => wind,
             Regulation::Stall => power,
         };
-        let s = signals.get(normalised);
-        let base = match names {
-            Names::Iec => s.iec_name.as_deref().unwrap_or(&s.name),
-            Names::Signal => &s.name,
-        };
+        let base = crate::tools::figures::base(signals.get(normalised), names);
         Some(Air {
             temperature: at(air.temperature)?,
             pressure: match air.pressure {

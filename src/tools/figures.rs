@@ -299,7 +299,7 @@ impl Stat {
 }
 
 /// The name a signal's columns start with.
-fn base(s: &Signal, names: Names) -> &str {
+pub(crate) fn base(s: &Signal, names: Names) -> &str {
     match names {
         Names::Iec => s.iec_name.as_deref().unwrap_or(&s.name),
         Names::Signal => &s.name,

@@ -126,6 +126,12 @@ impl Standard {
     }
 }
 
+/// A turbulence range `[lo, hi)` of σ/V as the settings and the API take it: 0 ≤ lo < hi ≤ 10
+/// (NaN and infinities fail it); None otherwise.
+pub fn turbulence_range(lo: f64, hi: f64) -> Option<(f64, f64)> {
+    (0.0 <= lo && lo < hi && hi <= 10.0).then_some((lo, hi))
+}
+
 type Fault = (String, String);
 
 /// The declared signal `name` names for `setting` (numeric; an angle when `angle`); None for "".
@@ -178,7 +184,7 @@ impl IecSettings {
         let sectors = self.sectors(direction)?;
         let turbulence = match self.power_curve_turbulence_range[..] {
             [] => None,
-            [lo, hi] if lo.is_finite() && hi.is_finite() && 0.0 <= lo && lo < hi && hi <= 10.0 => Some((lo, hi)),
+            [lo, hi] if turbulence_range(lo, hi).is_some() => Some((lo, hi)),
             _ => return bad("power_curve_turbulence_range", format!("{:?}: must be [low, high], 0 ≤ low < high ≤ 10 (σ/V as a fraction: [0.06, 0.12]), or empty", self.power_curve_turbulence_range)),
         };
         if let Some(d) = self.power_curve_rotor_diameter {

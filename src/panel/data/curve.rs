@@ -92,7 +92,6 @@ pub struct Curve {
     /// settings they were made under, the turbulence range as asked.
     pub report: crate::core::iec::report::Report,
     pub standard: crate::core::iec::Standard,
-    pub interval_seconds: i64,
 }
 
 /// The fleet page's ids in deviation order, and every turbine's deviation they were ranked by.
@@ -206,7 +205,6 @@ impl Db {
         Ok(Some(Curve {
             report,
             standard: policy.standard.clone(),
-            interval_seconds: i64::from(sql.width.secs()),
             bins,
             declared: policy.reference.is_some(),
             reference,
