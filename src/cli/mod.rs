@@ -110,6 +110,10 @@ pub(crate) enum Command {
         /// with `--turbines 20`: 1.7 million readings, about a minute). At most 30 days.
         #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
         history: Duration,
+        /// Draw the fleet's weather, stops and faults from SEED (default: the process id, so
+        /// each run differs; the demo prints the seed it drew from).
+        #[arg(long)]
+        seed: Option<u64>,
     },
     /// Serve the engineers' read-only panel: the fleet, per-turbine charts and a JSON API. Needs
     /// only SELECT rights (docs/panel.md). Who may use it: the panel_* settings (docs/panel.md,
@@ -244,6 +248,7 @@ pub(crate) fn run(command: Command, runtime: &tokio::runtime::Runtime) -> ExitCo
             throwaway_db,
             keep_database,
             history,
+            seed,
         } => demo::demo_cmd(
             runtime,
             galewatch::tools::demo::Options {
@@ -252,6 +257,7 @@ pub(crate) fn run(command: Command, runtime: &tokio::runtime::Runtime) -> ExitCo
                 throwaway_db,
                 keep_database,
                 history,
+                seed,
             },
         ),
         Command::Panel {

@@ -57,6 +57,9 @@ pub struct Options {
     /// The fleet's past sent first, as fast as the daemon takes it (zero: none), so the panel
     /// has days of statistics to show: power curves, deviations, availability.
     pub history: Duration,
+    /// What the fleet's weather, stops and faults are drawn from (None: the process id, so each
+    /// run differs); the banner prints it, and the same seed draws the same fleet again.
+    pub seed: Option<u64>,
 }
 
 /// A span as a person writes it: whole days as days (`2d`), else as humantime does (`3h 20m`).
@@ -92,6 +95,11 @@ impl Options {
             ));
         }
         Ok(())
+    }
+
+    /// The seed the fleet is drawn from: the one asked for, else the process id.
+    pub fn seed(&self) -> u64 {
+        self.seed.unwrap_or_else(|| u64::from(std::process::id()))
     }
 
     /// Readings the history holds.
@@ -430,6 +438,11 @@ fn banner(opts: &Options, notes: &[String], mqtt_url: &str, inside: &InProcess, 
     for n in notes {
         say!("  {n}");
     }
+    say!(
+        "  fleet    weather, stops and faults drawn from seed {} (--seed {} draws them again)",
+        opts.seed(),
+        opts.seed()
+    );
     if !opts.history.is_zero() {
         say!(
             "  history  the fleet's last {} first ({} readings, stamped from {}), as fast as the daemon takes them; then live",
@@ -614,7 +627,7 @@ fn start_fleet(
 ) -> tokio::task::JoinHandle<Result<Sent, crate::error::Error>> {
     let traffic = fleet_traffic(
         opts,
-        u64::from(std::process::id()),
+        opts.seed(),
         chrono::Utc::now() - chrono::Duration::from_std(opts.history).unwrap_or_default(),
     );
     let pace = if opts.history.is_zero() {
@@ -802,7 +815,7 @@ mod tests {
 
     /// Each drifted reading of the demo's fleet collides (its values differ from the reading
     /// whose time it repeats), so the fleet's account is the daemon's, whatever the seed (the
-    /// demo draws it from its pid): an idle turbine's reading could equal the one before it
+    /// demo draws it from its pid unless `--seed` names one): an idle turbine's reading could equal the one before it
     /// once half a kilowatt was added, and the demo's check was then one off.
     #[test]
     fn the_fleet_predicts_what_the_daemon_counts_whatever_the_seed() {
@@ -812,6 +825,7 @@ mod tests {
             throwaway_db: false,
             keep_database: false,
             history: Duration::from_secs(6 * 3600),
+            seed: None,
         };
         let start = chrono::DateTime::from_timestamp(1_790_000_000, 0).unwrap();
         let now = start + chrono::Duration::hours(7);
