@@ -8,6 +8,12 @@
 //! the daemon does there (docs/scaling.md).
 //!
 //!     bench-db DATABASE_URL READINGS_PER_TURBINE [BATCH] [CONNECTIONS]
+//!
+//! The readings come in the order the benchmark publishes them one a message (round by round:
+//! each turbine's next reading), or, with `BENCH_DB_PER_MESSAGE=100`, in the order a flood of
+//! 100 readings a message sends (each turbine's next 100): the same rows, but a batch of 5,000
+//! then touches 50 turbines' part of the key index instead of 1,000's. Each run also says what it
+//! wrote to the write-ahead log a reading (`bench/wal.rs`).
 
 use std::pin::pin;
 use std::time::{Duration, Instant};
@@ -19,6 +25,9 @@ use galewatch::tools::simulate::Fleet;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::Type;
 use tokio_postgres::NoTls;
+
+#[path = "wal.rs"]
+mod wal;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -34,7 +43,13 @@ async fn main() {
         .split(',')
         .map(|n| n.parse().expect("connections: a list like 1,2,4"))
         .collect();
-    let fleet = bench_fleet(per_turbine);
+    let per_message: usize = std::env::var("BENCH_DB_PER_MESSAGE").map_or(1, |v| {
+        v.parse().expect("BENCH_DB_PER_MESSAGE: readings a message")
+    });
+    let fleet = Fleet {
+        batch: per_message,
+        ..bench_fleet(per_turbine)
+    };
     let rules = Rules::for_filter("turbines/+/readings");
     let now = Utc::now();
     let readings: Vec<_> = fleet
@@ -56,6 +71,7 @@ async fn main() {
             writers.push(Writer::connect(url).await);
         }
         let sharded = writers[0].cleanup.is_some();
+        let wal_before = wal::counters(&writers[0].client).await;
         let started = Instant::now();
         // Batch k goes to connection k mod n: every connection lands whole batches, all at once.
         let tasks: Vec<_> = writers
@@ -77,8 +93,10 @@ async fn main() {
             inserted += t.await.unwrap();
         }
         let secs = started.elapsed().as_secs_f64();
+        let w = Writer::connect(url).await;
+        let wal = wal::per_reading(wal_before, wal::counters(&w.client).await, inserted);
         println!(
-            "database alone{}, {n} connection{}: {inserted} readings in {secs:.2} s = {:.0} readings/s ({batch}-row transactions)",
+            "database alone{}, {n} connection{}: {inserted} readings in {secs:.2} s = {:.0} readings/s ({batch}-row transactions, in the order of {per_message} a message){wal}",
             if sharded { " (citus cluster)" } else { "" },
             if n == 1 { "" } else { "s" },
             inserted as f64 / secs

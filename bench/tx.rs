@@ -11,6 +11,8 @@
 //! (defaults: 100 readings a message, as the flood it is compared with; `CONNECTIONS` like
 //! `1,2,4`, one run each with `readings` and the tables a batch writes emptied between, each
 //! connection one of the daemon's writers landing whole batches of `batch_max_readings`.)
+//! `BENCH_TX_STATS=off` lands them without the interval statistics (`stats_enabled = false`):
+//! what keeping them costs the database.
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +24,9 @@ use galewatch::intake::json::{decode, Rules};
 use galewatch::sink::write::Writer;
 use galewatch::tools::simulate::Fleet;
 use tokio_util::sync::CancellationToken;
+
+#[path = "wal.rs"]
+mod wal;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -38,6 +43,10 @@ async fn main() {
     let cfg = Settings {
         database: galewatch::sink::db::DatabaseSettings {
             database_url: url.clone(),
+            ..Default::default()
+        },
+        stats: galewatch::sink::stats::settings::StatsSettings {
+            stats_enabled: std::env::var("BENCH_TX_STATS").as_deref() != Ok("off"),
             ..Default::default()
         },
         ..Settings::default()
@@ -101,6 +110,11 @@ async fn main() {
             w.check_connection().await;
         }
         let batches = std::sync::Arc::new(batches);
+        let (probe, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(conn);
+        let wal_before = wal::counters(&probe).await;
         let started = Instant::now();
         // Batch k goes to writer k mod n: every writer lands whole batches, all at once.
         let tasks: Vec<_> = writers
@@ -127,8 +141,9 @@ async fn main() {
         }
         let secs = started.elapsed().as_secs_f64();
         assert_eq!(inserted as usize, readings, "every reading inserted once");
+        let wal = wal::per_reading(wal_before, wal::counters(&probe).await, inserted);
         println!(
-            "database alone, Galewatch's transaction, {n} connection{}: {inserted} readings in {secs:.2} s = {:.0} readings/s ({per_message} a message, batches of up to {max})",
+            "database alone, Galewatch's transaction, {n} connection{}: {inserted} readings in {secs:.2} s = {:.0} readings/s ({per_message} a message, batches of up to {max}){wal}",
             if n == 1 { "" } else { "s" },
             inserted as f64 / secs
         );
