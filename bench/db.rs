@@ -71,7 +71,8 @@ async fn main() {
             writers.push(Writer::connect(url).await);
         }
         let sharded = writers[0].cleanup.is_some();
-        let wal_before = wal::counters(&writers[0].client).await;
+        let probe = wal::connect(url).await;
+        let wal_before = wal::counters(&probe).await;
         let started = Instant::now();
         // Batch k goes to connection k mod n: every connection lands whole batches, all at once.
         let tasks: Vec<_> = writers
@@ -93,8 +94,7 @@ async fn main() {
             inserted += t.await.unwrap();
         }
         let secs = started.elapsed().as_secs_f64();
-        let w = Writer::connect(url).await;
-        let wal = wal::per_reading(wal_before, wal::counters(&w.client).await, inserted);
+        let wal = wal::per_reading(wal_before, wal::counters(&probe).await, inserted);
         println!(
             "database alone{}, {n} connection{}: {inserted} readings in {secs:.2} s = {:.0} readings/s ({batch}-row transactions, in the order of {per_message} a message){wal}",
             if sharded { " (citus cluster)" } else { "" },

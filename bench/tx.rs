@@ -110,10 +110,7 @@ async fn main() {
             w.check_connection().await;
         }
         let batches = std::sync::Arc::new(batches);
-        let (probe, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .expect("connect");
-        tokio::spawn(conn);
+        let probe = wal::connect(url).await;
         let wal_before = wal::counters(&probe).await;
         let started = Instant::now();
         // Batch k goes to writer k mod n: every writer lands whole batches, all at once.
