@@ -7,7 +7,8 @@
 //! `ledger.rs`), which the writer gives back by dropping committed batches, never by waiting on
 //! this task; and, for Sparkplug B, the database, when a DATA message comes from a node whose
 //! birth is not in memory (`sparkplug/intake.rs`). While it waits, nothing more is read from the
-//! socket: the broker keeps the rest.
+//! socket (the broker keeps the rest), but the event loop is still polled without reading
+//! (`alive`): PUBACKs leave and pings keep the connection alive however long the wait.
 //!
 //! Known delivery gap, by design: a message that arrives after shutdown began is neither handed
 //! on nor acknowledged. The broker keeps it in the persistent session and delivers it again to
@@ -78,6 +79,8 @@ pub(crate) struct Subscriber {
     /// broker this connection is made to (held while connecting and connected).
     sessions: Option<std::sync::Arc<crate::intake::standby::Sessions>>,
     claim: Option<tokio::sync::OwnedMutexGuard<()>>,
+    /// The connection lost while intake was paused (`alive`), for the loop to handle next.
+    lost: Option<rumqttc::v5::ConnectionError>,
 }
 
 /// Whether a connection error is TLS refusing the peer (a certificate problem, or an alert from
@@ -179,6 +182,7 @@ impl Subscriber {
             leaving: None,
             sessions: None,
             claim: None,
+            lost: None,
         };
         (sub, client)
     }
@@ -242,6 +246,8 @@ impl Subscriber {
             // batcher watches for it itself, and the DISCONNECT the daemon queues at the end
             // wakes this poll.
             let event = match disconnect_sent {
+                // The connection was lost while intake was paused (`alive`).
+                None if self.lost.is_some() => Err(self.lost.take().expect("just seen")),
                 // What the last read already buffered first, without building `poll`'s future
                 // (the patch's `try_buffered`): at one reading a message, that future's moves
                 // were a tenth of the daemon's CPU. `poll` runs again once none is left.
@@ -614,7 +620,10 @@ impl Subscriber {
                 client: &self.client,
                 shutdown,
             };
-            match self.formats.for_topic(&topic).judge(m, cx).await {
+            let judging = self.formats.for_topic(&topic).judge(m, cx);
+            match alive(&mut self.eventloop, &mut self.lost, judging).await {
+                // The connection was lost meanwhile: the broker delivers the message again.
+                _ if self.lost.is_some() => return true,
                 Some(j) => j,
                 None => return false,
             }
@@ -635,9 +644,17 @@ impl Subscriber {
         );
         // A birth waiting for its commit holds its names too: counted in the byte budget.
         let bytes = p.payload.len().max(birth.as_ref().map_or(0, |b| b.size()));
-        let permit = tokio::select! {
-            held = self.ledger.admit(items.len(), bytes) => Some(held),
-            _ = shutdown.cancelled() => return false,
+        let admitted = async {
+            tokio::select! {
+                held = self.ledger.admit(items.len(), bytes) => Some(held),
+                _ = shutdown.cancelled() => None,
+            }
+        };
+        let permit = match alive(&mut self.eventloop, &mut self.lost, admitted).await {
+            // As above: nothing is handed on from a lost connection.
+            _ if self.lost.is_some() => return true,
+            Some(held) => Some(held),
+            None => return false,
         };
         let msg = CarriedMessage {
             custody: Custody {
@@ -660,6 +677,29 @@ impl Subscriber {
         };
         self.out.as_ref().is_some_and(|out| out.send(msg).is_ok())
     }
+}
+
+/// Awaits `wait`, polling the event loop meanwhile when `wait` is not done at once (the budget
+/// is full, or Sparkplug B reads a birth from the database): queued PUBACKs go out and pings
+/// keep the connection alive however long the wait, while nothing more is read (`poll_paused`,
+/// vendor/rumqttc/GALEWATCH-PATCH.md). Without it a wait past the keep-alive lost the
+/// connection, and the broker delivered again everything unacknowledged. A connection lost
+/// meanwhile is left in `lost` for the loop.
+async fn alive<F: std::future::Future>(
+    eventloop: &mut EventLoop,
+    lost: &mut Option<rumqttc::v5::ConnectionError>,
+    wait: F,
+) -> F::Output {
+    let mut wait = std::pin::pin!(wait);
+    let now = std::future::poll_fn(|cx| std::task::Poll::Ready(wait.as_mut().poll(cx))).await;
+    if let std::task::Poll::Ready(out) = now {
+        return out;
+    }
+    let (out, e) = eventloop.poll_paused(wait).await;
+    if e.is_some() {
+        *lost = e;
+    }
+    out
 }
 
 /// What connecting to `broker` is, for an error.

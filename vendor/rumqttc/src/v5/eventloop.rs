@@ -286,6 +286,93 @@ impl EventLoop {
         }
     }
 
+    /// Galewatch patch: keeps the connection alive without reading until `wake` completes, and
+    /// returns its output. Meanwhile queued requests (PUBACKs) are written as `poll` writes them,
+    /// and a PINGREQ goes out every keep-alive, so neither side ends the connection as idle; the
+    /// socket is not read, so what the broker sends waits in the kernel's buffers and the
+    /// broker's queue (a caller that cannot take more messages stays within its memory). The
+    /// PINGRESPs are read once reading resumes: a ping sent here does not wait for the last one's
+    /// answer. The events of what was written are queued behind anything already buffered and
+    /// returned by later polls, in order. Not cancel safe (neither is `poll`): await it to the
+    /// end; put whatever else should end the wait into `wake`. A connection error does not end
+    /// the wait (`wake` is never dropped half done): the event loop is left as `poll` leaves
+    /// it, to reconnect on the next `poll`, `wake` is awaited alone, and the error is returned
+    /// beside its output.
+    pub async fn poll_paused<F>(&mut self, wake: F) -> (F::Output, Option<ConnectionError>)
+    where
+        F: std::future::Future,
+    {
+        let mut wake = std::pin::pin!(wake);
+        loop {
+            if self.network.is_none() {
+                // Nothing to keep alive: wait for the caller's event alone.
+                return (wake.await, None);
+            }
+            match self.paused_step(wake.as_mut()).await {
+                Ok(Some(out)) => return (out, None),
+                Ok(None) => continue,
+                Err(e) => {
+                    self.clean();
+                    return (wake.await, Some(e));
+                }
+            }
+        }
+    }
+
+    /// One write (requests or a ping) while paused, or the caller's `wake` output.
+    async fn paused_step<F>(
+        &mut self,
+        wake: Pin<&mut F>,
+    ) -> Result<Option<F::Output>, ConnectionError>
+    where
+        F: std::future::Future,
+    {
+        let network = self.network.as_mut().unwrap();
+        let inflight_full = self.state.inflight >= self.state.max_outgoing_inflight;
+        let collision = self.state.collision.is_some();
+        select! {
+            biased;
+            out = wake => Ok(Some(out)),
+            o = Self::next_request(
+                &mut self.pending,
+                &self.requests_rx,
+                self.options.pending_throttle
+            ), if !self.pending.is_empty() || (!inflight_full && !collision) => {
+                let request = o?;
+                if let Some(outgoing) = self.state.handle_outgoing_packet(request)? {
+                    network.write(outgoing).await?;
+                }
+                for _ in 1..self.options.max_request_batch {
+                    if !self.pending.is_empty()
+                        || self.state.inflight >= self.state.max_outgoing_inflight
+                        || self.state.collision.is_some()
+                    {
+                        break;
+                    }
+                    let Ok(request) = self.requests_rx.try_recv() else {
+                        break;
+                    };
+                    if let Some(outgoing) = self.state.handle_outgoing_packet(request)? {
+                        network.write(outgoing).await?;
+                    }
+                }
+                network.flush().await?;
+                Ok(None)
+            },
+            _ = self.keepalive_timeout.as_mut().unwrap() => {
+                let timeout = self.keepalive_timeout.as_mut().unwrap();
+                timeout.as_mut().reset(Instant::now() + self.options.keep_alive);
+                // The last PINGRESP is unread by choice (nothing is read while paused).
+                self.state.await_pingresp = false;
+                if let Some(outgoing) = self.state.handle_outgoing_packet(Request::PingReq)? {
+                    network.write(outgoing).await?;
+                }
+                network.flush().await?;
+                Ok(None)
+            }
+        }
+    }
+
     async fn next_request(
         pending: &mut VecDeque<Request>,
         rx: &Receiver<Request>,
