@@ -4,7 +4,7 @@
 //! from layers below its own, and `intake` and `sink` never import each other):
 //! - [`core`]: what a reading is and what becomes of it; pure, no I/O;
 //! - the ground every layer stands on: [`error`], [`telemetry`] (metric names), [`probe`],
-//!   [`backoff`], [`tls`];
+//!   [`backoff`], [`tls`], [`console`] (terminal messages that never panic);
 //! - [`intake`]: custody of a message from PUBLISH until its outcome commits, and the formats
 //!   that judge it;
 //! - [`sink`]: everything that speaks SQL;
@@ -14,6 +14,7 @@
 pub mod core;
 
 pub mod backoff;
+pub mod console;
 pub mod error;
 pub mod probe;
 pub mod secret;

@@ -32,7 +32,7 @@ fn main() -> ExitCode {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("galewatch: cannot start the runtime: {e}");
+            galewatch::say!("galewatch: cannot start the runtime: {e}");
             return ExitCode::FAILURE;
         }
     };

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 fn layer(top: &str) -> Option<u8> {
     Some(match top {
         "core" => 0,
-        "backoff" | "error" | "probe" | "secret" | "telemetry" | "tls" => 1,
+        "backoff" | "console" | "error" | "probe" | "secret" | "telemetry" | "tls" => 1,
         "intake" | "sink" => 2,
         "daemon" => 3,
         "panel" => 4,

@@ -538,3 +538,38 @@ fn settings_shows_each_value_with_where_it_came_from() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("invalid setting `batch_max_readings`"));
     assert!(out.stdout.is_empty());
 }
+
+/// Standard error or output a closed pipe (`galewatch … 2>&1 | head -0`): the command still ends
+/// with its own exit status, not a panic's 101. Each command below writes to the closed stream.
+#[test]
+fn a_closed_pipe_for_output_changes_no_exit_status() {
+    let bin = env!("CARGO_BIN_EXE_galewatch");
+    let closed = || {
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        writer
+    };
+    // An unreadable --config: each says so on standard error and exits 2.
+    let cases: [(&[&str], i32); 4] = [
+        (&["run", "--config", "/nonexistent/galewatch.toml"], 2),
+        (&["migrate", "--config", "/nonexistent/galewatch.toml"], 2),
+        (&["settings", "--config", "/nonexistent/galewatch.toml"], 2),
+        (&["export", "--config", "/nonexistent/galewatch.toml"], 2),
+    ];
+    for (args, code) in cases {
+        let out = Command::new(bin)
+            .args(args)
+            .stderr(closed())
+            .stdout(std::process::Stdio::null())
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(code), "{args:?} with stderr closed");
+    }
+    // Help goes to standard output.
+    let out = Command::new(bin)
+        .args(["--help"])
+        .stdout(closed())
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0), "--help with stdout closed");
+}

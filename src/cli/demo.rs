@@ -16,14 +16,14 @@ pub(super) fn demo_cmd(
         return config_error(e);
     }
     if let Err(e) = opts.check() {
-        eprintln!("galewatch demo: {e}");
+        galewatch::say!("galewatch demo: {e}");
         return ExitCode::from(2);
     }
     match runtime.block_on(galewatch::tools::demo::run(opts)) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(missing) => {
-            eprintln!("galewatch demo: {missing}");
+            galewatch::say!("galewatch demo: {missing}");
             ExitCode::from(2)
         }
     }

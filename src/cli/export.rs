@@ -115,7 +115,7 @@ fn power_curve_export(
     let to = output.map_or(String::new(), |p| format!(" to {}", p.display()));
     match written {
         Ok(0) => {
-            eprintln!(
+            galewatch::say!(
                 "galewatch export: no clean interval for {} in that range{}",
                 turbines.describe(),
                 if to.is_empty() {
@@ -128,12 +128,12 @@ fn power_curve_export(
         }
         Ok(n) => {
             if !to.is_empty() {
-                eprintln!("galewatch export: {n} rows of the power curve written{to}");
+                galewatch::say!("galewatch export: {n} rows of the power curve written{to}");
             }
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("galewatch: {e}");
+            galewatch::say!("galewatch: {e}");
             ExitCode::from(e.exit_status())
         }
     }
@@ -164,7 +164,7 @@ async fn or_interrupted<T>(
     let left = output.map_or(String::new(), |p| {
         format!("; {} left as it was, no partial file behind", p.display())
     });
-    eprintln!("galewatch export: stopped by {name}{left}");
+    galewatch::say!("galewatch export: stopped by {name}{left}");
     // Not through main's return: a FIFO's open may still wait for a reader on a blocking thread,
     // which the runtime's drop would wait for.
     std::process::exit(128 + number)
@@ -181,7 +181,7 @@ fn say_unnamed(cfg: &config::Config) {
         .map(|s| s.name.as_str())
         .collect();
     if !unnamed.is_empty() {
-        eprintln!(
+        galewatch::say!(
             "galewatch export: --names iec: no iec_name declared for {} (their own names are used; declare one in [[signals]])",
             unnamed.join(", ")
         );
@@ -256,7 +256,7 @@ pub(super) fn export_cmd(runtime: &tokio::runtime::Runtime, a: ExportArgs) -> Ex
     )) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("galewatch: {e}");
+            galewatch::say!("galewatch: {e}");
             return ExitCode::from(e.exit_status());
         }
     };
@@ -270,20 +270,20 @@ pub(super) fn export_cmd(runtime: &tokio::runtime::Runtime, a: ExportArgs) -> Ex
             Some(path) => format!("; {} written with no row", path.display()),
             None => String::new(),
         };
-        eprintln!(
+        galewatch::say!(
             "galewatch export: no statistics for {} in that range{left_out}{written}",
             req.turbines.describe()
         );
     } else if let Some(path) = &a.output {
         let t = if s.turbines == 1 { "" } else { "s" };
-        eprintln!(
+        galewatch::say!(
             "galewatch export: {} intervals of {} turbine{t} written to {}{left_out}",
             s.rows,
             s.turbines,
             path.display()
         );
     } else if !left_out.is_empty() {
-        eprintln!("galewatch export:{left_out}");
+        galewatch::say!("galewatch export:{left_out}");
     }
     ExitCode::SUCCESS
 }

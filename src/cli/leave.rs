@@ -27,18 +27,18 @@ pub(super) fn leave_cmd(runtime: &tokio::runtime::Runtime, config: Option<PathBu
                     format!(", ended its session on {}", list(r.ended.iter().map(ToString::to_string).collect()))
                 };
                 let left = list(r.left_behind.iter().map(|(b, why)| format!("{b} ({why})")).collect());
-                println!(
+                galewatch::tell!(
                     "{client_id}: landed {} messages ({} readings){ended}; not done on {left}: a session of this member there, if any, is left as it was; run galewatch leave again when it is up",
                     r.messages, r.readings
                 );
                 ExitCode::FAILURE
             }
             Ok(r) if !r.had_session => {
-                println!("{client_id}: the broker held no session for this member; nothing to land, nothing left behind");
+                galewatch::tell!("{client_id}: the broker held no session for this member; nothing to land, nothing left behind");
                 ExitCode::SUCCESS
             }
             Ok(r) => {
-                println!(
+                galewatch::tell!(
                     "{client_id}: left {subscription}: landed {} messages ({} readings) from its session, then ended the session",
                     r.messages, r.readings
                 );

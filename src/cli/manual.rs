@@ -9,11 +9,11 @@ pub(super) fn write_manpages(dir: &std::path::Path) -> ExitCode {
     let cmd = <Cli as clap::CommandFactory>::command();
     match galewatch::tools::manual::write_pages(cmd, dir) {
         Ok(n) => {
-            eprintln!("galewatch: wrote {n} man pages to {}", dir.display());
+            galewatch::say!("galewatch: wrote {n} man pages to {}", dir.display());
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!(
+            galewatch::say!(
                 "galewatch: cannot write the man pages to {}: {e}",
                 dir.display()
             );

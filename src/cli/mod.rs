@@ -311,7 +311,7 @@ where
     match runtime.block_on(f(cfg)) {
         Ok(out) => print_out(&out),
         Err(e) => {
-            eprintln!("galewatch: {e}");
+            galewatch::say!("galewatch: {e}");
             ExitCode::from(e.exit_status())
         }
     }
@@ -326,7 +326,7 @@ fn print_out(text: &str) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("galewatch: writing the output: {e}");
+            galewatch::say!("galewatch: writing the output: {e}");
             ExitCode::FAILURE
         }
     }
@@ -347,12 +347,12 @@ fn times(
 
 /// A command line that cannot be used: exit 2, as clap does.
 fn usage(problem: &str) -> ExitCode {
-    eprintln!("galewatch: {problem}");
+    galewatch::say!("galewatch: {problem}");
     ExitCode::from(2)
 }
 
 fn config_error(e: galewatch::core::setting::SettingError) -> ExitCode {
-    eprintln!("galewatch: {e}");
+    galewatch::say!("galewatch: {e}");
     ExitCode::from(2)
 }
 
@@ -361,7 +361,7 @@ fn report(r: Result<(), galewatch::error::Error>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is_setting_unusable() => {
             // One line, which names the setting and the cause (the log goes to stderr too).
-            eprintln!("galewatch: {e}");
+            galewatch::say!("galewatch: {e}");
             ExitCode::from(2)
         }
         Err(e) => {

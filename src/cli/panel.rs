@@ -43,18 +43,18 @@ pub(super) fn panel_cmd(
 pub(super) fn hash_password_cmd(name: &str) -> ExitCode {
     use galewatch::panel::auth;
     if let Some(why) = auth::bad_name(name) {
-        eprintln!("galewatch: {why}");
+        galewatch::say!("galewatch: {why}");
         return ExitCode::from(2);
     }
     let password = match read_password(name) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("galewatch: {e}");
+            galewatch::say!("galewatch: {e}");
             return ExitCode::from(2);
         }
     };
     if password.is_empty() {
-        eprintln!("galewatch: an empty password: the panel never accepts one");
+        galewatch::say!("galewatch: an empty password: the panel never accepts one");
         return ExitCode::from(2);
     }
     print_out(&format!("{name}:{}", auth::hash_password(&password)))
@@ -78,12 +78,12 @@ fn read_password(name: &str) -> Result<String, String> {
         return line();
     }
     let ask = |prompt: &str| -> Result<String, String> {
-        eprint!("{prompt}");
+        let _ = write!(std::io::stderr(), "{prompt}");
         let _ = std::io::stderr().flush();
         let echo = Echo::off();
         let p = line();
         drop(echo);
-        eprintln!();
+        galewatch::say!();
         p
     };
     let first = ask(&format!("Password for {name}: "))?;

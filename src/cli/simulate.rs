@@ -134,7 +134,7 @@ async fn publish_fleet(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
         (Some(n), _) => n,
         (None, Some(d)) => (d.as_secs_f64() / a.interval.as_secs_f64()).ceil() as usize,
         (None, None) if a.flood => {
-            eprintln!("galewatch simulate: --flood needs --readings or --duration");
+            galewatch::say!("galewatch simulate: --flood needs --readings or --duration");
             return ExitCode::from(2);
         }
         (None, None) => usize::MAX,
@@ -180,7 +180,7 @@ async fn publish_fleet(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
         seed: a.seed,
     };
     if let Err(e) = simulate::check(&fleet, &knobs) {
-        eprintln!("galewatch simulate: {e}");
+        galewatch::say!("galewatch simulate: {e}");
         return ExitCode::from(2);
     }
     let most = galewatch::intake::format::judge::Limits::new(
@@ -188,7 +188,7 @@ async fn publish_fleet(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
     )
     .max_readings_per_message;
     if fleet.batch > most {
-        eprintln!(
+        galewatch::say!(
             "galewatch simulate: --batch {} is over the daemon's default max_readings_per_message ({}): unless it is raised, each such message is rejected too_large and the expect line does not hold",
             fleet.batch, most
         );
@@ -220,7 +220,7 @@ async fn publish_fleet(broker: BrokerAddr, a: SimulateArgs) -> ExitCode {
             ))
         }
         Err(e) => {
-            eprintln!("galewatch simulate: {e}");
+            galewatch::say!("galewatch simulate: {e}");
             ExitCode::FAILURE
         }
     }
@@ -236,7 +236,7 @@ async fn sparkplug_cmd(
     client_id: String,
 ) -> ExitCode {
     let refuse = |why: &str| {
-        eprintln!("galewatch simulate: {why}");
+        galewatch::say!("galewatch simulate: {why}");
         ExitCode::from(2)
     };
     if knobs.drift_rate > 0.0 {
@@ -272,7 +272,7 @@ async fn sparkplug_cmd(
             ))
         }
         Err(e) => {
-            eprintln!("galewatch simulate: {e}");
+            galewatch::say!("galewatch simulate: {e}");
             ExitCode::FAILURE
         }
     }
