@@ -275,6 +275,18 @@ async fn eight_outcomes(db: &TestDb, writers: usize) {
         1
     );
     assert_eq!(db.count("SELECT count(*) FROM rejected").await, 9);
+    // The turbine's latest reading is its newest stored one, not the quarantined future one
+    // (the fleet page looks its power up by that key).
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM turbine_status s
+               JOIN (SELECT turbine_id, max(recorded_at) AS newest FROM readings GROUP BY 1) r
+                 USING (turbine_id)
+              WHERE s.last_recorded_at = r.newest AND s.future_timestamps = 1"
+        )
+        .await,
+        1
+    );
     for (reason, n) in [
         ("malformed", 6),
         ("invalid_value", 1),

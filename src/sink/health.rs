@@ -27,7 +27,10 @@ const OFFSET_RISE: f64 = 0.05;
 pub struct TurbineBatch {
     pub first_seen: DateTime<Utc>,
     pub last_seen: DateTime<Utc>,
-    pub last_recorded_at: DateTime<Utc>,
+    /// The newest `recorded_at` among the batch's readings whose key is in `readings` (inserted,
+    /// or already there): not a quarantined future timestamp, which would point the turbine's
+    /// latest reading at a row that is not stored (the fleet page showed no power for it).
+    pub last_recorded_at: Option<DateTime<Utc>>,
     pub readings: i64,
     pub duplicates: i64,
     pub collisions: i64,
@@ -52,12 +55,13 @@ pub enum Seen {
 pub struct Fold(HashMap<String, TurbineBatch>);
 
 impl Fold {
+    /// Folds one reading in; `stored` says whether its key is in `readings` now.
     pub fn add(
         &mut self,
         turbine: &str,
-        received_at: DateTime<Utc>,
-        recorded_at: DateTime<Utc>,
+        (received_at, recorded_at): (DateTime<Utc>, DateTime<Utc>),
         seen: Seen,
+        stored: bool,
     ) {
         let offset = crate::core::timestamp::seconds_between(received_at, recorded_at);
         let t = match self.0.get_mut(turbine) {
@@ -65,7 +69,7 @@ impl Fold {
             None => self.0.entry(turbine.to_string()).or_insert(TurbineBatch {
                 first_seen: received_at,
                 last_seen: received_at,
-                last_recorded_at: recorded_at,
+                last_recorded_at: None,
                 readings: 0,
                 duplicates: 0,
                 collisions: 0,
@@ -75,7 +79,9 @@ impl Fold {
         };
         t.first_seen = t.first_seen.min(received_at);
         t.last_seen = t.last_seen.max(received_at);
-        t.last_recorded_at = t.last_recorded_at.max(recorded_at);
+        if stored {
+            t.last_recorded_at = t.last_recorded_at.max(Some(recorded_at));
+        }
         t.readings += 1;
         match seen {
             Seen::Duplicate => t.duplicates += 1,
@@ -394,22 +400,24 @@ mod tests {
         let t0 = Utc.with_ymd_and_hms(2026, 11, 30, 0, 0, 0).unwrap();
         let s = |n| t0 + chrono::Duration::seconds(n);
         let mut f = Fold::default();
-        f.add("B", s(10), s(9), Seen::Inserted); // offset 1
-        f.add("A", s(10), s(8), Seen::Inserted); // offset 2
-        f.add("A", s(11), s(10), Seen::Collision); // offset 1
-        f.add("A", s(70), s(0), Seen::Duplicate); // a resend a minute late: offset 70, ignored
-        f.add("A", s(12), s(400), Seen::Future); // offset -388
+        f.add("B", (s(10), s(9)), Seen::Inserted, true); // offset 1
+        f.add("A", (s(10), s(8)), Seen::Inserted, true); // offset 2
+        f.add("A", (s(11), s(10)), Seen::Collision, true); // offset 1
+        f.add("A", (s(70), s(0)), Seen::Duplicate, true); // a resend a minute late: offset 70, ignored
+        f.add("A", (s(12), s(400)), Seen::Future, false); // offset -388, quarantined
+        f.add("A", (s(13), s(401)), Seen::Duplicate, false); // its resend, the quarantine's
         let rows: Vec<_> = f.turbines().collect();
         assert_eq!(rows[0].0, "A", "turbine order");
         let a = rows[0].1;
         assert_eq!(
             (a.readings, a.duplicates, a.collisions, a.future),
-            (4, 1, 1, 1)
+            (5, 2, 1, 1)
         );
         assert_eq!(a.min_offset, Some(-388.0));
+        // The newest stored reading's time: the future ones are not in `readings`.
         assert_eq!(
             (a.first_seen, a.last_seen, a.last_recorded_at),
-            (s(10), s(70), s(400))
+            (s(10), s(70), Some(s(10)))
         );
         assert_eq!(rows[1].1.min_offset, Some(1.0));
     }
@@ -418,8 +426,22 @@ mod tests {
     fn only_duplicates_give_no_offset() {
         let t0 = Utc::now();
         let mut f = Fold::default();
-        f.add("A", t0, t0, Seen::Duplicate);
+        f.add("A", (t0, t0), Seen::Duplicate, true);
         assert_eq!(f.turbines().next().unwrap().1.min_offset, None);
+    }
+
+    #[test]
+    fn a_turbine_with_only_quarantined_future_readings_has_no_latest_stored_one() {
+        let t0 = Utc::now();
+        let mut f = Fold::default();
+        f.add(
+            "A",
+            (t0, t0 + chrono::Duration::hours(1)),
+            Seen::Future,
+            false,
+        );
+        let a = f.turbines().next().unwrap().1;
+        assert_eq!((a.future, a.last_recorded_at), (1, None));
     }
 }
 

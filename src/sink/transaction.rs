@@ -801,16 +801,19 @@ fn outcomes(
         }
     }
     let mut turbines = health::Fold::default();
+    // Every key offered to `readings` is there after the INSERT (inserted, or the stored reading
+    // it duplicates or collides with); a future one only when `readings` held it already.
     for (i, r) in parts.readings.iter().enumerate() {
+        let at = (parts.reading_msg[i].received_at, r.recorded_at);
+        turbines.add(&r.turbine_id, at, seen[i], true);
+    }
+    for ((&(r, msg), &seen), &stored) in parts.future.iter().zip(&future_seen).zip(stored) {
         turbines.add(
             &r.turbine_id,
-            parts.reading_msg[i].received_at,
-            r.recorded_at,
-            seen[i],
+            (msg.received_at, r.recorded_at),
+            seen,
+            stored,
         );
-    }
-    for (&(r, msg), &seen) in parts.future.iter().zip(&future_seen) {
-        turbines.add(&r.turbine_id, msg.received_at, r.recorded_at, seen);
     }
     turbines
 }
