@@ -191,3 +191,97 @@ async fn v6_names_the_rejected_rows_of_older_releases() {
         .unwrap();
     assert_eq!(n, 0);
 }
+
+/// V16 repairs what older releases left in `turbine_status`: a quarantined future timestamp as a
+/// turbine's latest reading. Each turbine whose `last_recorded_at` names no stored reading gets its
+/// newest stored one (or none); a turbine pointing at a stored reading is left as it is.
+#[tokio::test]
+async fn v16_points_each_turbine_s_latest_reading_at_a_stored_one() {
+    let db = TestDb::create().await;
+    let mut c = db.client().await;
+    galewatch::sink::migrate::run_to(&mut c, Some(15))
+        .await
+        .unwrap();
+    c.batch_execute(
+        "SELECT galewatch_ensure_partition('2026-11-20 00:00:00+00', '1 day');
+         INSERT INTO readings (turbine_id, recorded_at, power_kw) VALUES
+           ('A', '2026-11-20 10:00:00+00', 1), ('A', '2026-11-20 10:00:02+00', 2),
+           ('C', '2026-11-20 11:00:00+00', 3), ('C', '2026-11-20 11:00:02+00', 4);
+         INSERT INTO turbine_status (turbine_id, first_seen, last_seen, last_recorded_at, readings)
+         VALUES ('A', now(), now(), '2099-01-01 00:00:00+00', 3),
+                ('B', now(), now(), '2099-01-01 00:00:00+00', 1),
+                ('C', now(), now(), '2026-11-20 11:00:00+00', 2),
+                ('D', now(), now(), NULL, 1)",
+    )
+    .await
+    .unwrap();
+    let applied = galewatch::sink::migrate::run(&mut c).await.unwrap();
+    assert_eq!(applied, vec!["V16__latest_stored_reading"]);
+    let rows = c
+        .query(
+            "SELECT turbine_id, last_recorded_at::text FROM turbine_status ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap();
+    let got: Vec<(String, Option<String>)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let want = [
+        ("A", Some("2026-11-20 10:00:02+00")),
+        ("B", None),
+        // Not its newest stored reading, but a stored one: left as it was.
+        ("C", Some("2026-11-20 11:00:00+00")),
+        ("D", None),
+    ];
+    let want: Vec<(String, Option<String>)> = want
+        .iter()
+        .map(|(t, at)| (t.to_string(), at.map(str::to_string)))
+        .collect();
+    assert_eq!(got, want);
+}
+
+/// V16's repair on a sharded database (an upgrade of a Citus deployment runs it on distributed
+/// tables): the same statements, each turbine's on its own shard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v16_repairs_a_citus_cluster_s_turbines_too() {
+    let cluster = citus::Cluster::start().await;
+    let db = cluster.db();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_galewatch"))
+        .arg("migrate")
+        .env("GALEWATCH_DATABASE_URL", &db.url)
+        .output()
+        .expect("galewatch migrate");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c = db.client().await;
+    c.batch_execute(
+        "SELECT galewatch_ensure_partition('2026-11-20 00:00:00+00', '1 day');
+         INSERT INTO readings (turbine_id, recorded_at, power_kw) VALUES
+           ('A', '2026-11-20 10:00:00+00', 1), ('A', '2026-11-20 10:00:02+00', 2);
+         INSERT INTO turbine_status (turbine_id, first_seen, last_seen, last_recorded_at, readings)
+         VALUES ('A', now(), now(), '2099-01-01 00:00:00+00', 3),
+                ('B', now(), now(), '2099-01-01 00:00:00+00', 1)",
+    )
+    .await
+    .unwrap();
+    c.batch_execute(include_str!("../migrations/V16__latest_stored_reading.sql"))
+        .await
+        .expect("V16 on distributed tables");
+    let rows = c
+        .query(
+            "SELECT turbine_id, last_recorded_at::text FROM turbine_status ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap();
+    let got: Vec<(String, Option<String>)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert_eq!(
+        got,
+        vec![
+            ("A".to_string(), Some("2026-11-20 10:00:02+00".to_string())),
+            ("B".to_string(), None)
+        ]
+    );
+}

@@ -318,7 +318,8 @@ async fn the_conversion_keeps_every_row_of_an_unpartitioned_table() {
             "V12__interval_completeness",
             "V13__interval_availability",
             "V14__annotations",
-            "V15__frozen_runs"
+            "V15__frozen_runs",
+            "V16__latest_stored_reading"
         ]
     );
     let after: String = c.query_one(digest, &[]).await.unwrap().get(0);
