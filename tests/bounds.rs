@@ -245,17 +245,11 @@ async fn v16_points_each_turbine_s_latest_reading_at_a_stored_one() {
 async fn v16_repairs_a_citus_cluster_s_turbines_too() {
     let cluster = citus::Cluster::start().await;
     let db = cluster.db();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_galewatch"))
-        .arg("migrate")
-        .env("GALEWATCH_DATABASE_URL", &db.url)
-        .output()
-        .expect("galewatch migrate");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let c = db.client().await;
+    let mut c = db.client().await;
+    // Migrated and distributed, as `galewatch migrate` leaves a cluster.
+    galewatch::sink::migrate::apply(&mut c, &galewatch::core::signals::Signals::defaults())
+        .await
+        .expect("migrate");
     c.batch_execute(
         "SELECT galewatch_ensure_partition('2026-11-20 00:00:00+00', '1 day');
          INSERT INTO readings (turbine_id, recorded_at, power_kw) VALUES
