@@ -165,6 +165,15 @@ async fn completeness_flags_and_directions_are_told_exactly() {
 
     // The panel: the turbine page's completeness and flag marks, the fleet page's day cell, the
     // direction charted as its vector mean.
+    // A turbine silent all day (last heard three days ago): nothing of what was expected came.
+    db.client()
+        .await
+        .batch_execute(
+            "INSERT INTO turbine_status (turbine_id, first_seen, last_seen, readings)
+             VALUES ('Q-3', now() - interval '3 days', now() - interval '3 days', 1)",
+        )
+        .await
+        .unwrap();
     let panel = Panel::serve(&db, &config).await;
     let range = format!("from={}&to={}", since.timestamp(), until.timestamp());
     let (status, page) = panel.get(&format!("/turbines/Q-1?{range}")).await;
@@ -205,6 +214,13 @@ async fn completeness_flags_and_directions_are_told_exactly() {
         Some(1800.0 / 43_200.0),
         "{api}"
     );
+    // Silent all day: 0 of 43,200, not unknown (an outage must not read as a blank).
+    assert_eq!(
+        row("Q-3")["completeness_last_day"].as_f64(),
+        Some(0.0),
+        "{api}"
+    );
+    assert_eq!(row("Q-3")["flagged_intervals_last_day"], 0);
     let (_, series) = panel
         .get(&format!("/api/turbines/Q-1/readings?{range}&step=600"))
         .await;

@@ -262,9 +262,18 @@ impl Db {
                 .into_iter()
                 .map(|s| (s.turbine_id.clone(), s))
                 .collect();
+        let day_secs = i32::try_from((day.to - day.from).num_seconds()).unwrap_or(i32::MAX);
         for s in page.iter_mut() {
             let sum = sums.remove(&s.turbine_id);
-            s.completeness = sum.as_ref().and_then(|x| x.completeness());
+            s.completeness = match &sum {
+                Some(x) => x.completeness(),
+                // Silent all day: none of what its sample period expects arrived (0, not
+                // unknown; unknown only without a declared sample period).
+                None => crate::core::quality::completeness(
+                    0,
+                    sql.periods.expected(&s.turbine_id, day_secs),
+                ),
+            };
             s.flagged = Some(sum.map_or(0, |x| x.flagged));
         }
         let Some(view) = &self.view else {
