@@ -184,6 +184,21 @@ async fn completeness_flags_and_directions_are_told_exactly() {
         ),
         "{page}"
     );
+    // A range off the intervals' boundaries (5 minutes into the first, 5 before the end): the
+    // intervals starting in it cover since+10 min to until, 3,000 s, 1,500 readings.
+    let off = format!(
+        "from={}&to={}",
+        (since + chrono::Duration::minutes(5)).timestamp(),
+        (until - chrono::Duration::minutes(5)).timestamp()
+    );
+    let (status, unaligned) = panel.get(&format!("/turbines/Q-1?{off}")).await;
+    assert_eq!(status, 200, "{unaligned}");
+    assert!(
+        unaligned.contains(
+            "Completeness <span class=\"num\">10.0 %</span> (150 of 1500 readings expected"
+        ),
+        "{unaligned}"
+    );
     assert_eq!(
         page.matches("class=\"flag-marker\"").count(),
         2,

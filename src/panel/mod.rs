@@ -602,9 +602,17 @@ async fn turbine_page(
             .stuck_min_readings()
             .zip(db.queries.stats_width)
             .map(|(k, width)| {
-                // The range up to now, from the start of its first interval.
-                let from = width.start_of(w.from);
-                let to = w.to.min(chrono::Utc::now());
+                // What the intervals shown cover (those starting in the range: from the first
+                // boundary at or after its start to the end of the one holding its end), up to
+                // now. An unaligned range counted from the boundary before its start and only to
+                // its end: too many expected at one edge, too few at the other (over 100 %).
+                let step = chrono::Duration::seconds(i64::from(width.secs()));
+                let up = |t| match width.start_of(t) {
+                    s if s == t => t,
+                    s => s + step,
+                };
+                let from = up(w.from);
+                let to = up(w.to).min(chrono::Utc::now());
                 let secs = i32::try_from((to - from).num_seconds().max(0)).unwrap_or(i32::MAX);
                 let mut q = intervals::Quality::of(
                     &intervals,
