@@ -573,3 +573,30 @@ fn a_closed_pipe_for_output_changes_no_exit_status() {
         .expect("runs");
     assert_eq!(out.status.code(), Some(0), "--help with stdout closed");
 }
+
+/// The daemon's own log lines to a closed pipe (`galewatch migrate 2>&1 | head -0`): each is
+/// dropped and the command ends as it would have (tracing-subscriber's report of the failed write
+/// panicked: exit 101).
+#[tokio::test]
+async fn logging_to_a_closed_pipe_changes_no_exit_status() {
+    let db = TestDb::create().await;
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_galewatch"))
+        .arg("migrate")
+        .env("GALEWATCH_DATABASE_URL", &db.url)
+        .stderr(writer)
+        .output()
+        .expect("runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "migrate logging to a closed pipe"
+    );
+    assert!(
+        db.count("SELECT count(*) FROM refinery_schema_history")
+            .await
+            > 0,
+        "it migrated"
+    );
+}

@@ -219,6 +219,10 @@ pub(crate) fn init_logging(command: &Command) {
                 }),
         )
         .with_writer(std::io::stderr)
+        // A log line standard error cannot take is dropped: tracing-subscriber would otherwise
+        // report the failed write with eprintln!, which panics when stderr is a closed pipe
+        // (`galewatch run 2>&1 | head -2` ended the daemon with exit 101).
+        .log_internal_errors(false)
         // Colour only on a terminal: journald and log files get plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
