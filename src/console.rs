@@ -30,9 +30,9 @@ mod tests {
     fn they_take_what_the_standard_macros_take() {
         // Compiles as the standard ones do: no arguments, a literal, captured and positional.
         let n = 3;
-        crate::say!();
-        crate::say!("plain");
-        crate::say!("{n} captured, {} positional", n + 1);
-        crate::tell!("{n:>4}");
+        say!();
+        say!("plain");
+        say!("{n} captured, {} positional", n + 1);
+        tell!("{n:>4}");
     }
 }

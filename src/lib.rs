@@ -14,6 +14,7 @@
 pub mod core;
 
 pub mod backoff;
+#[macro_use]
 pub mod console;
 pub mod error;
 pub mod probe;

@@ -262,18 +262,9 @@ impl Db {
                 .into_iter()
                 .map(|s| (s.turbine_id.clone(), s))
                 .collect();
-        let day_secs = i32::try_from((day.to - day.from).num_seconds()).unwrap_or(i32::MAX);
         for s in page.iter_mut() {
             let sum = sums.remove(&s.turbine_id);
-            s.completeness = match &sum {
-                Some(x) => x.completeness(),
-                // Silent all day: none of what its sample period expects arrived (0, not
-                // unknown; unknown only without a declared sample period).
-                None => crate::core::quality::completeness(
-                    0,
-                    sql.periods.expected(&s.turbine_id, day_secs),
-                ),
-            };
+            s.completeness = completeness(sum.as_ref(), sql, &s.turbine_id, day);
             s.flagged = Some(sum.map_or(0, |x| x.flagged));
         }
         let Some(view) = &self.view else {
@@ -388,6 +379,24 @@ pub(super) fn joined(
             moved: a.moved.plus(&b.moved),
             ..a.clone()
         }),
+    }
+}
+
+/// A turbine's completeness over `day` from its summary; a turbine silent all day has none, and
+/// none of what its sample period expects arrived: 0, not unknown (unknown only without a
+/// declared sample period).
+fn completeness(
+    sum: Option<&crate::sink::quality::Summary>,
+    sql: &crate::sink::stats::Sql,
+    turbine: &str,
+    day: Span,
+) -> Option<f64> {
+    match sum {
+        Some(x) => x.completeness(),
+        None => {
+            let secs = i32::try_from((day.to - day.from).num_seconds()).unwrap_or(i32::MAX);
+            crate::core::quality::completeness(0, sql.periods.expected(turbine, secs))
+        }
     }
 }
 

@@ -27,7 +27,7 @@ use services::{broker_answers, free_port, start_cluster, start_mosquitto, Missin
 /// Ctrl-C, quietly, instead of panicking on the broken pipe.
 static STDOUT_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// `crate::tell!` that notes a closed stdout instead of panicking.
+/// `tell!` that notes a closed stdout instead of panicking.
 macro_rules! say {
     ($($arg:tt)*) => {{
         let mut out = std::io::stdout().lock();
@@ -423,8 +423,8 @@ impl InProcess {
         }
         match (&mut self.daemon).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => crate::say!("the daemon stopped with an error: {e}"),
-            Err(e) => crate::say!("the daemon task failed: {e}"),
+            Ok(Err(e)) => say!("the daemon stopped with an error: {e}"),
+            Err(e) => say!("the daemon task failed: {e}"),
         }
     }
 }
@@ -728,11 +728,11 @@ async fn fleet_sent(
     match publisher.await {
         Ok(Ok(s)) => Some(s),
         Ok(Err(e)) => {
-            crate::say!("galewatch demo: the simulated fleet failed: {e}");
+            say!("galewatch demo: the simulated fleet failed: {e}");
             None
         }
         Err(e) => {
-            crate::say!("galewatch demo: the simulated fleet failed: {e}");
+            say!("galewatch demo: the simulated fleet failed: {e}");
             None
         }
     }
