@@ -174,8 +174,60 @@ async fn a_database_outage_holds_acks_pauses_intake_and_then_commits_everything(
     assert!(status.success());
 }
 
-/// `mqtt_keep_alive` in the outage test: the least the daemon accepts.
+/// `mqtt_keep_alive` in the outage tests: the least the daemon accepts.
 const KEEP_ALIVE: u64 = 5;
+
+/// The broker restarted while intake is paused by a database outage: the daemon writes no
+/// more than pings and acks then, and notices the loss when a ping cannot be written, not when
+/// the database returns (it did: the connection gauge said 1 throughout). The session resumed
+/// then lands everything once; what the lost connection had buffered unread is dropped with it
+/// (acked on the next connection under the old packet ids, some messages were acked twice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_restarted_while_intake_is_paused_is_reconnected_to_at_once() {
+    let mut broker = Broker::start();
+    let db = TestDb::create().await;
+    let mut d = Daemon::new(&broker, &db, "gw-paused-broker");
+    for (k, v) in [
+        ("GALEWATCH_MAX_UNACKED_READINGS", "2000".to_string()),
+        ("GALEWATCH_BATCH_MAX_READINGS", "500".to_string()),
+        ("GALEWATCH_MQTT_KEEP_ALIVE", format!("{KEEP_ALIVE}s")),
+    ] {
+        d.env.insert(k.into(), v);
+    }
+    d.start_ready();
+    db.refuse_connections().await;
+    let sent = fleet(1000, 5, 1, "P-");
+    publish(&broker, sent.clone()).await;
+    let paused = |m: &str| {
+        sample(m, "galewatch_messages_unacked") > 0.0
+            && d.log().contains("batch not written; retrying")
+    };
+    let m = scrape_when(&d, Duration::from_secs(60), paused).await;
+    assert!(paused(&m), "intake paused: {m}");
+    broker.restart();
+    // Reconnected while the database is still away.
+    let back = |m: &str| {
+        sample(m, "galewatch_broker_reconnects_total") >= 1.0
+            && sample(m, "galewatch_broker_connected") == 1.0
+    };
+    let m = scrape_when(&d, Duration::from_secs(60), back).await;
+    assert!(back(&m), "reconnected during the outage: {}", d.log());
+    assert_eq!(sample(&m, "galewatch_db_connected"), 0.0, "still paused");
+    db.allow_connections().await;
+    land_all(&db, &sent, Duration::from_secs(60)).await;
+    let settled = |m: &str| {
+        let acks = sample(m, "galewatch_acks_sent_total")
+            + sample(m, "galewatch_acks_dropped_stale_total");
+        sample(m, "galewatch_messages_unacked") == 0.0
+            && acks == sample(m, "galewatch_messages_received_total")
+    };
+    let m = scrape_when(&d, Duration::from_secs(60), settled).await;
+    assert!(settled(&m), "every delivery acked or its ack dropped: {m}");
+    assert!(adds_up(&m), "{m}");
+    assert_eq!(db.count("SELECT count(*) FROM quarantine").await, 0);
+    let (status, _) = d.terminate();
+    assert!(status.success());
+}
 
 /// Fault 3: the broker restarts mid-stream (persistence on, from config/mosquitto.conf).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,6 +5,7 @@
 //! session back; [`broker`] checks the connection's settings, [`failover`] picks the broker of a list to connect
 //! to next, and [`standby`] keeps a session on every independent broker of the list. It does not speak SQL: what it needs of the database is passed in.
 
+pub(crate) mod alive;
 pub mod batch;
 pub mod broker;
 pub mod connect;

@@ -8,7 +8,7 @@
 //! this task; and, for Sparkplug B, the database, when a DATA message comes from a node whose
 //! birth is not in memory (`sparkplug/intake.rs`). While it waits, nothing more is read from the
 //! socket (the broker keeps the rest), but the event loop is still polled without reading
-//! (`alive`): PUBACKs leave and pings keep the connection alive however long the wait.
+//! (`alive.rs`): PUBACKs leave and pings keep the connection alive however long the wait.
 //!
 //! Known delivery gap, by design: a message that arrives after shutdown began is neither handed
 //! on nor acknowledged. The broker keeps it in the persistent session and delivers it again to
@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::backoff::Quiet;
 use crate::core::outcome::Decoded;
 use crate::error::{Error, Refused};
+use crate::intake::alive::{alive, OnLoss};
 use crate::intake::batch::{CarriedMessage, Custody};
 use crate::intake::broker::BrokerAddr;
 use crate::intake::connect::{connect_options, subscription, MqttGroup};
@@ -621,11 +622,17 @@ impl Subscriber {
                 shutdown,
             };
             let judging = self.formats.for_topic(&topic).judge(m, cx);
-            match alive(&mut self.eventloop, &mut self.lost, judging).await {
+            match alive(
+                &mut self.eventloop,
+                &mut self.lost,
+                (judging, OnLoss::Finish),
+            )
+            .await
+            {
                 // The connection was lost meanwhile: the broker delivers the message again.
                 _ if self.lost.is_some() => return true,
-                Some(j) => j,
-                None => return false,
+                Some(Some(j)) => j,
+                _ => return false,
             }
         };
         let Judgement {
@@ -650,11 +657,17 @@ impl Subscriber {
                 _ = shutdown.cancelled() => None,
             }
         };
-        let permit = match alive(&mut self.eventloop, &mut self.lost, admitted).await {
+        let permit = match alive(
+            &mut self.eventloop,
+            &mut self.lost,
+            (admitted, OnLoss::Drop),
+        )
+        .await
+        {
             // As above: nothing is handed on from a lost connection.
             _ if self.lost.is_some() => return true,
-            Some(held) => Some(held),
-            None => return false,
+            Some(Some(held)) => Some(held),
+            _ => return false,
         };
         let msg = CarriedMessage {
             custody: Custody {
@@ -677,29 +690,6 @@ impl Subscriber {
         };
         self.out.as_ref().is_some_and(|out| out.send(msg).is_ok())
     }
-}
-
-/// Awaits `wait`, polling the event loop meanwhile when `wait` is not done at once (the budget
-/// is full, or Sparkplug B reads a birth from the database): queued PUBACKs go out and pings
-/// keep the connection alive however long the wait, while nothing more is read (`poll_paused`,
-/// vendor/rumqttc/GALEWATCH-PATCH.md). Without it a wait past the keep-alive lost the
-/// connection, and the broker delivered again everything unacknowledged. A connection lost
-/// meanwhile is left in `lost` for the loop.
-async fn alive<F: std::future::Future>(
-    eventloop: &mut EventLoop,
-    lost: &mut Option<rumqttc::v5::ConnectionError>,
-    wait: F,
-) -> F::Output {
-    let mut wait = std::pin::pin!(wait);
-    let now = std::future::poll_fn(|cx| std::task::Poll::Ready(wait.as_mut().poll(cx))).await;
-    if let std::task::Poll::Ready(out) = now {
-        return out;
-    }
-    let (out, e) = eventloop.poll_paused(wait).await;
-    if e.is_some() {
-        *lost = e;
-    }
-    out
 }
 
 /// What connecting to `broker` is, for an error.

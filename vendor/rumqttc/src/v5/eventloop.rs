@@ -294,26 +294,30 @@ impl EventLoop {
     /// PINGRESPs are read once reading resumes: a ping sent here does not wait for the last one's
     /// answer. The events of what was written are queued behind anything already buffered and
     /// returned by later polls, in order. Not cancel safe (neither is `poll`): await it to the
-    /// end; put whatever else should end the wait into `wake`. A connection error does not end
-    /// the wait (`wake` is never dropped half done): the event loop is left as `poll` leaves
-    /// it, to reconnect on the next `poll`, `wake` is awaited alone, and the error is returned
-    /// beside its output.
-    pub async fn poll_paused<F>(&mut self, wake: F) -> (F::Output, Option<ConnectionError>)
+    /// end; put whatever else should end the wait into `wake`, which the caller keeps.
+    ///
+    /// A write that fails ends the wait with the error, `wake` not done: the event loop is left
+    /// as `poll` leaves it, to reconnect on the next `poll`, and the events the last read
+    /// buffered are dropped with the connection they came on (upstream's `poll` returns those
+    /// before it reads again, so it never fails with any buffered; here one can. Returned after
+    /// the reconnect, their acks would go to the next connection under the old packet ids. The
+    /// broker delivers them again, unacknowledged as they are).
+    pub async fn poll_paused<F>(&mut self, mut wake: Pin<&mut F>) -> Result<F::Output, ConnectionError>
     where
-        F: std::future::Future,
+        F: std::future::Future + ?Sized,
     {
-        let mut wake = std::pin::pin!(wake);
         loop {
             if self.network.is_none() {
                 // Nothing to keep alive: wait for the caller's event alone.
-                return (wake.await, None);
+                return Ok(wake.await);
             }
             match self.paused_step(wake.as_mut()).await {
-                Ok(Some(out)) => return (out, None),
+                Ok(Some(out)) => return Ok(out),
                 Ok(None) => continue,
                 Err(e) => {
                     self.clean();
-                    return (wake.await, Some(e));
+                    self.state.events.clear();
+                    return Err(e);
                 }
             }
         }
@@ -325,7 +329,7 @@ impl EventLoop {
         wake: Pin<&mut F>,
     ) -> Result<Option<F::Output>, ConnectionError>
     where
-        F: std::future::Future,
+        F: std::future::Future + ?Sized,
     {
         let network = self.network.as_mut().unwrap();
         let inflight_full = self.state.inflight >= self.state.max_outgoing_inflight;
