@@ -118,24 +118,47 @@ impl Chart<'_> {
         );
     }
 
-    /// Each flagged interval as a bar along the foot of the plot, its flags in its title.
+    /// Each flagged interval (or annotated span) as a bar along the foot of the plot, its flags
+    /// in its title. Bars less than a pixel apart are drawn as one, its title counting them: a
+    /// hundred thousand annotations in a range drew as many bars on each chart (a 30 MB page).
     fn mark_flags(&self, s: &mut String, scale: &Scale) {
-        for Flagged { span, what } in self
-            .flags
-            .iter()
+        let mut shown: Vec<&Flagged> = (self.flags.iter())
             .filter(|f| f.span.to > self.from && f.span.from < self.to)
-        {
-            let (a, b) = (span.from, span.to);
-            let (x1, x2) = (scale.x(a.max(self.from)), scale.x(b.min(self.to)));
+            .collect();
+        shown.sort_by_key(|f| (f.span.from, f.span.to));
+        let ends = |f: &Flagged| {
+            let x1 = scale.x(f.span.from.max(self.from));
+            (x1, scale.x(f.span.to.min(self.to)).max(x1 + 1.5))
+        };
+        let mut rest = shown.as_slice();
+        while let Some((first, _)) = rest.split_first() {
+            let (x1, mut x2) = ends(first);
+            let (mut to, mut n) = (first.span.to, 1);
+            for f in &rest[1..] {
+                let (a, b) = ends(f);
+                if a > x2 + 0.5 {
+                    break;
+                }
+                (x2, to, n) = (x2.max(b), to.max(f.span.to), n + 1);
+            }
+            let what = match n {
+                1 => first.what.clone(),
+                _ => format!("{n} flagged: {} …", first.what),
+            };
+            let end = match to.date_naive() == first.span.from.date_naive() {
+                true => "%H:%M",
+                false => "%Y-%m-%d %H:%M",
+            };
             let _ = write!(
                 s,
                 r#"<g class="flag-marker"><title>{} to {}: {}</title><rect x="{x1:.1}" y="{:.1}" width="{:.1}" height="5" fill="{FLAG_COLOUR}"/></g>"#,
-                a.format("%Y-%m-%d %H:%M"),
-                b.format("%H:%M"),
-                esc(what),
+                first.span.from.format("%Y-%m-%d %H:%M"),
+                to.format(end),
+                esc(&what),
                 H - BOTTOM - 6.0,
-                (x2 - x1).max(1.5),
+                x2 - x1,
             );
+            rest = &rest[n..];
         }
     }
 
@@ -647,6 +670,54 @@ mod tests {
 
     fn t(s: &str) -> DateTime<Utc> {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn flags_closer_than_a_pixel_are_one_bar_that_counts_them() {
+        let from = t("2026-11-30T00:00:00Z");
+        let to = t("2026-12-01T00:00:00Z");
+        let at = |secs: i64| from + chrono::Duration::seconds(secs);
+        let flag = |a: i64, b: i64, what: &str| Flagged {
+            span: crate::core::span::Span::new(at(a), at(b)),
+            what: what.into(),
+        };
+        let svg = |to: DateTime<Utc>, flags: &[Flagged]| {
+            Chart {
+                class: "chart",
+                series: "power_kw",
+                title: "Power",
+                unit: "kW",
+                from,
+                to,
+                points: &[],
+                max_gap: chrono::Duration::minutes(3),
+                markers: &[],
+                flags,
+            }
+            .svg()
+        };
+        // 10,000 one-second annotations a second apart from 06:00, then one alone at 18:00
+        // (the plot is ~880 px wide: a pixel is about 98 s of the day).
+        let mut flags: Vec<Flagged> = (0..10_000)
+            .map(|i| flag(21_600 + i, 21_601 + i, &format!("excluded: note {i}")))
+            .collect();
+        flags.push(flag(64_800, 65_400, "stuck"));
+        let day = svg(to, &flags);
+        assert_eq!(day.matches("class=\"flag-marker\"").count(), 2, "{day}");
+        assert!(
+            day.contains("2026-11-30 06:00 to 08:46: 10000 flagged: excluded: note 0 …"),
+            "{day}"
+        );
+        assert!(day.contains("2026-11-30 18:00 to 18:10: stuck"), "{day}");
+        // Across midnight, the end says its day.
+        let late = svg(
+            to + chrono::Duration::hours(1),
+            &[flag(86_000, 87_000, "stuck")],
+        );
+        assert!(
+            late.contains("2026-11-30 23:53 to 2026-12-01 00:10: stuck"),
+            "{late}"
+        );
     }
 
     #[test]

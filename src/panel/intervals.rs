@@ -17,8 +17,13 @@ pub struct Quality {
     /// Readings of the intervals that declare their expected readings, and those expected.
     pub readings: i64,
     pub expected: Option<f64>,
-    /// Per declared signal: each flagged interval's start, end and flags.
+    /// Per declared signal: each flagged interval's start, end and flags (and, once
+    /// [`Quality::annotate`]d, each annotated span's).
     pub flagged: Vec<Vec<super::chart::Flagged>>,
+    /// The flagged intervals of `flagged`, summed over the signals (annotations not counted).
+    pub intervals_flagged: usize,
+    /// The annotations overlapping the range.
+    pub annotated: usize,
 }
 
 impl Quality {
@@ -38,6 +43,8 @@ impl Quality {
             readings: intervals.iter().map(|i| i.readings).sum(),
             expected,
             flagged: vec![Vec::new(); signals],
+            intervals_flagged: 0,
+            annotated: 0,
         };
         for i in intervals {
             for (k, f) in i
@@ -53,6 +60,7 @@ impl Quality {
                 }
             }
         }
+        q.intervals_flagged = q.flagged.iter().map(Vec::len).sum();
         q
     }
 
@@ -72,6 +80,7 @@ impl Quality {
             if span.from >= span.to {
                 continue;
             }
+            self.annotated += 1;
             let what = match a.category {
                 Some(c) => format!("excluded ({}): {}", c.name(), a.reason),
                 None => format!("excluded: {}", a.reason),
@@ -137,7 +146,7 @@ pub(crate) fn derived_charts(sql: &Sql, intervals: &[IntervalFigures], w: &Windo
 
 /// The range's completeness, and how many of its intervals are flagged (marked on the charts).
 pub(crate) fn quality_line(q: &Quality) -> Markup {
-    let flagged: usize = q.flagged.iter().map(Vec::len).sum();
+    let flagged = q.intervals_flagged;
     html! {
         p.quality {
             @match q.completeness() {
@@ -152,6 +161,10 @@ pub(crate) fn quality_line(q: &Quality) -> Markup {
             }
             " · " (flagged) " flagged interval" @if flagged != 1 { "s" }
             @if flagged > 0 { " (orange on the charts: stuck, implausible or absent)" }
+            @if q.annotated > 0 {
+                " · " (q.annotated) " annotation" @if q.annotated != 1 { "s" }
+                " (orange on the charts: excluded)"
+            }
         }
     }
 }

@@ -788,6 +788,8 @@ mod tests {
                     Vec::new(),
                     Vec::new(),
                 ],
+                intervals_flagged: 1,
+                annotated: 0,
             }),
             availability: Some((
                 crate::sink::quality::TurbineTime {
