@@ -82,6 +82,8 @@ pub struct EventLoop {
     network: Option<Network>,
     /// Keep alive time
     keepalive_timeout: Option<Pin<Box<Sleep>>>,
+    /// Galewatch patch: when the last PINGREQ was written.
+    ping_sent_at: Option<std::time::Instant>,
 }
 
 /// Events which can be yielded by the event loop
@@ -110,6 +112,7 @@ impl EventLoop {
             pending,
             network: None,
             keepalive_timeout: None,
+            ping_sent_at: None,
         }
     }
 
@@ -277,8 +280,17 @@ impl EventLoop {
                 let timeout = self.keepalive_timeout.as_mut().unwrap();
                 timeout.as_mut().reset(Instant::now() + self.options.keep_alive);
 
+                // Galewatch patch: a PINGRESP still unread behind a backlog of messages (a
+                // drain after a pause) is not a dead connection: any packet read since the last
+                // ping shows the broker alive, so that ping is not held against it.
+                if self.state.await_pingresp
+                    && self.ping_sent_at.is_some_and(|t| self.state.heard_since(t))
+                {
+                    self.state.await_pingresp = false;
+                }
                 if let Some(outgoing) = self.state.handle_outgoing_packet(Request::PingReq)? {
                     network.write(outgoing).await?;
+                    self.ping_sent_at = Some(std::time::Instant::now());
                 }
                 network.flush().await?;
                 Ok(self.state.events.pop_front().unwrap())
@@ -370,6 +382,7 @@ impl EventLoop {
                 self.state.await_pingresp = false;
                 if let Some(outgoing) = self.state.handle_outgoing_packet(Request::PingReq)? {
                     network.write(outgoing).await?;
+                    self.ping_sent_at = Some(std::time::Instant::now());
                 }
                 network.flush().await?;
                 Ok(None)

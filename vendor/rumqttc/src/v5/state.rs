@@ -226,6 +226,11 @@ impl MqttState {
         Ok(outgoing)
     }
 
+    /// Galewatch patch: whether any packet has been read since `t`.
+    pub fn heard_since(&self, t: Instant) -> bool {
+        self.last_incoming > t
+    }
+
     pub fn handle_protocol_error(&mut self) -> Result<Option<Packet>, StateError> {
         // send DISCONNECT packet with REASON_CODE 0x82
         self.outgoing_disconnect(DisconnectReasonCode::ProtocolError)
