@@ -241,28 +241,10 @@ impl EventLoop {
                 self.options.pending_throttle
             ), if !self.pending.is_empty() || (!inflight_full && !collision) => match o {
                 Ok(request) => {
-                    if let Some(outgoing) = self.state.handle_outgoing_packet(request)? {
-                        network.write(outgoing).await?;
-                    }
-                    // Galewatch patch: write what else is already queued (up to
-                    // `max_request_batch` requests in all) before one flush, instead of one
-                    // socket write per request; the flow-control conditions of this branch are
-                    // checked again before each.
-                    for _ in 1..self.options.max_request_batch {
-                        if !self.pending.is_empty()
-                            || self.state.inflight >= self.state.max_outgoing_inflight
-                            || self.state.collision.is_some()
-                        {
-                            break;
-                        }
-                        let Ok(request) = self.requests_rx.try_recv() else {
-                            break;
-                        };
-                        if let Some(outgoing) = self.state.handle_outgoing_packet(request)? {
-                            network.write(outgoing).await?;
-                        }
-                    }
-                    network.flush().await?;
+                    // Galewatch patch: what else is already queued goes in the same flush.
+                    let queued = (&self.pending, &self.requests_rx);
+                    let batch = self.options.max_request_batch;
+                    Self::write_requests(network, &mut self.state, queued, batch, request).await?;
                     Ok(self.state.events.pop_front().unwrap())
                 }
                 Err(_) => Err(ConnectionError::RequestsDone),
@@ -283,16 +265,8 @@ impl EventLoop {
                 // Galewatch patch: a PINGRESP still unread behind a backlog of messages (a
                 // drain after a pause) is not a dead connection: any packet read since the last
                 // ping shows the broker alive, so that ping is not held against it.
-                if self.state.await_pingresp
-                    && self.ping_sent_at.is_some_and(|t| self.state.heard_since(t))
-                {
-                    self.state.await_pingresp = false;
-                }
-                if let Some(outgoing) = self.state.handle_outgoing_packet(Request::PingReq)? {
-                    network.write(outgoing).await?;
-                    self.ping_sent_at = Some(std::time::Instant::now());
-                }
-                network.flush().await?;
+                let heard = self.ping_sent_at.is_some_and(|t| self.state.heard_since(t));
+                Self::write_ping(network, &mut self.state, &mut self.ping_sent_at, heard).await?;
                 Ok(self.state.events.pop_front().unwrap())
             }
         }
@@ -354,40 +328,70 @@ impl EventLoop {
                 &self.requests_rx,
                 self.options.pending_throttle
             ), if !self.pending.is_empty() || (!inflight_full && !collision) => {
-                let request = o?;
-                if let Some(outgoing) = self.state.handle_outgoing_packet(request)? {
-                    network.write(outgoing).await?;
-                }
-                for _ in 1..self.options.max_request_batch {
-                    if !self.pending.is_empty()
-                        || self.state.inflight >= self.state.max_outgoing_inflight
-                        || self.state.collision.is_some()
-                    {
-                        break;
-                    }
-                    let Ok(request) = self.requests_rx.try_recv() else {
-                        break;
-                    };
-                    if let Some(outgoing) = self.state.handle_outgoing_packet(request)? {
-                        network.write(outgoing).await?;
-                    }
-                }
-                network.flush().await?;
+                let queued = (&self.pending, &self.requests_rx);
+                let batch = self.options.max_request_batch;
+                Self::write_requests(network, &mut self.state, queued, batch, o?).await?;
                 Ok(None)
             },
             _ = self.keepalive_timeout.as_mut().unwrap() => {
                 let timeout = self.keepalive_timeout.as_mut().unwrap();
                 timeout.as_mut().reset(Instant::now() + self.options.keep_alive);
                 // The last PINGRESP is unread by choice (nothing is read while paused).
-                self.state.await_pingresp = false;
-                if let Some(outgoing) = self.state.handle_outgoing_packet(Request::PingReq)? {
-                    network.write(outgoing).await?;
-                    self.ping_sent_at = Some(std::time::Instant::now());
-                }
-                network.flush().await?;
+                Self::write_ping(network, &mut self.state, &mut self.ping_sent_at, true).await?;
                 Ok(None)
             }
         }
+    }
+
+    /// Galewatch patch: writes `request`, then what else is already queued (up to
+    /// `max_request_batch` requests in all, never waiting for one), checking the flow-control
+    /// conditions of `select`'s request branch before each, and flushes once: one socket write
+    /// for a committed batch's PUBACKs instead of one each.
+    async fn write_requests(
+        network: &mut Network,
+        state: &mut MqttState,
+        (pending, requests_rx): (&VecDeque<Request>, &Receiver<Request>),
+        max_request_batch: usize,
+        request: Request,
+    ) -> Result<(), ConnectionError> {
+        if let Some(outgoing) = state.handle_outgoing_packet(request)? {
+            network.write(outgoing).await?;
+        }
+        for _ in 1..max_request_batch {
+            if !pending.is_empty()
+                || state.inflight >= state.max_outgoing_inflight
+                || state.collision.is_some()
+            {
+                break;
+            }
+            let Ok(request) = requests_rx.try_recv() else {
+                break;
+            };
+            if let Some(outgoing) = state.handle_outgoing_packet(request)? {
+                network.write(outgoing).await?;
+            }
+        }
+        network.flush().await?;
+        Ok(())
+    }
+
+    /// Galewatch patch: writes and flushes the keep-alive's PINGREQ and notes when; `answered`
+    /// says the last one is not to be held against the connection though its PINGRESP is unread.
+    async fn write_ping(
+        network: &mut Network,
+        state: &mut MqttState,
+        ping_sent_at: &mut Option<std::time::Instant>,
+        answered: bool,
+    ) -> Result<(), ConnectionError> {
+        if answered {
+            state.await_pingresp = false;
+        }
+        if let Some(outgoing) = state.handle_outgoing_packet(Request::PingReq)? {
+            network.write(outgoing).await?;
+            *ping_sent_at = Some(std::time::Instant::now());
+        }
+        network.flush().await?;
+        Ok(())
     }
 
     async fn next_request(
