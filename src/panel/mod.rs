@@ -606,13 +606,8 @@ async fn turbine_page(
                 // boundary at or after its start to the end of the one holding its end), up to
                 // now. An unaligned range counted from the boundary before its start and only to
                 // its end: too many expected at one edge, too few at the other (over 100 %).
-                let step = chrono::Duration::seconds(i64::from(width.secs()));
-                let up = |t| match width.start_of(t) {
-                    s if s == t => t,
-                    s => s + step,
-                };
-                let from = up(w.from);
-                let to = up(w.to).min(chrono::Utc::now());
+                let from = width.start_at_or_after(w.from);
+                let to = width.start_at_or_after(w.to).min(chrono::Utc::now());
                 let secs = i32::try_from((to - from).num_seconds().max(0)).unwrap_or(i32::MAX);
                 let mut q = intervals::Quality::of(
                     &intervals,
