@@ -10,11 +10,17 @@ psqlq() { psql -Atqh 127.0.0.1 -U postgres "$@"; }
 # The wall clock in seconds, with nanoseconds.
 now() { date +%s.%N; }
 
-# Until FILE holds TEXT (a daemon's log saying it subscribed): 10 s at most, then the file is
-# printed and the call fails.
-wait_ready() { # file text
-  for _ in $(seq 200); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
+# Until FILE holds TEXT (a daemon's log saying it subscribed): SECONDS at most (10), then the
+# file is printed and the call fails.
+wait_ready() { # file text [seconds]
+  for _ in $(seq $(( ${3:-10} * 20 ))); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
   cat "$1"; return 1
+}
+
+# Until something listens on 127.0.0.1:PORT (a broker just started): 10 s at most, else fails.
+wait_port() { # port
+  for _ in $(seq 200); do (echo > /dev/tcp/127.0.0.1/$1) 2>/dev/null && return 0; sleep 0.05; done
+  return 1
 }
 
 # Readings the daemons on these metrics ports have committed: their own counter, raised after
