@@ -6,13 +6,33 @@
 //! alias (protobuf, three metrics a reading), per reading and per metric.
 //!
 //!     cargo run --release --example bench-decode [SECONDS_PER_CASE] [ONLY_CASES_NAMED]
+//!
+//! `BENCH_DECODE_WALKER=serde` times serde_json's walk alone (the hand-written one off);
+//! `BENCH_DECODE_ROUNDS=N` decodes the JSON cases' messages N times instead of for a time (for
+//! callgrind's instruction counts).
 
 use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
 use galewatch::core::outcome::Decoded;
 use galewatch::core::signals::{parse_pointer, Kind, SignalSetting, Signals};
-use galewatch::intake::json::{decode, PayloadSpec, Rules, TimestampFormat};
+use galewatch::intake::json::{decode_by, PayloadSpec, Rules, TimestampFormat, Walker};
+
+/// `BENCH_DECODE_ROUNDS=N`: the JSON cases decode their messages N times instead of for a time,
+/// so that `valgrind --tool=callgrind` counts the instructions of a known number of readings.
+fn rounds() -> Option<u64> {
+    std::env::var("BENCH_DECODE_ROUNDS")
+        .ok()
+        .map(|r| r.parse().expect("BENCH_DECODE_ROUNDS: a number"))
+}
+
+/// `BENCH_DECODE_WALKER=serde`: serde_json's walk alone, without the hand-written one before it.
+fn walker() -> Walker {
+    match std::env::var("BENCH_DECODE_WALKER").as_deref() {
+        Ok("serde") => Walker::Serde,
+        _ => Walker::Fast,
+    }
+}
 
 /// Twelve signals (nine floats, an integer, a text, a boolean) in the nested shape of
 /// tests/signals.rs.
@@ -94,9 +114,11 @@ fn run(
     let until = Instant::now() + Duration::from_secs_f64(secs);
     let start = Instant::now();
     let mut readings = 0u64;
-    while Instant::now() < until {
+    let mut rounds = rounds();
+    while rounds.map_or(Instant::now() < until, |r| r > 0) {
+        rounds = rounds.map(|r| r - 1);
         for m in messages {
-            let out = decode(topic, m, now, rules);
+            let out = decode_by(topic, m, now, rules, walker());
             readings += out
                 .iter()
                 .filter(|d| matches!(d, Decoded::Reading(_)))

@@ -6,11 +6,12 @@ use chrono::{TimeZone, Utc};
 
 use crate::core::outcome::Decoded;
 use crate::core::signals::{Datum, Kind, Signals};
-use crate::intake::json::{decode, PayloadSpec, Rules, TimestampFormat};
+use crate::intake::json::{decode, decode_by, PayloadSpec, Rules, TimestampFormat, Walker};
 
 /// What the fuzz target and the corpus's test check: the first byte picks a topic and a shape
 /// (today's, or a nested gateway shape with a readings array, epoch seconds, a site and typed
-/// signals), the rest is the payload; the decoder must not panic, must return at least one and at most the
+/// signals), the rest is the payload; the decoder must not panic, must answer as serde_json's
+/// walk alone does, must return at least one and at most the
 /// array limit of outcomes, and every reading must be within the rules. Returns how many
 /// readings came out.
 #[doc(hidden)]
@@ -36,6 +37,9 @@ pub fn one(data: &[u8]) -> usize {
         .single()
         .expect("a valid date");
     let out = decode(topic, payload, now, &rules);
+    // The hand-written walk answers exactly as serde_json's, or leaves the payload to it.
+    let by_serde = decode_by(topic, payload, now, &rules, Walker::Serde);
+    assert_eq!(out, by_serde, "the two walks disagree");
     assert!(!out.is_empty());
     assert!(out.len() <= rules.limits.max_readings_per_message);
     let mut readings = 0;
@@ -77,6 +81,16 @@ pub fn one(data: &[u8]) -> usize {
 /// one signal of each type.
 #[doc(hidden)]
 pub fn nested_rules() -> Rules {
+    nested(true)
+}
+
+/// The same shape with its readings as the top level's array (no readings pointer).
+#[cfg(test)]
+pub(crate) fn nested_rules_at_the_top() -> Rules {
+    nested(false)
+}
+
+fn nested(readings_pointer: bool) -> Rules {
     use crate::core::signals::SignalSetting;
     let sig = |name: &str, kind: Kind, required: bool, pointer: &str| SignalSetting {
         required,
@@ -106,7 +120,7 @@ pub fn nested_rules() -> Rules {
         site_level: None,
         timestamp_pointer: p("/ts"),
         timestamp_format: TimestampFormat::EpochSeconds,
-        readings_pointer: Some(p("/readings")),
+        readings_pointer: readings_pointer.then(|| p("/readings")),
     };
     Rules::new(signals, &spec).expect("a valid shape")
 }

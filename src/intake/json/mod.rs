@@ -7,6 +7,7 @@
 //! judged on its own, so one bad reading does not sink a gateway's whole batch. The detail of a
 //! rejection names the field and the problem, because an engineer reads it in the `rejected` table.
 
+mod fast;
 pub mod fuzz;
 pub mod settings;
 pub mod shape;
@@ -16,7 +17,6 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 
 use crate::core::outcome::{Decoded, Refusal, RejectReason, Rejection};
 use crate::core::reading::Reading;
@@ -238,14 +238,29 @@ pub fn decode(
     received_at: DateTime<Utc>,
     rules: &Rules,
 ) -> Vec<Decoded> {
+    decode_by(topic, payload, received_at, rules, Walker::Fast)
+}
+
+/// Which walk reads the payload: the hand-written one first (`fast.rs`), or serde_json's alone.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Walker {
+    Fast,
+    Serde,
+}
+
+/// [`decode`] by `walker`: both give the same answer on every payload (`json::fuzz`).
+#[doc(hidden)]
+pub fn decode_by(
+    topic: &str,
+    payload: &[u8],
+    received_at: DateTime<Utc>,
+    rules: &Rules,
+    walker: Walker,
+) -> Vec<Decoded> {
     let ctx = Ctx::for_message(topic, received_at, rules);
-    let mut i = 0usize;
-    let mut each = |el: Element<'_, '_>| {
-        let judged = ctx.judge_element(i, el);
-        i += 1;
-        judged
-    };
-    match read_top(topic, payload, rules, &mut each) {
+    let mut each = |i: usize, el: Element<'_, '_>| ctx.judge_element(i, el);
+    match read_top(topic, payload, rules, walker, &mut each) {
         Ok(top) => ctx.judge_top(top),
         Err((reason, detail)) => whole(reason, detail),
     }
@@ -268,11 +283,12 @@ fn read_top<'a>(
     topic: &str,
     payload: &'a [u8],
     rules: &Rules,
-    each: &mut dyn FnMut(Element<'_, 'a>) -> Decoded,
+    walker: Walker,
+    each: &mut dyn FnMut(usize, Element<'_, 'a>) -> Decoded,
 ) -> Result<Top<'a, Decoded>, (RejectReason, String)> {
     check_sizes(topic, payload, rules)?;
     let text = payload_text(payload)?;
-    parse_top(text, rules, each)
+    parse_top(text, rules, walker, each)
 }
 
 /// Refuses a payload or topic over its limit.
@@ -308,13 +324,14 @@ fn payload_text(payload: &[u8]) -> Result<&str, (RejectReason, String)> {
 fn parse_top<'a>(
     text: &'a str,
     rules: &Rules,
-    each: &mut dyn FnMut(Element<'_, 'a>) -> Decoded,
+    walker: Walker,
+    each: &mut dyn FnMut(usize, Element<'_, 'a>) -> Decoded,
 ) -> Result<Top<'a, Decoded>, (RejectReason, String)> {
-    let mut de = serde_json::Deserializer::from_str(text);
-    let top = rules
-        .shape
-        .parse(&mut de, rules.limits.max_readings_per_message, each)
-        .and_then(|top| de.end().map(|()| top));
+    let max = rules.limits.max_readings_per_message;
+    let top = match walker {
+        Walker::Fast => rules.shape.parse(text, max, each),
+        Walker::Serde => rules.shape.parse_with_serde(text, max, each),
+    };
     match top {
         Ok(top) => Ok(top),
         Err(e) if e.to_string().starts_with(TOO_MANY) => Err((
@@ -357,11 +374,10 @@ impl<'de> Raw<'de> {
     /// for syntax (`\ud800` is four hex digits): it cannot know yet whether the string will be
     /// read as text or as bytes. Whether a `\uD800`–`\uDFFF` escape is half of a pair is checked
     /// here, where the string is read as text; that failure once became `''`, silently.
-    fn of(raw: Option<&'de RawValue>) -> Result<Raw<'de>, String> {
-        let Some(raw) = raw else {
+    fn of(raw: Option<&'de str>) -> Result<Raw<'de>, String> {
+        let Some(text) = raw else {
             return Ok(Raw::Absent);
         };
-        let text = raw.get();
         Ok(match text.as_bytes().first() {
             Some(b'n') => Raw::Null,
             Some(b't') => Raw::Bool(true),

@@ -17,32 +17,32 @@ use crate::core::signals::pointer_text;
 /// The compiled pointers: a tree of the object keys (and array indexes) that lead to a field.
 #[derive(Debug, Clone)]
 pub struct Shape {
-    root: Node,
+    pub(super) root: Node,
     /// Where the array of readings is, for gateways that wrap them (`/readings`); None: the
     /// payload is one reading object or an array of them.
-    readings: Option<Vec<String>>,
+    pub(super) readings: Option<Vec<String>>,
     slots: usize,
 }
 
 #[derive(Debug, Clone, Default)]
-struct Node {
+pub(super) struct Node {
     /// The pointer to this node, for messages.
-    path: String,
+    pub(super) path: String,
     /// The slot of the first field under this node, to name in a message.
-    leads_to: usize,
-    children: Vec<Edge>,
+    pub(super) leads_to: usize,
+    pub(super) children: Vec<Edge>,
 }
 
 #[derive(Debug, Clone)]
-struct Edge {
-    token: String,
+pub(super) struct Edge {
+    pub(super) token: String,
     /// The token as an array index, when it is one (`/values/0`).
     index: Option<usize>,
-    to: Child,
+    pub(super) to: Child,
 }
 
 #[derive(Debug, Clone)]
-enum Child {
+pub(super) enum Child {
     Leaf(usize),
     Inner(Node),
 }
@@ -111,24 +111,45 @@ impl Shape {
 
     /// Parses the top level of a payload: one reading, an array of them, or (with a readings
     /// pointer) the array found there. An array longer than `max_elements` stops the parser
-    /// with [`TOO_MANY`].
+    /// with [`TOO_MANY`]; so does text after the value.
     ///
-    /// Each element of an array is handed to `each` as soon as it is walked, so what the walk
-    /// found in it is judged while still in the cache and one buffer serves every element. If
-    /// the payload turns out not to be JSON further on, what `each` made is dropped with it.
+    /// Each element of an array is handed to `each` with its place as soon as it is walked, so
+    /// what the walk found in it is judged while still in the cache and one buffer serves every
+    /// element. If the payload turns out not to be JSON further on, what `each` made is dropped
+    /// with it. The hand-written walk (`fast.rs`) goes first; where it is not sure, this one
+    /// reads the payload again from the start and decides.
     pub fn parse<'de, T>(
         &self,
-        de: &mut serde_json::Deserializer<serde_json::de::StrRead<'de>>,
+        text: &'de str,
         max_elements: usize,
-        each: &mut dyn FnMut(Element<'_, 'de>) -> T,
+        each: &mut dyn FnMut(usize, Element<'_, 'de>) -> T,
     ) -> Result<Top<'de, T>, serde_json::Error> {
-        TopSeed(&mut Walk {
+        let mut scratch = self.empty();
+        if let Some(top) = super::fast::walk(self, text, max_elements, &mut scratch, each) {
+            return Ok(top);
+        }
+        self.parse_with_serde(text, max_elements, each)
+    }
+
+    /// [`Shape::parse`] by serde_json's walk alone: what the hand-written walk is checked
+    /// against (`json::fuzz`).
+    pub(crate) fn parse_with_serde<'de, T>(
+        &self,
+        text: &'de str,
+        max_elements: usize,
+        each: &mut dyn FnMut(usize, Element<'_, 'de>) -> T,
+    ) -> Result<Top<'de, T>, serde_json::Error> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let top = TopSeed(&mut Walk {
             shape: self,
             max: max_elements,
             scratch: self.empty(),
+            index: 0,
             each,
         })
-        .deserialize(de)
+        .deserialize(&mut de)?;
+        de.end()?;
+        Ok(top)
     }
 
     /// The readings pointer, for messages.
@@ -136,7 +157,7 @@ impl Shape {
         self.readings.as_deref().map(pointer_text)
     }
 
-    fn empty(&self) -> Found<'static> {
+    pub(super) fn empty(&self) -> Found<'static> {
         Found {
             raw: vec![None; self.slots],
             repeated: None,
@@ -147,7 +168,7 @@ impl Shape {
 
 impl Found<'_> {
     /// Empties it for the next element.
-    fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.raw.fill(None);
         self.repeated = None;
         self.not_container = None;
@@ -160,7 +181,9 @@ struct Walk<'a, 'de, T> {
     shape: &'a Shape,
     max: usize,
     scratch: Found<'de>,
-    each: &'a mut dyn FnMut(Element<'_, 'de>) -> T,
+    /// The place of the element being walked in the array of readings.
+    index: usize,
+    each: &'a mut dyn FnMut(usize, Element<'_, 'de>) -> T,
 }
 
 fn as_index(token: &str) -> Option<usize> {
@@ -175,7 +198,7 @@ fn as_index(token: &str) -> Option<usize> {
 #[derive(Debug, Default)]
 pub struct Found<'de> {
     /// Each slot's value, as its text in the payload (None: absent).
-    pub raw: Vec<Option<&'de RawValue>>,
+    pub raw: Vec<Option<&'de str>>,
     /// The first key on a declared path that appeared twice in its object: ambiguous (common
     /// parsers keep the last, where a field may be absent), so malformed.
     pub repeated: Option<Repeated>,
@@ -197,14 +220,14 @@ pub enum Repeated {
 /// Which of a node's edges one object has used so far: a key met twice is a repeat. No
 /// allocation unless a node has more than 64 edges.
 #[derive(Default)]
-struct Seen {
+pub(super) struct Seen {
     low: u64,
     high: Vec<usize>,
 }
 
 impl Seen {
     /// Marks edge `pos`; false if it was already marked.
-    fn insert(&mut self, pos: usize) -> bool {
+    pub(super) fn insert(&mut self, pos: usize) -> bool {
         if pos < 64 {
             let bit = 1u64 << pos;
             let new = self.low & bit == 0;
@@ -285,7 +308,7 @@ impl NodeSeed<'_, '_, '_> {
     }
 }
 
-fn take<'de>(found: &mut Found<'de>, slot: usize, raw: &'de RawValue) {
+pub(super) fn take<'de>(found: &mut Found<'de>, slot: usize, raw: &'de str) {
     if found.raw[slot].replace(raw).is_some() {
         found.repeated.get_or_insert(Repeated::Field(slot));
     }
@@ -310,7 +333,7 @@ impl<'de> Visitor<'de> for NodeSeed<'_, '_, 'de> {
             match edge.map(|(pos, e)| (pos, &e.to)) {
                 Some((_, Child::Leaf(slot))) => {
                     let raw: &'de RawValue = map.next_value()?;
-                    take(self.found, *slot, raw);
+                    take(self.found, *slot, raw.get());
                 }
                 Some((pos, Child::Inner(node))) => {
                     if !seen.insert(pos) && self.found.repeated.is_none() {
@@ -336,7 +359,7 @@ impl<'de> Visitor<'de> for NodeSeed<'_, '_, 'de> {
             let more = match edge.map(|e| &e.to) {
                 Some(Child::Leaf(slot)) => match seq.next_element::<&'de RawValue>()? {
                     Some(raw) => {
-                        take(self.found, *slot, raw);
+                        take(self.found, *slot, raw.get());
                         true
                     }
                     None => false,
@@ -429,10 +452,10 @@ impl<'de, T> Visitor<'de> for ElementSeed<'_, '_, 'de, T> {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a reading object")
     }
-    other_scalars!(self, kind => (self.0.each)(Element::Other(kind)));
+    other_scalars!(self, kind => (self.0.each)(self.0.index, Element::Other(kind)));
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok((self.0.each)(Element::Other("an array")))
+        Ok((self.0.each)(self.0.index, Element::Other("an array")))
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
         let walk = self.0;
@@ -442,7 +465,7 @@ impl<'de, T> Visitor<'de> for ElementSeed<'_, '_, 'de, T> {
             found: &mut walk.scratch,
         }
         .visit_map(map)?;
-        Ok((walk.each)(Element::Object(&walk.scratch)))
+        Ok((walk.each)(walk.index, Element::Object(&walk.scratch)))
     }
 }
 
@@ -455,11 +478,13 @@ fn elements<'de, T, A: SeqAccess<'de>>(
     mut seq: A,
 ) -> Result<Vec<T>, A::Error> {
     let mut out = Vec::new();
+    walk.index = 0;
     while let Some(el) = seq.next_element_seed(ElementSeed(&mut *walk))? {
         if out.len() == walk.max {
             return Err(serde::de::Error::custom(TOO_MANY));
         }
         out.push(el);
+        walk.index = out.len();
     }
     Ok(out)
 }
