@@ -50,9 +50,15 @@ pub enum Seen {
 
 /// Folds a batch's readings into one [`TurbineBatch`] per turbine, given out in turbine order
 /// (the order the upsert takes its row locks in). A hash map while folding: a turbine's id is
-/// copied once per batch, not once per reading, and no string is compared on a hit.
+/// copied once per batch, not once per reading, and no string is hashed when a reading is of the
+/// same turbine as the one before (a message of many readings is one turbine's, as a rule).
 #[derive(Debug, Default)]
-pub struct Fold(HashMap<String, TurbineBatch>);
+pub struct Fold {
+    index: HashMap<String, usize>,
+    rows: Vec<(String, TurbineBatch)>,
+    /// The row of the last reading folded.
+    last: usize,
+}
 
 impl Fold {
     /// Folds one reading in; `stored` says whether its key is in `readings` now.
@@ -64,19 +70,31 @@ impl Fold {
         stored: bool,
     ) {
         let offset = crate::core::timestamp::seconds_between(received_at, recorded_at);
-        let t = match self.0.get_mut(turbine) {
-            Some(t) => t,
-            None => self.0.entry(turbine.to_string()).or_insert(TurbineBatch {
-                first_seen: received_at,
-                last_seen: received_at,
-                last_recorded_at: None,
-                readings: 0,
-                duplicates: 0,
-                collisions: 0,
-                future: 0,
-                min_offset: None,
-            }),
+        let row = match self.rows.get(self.last) {
+            Some((id, _)) if id == turbine => self.last,
+            _ => match self.index.get(turbine) {
+                Some(&row) => row,
+                None => {
+                    self.index.insert(turbine.to_string(), self.rows.len());
+                    self.rows.push((
+                        turbine.to_string(),
+                        TurbineBatch {
+                            first_seen: received_at,
+                            last_seen: received_at,
+                            last_recorded_at: None,
+                            readings: 0,
+                            duplicates: 0,
+                            collisions: 0,
+                            future: 0,
+                            min_offset: None,
+                        },
+                    ));
+                    self.rows.len() - 1
+                }
+            },
         };
+        self.last = row;
+        let t = &mut self.rows[row].1;
         t.first_seen = t.first_seen.min(received_at);
         t.last_seen = t.last_seen.max(received_at);
         if stored {
@@ -95,12 +113,12 @@ impl Fold {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.rows.is_empty()
     }
 
     /// The turbines in id order.
     pub fn turbines(&self) -> impl Iterator<Item = (&String, &TurbineBatch)> {
-        let mut all: Vec<_> = self.0.iter().collect();
+        let mut all: Vec<_> = self.rows.iter().map(|(id, t)| (id, t)).collect();
         all.sort_unstable_by(|a, b| a.0.cmp(b.0));
         all.into_iter()
     }

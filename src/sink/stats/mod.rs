@@ -167,12 +167,15 @@ impl Families {
 /// Folds a batch's inserted readings into one [`Interval`] per turbine and interval start, given
 /// out in key order (the order the upsert takes its row locks in). Borrows the turbine ids from
 /// the readings: nothing is allocated per reading; a hash map while folding, so no string is
-/// compared on a hit.
+/// compared on a hit, and none hashed when a reading falls in the interval of the one before.
 #[derive(Debug)]
 pub struct Fold<'a> {
     width: Width,
     families: Arc<Families>,
-    intervals: HashMap<(&'a str, DateTime<Utc>), Interval>,
+    index: HashMap<(&'a str, DateTime<Utc>), usize>,
+    intervals: Vec<((&'a str, DateTime<Utc>), Interval)>,
+    /// The interval of the last reading added.
+    last: usize,
 }
 
 impl<'a> Fold<'a> {
@@ -181,20 +184,31 @@ impl<'a> Fold<'a> {
         Fold {
             width: sql.width,
             families: sql.families.clone(),
-            intervals: HashMap::default(),
+            index: HashMap::default(),
+            intervals: Vec::new(),
+            last: 0,
         }
     }
 
     /// Adds an inserted reading.
     pub fn add(&mut self, r: &'a Reading) {
         let key = (r.turbine_id.as_str(), self.width.start_of(r.recorded_at));
-        let families = &self.families;
-        let i = self.intervals.entry(key).or_insert_with(|| Interval {
-            readings: 0,
-            acc: families.start(),
-        });
+        let at = match self.intervals.get(self.last) {
+            Some((k, _)) if *k == key => self.last,
+            _ => match self.index.get(&key) {
+                Some(&at) => at,
+                None => {
+                    self.index.insert(key, self.intervals.len());
+                    let acc = self.families.start();
+                    self.intervals.push((key, Interval { readings: 0, acc }));
+                    self.intervals.len() - 1
+                }
+            },
+        };
+        self.last = at;
+        let i = &mut self.intervals[at].1;
         i.readings += 1;
-        families.add(&mut i.acc, r);
+        self.families.add(&mut i.acc, r);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -207,7 +221,7 @@ impl<'a> Fold<'a> {
 
     /// The intervals in key order.
     pub fn intervals(&self) -> impl Iterator<Item = (&(&'a str, DateTime<Utc>), &Interval)> {
-        let mut all: Vec<_> = self.intervals.iter().collect();
+        let mut all: Vec<_> = self.intervals.iter().map(|(k, i)| (k, i)).collect();
         all.sort_unstable_by(|a, b| a.0.cmp(b.0));
         all.into_iter()
     }
