@@ -1448,9 +1448,11 @@ mod tests {
         fn never_panics_and_always_accounts(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
             let out = decode(T, &bytes, now(), &rules());
             prop_assert!(!out.is_empty());
+            prop_assert_eq!(out, decode_by(T, &bytes, now(), &rules(), Walker::Serde));
         }
 
-        /// JSON-ish noise built from the tokens that matter reaches deeper paths than raw bytes.
+        /// JSON-ish noise built from the tokens that matter reaches deeper paths than raw bytes; both
+        /// walks answer it alike.
         #[test]
         fn json_shaped_noise_never_panics(parts in proptest::collection::vec(prop_oneof![
             Just("{"), Just("}"), Just("["), Just("]"), Just(","), Just(":"),
@@ -1461,6 +1463,8 @@ mod tests {
             let text: String = parts.concat();
             let out = decode(T, text.as_bytes(), now(), &rules());
             prop_assert!(!out.is_empty());
+            let by_serde = decode_by(T, text.as_bytes(), now(), &rules(), Walker::Serde);
+            prop_assert_eq!(out, by_serde, "the two walks disagree");
         }
 
         /// An array of n objects yields exactly n outcomes, in order.
