@@ -97,17 +97,35 @@ impl<'de> Scan<'de> {
     #[inline]
     fn string(&mut self) -> Option<&'de str> {
         self.eat(b'"')?;
+        let bytes = self.text.as_bytes();
         let start = self.at;
-        let rest = &self.text.as_bytes()[start..];
-        let len = rest
-            .iter()
-            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-        if rest[len] != b'"' {
-            return None;
+        let mut end = start;
+        // Eight bytes at a time: the first byte that is a quote, a backslash or a control
+        // character is the lowest one flagged; the last few bytes one at a time.
+        loop {
+            let Some(word) = bytes.get(end..end + 8) else {
+                loop {
+                    match *bytes.get(end)? {
+                        b'"' => break,
+                        b'\\' | 0..=0x1f => return None,
+                        _ => end += 1,
+                    }
+                }
+                break;
+            };
+            let flagged = ends_a_string(u64::from_le_bytes(word.try_into().ok()?));
+            if flagged != 0 {
+                end += flagged.trailing_zeros() as usize / 8;
+                if bytes[end] != b'"' {
+                    return None;
+                }
+                break;
+            }
+            end += 8;
         }
-        self.at = start + len + 1;
+        self.at = end + 1;
         // Both ends are at an ASCII quote: char boundaries.
-        Some(&self.text[start..start + len])
+        Some(&self.text[start..end])
     }
 
     #[inline]
@@ -314,6 +332,19 @@ impl<'de> Scan<'de> {
     }
 }
 
+/// The bytes of `word` (little-endian) that may be a quote, a backslash or a control character
+/// (below 0x20), each as its high bit: the classic tests for a zero byte and for a byte below n,
+/// which never miss one and flag a byte wrongly only above a true one, so the lowest flag is
+/// exact.
+#[inline]
+fn ends_a_string(word: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGH;
+    zero(word ^ (ONES * u64::from(b'"'))) | zero(word ^ (ONES * u64::from(b'\\'))) | below_space
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -417,6 +448,31 @@ mod tests {
         let mut limited = flat.clone();
         limited.limits.max_readings_per_message = 2;
         agree(&limited, b"[{},{},{}]").unwrap();
+    }
+
+    /// The word test finds the first byte that ends the fast scan, wherever it is and whatever
+    /// follows it, and flags nothing in a word without one.
+    #[test]
+    fn the_lowest_flag_is_the_first_quote_backslash_or_control_byte() {
+        let specials: Vec<u8> = (0u8..0x20).chain([b'"', b'\\']).collect();
+        for &special in &specials {
+            for at in 0..8 {
+                for fill in [b'a', b' ', 0x7f, 0x80, 0xc3, 0xff, 0x00, b'"'] {
+                    let mut word = [b'x'; 8];
+                    word[at] = special;
+                    word[at + 1..].fill(fill);
+                    let flagged = ends_a_string(u64::from_le_bytes(word));
+                    assert_eq!(
+                        flagged.trailing_zeros() / 8,
+                        at as u32,
+                        "{special:#x} at {at}"
+                    );
+                }
+            }
+        }
+        assert_eq!(ends_a_string(u64::from_le_bytes(*b"WTG-0042")), 0);
+        let text = [0xc3, 0xa9, b'!', b'~', 0x7f, b' ', 0xff, b'#'];
+        assert_eq!(ends_a_string(u64::from_le_bytes(text)), 0);
     }
 
     /// A JSON value from the pieces the shapes look for, and the ones they must refuse.
