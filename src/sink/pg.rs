@@ -68,3 +68,92 @@ impl ToSql for Datum {
 
     to_sql_checked!();
 }
+
+/// An eight-byte number as PostgreSQL sends it in binary: its element type, its array type and
+/// its bits.
+pub(crate) trait Eight: Copy + std::fmt::Debug + Sync {
+    const ELEMENT: Type;
+    const ARRAY: Type;
+    fn bits(self) -> u64;
+}
+
+impl Eight for f64 {
+    const ELEMENT: Type = Type::FLOAT8;
+    const ARRAY: Type = Type::FLOAT8_ARRAY;
+    fn bits(self) -> u64 {
+        self.to_bits()
+    }
+}
+
+impl Eight for i64 {
+    const ELEMENT: Type = Type::INT8;
+    const ARRAY: Type = Type::INT8_ARRAY;
+    fn bits(self) -> u64 {
+        self as u64
+    }
+}
+
+/// A column of eight-byte numbers as a one-dimensional array parameter (`float8[]`, `int8[]`),
+/// written in one pass into a buffer sized once. `Vec<Option<T>>`'s own encoding goes element
+/// by element through closures and a growing buffer: a tenth of the daemon's instructions at one
+/// reading a message, where a batch's statistics upsert carries about forty numbers a reading.
+#[derive(Debug, Default)]
+pub(crate) struct Column8<T>(pub Vec<Option<T>>);
+
+impl<T: Eight> ToSql for Column8<T> {
+    fn to_sql(
+        &self,
+        _: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        use bytes::BufMut;
+        let len = i32::try_from(self.0.len()).map_err(|_| "an array of more than 2^31 values")?;
+        out.reserve(20 + self.0.len() * 12);
+        out.put_i32(1); // dimensions
+        out.put_i32(i32::from(self.0.iter().any(Option::is_none)));
+        out.put_u32(T::ELEMENT.oid());
+        out.put_i32(len);
+        out.put_i32(1); // the lower bound
+        for v in &self.0 {
+            match v {
+                Some(x) => {
+                    out.put_i32(8);
+                    out.put_u64(x.bits());
+                }
+                None => out.put_i32(-1),
+            }
+        }
+        Ok(IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == T::ARRAY
+    }
+
+    to_sql_checked!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Byte for byte what the driver's own encoding of `Vec<Option<T>>` writes.
+        #[test]
+        fn a_column_is_encoded_as_the_driver_encodes_it(
+            floats in proptest::collection::vec(proptest::option::of(any::<f64>()), 0..40),
+            ints in proptest::collection::vec(proptest::option::of(any::<i64>()), 0..40),
+        ) {
+            let (mut ours, mut theirs) = (BytesMut::new(), BytesMut::new());
+            Column8(floats.clone()).to_sql_checked(&Type::FLOAT8_ARRAY, &mut ours).unwrap();
+            floats.to_sql_checked(&Type::FLOAT8_ARRAY, &mut theirs).unwrap();
+            prop_assert_eq!(&ours, &theirs);
+            let (mut ours, mut theirs) = (BytesMut::new(), BytesMut::new());
+            Column8(ints.clone()).to_sql_checked(&Type::INT8_ARRAY, &mut ours).unwrap();
+            ints.to_sql_checked(&Type::INT8_ARRAY, &mut theirs).unwrap();
+            prop_assert_eq!(&ours, &theirs);
+            prop_assert!(Column8(ints).to_sql_checked(&Type::FLOAT8_ARRAY, &mut ours).is_err());
+        }
+    }
+}

@@ -35,6 +35,7 @@ use crate::core::signals::{Signal, Signals};
 use crate::core::span::Span;
 use crate::error::Error;
 use crate::sink::dialect::{Dialect, Params, Stmt};
+use crate::sink::pg::Column8;
 
 mod angles;
 mod carried;
@@ -520,8 +521,8 @@ pub(crate) fn window_params<'a>(
 
 /// One column's values for every interval of a batch, typed as the upsert casts it.
 enum Values {
-    Int(Vec<Option<i64>>),
-    Float(Vec<Option<f64>>),
+    Int(Column8<i64>),
+    Float(Column8<f64>),
 }
 
 impl Values {
@@ -534,8 +535,8 @@ impl Values {
 
     fn at(&self, r: usize) -> &(dyn ToSql + Sync) {
         match self {
-            Values::Int(v) => &v[r],
-            Values::Float(v) => &v[r],
+            Values::Int(v) => &v.0[r],
+            Values::Float(v) => &v.0[r],
         }
     }
 }
@@ -560,8 +561,8 @@ pub(crate) async fn record(
         .cols
         .iter()
         .map(|c| match c.ty {
-            Ty::Int => Values::Int(Vec::with_capacity(len)),
-            Ty::Float => Values::Float(Vec::with_capacity(len)),
+            Ty::Int => Values::Int(Column8(Vec::with_capacity(len))),
+            Ty::Float => Values::Float(Column8(Vec::with_capacity(len))),
         })
         .collect();
     let mut row = Vec::with_capacity(sql.cols.len());
@@ -577,8 +578,8 @@ pub(crate) async fn record(
         debug_assert_eq!(row.len(), columns.len(), "a value for every column");
         for ((c, values), x) in sql.cols.iter().zip(columns.iter_mut()).zip(&row) {
             match (values, x) {
-                (Values::Int(v), Value::Int(x)) => v.push(*x),
-                (Values::Float(v), Value::Float(x)) => v.push(*x),
+                (Values::Int(v), Value::Int(x)) => v.0.push(*x),
+                (Values::Float(v), Value::Float(x)) => v.0.push(*x),
                 (_, x) => unreachable!("column {} given {x:?}: the wrong type", c.name),
             }
         }
