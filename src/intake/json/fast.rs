@@ -2,13 +2,13 @@
 //! fleet sends every second (an object, or an array of objects, of plain keys and values).
 //!
 //! It takes only what it can judge exactly as serde_json's walk would: any text it is not sure
-//! of (an escape in a string, a control character, a key on the readings' way met twice, an array or a scalar on a
-//! field's way, anything past the element limit, deep nesting, and every syntax error) it hands
-//! back with `None`, and `shape.rs`'s serde_json walk reads the payload from the start and has the
-//! last word, its error messages included. So the two agree on every payload by construction;
-//! `json::fuzz::one` checks that they do on every fuzz input and the corpus, and
-//! `tests/fuzz_corpus.rs` in CI. About a third of the serde_json walk's instructions a reading
-//! (docs/performance.md).
+//! of (an escape in a string, a control character, a key on the readings' way met twice, an
+//! array or a scalar on a field's way, anything past the element limit, deep nesting, and every
+//! syntax error) it hands back with `None`, and `shape.rs`'s serde_json walk reads the payload
+//! from the start and has the last word, its error messages included. So the two agree on every
+//! payload by construction; `json::fuzz::one` checks that they do on every fuzz input and the
+//! corpus, and `tests/fuzz_corpus.rs` in CI. The decoder costs 11–17 % fewer instructions a
+//! reading with it (docs/performance.md, "The decoders").
 
 use super::shape::{take, Child, Element, Found, Node, Repeated, Seen, Shape, Top};
 
@@ -100,28 +100,23 @@ impl<'de> Scan<'de> {
         let bytes = self.text.as_bytes();
         let start = self.at;
         let mut end = start;
-        // Eight bytes at a time: the first byte that is a quote, a backslash or a control
-        // character is the lowest one flagged; the last few bytes one at a time.
-        loop {
-            let Some(word) = bytes.get(end..end + 8) else {
-                loop {
-                    match *bytes.get(end)? {
-                        b'"' => break,
-                        b'\\' | 0..=0x1f => return None,
-                        _ => end += 1,
-                    }
-                }
-                break;
-            };
+        // Eight bytes at a time up to the word holding the first quote, backslash or control
+        // character, which is its lowest flagged byte; then a byte at a time (at once at that
+        // byte, or through the last few bytes of the payload).
+        while let Some(word) = bytes.get(end..end + 8) {
             let flagged = ends_a_string(u64::from_le_bytes(word.try_into().ok()?));
             if flagged != 0 {
                 end += flagged.trailing_zeros() as usize / 8;
-                if bytes[end] != b'"' {
-                    return None;
-                }
                 break;
             }
             end += 8;
+        }
+        loop {
+            match *bytes.get(end)? {
+                b'"' => break,
+                b'\\' | 0..=0x1f => return None,
+                _ => end += 1,
+            }
         }
         self.at = end + 1;
         // Both ends are at an ASCII quote: char boundaries.
@@ -168,31 +163,8 @@ impl<'de> Scan<'de> {
     fn skip(&mut self, depth: usize) -> Option<()> {
         match self.peek()? {
             b'"' => self.string().map(drop),
-            b'{' => {
-                self.open(depth)?;
-                if self.eat(b'}').is_some() {
-                    return Some(());
-                }
-                loop {
-                    self.member_key()?;
-                    self.skip(depth + 1)?;
-                    if !self.next(b'}')? {
-                        return Some(());
-                    }
-                }
-            }
-            b'[' => {
-                self.open(depth)?;
-                if self.eat(b']').is_some() {
-                    return Some(());
-                }
-                loop {
-                    self.skip(depth + 1)?;
-                    if !self.next(b']')? {
-                        return Some(());
-                    }
-                }
-            }
+            b'{' => self.members(depth, |s, _| s.skip(depth + 1)),
+            b'[' => self.items(depth, |s| s.skip(depth + 1)),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.literal(b"null"),
@@ -207,6 +179,43 @@ impl<'de> Scan<'de> {
         self.at += 1;
         self.ws();
         Some(())
+    }
+
+    /// The object at `depth` (its `{` next), each member's key handed to `member` with the walk
+    /// at its value, which `member` must step over.
+    #[inline]
+    fn members(
+        &mut self,
+        depth: usize,
+        mut member: impl FnMut(&mut Self, &'de str) -> Option<()>,
+    ) -> Option<()> {
+        self.open(depth)?;
+        if self.eat(b'}').is_some() {
+            return Some(());
+        }
+        loop {
+            let key = self.member_key()?;
+            member(self, key)?;
+            if !self.next(b'}')? {
+                return Some(());
+            }
+        }
+    }
+
+    /// The array at `depth` (its `[` next), `item` called at each element, which it must step
+    /// over.
+    #[inline]
+    fn items(&mut self, depth: usize, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.open(depth)?;
+        if self.eat(b']').is_some() {
+            return Some(());
+        }
+        loop {
+            item(self)?;
+            if !self.next(b']')? {
+                return Some(());
+            }
+        }
     }
 
     /// A member's key, the colon and the whitespace around it: the key.
@@ -229,13 +238,8 @@ impl<'de> Scan<'de> {
 
     /// The object at `node` (its `{` next), into `found`, as `NodeSeed::visit_map` walks it.
     fn object(&mut self, node: &Node, found: &mut Found<'de>, depth: usize) -> Option<()> {
-        self.open(depth)?;
-        if self.eat(b'}').is_some() {
-            return Some(());
-        }
         let mut seen = Seen::default();
-        loop {
-            let key = self.member_key()?;
+        self.members(depth, |s, key| {
             match node
                 .children
                 .iter()
@@ -244,7 +248,7 @@ impl<'de> Scan<'de> {
             {
                 Some((pos, edge)) => match &edge.to {
                     Child::Leaf(slot) => {
-                        let raw = self.value(depth + 1)?;
+                        let raw = s.value(depth + 1)?;
                         take(found, *slot, raw);
                     }
                     Child::Inner(inner) => {
@@ -254,19 +258,17 @@ impl<'de> Scan<'de> {
                         }
                         // A null on the way: the fields under it are absent. An array or a
                         // scalar: the serde_json walk.
-                        match self.peek()? {
-                            b'{' => self.object(inner, found, depth + 1)?,
-                            b'n' => self.literal(b"null")?,
+                        match s.peek()? {
+                            b'{' => s.object(inner, found, depth + 1)?,
+                            b'n' => s.literal(b"null")?,
                             _ => return None,
                         }
                     }
                 },
-                None => self.skip(depth + 1)?,
+                None => s.skip(depth + 1)?,
             }
-            if !self.next(b'}')? {
-                return Some(());
-            }
-        }
+            Some(())
+        })
     }
 
     /// The object on the way to the readings (its `{` next), following `tokens`, as
@@ -281,28 +283,21 @@ impl<'de> Scan<'de> {
         out: &mut Option<Vec<T>>,
     ) -> Option<()> {
         let (head, rest) = tokens.split_first()?;
-        self.open(depth)?;
-        if self.eat(b'}').is_some() {
-            return Some(());
-        }
         let mut seen = false;
-        loop {
-            let key = self.member_key()?;
+        self.members(depth, |s, key| {
             if key != head {
-                self.skip(depth + 1)?;
+                s.skip(depth + 1)
             } else if std::mem::replace(&mut seen, true) {
-                return None;
+                None
             } else if rest.is_empty() {
-                (self.peek()? == b'[').then_some(())?;
-                *out = Some(found(self)?);
+                (s.peek()? == b'[').then_some(())?;
+                *out = Some(found(s)?);
+                Some(())
             } else {
-                (self.peek()? == b'{').then_some(())?;
-                self.path(rest, depth + 1, found, out)?;
+                (s.peek()? == b'{').then_some(())?;
+                s.path(rest, depth + 1, found, out)
             }
-            if !self.next(b'}')? {
-                return Some(());
-            }
-        }
+        })
     }
 
     /// The elements of the array of readings (its `[` next), each an object handed to `each`.
@@ -313,22 +308,17 @@ impl<'de> Scan<'de> {
         scratch: &mut Found<'de>,
         each: &mut dyn FnMut(usize, Element<'_, 'de>) -> T,
     ) -> Option<Vec<T>> {
-        self.open(0)?;
         let mut out = Vec::new();
-        if self.eat(b']').is_some() {
-            return Some(out);
-        }
-        loop {
-            if self.peek()? != b'{' || out.len() == max {
+        self.items(0, |s| {
+            if s.peek()? != b'{' || out.len() == max {
                 return None;
             }
             scratch.clear();
-            self.object(root, scratch, 1)?;
+            s.object(root, scratch, 1)?;
             out.push(each(out.len(), Element::Object(scratch)));
-            if !self.next(b']')? {
-                return Some(out);
-            }
-        }
+            Some(())
+        })?;
+        Some(out)
     }
 }
 
