@@ -114,11 +114,11 @@ fn run(
     let until = Instant::now() + Duration::from_secs_f64(secs);
     let start = Instant::now();
     let mut readings = 0u64;
-    let mut rounds = rounds();
+    let (mut rounds, walker) = (rounds(), walker());
     while rounds.map_or(Instant::now() < until, |r| r > 0) {
         rounds = rounds.map(|r| r - 1);
         for m in messages {
-            let out = decode_by(topic, m, now, rules, walker());
+            let out = decode_by(topic, m, now, rules, walker);
             readings += out
                 .iter()
                 .filter(|d| matches!(d, Decoded::Reading(_)))

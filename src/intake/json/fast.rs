@@ -7,7 +7,7 @@
 //! syntax error) it hands back with `None`, and `shape.rs`'s serde_json walk reads the payload
 //! from the start and has the last word, its error messages included. So the two agree on every
 //! payload by construction; `json::fuzz::one` checks that they do on every fuzz input and the
-//! corpus, and `tests/fuzz_corpus.rs` in CI. The decoder costs 11–17 % fewer instructions a
+//! corpus, and `tests/fuzz_corpus.rs` in CI. The decoder costs 12–17 % fewer instructions a
 //! reading with it (docs/performance.md, "The decoders").
 
 use super::shape::{take, Child, Element, Found, Node, Repeated, Seen, Shape, Top};
