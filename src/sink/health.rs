@@ -7,7 +7,6 @@
 //! over a window. A turbine is *suspect* when its offset or drift passes a threshold, or when it
 //! collided too often in the last day.
 
-use foldhash::HashMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -17,6 +16,7 @@ use tokio_postgres::Transaction;
 use crate::core::setting::{group, SettingError};
 use crate::error::Error;
 use crate::sink::dialect::{Dialect, Params, Stmt};
+use crate::sink::rows::Rows;
 use crate::telemetry;
 
 /// How fast the offset envelope rises towards a larger sample (it falls at once).
@@ -49,16 +49,10 @@ pub enum Seen {
 }
 
 /// Folds a batch's readings into one [`TurbineBatch`] per turbine, given out in turbine order
-/// (the order the upsert takes its row locks in). A hash map while folding: a turbine's id is
-/// copied once per batch, not once per reading, and no string is hashed when a reading is of the
-/// same turbine as the one before (a message of many readings is one turbine's, as a rule).
+/// (the order the upsert takes its row locks in): a turbine's id is copied once per batch, not
+/// once per reading ([`Rows`]).
 #[derive(Debug, Default)]
-pub struct Fold {
-    index: HashMap<String, usize>,
-    rows: Vec<(String, TurbineBatch)>,
-    /// The row of the last reading folded.
-    last: usize,
-}
+pub struct Fold(Rows<String, TurbineBatch>);
 
 impl Fold {
     /// Folds one reading in; `stored` says whether its key is in `readings` now.
@@ -70,31 +64,19 @@ impl Fold {
         stored: bool,
     ) {
         let offset = crate::core::timestamp::seconds_between(received_at, recorded_at);
-        let row = match self.rows.get(self.last) {
-            Some((id, _)) if id == turbine => self.last,
-            _ => match self.index.get(turbine) {
-                Some(&row) => row,
-                None => {
-                    self.index.insert(turbine.to_string(), self.rows.len());
-                    self.rows.push((
-                        turbine.to_string(),
-                        TurbineBatch {
-                            first_seen: received_at,
-                            last_seen: received_at,
-                            last_recorded_at: None,
-                            readings: 0,
-                            duplicates: 0,
-                            collisions: 0,
-                            future: 0,
-                            min_offset: None,
-                        },
-                    ));
-                    self.rows.len() - 1
-                }
-            },
-        };
-        self.last = row;
-        let t = &mut self.rows[row].1;
+        let t = self.0.row(turbine, || {
+            let first = TurbineBatch {
+                first_seen: received_at,
+                last_seen: received_at,
+                last_recorded_at: None,
+                readings: 0,
+                duplicates: 0,
+                collisions: 0,
+                future: 0,
+                min_offset: None,
+            };
+            (turbine.to_string(), first)
+        });
         t.first_seen = t.first_seen.min(received_at);
         t.last_seen = t.last_seen.max(received_at);
         if stored {
@@ -113,14 +95,12 @@ impl Fold {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+        self.0.is_empty()
     }
 
     /// The turbines in id order.
     pub fn turbines(&self) -> impl Iterator<Item = (&String, &TurbineBatch)> {
-        let mut all: Vec<_> = self.rows.iter().map(|(id, t)| (id, t)).collect();
-        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        all.into_iter()
+        self.0.sorted()
     }
 }
 

@@ -23,6 +23,7 @@ pub mod partition;
 pub mod pg;
 pub mod power_curve;
 pub mod quality;
+pub mod rows;
 pub mod runs;
 pub mod stats;
 pub mod transaction;

@@ -21,7 +21,6 @@
 //! and most SCADA exports' 10-minute statistics are; the sample one is `sqrt(m2 / (n − 1))` for
 //! whoever wants it (the export gives n beside it).
 
-use foldhash::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,6 +35,7 @@ use crate::core::span::Span;
 use crate::error::Error;
 use crate::sink::dialect::{Dialect, Params, Stmt};
 use crate::sink::pg::Column8;
+use crate::sink::rows::Rows;
 
 mod angles;
 mod carried;
@@ -167,16 +167,12 @@ impl Families {
 
 /// Folds a batch's inserted readings into one [`Interval`] per turbine and interval start, given
 /// out in key order (the order the upsert takes its row locks in). Borrows the turbine ids from
-/// the readings: nothing is allocated per reading; a hash map while folding, so no string is
-/// compared on a hit, and none hashed when a reading falls in the interval of the one before.
+/// the readings: nothing is allocated per reading ([`Rows`]).
 #[derive(Debug)]
 pub struct Fold<'a> {
     width: Width,
     families: Arc<Families>,
-    index: HashMap<(&'a str, DateTime<Utc>), usize>,
-    intervals: Vec<((&'a str, DateTime<Utc>), Interval)>,
-    /// The interval of the last reading added.
-    last: usize,
+    intervals: Rows<(&'a str, DateTime<Utc>), Interval>,
 }
 
 impl<'a> Fold<'a> {
@@ -185,31 +181,20 @@ impl<'a> Fold<'a> {
         Fold {
             width: sql.width,
             families: sql.families.clone(),
-            index: HashMap::default(),
-            intervals: Vec::new(),
-            last: 0,
+            intervals: Rows::default(),
         }
     }
 
     /// Adds an inserted reading.
     pub fn add(&mut self, r: &'a Reading) {
         let key = (r.turbine_id.as_str(), self.width.start_of(r.recorded_at));
-        let at = match self.intervals.get(self.last) {
-            Some((k, _)) if *k == key => self.last,
-            _ => match self.index.get(&key) {
-                Some(&at) => at,
-                None => {
-                    self.index.insert(key, self.intervals.len());
-                    let acc = self.families.start();
-                    self.intervals.push((key, Interval { readings: 0, acc }));
-                    self.intervals.len() - 1
-                }
-            },
-        };
-        self.last = at;
-        let i = &mut self.intervals[at].1;
+        let families = &self.families;
+        let i = self.intervals.row(&key, || {
+            let acc = families.start();
+            (key, Interval { readings: 0, acc })
+        });
         i.readings += 1;
-        self.families.add(&mut i.acc, r);
+        families.add(&mut i.acc, r);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -222,9 +207,7 @@ impl<'a> Fold<'a> {
 
     /// The intervals in key order.
     pub fn intervals(&self) -> impl Iterator<Item = (&(&'a str, DateTime<Utc>), &Interval)> {
-        let mut all: Vec<_> = self.intervals.iter().map(|(k, i)| (k, i)).collect();
-        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        all.into_iter()
+        self.intervals.sorted()
     }
 }
 
