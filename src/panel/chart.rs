@@ -672,6 +672,22 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// A power chart of `[from, to)` with nothing in it: what a test fills in.
+    fn power<'a>(from: DateTime<Utc>, to: DateTime<Utc>) -> Chart<'a> {
+        Chart {
+            class: "chart",
+            series: "power_kw",
+            title: "Power",
+            unit: "kW",
+            from,
+            to,
+            points: &[],
+            max_gap: chrono::Duration::minutes(3),
+            markers: &[],
+            flags: &[],
+        }
+    }
+
     #[test]
     fn flags_closer_than_a_pixel_are_one_bar_that_counts_them() {
         let from = t("2026-11-30T00:00:00Z");
@@ -683,16 +699,8 @@ mod tests {
         };
         let svg = |to: DateTime<Utc>, flags: &[Flagged]| {
             Chart {
-                class: "chart",
-                series: "power_kw",
-                title: "Power",
-                unit: "kW",
-                from,
-                to,
-                points: &[],
-                max_gap: chrono::Duration::minutes(3),
-                markers: &[],
                 flags,
+                ..power(from, to)
             }
             .svg()
         };
@@ -740,14 +748,7 @@ mod tests {
             (t("2026-11-30T00:23:00Z"), st(9.0)),
         ];
         let svg = Chart {
-            class: "chart",
-            series: "power_kw",
-            title: "Power",
-            unit: "kW",
-            from,
-            to,
             points: &points,
-            max_gap: chrono::Duration::minutes(3),
             markers: &[t("2026-11-30T00:30:00Z"), t("2026-11-30T02:00:00Z")],
             flags: &[Flagged {
                 span: crate::core::span::Span::new(
@@ -756,6 +757,7 @@ mod tests {
                 ),
                 what: "stuck <&>".into(),
             }],
+            ..power(from, to)
         }
         .svg();
         assert!(svg.starts_with("<svg class=\"chart\" data-series=\"power_kw\""));
