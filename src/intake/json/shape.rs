@@ -144,7 +144,6 @@ impl Shape {
             shape: self,
             max: max_elements,
             scratch: self.empty(),
-            index: 0,
             each,
         })
         .deserialize(&mut de)?;
@@ -181,8 +180,6 @@ struct Walk<'a, 'de, T> {
     shape: &'a Shape,
     max: usize,
     scratch: Found<'de>,
-    /// The place of the element being walked in the array of readings.
-    index: usize,
     each: &'a mut dyn FnMut(usize, Element<'_, 'de>) -> T,
 }
 
@@ -437,8 +434,8 @@ macro_rules! other_scalars {
     };
 }
 
-/// One reading object (or something else) in an array: walked, then handed on.
-struct ElementSeed<'w, 'a, 'de, T>(&'w mut Walk<'a, 'de, T>);
+/// One reading object (or something else) in an array, and its place: walked, then handed on.
+struct ElementSeed<'w, 'a, 'de, T>(&'w mut Walk<'a, 'de, T>, usize);
 
 impl<'de, T> DeserializeSeed<'de> for ElementSeed<'_, '_, 'de, T> {
     type Value = T;
@@ -452,20 +449,20 @@ impl<'de, T> Visitor<'de> for ElementSeed<'_, '_, 'de, T> {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a reading object")
     }
-    other_scalars!(self, kind => (self.0.each)(self.0.index, Element::Other(kind)));
+    other_scalars!(self, kind => (self.0.each)(self.1, Element::Other(kind)));
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok((self.0.each)(self.0.index, Element::Other("an array")))
+        Ok((self.0.each)(self.1, Element::Other("an array")))
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        let walk = self.0;
+        let (walk, index) = (self.0, self.1);
         walk.scratch.clear();
         NodeSeed {
             node: &walk.shape.root,
             found: &mut walk.scratch,
         }
         .visit_map(map)?;
-        Ok((walk.each)(walk.index, Element::Object(&walk.scratch)))
+        Ok((walk.each)(index, Element::Object(&walk.scratch)))
     }
 }
 
@@ -478,13 +475,11 @@ fn elements<'de, T, A: SeqAccess<'de>>(
     mut seq: A,
 ) -> Result<Vec<T>, A::Error> {
     let mut out = Vec::new();
-    walk.index = 0;
-    while let Some(el) = seq.next_element_seed(ElementSeed(&mut *walk))? {
+    while let Some(el) = seq.next_element_seed(ElementSeed(&mut *walk, out.len()))? {
         if out.len() == walk.max {
             return Err(serde::de::Error::custom(TOO_MANY));
         }
         out.push(el);
-        walk.index = out.len();
     }
     Ok(out)
 }
