@@ -75,9 +75,13 @@ impl Entry {
     }
 }
 
-/// The settings' defaults as TOML values, by key (those unset by default are absent).
-pub fn defaults() -> toml::Table {
-    toml::Table::try_from(Settings::default()).expect("the defaults serialize as TOML")
+/// The settings' defaults as TOML values, by key (those unset by default are absent). Made once:
+/// every command's `--help` text is built from them at start-up.
+pub fn defaults() -> &'static toml::Table {
+    static DEFAULTS: std::sync::LazyLock<toml::Table> = std::sync::LazyLock::new(|| {
+        toml::Table::try_from(Settings::default()).expect("the defaults serialize as TOML")
+    });
+    &DEFAULTS
 }
 
 /// A value as a settings file writes it, on one line: `"text"`, `5000`, `true`,
@@ -295,8 +299,13 @@ fn wrap(text: &str, indent: &str, width: usize) -> String {
 }
 
 /// The long `--help`'s part after the options: SETTINGS (each with its variable and default),
-/// ENVIRONMENT, FILES and EXIT STATUS.
+/// ENVIRONMENT, FILES and EXIT STATUS. Built once: clap asks for it for every command at start-up.
 pub fn long_help() -> String {
+    static HELP: std::sync::LazyLock<String> = std::sync::LazyLock::new(build_long_help);
+    HELP.clone()
+}
+
+fn build_long_help() -> String {
     let mut out = String::from("Settings:\n");
     out.push_str(&wrap(SETTINGS_INTRO, "  ", 76));
     for (group, entries) in grouped() {
