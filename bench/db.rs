@@ -179,7 +179,7 @@ impl Writer {
             w.as_mut()
                 .write(&[
                     &(seq as i32),
-                    &r.turbine_id,
+                    &&*r.turbine_id,
                     &r.recorded_at,
                     r.values.get(0),
                     r.values.get(1),

@@ -21,7 +21,7 @@ fn main() {
     for i in 0..1000i64 {
         for t in 0..1000 {
             rs.push(Reading {
-                turbine_id: format!("WTG-{t:04}"),
+                turbine_id: format!("WTG-{t:04}").into(),
                 recorded_at: t0 + chrono::Duration::seconds(2 * i),
                 values: Values(
                     vec![

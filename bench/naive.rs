@@ -53,7 +53,7 @@ async fn main() {
                         db.execute(
                             &insert,
                             &[
-                                &r.turbine_id,
+                                &&*r.turbine_id,
                                 &r.recorded_at,
                                 r.values.get(0),
                                 r.values.get(1),

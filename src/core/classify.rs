@@ -106,7 +106,7 @@ mod tests {
 
     fn reading(turbine: u8, second: u8, power: u8, wind: Option<u8>) -> Reading {
         Reading {
-            turbine_id: format!("T{turbine}"),
+            turbine_id: format!("T{turbine}").into(),
             recorded_at: Utc
                 .timestamp_opt(1_764_465_880 + i64::from(second), 0)
                 .unwrap(),

@@ -1,5 +1,7 @@
 //! The reading: one turbine's measurements at one moment, named by `(turbine_id, recorded_at)`.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 
 pub use crate::core::signals::{Datum, Values};
@@ -8,7 +10,9 @@ pub use crate::core::signals::{Datum, Values};
 /// (`signals.rs`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reading {
-    pub turbine_id: String,
+    /// Shared by the readings of one message (one allocation a message, not a reading), and
+    /// immutable once judged.
+    pub turbine_id: Arc<str>,
     /// From the turbine's own clock, cut to microseconds (PostgreSQL's precision).
     pub recorded_at: DateTime<Utc>,
     pub values: Values,

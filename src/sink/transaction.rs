@@ -499,7 +499,7 @@ async fn future_stored(
     if future.is_empty() {
         return Ok(Vec::new());
     }
-    let ids: Vec<&str> = future.iter().map(|(r, _)| r.turbine_id.as_str()).collect();
+    let ids: Vec<&str> = future.iter().map(|(r, _)| &*r.turbine_id).collect();
     let at: Vec<chrono::DateTime<chrono::Utc>> =
         future.iter().map(|(r, _)| r.recorded_at).collect();
     let rows = tx
@@ -627,7 +627,7 @@ async fn stage_and_insert(
     for (s, &i) in staged.iter().zip(&plan.staged) {
         let r = parts.readings[i];
         row.clear();
-        row.extend([&s.0 as &(dyn ToSql + Sync), &r.turbine_id, &r.recorded_at]);
+        row.extend([&s.0 as &(dyn ToSql + Sync), &s.1, &r.recorded_at]);
         row.extend(r.values.iter().map(|v| v as &(dyn ToSql + Sync)));
         writer.as_mut().write(&row).await.db("copying readings")?;
     }

@@ -520,7 +520,7 @@ impl Drop for Writer {
 /// refused.
 fn reading_json(signals: &crate::core::signals::Signals, r: &Reading) -> String {
     let mut o = serde_json::Map::new();
-    o.insert("turbine_id".into(), r.turbine_id.clone().into());
+    o.insert("turbine_id".into(), r.turbine_id.to_string().into());
     o.insert(
         "recorded_at".into(),
         r.recorded_at

@@ -555,7 +555,7 @@ mod tests {
             for d in j.items {
                 match d {
                     Decoded::Reading(r) => readings.push((
-                        r.turbine_id.clone(),
+                        r.turbine_id.to_string(),
                         r.recorded_at.timestamp_millis(),
                         format!("{:?}", r.values),
                     )),

@@ -595,7 +595,7 @@ pub(crate) fn replay(all: &[Planned], now: DateTime<Utc>) -> (u64, u64, u64, u64
             rx += 1;
             match d {
                 Decoded::Reading(r) => {
-                    let key = (r.turbine_id.clone(), r.recorded_at);
+                    let key = (r.turbine_id.to_string(), r.recorded_at);
                     match stored.get(&key) {
                         None => {
                             stored.insert(key, r.values);

@@ -1016,7 +1016,7 @@ pub fn readings_in(messages: &[(String, Vec<u8>)]) -> std::collections::BTreeSet
     for (topic, payload) in messages {
         for d in galewatch::intake::json::decode(topic, payload, now, &rules) {
             if let galewatch::core::outcome::Decoded::Reading(r) = d {
-                let key = (r.turbine_id.clone(), r.recorded_at.timestamp_micros());
+                let key = (r.turbine_id.to_string(), r.recorded_at.timestamp_micros());
                 if seen.insert(key.clone()) {
                     out.insert((
                         key.0,

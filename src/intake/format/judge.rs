@@ -5,6 +5,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
@@ -284,7 +285,7 @@ pub fn outcome(
 #[inline]
 pub fn finish(
     rules: &Limits,
-    turbine_id: String,
+    turbine_id: Arc<str>,
     (recorded_at, time_label): (Option<DateTime<Utc>>, &str),
     values: Vec<Datum>,
     out_of_bounds: Option<String>,

@@ -364,6 +364,9 @@ struct Ctx<'a> {
     /// Readings past this are `future_timestamp` (`Limits::future_after`).
     future_after: Option<DateTime<Utc>>,
     rules: &'a Rules,
+    /// The turbine id of the message's last reading: the next reading naming the same turbine
+    /// (a message's readings almost always do) shares it instead of allocating its own.
+    last_turbine: std::cell::Cell<Option<Arc<str>>>,
 }
 
 impl<'de> Raw<'de> {
@@ -412,6 +415,7 @@ impl<'a> Ctx<'a> {
             topic_site: level(rules.site_level),
             future_after: rules.limits.future_after(received_at),
             rules,
+            last_turbine: std::cell::Cell::new(None),
         }
     }
 }
@@ -501,12 +505,12 @@ impl Ctx<'_> {
     }
 
     /// An identity text (turbine or site) from the topic and the payload, which must agree.
-    fn identity(
+    fn identity<'p>(
         &self,
         slot: usize,
-        topic: Option<&str>,
-        payload: Raw<'_>,
-    ) -> Result<Option<String>, Refusal> {
+        topic: Option<&'p str>,
+        payload: Raw<'p>,
+    ) -> Result<Option<Cow<'p, str>>, Refusal> {
         use RejectReason::{IdentityMismatch, Malformed};
         let payload = match payload {
             Raw::Absent | Raw::Null => None,
@@ -526,10 +530,31 @@ impl Ctx<'_> {
                     self.label(slot)
                 ),
             )),
-            (Some(t), _) => Ok(Some(t.to_string())),
-            (None, Some(p)) => Ok(Some(p.into_owned())),
+            (Some(t), _) => Ok(Some(Cow::Borrowed(t))),
+            (None, Some(p)) => Ok(Some(p)),
             (None, None) => Ok(None),
         }
+    }
+
+    /// The turbine id `{site}/{turbine}` (or `turbine` without a site), shared with the message's
+    /// previous reading when it names the same one.
+    fn shared_turbine(&self, site: Option<&str>, turbine: &str) -> Arc<str> {
+        let same = |last: &str| match site {
+            None => last == turbine,
+            Some(site) => last
+                .strip_prefix(site)
+                .and_then(|rest| rest.strip_prefix('/'))
+                .is_some_and(|rest| rest == turbine),
+        };
+        let id = match self.last_turbine.take() {
+            Some(last) if same(&last) => last,
+            _ => match site {
+                None => Arc::from(turbine),
+                Some(site) => Arc::from(format!("{site}/{turbine}")),
+            },
+        };
+        self.last_turbine.set(Some(id.clone()));
+        id
     }
 
     fn validate(&self, f: &Found<'_>) -> Result<Reading, Refusal> {
@@ -609,14 +634,14 @@ impl Ctx<'_> {
                     ),
                 ))
             }
-            Some(site) => format!("{site}/{turbine}"),
+            Some(site) => self.shared_turbine(Some(&site), &turbine),
             None if self.rules.has_site => {
                 return Err((
                     Malformed,
                     format!("{}: missing from both topic and payload", self.label(SITE)),
                 ))
             }
-            None => turbine,
+            None => self.shared_turbine(None, &turbine),
         };
         finish(
             &self.rules.limits,
@@ -735,7 +760,7 @@ mod tests {
         let Decoded::Reading(r) = d else {
             panic!("{d:?}")
         };
-        assert_eq!(r.turbine_id, "WTG-0042");
+        assert_eq!(&*r.turbine_id, "WTG-0042");
         assert_eq!(r.recorded_at.to_rfc3339(), "2026-11-30T01:24:40.123+00:00");
         assert_eq!(r.values.get(0).as_f64(), Some(1523.4));
         assert_eq!(r.values.get(1).as_f64(), Some(11.2));
@@ -748,7 +773,10 @@ mod tests {
             panic!()
         };
         assert_eq!(a.recorded_at.timestamp_millis(), 1_764_465_880_123);
-        assert_eq!(a.turbine_id, "WTG-0042", "turbine id comes from the topic");
+        assert_eq!(
+            &*a.turbine_id, "WTG-0042",
+            "turbine id comes from the topic"
+        );
         assert_eq!(a.values.get(1), &Datum::Null);
         let Decoded::Reading(b) = one(
             T,
@@ -946,7 +974,7 @@ mod tests {
         let Decoded::Reading(r) = &out[0] else {
             panic!("{out:?}")
         };
-        assert_eq!(r.turbine_id, "WTG-7");
+        assert_eq!(&*r.turbine_id, "WTG-7");
         let out = decode(
             "site/readings",
             br#"{"recorded_at":1764465880123,"power_kw":1}"#,
@@ -1036,6 +1064,63 @@ mod tests {
         assert!(rejected(out[0].clone()).detail.contains("NUL"));
     }
 
+    /// Edges of the shared turbine id: the same text shares one allocation, a prefix, a longer
+    /// id, a site that ends where the turbine begins and a turbine met again after another each
+    /// get their own and the right text.
+    #[test]
+    fn a_messages_readings_share_their_turbine_id_and_each_keeps_its_own_text() {
+        let ids = |out: &[Decoded]| -> Vec<Arc<str>> {
+            out.iter()
+                .map(|d| match d {
+                    Decoded::Reading(r) => r.turbine_id.clone(),
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        let rules = Rules::for_filter("site/readings");
+        let row = |id: &str, s: u32| {
+            format!(
+                r#"{{"turbine_id":"{id}","recorded_at":{},"power_kw":1}}"#,
+                1_764_465_880_000u64 + u64::from(s) * 1000
+            )
+        };
+        let rows = [
+            row("A", 0),
+            row("A", 1),
+            row("AB", 2),
+            row("A", 3),
+            row("A", 4),
+        ];
+        let payload = format!("[{}]", rows.join(","));
+        let got = ids(&decode("site/readings", payload.as_bytes(), now(), &rules));
+        let text: Vec<&str> = got.iter().map(|a| &**a).collect();
+        assert_eq!(text, ["A", "A", "AB", "A", "A"]);
+        assert!(Arc::ptr_eq(&got[0], &got[1]), "the same turbine: one id");
+        assert!(!Arc::ptr_eq(&got[1], &got[2]));
+        assert!(Arc::ptr_eq(&got[3], &got[4]));
+
+        // Sites: `North/T7` shared; `Nort` + `h/T7`-like prefixes and another site are not.
+        let at = |site: &str, s: u32| {
+            format!(
+                r#"{{"site":"{site}","ts":{},"values":{{"P":1}}}}"#,
+                1_764_465_880 + s
+            )
+        };
+        let payload = format!(
+            r#"{{"readings":[{},{},{},{}]}}"#,
+            at("North", 0),
+            at("North", 1),
+            at("Nort", 2),
+            at("South", 3)
+        );
+        let out = nested(&payload);
+        let got = ids(&out);
+        let text: Vec<&str> = got.iter().map(|a| &**a).collect();
+        assert_eq!(text, ["North/T7", "North/T7", "Nort/T7", "South/T7"]);
+        assert!(Arc::ptr_eq(&got[0], &got[1]));
+        assert!(!Arc::ptr_eq(&got[1], &got[2]));
+    }
+
     const N: &str = "turbines/T7/readings";
 
     fn nested(payload: &str) -> Vec<Decoded> {
@@ -1056,7 +1141,7 @@ mod tests {
         let Decoded::Reading(a) = &out[0] else {
             panic!("{out:?}")
         };
-        assert_eq!(a.turbine_id, "North/T7", "site and turbine make the id");
+        assert_eq!(&*a.turbine_id, "North/T7", "site and turbine make the id");
         assert_eq!(a.recorded_at.timestamp_micros(), 1_764_465_880_500_000);
         assert_eq!(
             a.values.0.as_ref(),

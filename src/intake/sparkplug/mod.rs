@@ -830,7 +830,7 @@ fn reading(
     }
     judge::finish(
         rules,
-        turbine.to_string(),
+        turbine.into(),
         (millis(at), "recorded_at"),
         values,
         out_of_bounds,

@@ -120,7 +120,7 @@ fn a_birth_stores_its_aliases_and_lands_its_values() {
     assert_eq!(b.datatypes, [10, 10, 10]);
     assert_eq!(j.items.len(), 1);
     let r = reading(&j.items[0]);
-    assert_eq!(r.turbine_id, "WTG-01");
+    assert_eq!(&*r.turbine_id, "WTG-01");
     assert_eq!(r.recorded_at.timestamp_millis() as u64, T0);
     assert_eq!(
         r.values.0.as_ref(),
@@ -194,7 +194,7 @@ fn levels_that_name_no_turbine_are_ignored_not_rejected() {
     m.turbine = TurbineFrom::GroupEdgeNode;
     let bytes = payload(vec![double(Some("Power"), 1, 1.0, Some(T0))], 3);
     let j = judge("spBv1.0/farm/NDATA/gw1", &bytes, None, &rules(), &m, now());
-    assert_eq!(reading(&j.items[0]).turbine_id, "farm/gw1");
+    assert_eq!(&*reading(&j.items[0]).turbine_id, "farm/gw1");
     let j = judge(
         "spBv1.0/farm/DDATA/gw1/d",
         &bytes,
@@ -483,7 +483,7 @@ proptest! {
         for d in &j.items {
             match d {
                 Decoded::Reading(r) | Decoded::Future(r) => {
-                    prop_assert_eq!(r.turbine_id.as_str(), "d");
+                    prop_assert_eq!(&*r.turbine_id, "d");
                     prop_assert!(!r.values.0[0].is_null(), "power_kw is required");
                     for v in r.values.iter() {
                         if let Datum::Float(x) = v {

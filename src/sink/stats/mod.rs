@@ -187,7 +187,7 @@ impl<'a> Fold<'a> {
 
     /// Adds an inserted reading.
     pub fn add(&mut self, r: &'a Reading) {
-        let key = (r.turbine_id.as_str(), self.width.start_of(r.recorded_at));
+        let key = (&*r.turbine_id, self.width.start_of(r.recorded_at));
         let families = &self.families;
         let i = self.intervals.row(&key, || {
             let acc = families.start();
