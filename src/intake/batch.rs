@@ -228,6 +228,11 @@ impl Batcher {
             None
         } else {
             let mut b = std::mem::take(&mut self.current);
+            // The next batch is sized like this one (no larger than the limits let it grow):
+            // growing a vector of 5,000 one-reading messages by doubling copied each about
+            // twice, 350 instructions a reading.
+            self.current.messages = Vec::with_capacity(b.messages.len());
+            self.current.keys = Vec::with_capacity(b.keys.len());
             b.seq = self.next_seq;
             self.next_seq += 1;
             Some(b)
