@@ -631,9 +631,19 @@ async fn stage_and_insert(
         row.extend(r.values.iter().map(|v| v as &(dyn ToSql + Sync)));
         writer.as_mut().write(&row).await.db("copying readings")?;
     }
-    writer.finish().await.db("finishing COPY")?;
-
-    let rows = tx.query(&st.insert, &[]).await.db("inserting readings")?;
+    // The COPY's end and the INSERT in one round trip: tokio-postgres holds a request made
+    // during a COPY until the COPY is done, so the INSERT follows it on the wire whichever is
+    // polled first, and a failed COPY fails the INSERT (the transaction is aborted).
+    let finish = async {
+        writer
+            .as_mut()
+            .finish()
+            .await
+            .map(drop)
+            .db("finishing COPY")
+    };
+    let insert = async { tx.query(&st.insert, &[]).await.db("inserting readings") };
+    let ((), rows) = futures_util::future::try_join(finish, insert).await?;
     let skipped = st.dialect.skipped(&rows, &staged);
     if !skipped.is_empty() {
         let rows = tx
