@@ -16,6 +16,7 @@ use tokio_postgres::Transaction;
 use crate::core::setting::{group, SettingError};
 use crate::error::Error;
 use crate::sink::dialect::{Dialect, Params, Stmt};
+use crate::sink::pg::{Column8, Stamp};
 use crate::sink::rows::Rows;
 use crate::telemetry;
 
@@ -260,14 +261,18 @@ pub(crate) async fn record(
         return Ok(());
     }
     let mut id = Vec::new();
-    let (mut f, mut l, mut r) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut f, mut l, mut r) = (
+        Column8(Vec::new()),
+        Column8(Vec::new()),
+        Column8(Vec::new()),
+    );
     let (mut n, mut d, mut c, mut fu) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut o = Vec::new();
     for (turbine, t) in fold.turbines() {
         id.push(turbine.as_str());
-        f.push(t.first_seen);
-        l.push(t.last_seen);
-        r.push(t.last_recorded_at);
+        f.0.push(Some(Stamp(t.first_seen)));
+        l.0.push(Some(Stamp(t.last_seen)));
+        r.0.push(t.last_recorded_at.map(Stamp));
         n.push(t.readings);
         d.push(t.duplicates);
         c.push(t.collisions);
@@ -286,9 +291,9 @@ pub(crate) async fn record(
             |k, params: &mut Params<'_>| {
                 params.extend([
                     &id[k] as &(dyn ToSql + Sync),
-                    &f[k],
-                    &l[k],
-                    &r[k],
+                    &f.0[k],
+                    &l.0[k],
+                    &r.0[k],
                     &n[k],
                     &d[k],
                     &c[k],

@@ -52,6 +52,7 @@ use crate::error::{DbContext, Error};
 use crate::sink::dialect::{Dialect, Params, Stmt};
 use crate::sink::health;
 use crate::sink::partition::Partitions;
+use crate::sink::pg::Stamp;
 
 /// The statements of one attempt, written for the declared signals.
 struct Sql {
@@ -623,11 +624,12 @@ async fn stage_and_insert(
             (seq, r.turbine_id.as_ref(), r.recorded_at)
         })
         .collect();
+    let stamps: Vec<Stamp> = staged.iter().map(|s| Stamp(s.2)).collect();
     let mut row: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(st.copy_types.len());
-    for (s, &i) in staged.iter().zip(&plan.staged) {
+    for ((s, at), &i) in staged.iter().zip(&stamps).zip(&plan.staged) {
         let r = parts.readings[i];
         row.clear();
-        row.extend([&s.0 as &(dyn ToSql + Sync), &s.1, &r.recorded_at]);
+        row.extend([&s.0 as &(dyn ToSql + Sync), &s.1, at]);
         row.extend(r.values.iter().map(|v| v as &(dyn ToSql + Sync)));
         writer.as_mut().write(&row).await.db("copying readings")?;
     }

@@ -34,7 +34,7 @@ use crate::core::signals::{Signal, Signals};
 use crate::core::span::Span;
 use crate::error::Error;
 use crate::sink::dialect::{Dialect, Params, Stmt};
-use crate::sink::pg::Column8;
+use crate::sink::pg::{Column8, Stamp};
 use crate::sink::rows::Rows;
 
 mod angles;
@@ -539,7 +539,7 @@ pub(crate) async fn record(
     let len = fold.len();
     let w = sql.width.secs();
     let mut turbine: Vec<&str> = Vec::with_capacity(len);
-    let mut start = Vec::with_capacity(len);
+    let mut start = Column8(Vec::with_capacity(len));
     let mut columns: Vec<Values> = sql
         .cols
         .iter()
@@ -551,7 +551,7 @@ pub(crate) async fn record(
     let mut row = Vec::with_capacity(sql.cols.len());
     for ((t, s), i) in fold.intervals() {
         turbine.push(t);
-        start.push(*s);
+        start.0.push(Some(Stamp(*s)));
         row.clear();
         row.extend([
             Value::Int(Some(i.readings)),
@@ -578,7 +578,7 @@ pub(crate) async fn record(
             (upsert, &arrays),
             |rows| sql.upsert_values(rows),
             |r, params: &mut Params<'_>| {
-                params.extend([&turbine[r] as &(dyn ToSql + Sync), &start[r]]);
+                params.extend([&turbine[r] as &(dyn ToSql + Sync), &start.0[r]]);
                 params.extend(columns.iter().map(|c| c.at(r)));
             },
         )
