@@ -207,6 +207,8 @@ struct Prepared {
     /// keeps statistics, theirs.
     status: Stmt,
     stats_upsert: Option<Stmt>,
+    /// The statistics' run repair (`stats::frozen::repair`), when runs are kept.
+    frozen_repair: Option<Stmt>,
     copy: String,
     copy_types: Vec<Type>,
 }
@@ -243,6 +245,15 @@ impl Conn {
             ),
             None => None,
         };
+        let frozen_repair = match stats.as_ref().and_then(|s| s.frozen_repair_sql()) {
+            Some(sql) => Some(
+                dialect
+                    .prepare(&client, sql.to_string())
+                    .await
+                    .map_err(err)?,
+            ),
+            None => None,
+        };
         Ok(Conn {
             client,
             partitions,
@@ -259,6 +270,7 @@ impl Conn {
                 stats,
                 status,
                 stats_upsert,
+                frozen_repair,
                 copy: sql.copy,
                 copy_types: sql.copy_types,
             },
@@ -562,7 +574,8 @@ pub(crate) async fn write_items(
     let stats = async {
         match (&st.stats, &st.stats_upsert, &offered.intervals) {
             (Some(sql), Some(upsert), Some(fold)) => {
-                crate::sink::stats::record(&tx, sql, fold, st.dialect, upsert).await
+                let repair = st.frozen_repair.as_ref();
+                crate::sink::stats::record(&tx, sql, fold, st.dialect, (upsert, repair)).await
             }
             _ => Ok(()),
         }

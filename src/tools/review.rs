@@ -445,7 +445,7 @@ async fn update_stats(
             .query(sql.add_quarantined(), &[&turbine, &id])
             .await
             .db("updating interval statistics")?;
-        sql.repair_runs(tx, &returned).await?;
+        sql.repair_runs(tx, &returned, None).await?;
         return Ok("");
     }
     let start = sql.width.start_of(recorded_at);

@@ -302,11 +302,14 @@ pub(crate) fn same_sql(a: &str, b: &str, tolerance: f64) -> String {
 /// batch holds these rows since its upsert, so every reading merged into them is committed or
 /// its own, and a batch that merges later joins what this writes. `select` is
 /// [`super::Sql::frozen_repair`].
-pub(crate) async fn repair<C: GenericClient>(
+pub(crate) async fn repair<C: GenericClient, S>(
     tx: &C,
-    statement: &str,
+    statement: &S,
     keys: &[(String, chrono::DateTime<chrono::Utc>)],
-) -> Result<(), Error> {
+) -> Result<(), Error>
+where
+    S: ?Sized + tokio_postgres::ToStatement + Sync + Send,
+{
     // Sent together: the driver pipelines them, one round trip for the lot.
     type Param<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
     let params: Vec<[Param; 2]> = keys.iter().map(|(t, s)| [t as Param, s]).collect();

@@ -466,10 +466,14 @@ ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}
 
     /// Recomputes the runs the upsert (or `add_quarantined`) left unknown, from the rows it
     /// returned (turbine, interval start, whether any is unknown): `frozen::repair`.
+    /// `prepared` is [`Sql::frozen_repair_sql`] prepared on `tx`'s connection, where it was: a
+    /// batch's writer repairs often (two writers' batches interleave a turbine's readings), and
+    /// as text each repair is prepared, planned and closed again.
     pub(crate) async fn repair_runs<C: tokio_postgres::GenericClient>(
         &self,
         tx: &C,
         returned: &[tokio_postgres::Row],
+        prepared: Option<&Stmt>,
     ) -> Result<(), Error> {
         let Some(statement) = &self.frozen_repair else {
             return Ok(());
@@ -479,7 +483,18 @@ ON CONFLICT (turbine_id, interval_seconds, interval_start) DO UPDATE SET\n    {}
             .filter(|r| r.get::<_, Option<bool>>(2) == Some(true))
             .map(|r| (r.get(0), r.get(1)))
             .collect();
-        frozen::repair(tx, statement, &unknown).await
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        match prepared {
+            Some(Stmt::Prepared(s)) => frozen::repair(tx, s, &unknown).await,
+            _ => frozen::repair(tx, statement.as_str(), &unknown).await,
+        }
+    }
+
+    /// The statement [`Sql::repair_runs`] runs, when runs are kept.
+    pub(crate) fn frozen_repair_sql(&self) -> Option<&str> {
+        self.frozen_repair.as_deref()
     }
 }
 
@@ -531,7 +546,7 @@ pub(crate) async fn record(
     sql: &Sql,
     fold: &Fold<'_>,
     dialect: Dialect,
-    upsert: &Stmt,
+    (upsert, repair): (&Stmt, Option<&Stmt>),
 ) -> Result<(), Error> {
     if fold.is_empty() {
         return Ok(());
@@ -583,7 +598,7 @@ pub(crate) async fn record(
             },
         )
         .await?;
-    sql.repair_runs(tx, &rows).await
+    sql.repair_runs(tx, &rows, repair).await
 }
 
 #[cfg(test)]
