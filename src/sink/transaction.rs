@@ -209,7 +209,9 @@ struct Prepared {
     stats_upsert: Option<Stmt>,
     /// The statistics' run repair (`stats::frozen::repair`), when runs are kept.
     frozen_repair: Option<Stmt>,
-    copy: String,
+    /// The COPY into the staging table: given as text it was prepared again each batch (a round
+    /// trip and a parse before the COPY could start).
+    copy: Statement,
     copy_types: Vec<Type>,
 }
 
@@ -232,6 +234,7 @@ impl Conn {
         let quarantine = Stmt::Prepared(client.prepare(&sql.quarantine).await.map_err(err)?);
         let rejected = client.prepare(REJECTED_SQL).await.map_err(err)?;
         let xid = client.prepare("SELECT txid_current()").await.map_err(err)?;
+        let copy = client.prepare(&sql.copy).await.map_err(err)?;
         let status = dialect
             .prepare(&client, health::upsert_sql(drift_window))
             .await
@@ -271,7 +274,7 @@ impl Conn {
                 status,
                 stats_upsert,
                 frozen_repair,
-                copy: sql.copy,
+                copy,
                 copy_types: sql.copy_types,
             },
         })
