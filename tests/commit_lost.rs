@@ -222,3 +222,67 @@ async fn a_lost_commit_answer_is_settled_by_asking_the_database() {
         "two cut after COMMIT and one timed out during it were settled as committed:\n{log}"
     );
 }
+
+/// The batch's transaction sends BEGIN with its COPY (`sink::open`): dropped after the COPY and a
+/// statement, nothing of either stays and the connection is out of the transaction (what it
+/// runs next commits at once); committed, both stay; begun alone (a batch with nothing to COPY)
+/// and dropped, nothing stays.
+#[tokio::test]
+async fn a_transaction_begun_with_its_copy_rolls_back_when_dropped_and_keeps_what_it_commits() {
+    use galewatch::sink::open::Open;
+
+    let db = TestDb::create().await;
+    let (c, other) = (db.client().await, db.client().await);
+    c.batch_execute("CREATE TABLE t (x int8); CREATE TABLE s (x int8)")
+        .await
+        .unwrap();
+    let copy = c.prepare("COPY s (x) FROM STDIN BINARY").await.unwrap();
+    let count = |table: &'static str| {
+        let other = &other;
+        async move {
+            let sql = format!("SELECT count(*), coalesce(sum(x), 0)::int8 FROM {table}");
+            let row = other.query_one(&sql, &[]).await.unwrap();
+            (row.get::<_, i64>(0), row.get::<_, i64>(1))
+        }
+    };
+    let mut tx = Open::new(&c);
+    copied(&mut tx, &copy, 1).await;
+    tx.execute("INSERT INTO t VALUES (1)", &[]).await.unwrap();
+    drop(tx);
+    c.execute("INSERT INTO t VALUES (10)", &[]).await.unwrap();
+    assert_eq!(count("s").await, (0, 0), "the dropped COPY is gone");
+    assert_eq!(
+        count("t").await,
+        (1, 10),
+        "only the row written after it, committed at once"
+    );
+
+    let mut tx = Open::new(&c);
+    copied(&mut tx, &copy, 2).await;
+    tx.execute("INSERT INTO t VALUES (2)", &[]).await.unwrap();
+    assert_eq!(count("t").await, (1, 10), "not visible before COMMIT");
+    tx.commit().await.unwrap();
+    assert_eq!(count("s").await, (1, 2));
+    assert_eq!(count("t").await, (2, 12));
+
+    let mut tx = Open::new(&c);
+    tx.begin().await.unwrap();
+    tx.execute("INSERT INTO t VALUES (3)", &[]).await.unwrap();
+    drop(tx);
+    c.execute("INSERT INTO t VALUES (100)", &[]).await.unwrap();
+    assert_eq!(count("t").await, (3, 112), "the row begun alone is gone");
+}
+
+/// BEGIN and a one-row COPY of `x` in `tx`.
+async fn copied(
+    tx: &mut galewatch::sink::open::Open<'_>,
+    copy: &tokio_postgres::Statement,
+    x: i64,
+) {
+    use tokio_postgres::binary_copy::BinaryCopyInWriter;
+    let sink = tx.begin_with_copy(copy).await.unwrap();
+    let types = [tokio_postgres::types::Type::INT8];
+    let mut w = std::pin::pin!(BinaryCopyInWriter::new(sink, &types));
+    w.as_mut().write(&[&x]).await.unwrap();
+    w.finish().await.unwrap();
+}

@@ -5,7 +5,7 @@
 //! `intake/sparkplug/host.rs`'s rule; this file only speaks SQL.
 
 use chrono::{DateTime, Utc};
-use tokio_postgres::{Client, Transaction};
+use tokio_postgres::Client;
 
 use crate::core::birth::{Birth, History, SeqMark};
 use crate::error::{DbContext, Error};
@@ -128,11 +128,7 @@ pub(crate) type Born<'a> = (&'a Birth, DateTime<Utc>);
 
 /// Stores births, in arrival order (batches holding births of the same node or device commit in
 /// arrival order, `overlap.rs`, so generations follow arrival).
-pub(crate) async fn record(
-    tx: &Transaction<'_>,
-    session: &str,
-    births: &[Born<'_>],
-) -> Result<(), Error> {
+pub(crate) async fn record(tx: &Client, session: &str, births: &[Born<'_>]) -> Result<(), Error> {
     for (b, received_at) in births {
         let names: Vec<&str> = b.names.iter().collect();
         tx.execute(

@@ -17,7 +17,7 @@ use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Row, Statement, Transaction};
+use tokio_postgres::{Client, Row, Statement};
 
 use crate::error::{DbContext, Error};
 
@@ -167,7 +167,7 @@ SELECT s.seq, {s_cols}
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn write_rows<'a>(
         self,
-        tx: &Transaction<'_>,
+        tx: &Client,
         what: &'static str,
         rows: usize,
         per_row: usize,

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::Transaction;
+use tokio_postgres::Client;
 
 use crate::core::setting::{group, SettingError};
 use crate::error::Error;
@@ -251,7 +251,7 @@ fn upsert_values_sql(drift_window: Duration, rows: usize) -> String {
 /// Records a batch's turbines, inside the batch's transaction, in the engine's form (on Citus
 /// as [`upsert_values_sql`]).
 pub(crate) async fn record(
-    tx: &Transaction<'_>,
+    tx: &Client,
     fold: &Fold,
     drift_window: Duration,
     dialect: Dialect,

@@ -18,6 +18,7 @@ pub mod health;
 pub mod iec;
 pub mod maintain;
 pub mod migrate;
+pub mod open;
 pub mod overlap;
 pub mod partition;
 pub mod pg;

@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, Statement, Transaction};
+use tokio_postgres::{Client, Statement};
 
 use crate::core::batch::{Batch, Message};
 use crate::core::classify::{self, Fate};
@@ -51,6 +51,7 @@ use crate::core::signals::Signals;
 use crate::error::{DbContext, Error};
 use crate::sink::dialect::{Dialect, Params, Stmt};
 use crate::sink::health;
+use crate::sink::open::Open;
 use crate::sink::partition::Partitions;
 use crate::sink::pg::Stamp;
 
@@ -507,7 +508,7 @@ struct QuarantineKey(String, chrono::DateTime<chrono::Utc>, Vec<u8>);
 
 /// For each future reading, whether `readings` holds it exactly (same key, same values).
 async fn future_stored(
-    tx: &tokio_postgres::Transaction<'_>,
+    tx: &Client,
     statement: &Statement,
     signals: &Signals,
     future: &[(&Reading, &Message)],
@@ -547,12 +548,8 @@ pub(crate) async fn write_items(
     let st = &conn.st;
     let parts = split(items);
     let plan = classify::plan(&parts.readings);
-    let tx = conn
-        .client
-        .transaction()
-        .await
-        .db("beginning a transaction")?;
-    let existing = stage_and_insert(&tx, st, &parts, &plan).await?;
+    let mut tx = Open::new(&conn.client);
+    let existing = stage_and_insert(&mut tx, st, &parts, &plan).await?;
     let fates = classify::resolve(&parts.readings, &plan, &existing);
     let mut tally = Tally {
         received: items.len() as u64,
@@ -610,7 +607,7 @@ pub(crate) async fn write_items(
         xid,
         tally: tally.clone(),
     });
-    tx.commit().await.db("committing a batch")?;
+    tx.commit().await?;
     *in_doubt = None;
     Ok(tally)
 }
@@ -619,16 +616,18 @@ pub(crate) async fn write_items(
 /// values of each key it skipped: for each staged key, the values it is judged against (None
 /// where the INSERT took it).
 async fn stage_and_insert(
-    tx: &Transaction<'_>,
+    tx: &mut Open<'_>,
     st: &Prepared,
     parts: &Parts<'_>,
     plan: &classify::Plan,
 ) -> Result<Vec<Option<Values>>, Error> {
     let mut existing: Vec<Option<Values>> = vec![None; plan.staged.len()];
     if plan.staged.is_empty() {
+        tx.begin().await?;
         return Ok(existing);
     }
-    let sink = tx.copy_in(&st.copy).await.db("starting COPY")?;
+    let sink = tx.begin_with_copy(&st.copy).await?;
+    let tx: &Client = tx;
     let mut writer = pin!(BinaryCopyInWriter::new(sink, &st.copy_types));
     let staged: Vec<(i32, &str, chrono::DateTime<chrono::Utc>)> = plan
         .staged
@@ -747,11 +746,7 @@ impl<'a> Offered<'a> {
 
 /// Writes the offered rows to the quarantine; says which of them it took. The others are
 /// resends of what it (or, for a future reading, `readings`) already holds: duplicates.
-async fn quarantine(
-    tx: &Transaction<'_>,
-    st: &Prepared,
-    offered: &Offered<'_>,
-) -> Result<Vec<bool>, Error> {
+async fn quarantine(tx: &Client, st: &Prepared, offered: &Offered<'_>) -> Result<Vec<bool>, Error> {
     let mut landed = vec![false; offered.held.len()];
     if offered.held.is_empty() {
         return Ok(landed);
@@ -849,7 +844,7 @@ fn outcomes(
 /// Writes the rejections; counts each the table took by its reason, and each it already held
 /// (the same message rejected before: a redelivery) as a duplicate.
 async fn record_rejected(
-    tx: &Transaction<'_>,
+    tx: &Client,
     st: &Prepared,
     rejected: &[(&Rejection, &Message, Option<&[u8]>)],
     tally: &mut Tally,

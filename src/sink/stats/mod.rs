@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::Transaction;
+use tokio_postgres::Client;
 
 use crate::core::reading::Reading;
 use crate::core::sampling::SamplePeriods;
@@ -542,7 +542,7 @@ impl Values {
 /// Merges a batch's intervals into `interval_stats`, inside the batch's transaction: one
 /// statement (on Citus, one per [`crate::sink::dialect::MAX_PARAMS`] parameters).
 pub(crate) async fn record(
-    tx: &Transaction<'_>,
+    tx: &Client,
     sql: &Sql,
     fold: &Fold<'_>,
     dialect: Dialect,
