@@ -50,16 +50,16 @@ pub enum Seen {
 }
 
 /// Folds a batch's readings into one [`TurbineBatch`] per turbine, given out in turbine order
-/// (the order the upsert takes its row locks in): a turbine's id is copied once per batch, not
-/// once per reading ([`Rows`]).
+/// (the order the upsert takes its row locks in): a turbine's id is borrowed from the batch's
+/// readings, never copied ([`Rows`]).
 #[derive(Debug, Default)]
-pub struct Fold(Rows<String, TurbineBatch>);
+pub struct Fold<'a>(Rows<&'a str, TurbineBatch>);
 
-impl Fold {
+impl<'a> Fold<'a> {
     /// Folds one reading in; `stored` says whether its key is in `readings` now.
     pub fn add(
         &mut self,
-        turbine: &str,
+        turbine: &'a str,
         (received_at, recorded_at): (DateTime<Utc>, DateTime<Utc>),
         seen: Seen,
         stored: bool,
@@ -76,7 +76,7 @@ impl Fold {
                 future: 0,
                 min_offset: None,
             };
-            (turbine.to_string(), first)
+            (turbine, first)
         });
         t.first_seen = t.first_seen.min(received_at);
         t.last_seen = t.last_seen.max(received_at);
@@ -100,7 +100,7 @@ impl Fold {
     }
 
     /// The turbines in id order.
-    pub fn turbines(&self) -> impl Iterator<Item = (&String, &TurbineBatch)> {
+    pub fn turbines(&self) -> impl Iterator<Item = (&&'a str, &TurbineBatch)> {
         self.0.sorted()
     }
 }
@@ -252,7 +252,7 @@ fn upsert_values_sql(drift_window: Duration, rows: usize) -> String {
 /// as [`upsert_values_sql`]).
 pub(crate) async fn record(
     tx: &Client,
-    fold: &Fold,
+    fold: &Fold<'_>,
     drift_window: Duration,
     dialect: Dialect,
     upsert: &Stmt,
@@ -269,7 +269,7 @@ pub(crate) async fn record(
     let (mut n, mut d, mut c, mut fu) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut o = Vec::new();
     for (turbine, t) in fold.turbines() {
-        id.push(turbine.as_str());
+        id.push(*turbine);
         f.0.push(Some(Stamp(t.first_seen)));
         l.0.push(Some(Stamp(t.last_seen)));
         r.0.push(t.last_recorded_at.map(Stamp));
@@ -410,7 +410,7 @@ mod tests {
         f.add("A", (s(12), s(400)), Seen::Future, false); // offset -388, quarantined
         f.add("A", (s(13), s(401)), Seen::Duplicate, false); // its resend, the quarantine's
         let rows: Vec<_> = f.turbines().collect();
-        assert_eq!(rows[0].0, "A", "turbine order");
+        assert_eq!(*rows[0].0, "A", "turbine order");
         let a = rows[0].1;
         assert_eq!(
             (a.readings, a.duplicates, a.collisions, a.future),

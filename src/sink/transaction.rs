@@ -782,14 +782,14 @@ async fn quarantine(tx: &Client, st: &Prepared, offered: &Offered<'_>) -> Result
 
 /// Counts what became of each reading and folds it into its turbine's clock health: an offered
 /// row the quarantine did not take is a duplicate for both.
-fn outcomes(
-    parts: &Parts<'_>,
+fn outcomes<'a>(
+    parts: &Parts<'a>,
     fates: &[Fate],
     stored: &[bool],
     held: &[Held],
     landed: &[bool],
     tally: &mut Tally,
-) -> health::Fold {
+) -> health::Fold<'a> {
     let mut seen: Vec<health::Seen> = fates
         .iter()
         .map(|fate| match fate {
