@@ -167,25 +167,17 @@ impl<T: Eight> ToSql for Column8<T> {
             // dimensions, whether any is NULL, the element type, the length, the lower bound
             head[4 * k..4 * k + 4].copy_from_slice(&word.to_be_bytes());
         }
-        if nulls == 0 {
-            for (slot, v) in body.chunks_exact_mut(12).zip(&self.0) {
-                let x = v.expect("no NULL in this column");
-                slot[..4].copy_from_slice(&8i32.to_be_bytes());
-                slot[4..].copy_from_slice(&x.bits().to_be_bytes());
-            }
-        } else {
-            let mut at = 0;
-            for v in &self.0 {
-                match v {
-                    Some(x) => {
-                        body[at..at + 4].copy_from_slice(&8i32.to_be_bytes());
-                        body[at + 4..at + 12].copy_from_slice(&x.bits().to_be_bytes());
-                        at += 12;
-                    }
-                    None => {
-                        body[at..at + 4].copy_from_slice(&(-1i32).to_be_bytes());
-                        at += 4;
-                    }
+        let mut at = 0;
+        for v in &self.0 {
+            match v {
+                Some(x) => {
+                    body[at..at + 4].copy_from_slice(&8i32.to_be_bytes());
+                    body[at + 4..at + 12].copy_from_slice(&x.bits().to_be_bytes());
+                    at += 12;
+                }
+                None => {
+                    body[at..at + 4].copy_from_slice(&(-1i32).to_be_bytes());
+                    at += 4;
                 }
             }
         }
