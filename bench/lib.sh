@@ -7,6 +7,13 @@ freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0
 # psql on the local server as postgres, unaligned and quiet: `psqlq -c "SQL" DATABASE`.
 psqlq() { psql -Atqh 127.0.0.1 -U postgres "$@"; }
 
+# The daemon a script runs: the release build, built first unless BENCH_BUILT is set; BENCH_BIN
+# runs another build instead (an earlier commit's, to compare the two on one machine).
+daemon_bin() {
+  [ -n "${BENCH_BUILT:-}" ] || cargo build --release --quiet --bins >&2
+  echo "${BENCH_BIN:-target/release/galewatch}"
+}
+
 # The wall clock in seconds, with nanoseconds.
 now() { date +%s.%N; }
 
